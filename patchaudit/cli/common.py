@@ -1,0 +1,68 @@
+"""What every command shares: target options, error mapping, exit codes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from patchaudit.errors import PatchAuditError
+
+EXIT_CLEAN = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def target_options(func: F) -> F:
+    """--python / --path: which environment to look at (default: the one running patchaudit)."""
+    func = click.option(
+        "--path",
+        "site_path",
+        type=click.Path(path_type=Path),
+        help="A site-packages directory to audit.",
+    )(func)
+    func = click.option(
+        "--python",
+        "python",
+        type=click.Path(path_type=Path),
+        help="Interpreter of the environment to audit (default: patchaudit's own).",
+    )(func)
+    return func
+
+
+def run(group: click.Group, argv: list[str] | None) -> Any:
+    """Run the group; map PatchAuditError to one line and exit 2, bugs to exit 3."""
+    try:
+        rv = group.main(args=argv, prog_name="patchaudit", standalone_mode=False)
+    except PatchAuditError as exc:
+        message = f"patchaudit: error: {exc}"
+        if exc.hint:
+            message += f" (hint: {exc.hint})"
+        click.echo(message, err=True)
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        click.echo("patchaudit: aborted", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("patchaudit: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_PROBLEMS)
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        click.echo("patchaudit: internal error (this is a bug)", err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(rv if isinstance(rv, int) and 0 <= rv <= 3 else EXIT_CLEAN)

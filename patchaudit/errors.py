@@ -1,0 +1,48 @@
+"""The one error hierarchy: every expected failure is a PatchAuditError (exit 2)."""
+
+
+class PatchAuditError(Exception):
+    """Bad input or an environment patchaudit cannot work with; the CLI prints it in one line."""
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+class EnvironmentNotFound(PatchAuditError):
+    """The target interpreter or directory does not exist or does not answer."""
+
+
+class DistributionNotFound(PatchAuditError):
+    """A distribution named on the command line is not installed in the target."""
+
+
+class InvalidRecord(PatchAuditError):
+    """A RECORD file has lines that cannot be parsed; every problem is collected first."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{path}: {len(problems)} malformed line(s): " + "; ".join(problems[:3]))
+
+
+class UnsafePath(PatchAuditError):
+    """A path would escape the environment's own directories."""
+
+
+class PristineNotFound(PatchAuditError):
+    """No source of pristine bytes could provide the distribution."""
+
+
+class WheelMismatch(PatchAuditError):
+    """A candidate wheel is another build than the one installed."""
+
+
+class InvalidPolicy(PatchAuditError):
+    """A policy or baseline file is unreadable or has unknown keys."""
+
+
+class LockBusy(PatchAuditError):
+    """Another patchaudit run holds the environment's lock."""

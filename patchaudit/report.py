@@ -1,0 +1,220 @@
+"""Report values (schema patchaudit/report/v1) and their JSON form."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "patchaudit/report/v1"
+
+
+class DriftState(str, enum.Enum):
+    MODIFIED = "modified"
+    MISSING = "missing"
+    ADDED = "added"
+
+
+class Severity(str, enum.Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank >= other.rank
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
+
+
+class DistStatus(str, enum.Enum):
+    CLEAN = "clean"
+    DRIFTED = "drifted"
+    UNVERIFIABLE = "unverifiable"
+
+
+class Source(str, enum.Enum):
+    WHEEL = "wheel"
+    EDITABLE = "editable"
+    VCS = "vcs"
+    LEGACY = "legacy"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Drift:
+    """One file that is not as its distribution shipped it."""
+
+    path: str
+    state: DriftState
+    expected: str | None = None
+    actual: str | None = None
+    nlink: int = 1
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "state": self.state.value,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+        if self.nlink > 1:
+            out["nlink"] = self.nlink
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Unverified:
+    """A RECORD entry that cannot be checked: weak or unknown hash, or a malformed line."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """A hazard rule's verdict on one location."""
+
+    rule: str
+    severity: Severity
+    path: str
+    line: int
+    message: str
+    in_change: bool = True
+    column: int = 0
+    suppressed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "message": self.message,
+            "in_change": self.in_change,
+        }
+        if self.suppressed:
+            out["suppressed"] = True
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DistReport:
+    name: str
+    version: str
+    location: str
+    source: Source
+    drift: tuple[Drift, ...] = ()
+    unverified: tuple[Unverified, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    files_checked: int = 0
+    verifiable: bool = True
+
+    @property
+    def status(self) -> DistStatus:
+        if self.drift:
+            return DistStatus.DRIFTED
+        if not self.verifiable or self.unverified:
+            return DistStatus.UNVERIFIABLE
+        return DistStatus.CLEAN
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "location": self.location,
+            "source": self.source.value,
+            "status": self.status.value,
+            "drift": [d.to_dict() for d in self.drift],
+            "unverified": [u.to_dict() for u in self.unverified],
+            "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+            "files_checked": self.files_checked,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvironmentReport:
+    """Startup hooks and files that no distribution owns."""
+
+    drift: tuple[Drift, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "drift": [d.to_dict() for d in self.drift],
+            "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    python: str | None
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    target: Target
+    distributions: tuple[DistReport, ...]
+    environment: EnvironmentReport = field(default_factory=EnvironmentReport)
+
+    def all_drift(self) -> Iterable[Drift]:
+        for dist in self.distributions:
+            yield from dist.drift
+        yield from self.environment.drift
+
+    def all_findings(self, *, suppressed: bool = False) -> Iterable[Finding]:
+        for dist in self.distributions:
+            yield from dist.findings
+        yield from self.environment.findings
+
+    def active_findings(self) -> list[Finding]:
+        return [f for f in self.all_findings() if not f.suppressed]
+
+    def summary(self) -> dict[str, Any]:
+        counts = {state: 0 for state in DriftState}
+        for drift in self.all_drift():
+            counts[drift.state] += 1
+        severities = {sev.value: 0 for sev in Severity}
+        for finding in self.active_findings():
+            severities[finding.severity.value] += 1
+        return {
+            "distributions": len(self.distributions),
+            "files_checked": sum(d.files_checked for d in self.distributions),
+            "modified": counts[DriftState.MODIFIED],
+            "missing": counts[DriftState.MISSING],
+            "added": counts[DriftState.ADDED],
+            "unverifiable": sum(1 for d in self.distributions if d.status is DistStatus.UNVERIFIABLE),
+            "findings": severities,
+            "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
+        }
+
+    def fails(self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True) -> bool:
+        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on."""
+        if any(True for _ in self.all_drift()):
+            return True
+        if unverifiable and any(d.status is DistStatus.UNVERIFIABLE for d in self.distributions):
+            return True
+        if fail_on is None:
+            return False
+        return any(f.severity.at_least(fail_on) for f in self.active_findings())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "target": {"python": self.target.python, "paths": list(self.target.paths)},
+            "distributions": [d.to_dict() for d in self.distributions],
+            "environment": self.environment.to_dict(),
+            "summary": self.summary(),
+        }
