@@ -1,0 +1,239 @@
+"""The target environment: its site directories, scheme directories and installed distributions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import NormalizedName, canonicalize_name
+
+from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
+from patchaudit.report import Source
+
+# Run in the target interpreter with -I -S: nothing of the target's site-packages is imported and
+# no .pth file runs. Since -S skips the venv detection that older site.py does, find pyvenv.cfg here.
+_PROBE = r"""
+import json, os, sys, sysconfig
+exe = sys.executable
+prefix = sys.prefix
+for d in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
+    if os.path.isfile(os.path.join(d, "pyvenv.cfg")):
+        prefix = d
+        break
+v = {"base": prefix, "platbase": prefix, "installed_base": prefix, "installed_platbase": prefix}
+paths = sysconfig.get_paths(vars=v)
+site = []
+try:
+    import site as _site
+    site = _site.getsitepackages([prefix])
+except Exception:
+    pass
+print(json.dumps({"executable": exe, "prefix": prefix, "paths": paths, "site": site,
+                  "version": "%d.%d" % sys.version_info[:2]}))
+"""
+
+SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Environment:
+    """Where a Python environment keeps its files."""
+
+    python: str | None
+    prefix: Path
+    site_dirs: tuple[Path, ...]
+    scheme: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def state_dir(self) -> Path:
+        """patchaudit's own directory inside the environment (quarantine, caches, journal)."""
+        return self.prefix / ".patchaudit"
+
+    def writable_roots(self) -> tuple[Path, ...]:
+        """The only directories patchaudit may ever write below."""
+        roots = {p for p in self.site_dirs}
+        for key in ("purelib", "platlib", "scripts", "include", "platinclude"):
+            if key in self.scheme:
+                roots.add(self.scheme[key])
+        return tuple(sorted(roots))
+
+
+def from_python(python: Path) -> Environment:
+    """Ask an interpreter (one subprocess, isolated, no site) where its environment lives."""
+    exe = python if python.is_absolute() else Path.cwd() / python
+    if exe.is_dir():
+        for candidate in (exe / "bin" / "python", exe / "bin" / "python3"):
+            if candidate.exists():
+                exe = candidate
+                break
+    if not exe.exists():
+        raise EnvironmentNotFound(f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python")
+    try:
+        proc = subprocess.run(
+            [str(exe), "-I", "-S", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentNotFound(f"cannot run {python}: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentNotFound(f"{python} did not answer: {last}")
+    try:
+        info = json.loads(proc.stdout)
+    except ValueError:
+        raise EnvironmentNotFound(f"{python} answered something that is not JSON") from None
+    paths = {k: Path(v) for k, v in info["paths"].items() if k in SCHEME_KEYS and v}
+    candidates = [paths.get("purelib"), paths.get("platlib"), *map(Path, info.get("site") or ())]
+    site_dirs = _unique_dirs(candidates)
+    if not site_dirs:
+        raise EnvironmentNotFound(f"{python} has no site-packages directory")
+    return Environment(python=str(exe), prefix=Path(info["prefix"]), site_dirs=site_dirs, scheme=paths)
+
+
+def from_path(site_dir: Path) -> Environment:
+    """An environment named by one site-packages directory."""
+    site_dir = site_dir.absolute()
+    if not site_dir.is_dir():
+        raise EnvironmentNotFound(f"{site_dir} is not a directory", hint="pass a site-packages directory")
+    prefix = site_dir
+    parts = site_dir.parts
+    if len(parts) >= 3 and parts[-1] in ("site-packages", "dist-packages") and parts[-2].startswith("python"):
+        prefix = site_dir.parents[2] if parts[-3] in ("lib", "lib64") else site_dir.parent
+    scheme = {"purelib": site_dir, "platlib": site_dir}
+    if prefix != site_dir and (prefix / "bin").is_dir():
+        scheme["scripts"] = prefix / "bin"
+        scheme["data"] = prefix
+    return Environment(python=None, prefix=prefix, site_dirs=(site_dir,), scheme=scheme)
+
+
+def current() -> Environment:
+    return from_python(Path(sys.executable))
+
+
+def resolve(python: Path | None, site_path: Path | None) -> Environment:
+    if python is not None and site_path is not None:
+        raise EnvironmentNotFound("give --python or --path, not both")
+    if site_path is not None:
+        return from_path(site_path)
+    if python is not None:
+        return from_python(python)
+    return current()
+
+
+def _unique_dirs(candidates: Iterable[Path | None]) -> tuple[Path, ...]:
+    seen: list[Path] = []
+    for candidate in candidates:
+        if candidate is None or not candidate.is_dir():
+            continue
+        if any(os.path.samefile(candidate, s) for s in seen):
+            continue
+        seen.append(candidate)
+    return tuple(seen)
+
+
+_META_LINE = re.compile(rb"^(Name|Version):[ \t]*(.*?)\s*$", re.MULTILINE | re.IGNORECASE)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstalledDist:
+    """One *.dist-info or *.egg-info directory found in a site directory."""
+
+    name: str
+    version: str
+    location: Path  # the site directory that holds the metadata directory
+    meta_dir: Path
+
+    @property
+    def key(self) -> NormalizedName:
+        return canonicalize_name(self.name)
+
+    @property
+    def record_path(self) -> Path | None:
+        path = self.meta_dir / "RECORD"
+        return path if self.meta_dir.suffix == ".dist-info" else None
+
+    @property
+    def direct_url(self) -> dict[str, object] | None:
+        try:
+            data = json.loads((self.meta_dir / "direct_url.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    @property
+    def source(self) -> Source:
+        if self.meta_dir.suffix != ".dist-info":
+            return Source.LEGACY
+        info = self.direct_url
+        if info is None:
+            return Source.WHEEL
+        dir_info = info.get("dir_info")
+        if isinstance(dir_info, dict) and dir_info.get("editable"):
+            return Source.EDITABLE
+        if "vcs_info" in info:
+            return Source.VCS
+        return Source.WHEEL
+
+
+def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
+    metadata = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
+    try:
+        with open(metadata, "rb") as fh:
+            head = fh.read(16384)
+    except OSError:
+        head = b""
+    head = head.split(b"\n\n", 1)[0]
+    found = {m.group(1).lower(): m.group(2) for m in _META_LINE.finditer(head)}
+    if b"name" in found and b"version" in found:
+        return found[b"name"].decode("utf-8", "replace"), found[b"version"].decode("utf-8", "replace")
+    stem = meta_dir.name.rsplit(".", 1)[0]
+    name, sep, version = stem.partition("-")
+    if not sep:
+        return None
+    return name, version.split("-", 1)[0]
+
+
+def distributions(env: Environment) -> list[InstalledDist]:
+    """Every distribution in the environment's site directories, in sys.path order."""
+    found: list[InstalledDist] = []
+    for site_dir in env.site_dirs:
+        try:
+            names = sorted(os.listdir(site_dir))
+        except OSError as exc:
+            raise EnvironmentNotFound(f"cannot list {site_dir}: {exc.strerror}") from None
+        for entry in names:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            meta_dir = site_dir / entry
+            if not meta_dir.is_dir():
+                continue
+            nv = _read_name_version(meta_dir)
+            if nv is None:
+                continue
+            found.append(InstalledDist(name=nv[0], version=nv[1], location=site_dir, meta_dir=meta_dir))
+    return found
+
+
+def select(dists: Sequence[InstalledDist], names: Sequence[str]) -> list[InstalledDist]:
+    """The distributions named (all when none are); an unknown name is an error."""
+    if not names:
+        return list(dists)
+    by_key: dict[str, list[InstalledDist]] = {}
+    for dist in dists:
+        by_key.setdefault(dist.key, []).append(dist)
+    chosen: list[InstalledDist] = []
+    for name in names:
+        matches = by_key.get(canonicalize_name(name))
+        if not matches:
+            raise DistributionNotFound(f"{name} is not installed in this environment")
+        chosen.extend(m for m in matches if m not in chosen)
+    return chosen

@@ -1,0 +1,202 @@
+"""Hash many files on every core without following symlinks; a stat cache for warm runs."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit.record import encode_digest
+
+CHUNK = 1 << 20
+WHOLE_READ_LIMIT = 8 << 20
+STAT_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileState:
+    """What hashing one path found: a regular file's digest, or why there is none."""
+
+    digest: str | None = None  # "algo=urlsafe-b64"
+    missing: bool = False
+    symlink: str | None = None  # link target when the path is a symlink
+    not_regular: bool = False
+    error: str | None = None
+    size: int = 0
+    nlink: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StatKey:
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> StatKey:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class StatCache:
+    """Digests keyed by path and (size, mtime_ns, ctime_ns, inode, device).
+
+    ctime cannot be set from user space, so `touch -r` after an edit still invalidates the entry.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, tuple[StatKey, str]] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+        if path is not None:
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            raw = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return
+        if not isinstance(raw, dict) or raw.get("version") != STAT_CACHE_VERSION:
+            return
+        entries = raw.get("entries")
+        if not isinstance(entries, dict):
+            return
+        for name, value in entries.items():
+            if isinstance(value, list) and len(value) == 6 and isinstance(value[5], str):
+                try:
+                    self._entries[name] = (StatKey(*map(int, value[:5])), value[5])
+                except (TypeError, ValueError):
+                    continue
+
+    def get(self, path: str, key: StatKey, algorithm: str) -> str | None:
+        hit = self._entries.get(path)
+        if hit is not None and hit[0] == key and hit[1].startswith(algorithm + "="):
+            return hit[1]
+        return None
+
+    def put(self, path: str, key: StatKey, digest: str) -> None:
+        with self._lock:
+            if self._entries.get(path) != (key, digest):
+                self._entries[path] = (key, digest)
+                self._dirty = True
+
+    def save(self) -> None:
+        """Write atomically; a cache that cannot be written is simply not kept."""
+        if self.path is None or not self._dirty:
+            return
+        data = {
+            "version": STAT_CACHE_VERSION,
+            "entries": {
+                name: [k.size, k.mtime_ns, k.ctime_ns, k.ino, k.dev, digest]
+                for name, (k, digest) in self._entries.items()
+            },
+        }
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data, separators=(",", ":")))
+            os.replace(tmp, self.path)
+            self._dirty = False
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+
+def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
+    h = hashlib.new(algorithm)
+    if size <= WHOLE_READ_LIMIT:
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(size + 1, 65536) if not chunks else CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        h.update(b"".join(chunks) if len(chunks) != 1 else chunks[0])
+        return h.digest()
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while True:
+        n = os.readv(fd, [buf])
+        if not n:
+            break
+        h.update(view[:n])
+    return h.digest()
+
+
+def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = None) -> FileState:
+    """Hash one path as it is on disk; a symlink or a non-regular file is reported, never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return FileState(missing=True)
+        if exc.errno == errno.ELOOP:
+            try:
+                return FileState(symlink=os.readlink(path))
+            except OSError:
+                return FileState(symlink="?")
+        return FileState(error=exc.strerror or str(exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return FileState(not_regular=True, nlink=st.st_nlink)
+        key = StatKey.of(st)
+        if cache is not None:
+            cached = cache.get(path, key, algorithm)
+            if cached is not None:
+                return FileState(digest=cached, size=st.st_size, nlink=st.st_nlink)
+        digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm))}"
+        if cache is not None:
+            cache.put(path, key, digest)
+        return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
+    except OSError as exc:
+        return FileState(error=exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+
+
+def hash_many(
+    jobs: Iterable[tuple[str, str]],
+    *,
+    cache: StatCache | None = None,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, FileState]:
+    """Hash (path, algorithm) jobs on `workers` threads (hashlib releases the GIL while hashing)."""
+    todo = list(jobs)
+    results: dict[str, FileState] = {}
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    shared: Iterator[tuple[str, str]] = iter(todo)
+    lock = threading.Lock()
+
+    def work() -> None:
+        done = 0
+        while True:
+            with lock:
+                job = next(shared, None)
+            if job is None:
+                break
+            results[job[0]] = hash_file(job[0], job[1], cache)
+            done += 1
+            if progress is not None and done == 64:
+                progress(done)
+                done = 0
+        if progress is not None and done:
+            progress(done)
+
+    if workers == 1:
+        work()
+        return results
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
