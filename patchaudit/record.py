@@ -12,9 +12,10 @@ from pathlib import Path
 from patchaudit.errors import InvalidRecord
 
 # Algorithms at least as strong as sha256; md5, sha1 and sha224 entries are not trusted.
-STRONG_ALGORITHMS = frozenset(
-    {"sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s"}
-) & hashlib.algorithms_guaranteed
+STRONG_ALGORITHMS = (
+    frozenset({"sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s"})
+    & hashlib.algorithms_guaranteed
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,13 +10,13 @@ from typing import Any
 SCHEMA = "patchaudit/report/v1"
 
 
-class DriftState(str, enum.Enum):
+class DriftState(enum.StrEnum):
     MODIFIED = "modified"
     MISSING = "missing"
     ADDED = "added"
 
 
-class Severity(str, enum.Enum):
+class Severity(enum.StrEnum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
@@ -33,13 +33,13 @@ class Severity(str, enum.Enum):
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
 
 
-class DistStatus(str, enum.Enum):
+class DistStatus(enum.StrEnum):
     CLEAN = "clean"
     DRIFTED = "drifted"
     UNVERIFIABLE = "unverifiable"
 
 
-class Source(str, enum.Enum):
+class Source(enum.StrEnum):
     WHEEL = "wheel"
     EDITABLE = "editable"
     VCS = "vcs"
