@@ -1,0 +1,365 @@
+"""Distributions + their files -> drift: modified, missing, added; and startup hooks nobody owns."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.hashing import FileState, StatCache, hash_many
+from patchaudit.record import Record, parse_record
+from patchaudit.report import (
+    DistReport,
+    Drift,
+    DriftState,
+    EnvironmentReport,
+    Finding,
+    Report,
+    Severity,
+    Target,
+    Unverified,
+)
+
+STARTUP_HOOK = "startup-hook"
+CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
+
+# Startup hooks that environment managers write and no RECORD owns, recognised by content.
+_VIRTUALENV_PTH = "import _virtualenv"
+_VIRTUALENV_MODULE_MARK = b'"""Patches that are applied at runtime to the virtual environment."""'
+
+
+def startup_hook_lines(text: str) -> list[int]:
+    """Line numbers of a .pth file that site.py executes rather than adds to sys.path."""
+    return [n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(("import ", "import\t"))]
+
+
+@dataclass(slots=True)
+class _Loaded:
+    dist: InstalledDist
+    record: Record | None
+    entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
+
+
+def _normalize(path: str) -> str:
+    """RECORD path -> key relative to the dist's location ('..' kept when it climbs out)."""
+    return posixpath.normpath(path.replace("\\", "/"))
+
+
+def _load(dist: InstalledDist) -> _Loaded:
+    record_path = dist.record_path
+    if record_path is None:
+        return _Loaded(dist=dist, record=None)
+    try:
+        record = parse_record(record_path.read_bytes())
+    except OSError:
+        return _Loaded(dist=dist, record=None)
+    loaded = _Loaded(dist=dist, record=record)
+    for entry in record.entries:
+        loaded.entries[_normalize(entry.path)] = entry.path
+    for problem in record.problems:
+        if problem.path:
+            loaded.entries.setdefault(_normalize(problem.path), problem.path)
+    return loaded
+
+
+def _absolute(location: Path, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(location, path))
+
+
+class _Ownership:
+    """Which RECORD owns which file, per site directory; other distributions' RECORDs load lazily."""
+
+    def __init__(self, env: Environment, every: Sequence[InstalledDist], loaded: dict[Path, _Loaded]):
+        self._env = env
+        self._every = every
+        self._loaded = loaded
+        self._complete = False
+
+    def all_loaded(self) -> list[_Loaded]:
+        if not self._complete:
+            for dist in self._every:
+                if dist.meta_dir not in self._loaded:
+                    self._loaded[dist.meta_dir] = _load(dist)
+            self._complete = True
+        return list(self._loaded.values())
+
+    def owners(self, location: Path, rel: str) -> list[InstalledDist]:
+        return [ld.dist for ld in self.all_loaded() if ld.dist.location == location and rel in ld.entries]
+
+    def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
+        prefix = rel_dir + "/"
+        return [
+            ld.dist
+            for ld in self.all_loaded()
+            if ld.dist.location == location and any(k.startswith(prefix) for k in ld.entries)
+        ]
+
+
+def _top_dirs(loaded: _Loaded) -> set[str]:
+    tops = set()
+    meta = loaded.dist.meta_dir.name
+    for key in loaded.entries:
+        first, sep, _ = key.partition("/")
+        if sep and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
+            tops.add(first)
+    return tops
+
+
+def _is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], location: Path) -> bool:
+    parent, _, name = rel.rpartition("/")
+    if not name.endswith(".pyc") or not parent.endswith("__pycache__"):
+        return False
+    source_dir = parent[: -len("__pycache__")].rstrip("/")
+    source = (source_dir + "/" if source_dir else "") + name.split(".", 1)[0] + ".py"
+    return owned(source) or (location / source).is_file()
+
+
+def _walk(root: Path) -> Iterable[tuple[str, bool]]:
+    """(path, is_symlink) of every non-directory below root; symlinked directories are not entered."""
+    stack = [str(root)]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        yield entry.path, entry.is_symlink()
+        except OSError:
+            continue
+
+
+def _state_to_drift(path: str, expected: str, state: FileState) -> Drift | Unverified | None:
+    if state.missing:
+        return Drift(path=path, state=DriftState.MISSING, expected=expected)
+    if state.symlink is not None:
+        return Drift(
+            path=path, state=DriftState.MODIFIED, expected=expected, note=f"replaced by a symlink to {state.symlink}"
+        )
+    if state.not_regular:
+        return Drift(path=path, state=DriftState.MODIFIED, expected=expected, note="not a regular file")
+    if state.error is not None:
+        return Unverified(path=path, reason=f"unreadable: {state.error}")
+    if state.digest != expected:
+        note = f"hard link shared by {state.nlink} paths" if state.nlink > 1 else None
+        return Drift(
+            path=path, state=DriftState.MODIFIED, expected=expected, actual=state.digest, nlink=state.nlink, note=note
+        )
+    return None
+
+
+def verify(
+    env: Environment,
+    dists: Sequence[InstalledDist],
+    *,
+    every: Sequence[InstalledDist] | None = None,
+    cache: StatCache | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership."""
+    every = list(every) if every is not None else list(dists)
+    loaded = {d.meta_dir: _load(d) for d in dists}
+    ownership = _Ownership(env, every, dict(loaded))
+
+    jobs: list[tuple[str, str]] = []
+    for item in loaded.values():
+        if item.record is None:
+            continue
+        for entry in item.record.entries:
+            if entry.hash is not None and entry.hash.trusted:
+                jobs.append((_absolute(item.dist.location, entry.path), entry.hash.algorithm))
+    total = len(jobs)
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    states = hash_many(jobs, cache=cache, workers=workers, progress=tick if progress else None)
+
+    reports: list[DistReport] = []
+    env_drift: list[Drift] = []
+    for item in loaded.values():
+        dist = item.dist
+        if item.record is None:
+            reason = "no RECORD (installed without one)" if dist.record_path else "legacy install without RECORD"
+            reports.append(
+                DistReport(
+                    name=dist.name,
+                    version=dist.version,
+                    location=str(dist.location),
+                    source=dist.source,
+                    unverified=(Unverified(path=dist.meta_dir.name, reason=reason),),
+                    verifiable=False,
+                )
+            )
+            continue
+        drift: list[Drift] = []
+        unverified: list[Unverified] = [
+            Unverified(path=p.path or f"{dist.meta_dir.name}/RECORD", reason=f"RECORD {p}")
+            for p in item.record.problems
+        ]
+        checked = 0
+        for entry in item.record.entries:
+            if entry.hash is None:
+                continue
+            if not entry.hash.trusted:
+                unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
+                continue
+            checked += 1
+            verdict = _state_to_drift(entry.path, str(entry.hash), states[_absolute(dist.location, entry.path)])
+            if isinstance(verdict, Drift):
+                drift.append(verdict)
+            elif isinstance(verdict, Unverified):
+                unverified.append(verdict)
+        added, shared = _added_files(item, ownership)
+        drift.extend(added)
+        env_drift.extend(shared)
+        reports.append(
+            DistReport(
+                name=dist.name,
+                version=dist.version,
+                location=str(dist.location),
+                source=dist.source,
+                drift=tuple(drift),
+                unverified=tuple(unverified),
+                files_checked=checked,
+                verifiable=checked > 0,
+            )
+        )
+
+    hook_drift, hook_findings = _startup_hooks(env, ownership)
+    env_drift.extend(hook_drift)
+    if cache is not None:
+        cache.save()
+    return Report(
+        target=Target(python=env.python, paths=tuple(str(p) for p in env.site_dirs)),
+        distributions=tuple(reports),
+        environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
+    )
+
+
+def _dedupe(drift: Iterable[Drift]) -> list[Drift]:
+    seen: dict[str, Drift] = {}
+    for d in drift:
+        seen.setdefault(d.path, d)
+    return list(seen.values())
+
+
+def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], list[Drift]]:
+    """Files under the distribution's top-level directories that no RECORD owns.
+
+    Returns (attributed to this distribution, shared directories where the owner is ambiguous).
+    """
+    location = item.dist.location
+    own = item.entries
+    candidates: list[tuple[str, bool]] = []
+    for top in sorted(_top_dirs(item)):
+        root = location / top
+        if root.is_symlink() or not root.is_dir():
+            continue
+        for path, is_link in _walk(root):
+            rel = os.path.relpath(path, location).replace(os.sep, "/")
+            if rel in own or _is_bytecode_of_known_source(rel, own.__contains__, location):
+                continue
+            candidates.append((rel, is_link))
+    if not candidates:
+        return [], []
+    mine: list[Drift] = []
+    shared: list[Drift] = []
+    for rel, is_link in candidates:
+        if ownership.owners(location, rel):
+            continue
+        if rel.endswith(".pyc") and _is_bytecode_of_known_source(
+            rel, lambda s: bool(ownership.owners(location, s)), location
+        ):
+            continue
+        note = f"symlink to {os.readlink(location / rel)}" if is_link else None
+        drift = Drift(path=rel, state=DriftState.ADDED, actual=None if is_link else _digest(location / rel), note=note)
+        owner = _closest_owner(item, rel, ownership)
+        if owner is item.dist:
+            mine.append(drift)
+        elif owner is None:
+            shared.append(drift)
+    return mine, shared
+
+
+def _closest_owner(item: _Loaded, rel: str, ownership: _Ownership) -> InstalledDist | None:
+    """The one distribution that owns files in the deepest directory holding `rel`, if exactly one."""
+    parts = rel.split("/")[:-1]
+    while parts:
+        owners = ownership.dir_owners(item.dist.location, "/".join(parts))
+        if len(owners) == 1:
+            return owners[0]
+        if len(owners) > 1:
+            return None
+        parts.pop()
+    return None
+
+
+def _digest(path: Path) -> str | None:
+    from patchaudit.hashing import hash_file
+
+    return hash_file(str(path)).digest
+
+
+def _startup_hooks(env: Environment, ownership: _Ownership) -> tuple[list[Drift], list[Finding]]:
+    drift: list[Drift] = []
+    findings: list[Finding] = []
+    for site_dir in env.site_dirs:
+        try:
+            names = sorted(os.listdir(site_dir))
+        except OSError:
+            continue
+        hooks = [n for n in names if n.endswith(".pth") or n in CUSTOMIZE_MODULES]
+        for name in hooks:
+            path = site_dir / name
+            if path.is_dir() or ownership.owners(site_dir, name):
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            text = data.decode("utf-8", "replace")
+            digest = _digest(path)
+            if name in CUSTOMIZE_MODULES:
+                lines = [1]
+                message = f"{name} runs in every process of this environment and no distribution owns it"
+            else:
+                lines = startup_hook_lines(text)
+                if not lines:
+                    findings.append(_hook_finding(name, 1, Severity.INFO, "adds paths to sys.path; no code runs"))
+                    continue
+                if _is_virtualenv_hook(site_dir, text):
+                    findings.append(_hook_finding(name, 1, Severity.INFO, "virtualenv/uv startup hook (known)"))
+                    continue
+                message = f"executes code at every interpreter start and no distribution owns it: {_first(text)}"
+            drift.append(Drift(path=name, state=DriftState.ADDED, actual=digest, note="startup hook"))
+            findings.append(_hook_finding(name, lines[0], Severity.HIGH, message))
+    return drift, findings
+
+
+def _first(text: str) -> str:
+    line = next((ln for ln in text.splitlines() if ln.startswith(("import ", "import\t"))), "")
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+def _hook_finding(path: str, line: int, severity: Severity, message: str) -> Finding:
+    return Finding(rule=STARTUP_HOOK, severity=severity, path=path, line=line, message=message, in_change=True)
+
+
+def _is_virtualenv_hook(site_dir: Path, text: str) -> bool:
+    if text.strip() != _VIRTUALENV_PTH:
+        return False
+    try:
+        with open(site_dir / "_virtualenv.py", "rb") as fh:
+            return fh.read(len(_VIRTUALENV_MODULE_MARK)) == _VIRTUALENV_MODULE_MARK
+    except OSError:
+        return False
