@@ -66,3 +66,44 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
         click.echo("patchaudit: internal error (this is a bug)", err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) and 0 <= rv <= 3 else EXIT_CLEAN)
+
+
+def open_environment(python: Path | None, site_path: Path | None) -> Any:
+    """Resolve the target; first finish or roll back a revert that was killed half-way."""
+    from patchaudit import environment
+
+    env = environment.resolve(python, site_path)
+    if (env.state_dir / "journal").exists():
+        from patchaudit import revert
+
+        for message in revert.recover(env):
+            click.echo(f"patchaudit: {message}", err=True)
+    return env
+
+
+def fail_on_option(func: F) -> F:
+    return click.option(
+        "--fail-on",
+        type=click.Choice(["high", "medium", "low", "info", "none"]),
+        default="high",
+        show_default=True,
+        help="Lowest finding severity that makes the exit code 1 (drift always does).",
+    )(func)
+
+
+def severity_or_none(value: str) -> Any:
+    from patchaudit.report import Severity
+
+    return None if value == "none" else Severity(value)
+
+
+def write_output(text: str, out: Path | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        from patchaudit.errors import PatchAuditError
+
+        raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None

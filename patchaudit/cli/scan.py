@@ -1,0 +1,122 @@
+"""`patchaudit scan`: report every file that differs from what its distribution shipped."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from patchaudit.cli.common import (
+    EXIT_CLEAN,
+    EXIT_PROBLEMS,
+    fail_on_option,
+    open_environment,
+    severity_or_none,
+    target_options,
+    write_output,
+)
+
+if TYPE_CHECKING:
+    from patchaudit.audit import ScanOptions
+    from patchaudit.environment import Environment
+    from patchaudit.report import Report
+
+PROGRESS_THRESHOLD = 2000
+
+
+@click.command()
+@click.argument("dists", nargs=-1)
+@target_options
+@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]), default="human", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
+@click.option("--no-hazards", is_flag=True, help="Skip the hazard rules; report drift only.")
+@click.option("--all-files", is_flag=True, help="Run the hazard rules over every file, not only drifted ones.")
+@click.option(
+    "--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False), help="Extra rule pack."
+)
+@click.option("--show-suppressed", is_flag=True, help="List findings silenced by '# patchaudit: ignore[...]'.")
+@click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
+@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
+@click.option("-v", "--verbose", is_flag=True, help="List clean distributions too.")
+@fail_on_option
+def scan(
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    fmt: str,
+    out: Path | None,
+    no_hazards: bool,
+    all_files: bool,
+    rule_dirs: tuple[Path, ...],
+    show_suppressed: bool,
+    no_cache: bool,
+    workers: int | None,
+    verbose: bool,
+    fail_on: str,
+) -> int:
+    """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
+    from patchaudit.audit import ScanOptions
+    from patchaudit.audit import scan as run_scan
+
+    env = open_environment(python, site_path)
+    options = ScanOptions(
+        names=dists,
+        hazards=not no_hazards,
+        all_files=all_files,
+        rule_dirs=rule_dirs,
+        use_cache=not no_cache,
+        workers=workers,
+    )
+    if fmt == "human" and out is None and sys.stderr.isatty():
+        report = _scan_with_progress(env, options)
+    else:
+        report = run_scan(env, options)
+
+    if fmt == "json":
+        from patchaudit.render.json import render_json
+
+        write_output(render_json(report), out)
+    elif fmt == "sarif":
+        import json
+
+        from patchaudit.hazards import load_rules
+        from patchaudit.render.sarif import render_sarif
+
+        write_output(json.dumps(render_sarif(report, load_rules(rule_dirs)), indent=2) + "\n", out)
+    else:
+        from rich.console import Console
+
+        from patchaudit.render.human import render_human
+
+        if out is None:
+            render_human(report, Console(), verbose=verbose, show_suppressed=show_suppressed)
+        else:
+            with open(out, "w") as fh:
+                console = Console(file=fh, no_color=True, width=160)
+                render_human(report, console, verbose=verbose, show_suppressed=show_suppressed)
+    return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
+
+
+def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from patchaudit.audit import scan as run_scan
+
+    with Progress(
+        TextColumn("hashing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("hashing", total=None, visible=False)
+
+        def update(done: int, total: int) -> None:
+            if total >= PROGRESS_THRESHOLD:
+                progress.update(task, completed=done, total=total, visible=True)
+
+        return run_scan(env, options, progress=update)

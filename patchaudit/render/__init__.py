@@ -1,0 +1,1 @@
+"""Renderers: a Report into text for people, JSON, SARIF or the journal."""
