@@ -73,9 +73,7 @@ def from_python(python: Path) -> Environment:
                 exe = candidate
                 break
     if not exe.exists():
-        raise EnvironmentNotFound(
-            f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python"
-        )
+        raise EnvironmentNotFound(f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python")
     try:
         proc = subprocess.run(
             [str(exe), "-I", "-S", "-c", _PROBE],
