@@ -1,0 +1,68 @@
+"""Startup hooks that no distribution owns run in every process: they are reported whatever is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
+
+VIRTUALENV_MODULE = '"""Patches that are applied at runtime to the virtual environment."""\n\nimport os\n'
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    python = make_venv(tmp_path / "venv")
+    pip_install(
+        python,
+        build_wheel(tmp_path / "w", "owned-hook", "1.0", {"owned_hook.pth": "import os\n", "owned_hook/__init__.py": ""}),
+        build_wheel(tmp_path / "w", "plain", "1.0", {"plain/__init__.py": ""}),
+    )
+    return python
+
+
+def scan(python: Path, *names: str) -> tuple[int, dict]:
+    proc = patchaudit("scan", *names, "--python", python, "--format", "json", "--no-hazards")
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_owned_pth_and_plain_path_pth_do_not_fail(venv: Path) -> None:
+    (site_packages(venv) / "extra-paths.pth").write_text("/opt/models/lib\n# comment\n")
+    code, report = scan(venv)
+    assert code == 0, report
+    (finding,) = report["environment"]["findings"]
+    assert finding["path"] == "extra-paths.pth" and finding["severity"] == "info"
+    assert report["environment"]["drift"] == []
+
+
+def test_pth_with_import_line_is_a_high_startup_hook_even_when_scanning_one_dist(venv: Path) -> None:
+    (site_packages(venv) / "glm5_hotfix.pth").write_text("/opt/x\nimport glm5_patch; glm5_patch.apply()\n")
+    code, report = scan(venv, "plain")
+    assert code == 1
+    assert report["distributions"][0]["status"] == "clean"
+    (drift,) = report["environment"]["drift"]
+    assert drift["path"] == "glm5_hotfix.pth" and drift["state"] == "added"
+    (finding,) = [f for f in report["environment"]["findings"] if f["severity"] == "high"]
+    assert finding["rule"] == "startup-hook" and finding["line"] == 2
+    assert "glm5_patch" in finding["message"]
+
+
+def test_unowned_sitecustomize_is_high(venv: Path) -> None:
+    (site_packages(venv) / "sitecustomize.py").write_text("import torch\n")
+    code, report = scan(venv)
+    assert code == 1
+    assert [f["rule"] for f in report["environment"]["findings"] if f["severity"] == "high"] == ["startup-hook"]
+
+
+def test_virtualenv_hook_is_info_but_an_edited_one_is_high(venv: Path) -> None:
+    site = site_packages(venv)
+    (site / "_virtualenv.pth").write_text("import _virtualenv")
+    (site / "_virtualenv.py").write_text(VIRTUALENV_MODULE)
+    code, report = scan(venv)
+    assert code == 0, report
+    assert [f["severity"] for f in report["environment"]["findings"]] == ["info"]
+    (site / "_virtualenv.pth").write_text("import _virtualenv; import os; os.system('id')")
+    code, report = scan(venv)
+    assert code == 1

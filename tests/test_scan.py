@@ -1,0 +1,266 @@
+"""scan against real venvs with real pip installs of wheels built here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
+
+ALPHA = {
+    "alpha/__init__.py": "from alpha.core import answer\n",
+    "alpha/core.py": "def answer():\n    return 42\n",
+    "alpha/data/table.bin": b"\x00\x01\x02" * 100,
+}
+
+
+def scan_json(python: Path, *args: str) -> tuple[int, dict]:
+    proc = patchaudit("scan", "--python", python, "--format", "json", "--no-hazards", *args)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def dist(report: dict, name: str) -> dict:
+    (found,) = [d for d in report["distributions"] if d["name"] == name]
+    return found
+
+
+def drift_by_path(entry: dict) -> dict[str, dict]:
+    return {d["path"]: d for d in entry["drift"]}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv holding several distributions; each test edits its own distribution."""
+    root = tmp_path_factory.mktemp("scan")
+    house = root / "wheels"
+    wheels = [
+        build_wheel(house, "alpha", "1.0", ALPHA, scripts={"alpha-tool": "#!python\nprint('tool')\n"}),
+        build_wheel(house, "beta", "2.0", {"beta/__init__.py": "X = 1\n", "beta/mod.py": "Y = 2\n"}),
+        build_wheel(house, "nv-a", "1.0", {"nvidia/a/__init__.py": "", "nvidia/a/lib.txt": "a"}),
+        build_wheel(house, "nv-b", "1.0", {"nvidia/b/__init__.py": "", "nvidia/b/lib.txt": "b"}),
+        build_wheel(house, "gamma", "1.0", {"gamma/__init__.py": "G = 1\n"}),
+        build_wheel(house, "delta", "1.0", {"delta/__init__.py": "D = 1\n", "delta/weak.py": "W = 1\n"}),
+        build_wheel(house, "epsilon", "1.0", {"epsilon/__init__.py": "E = 1\n"}),
+        build_wheel(house, "zeta", "1.0", {"zeta/__init__.py": "Z = 1\n"}),
+        build_wheel(house, "eta", "1.0", {"eta/__init__.py": "H = 1\n", "eta/b.py": "B = 1\n"}),
+        build_wheel(house, "theta", "1.0", {"theta/__init__.py": "T = 1\n", "theta/linked.py": "L = 1\n"}),
+    ]
+    python = make_venv(root / "venv")
+    pip_install(python, *wheels)
+    return python
+
+
+def test_clean_distribution_exits_zero(env: Path) -> None:
+    code, report = scan_json(env, "beta")
+    assert code == 0
+    assert report["schema"] == "patchaudit/report/v1"
+    beta = dist(report, "beta")
+    assert beta["status"] == "clean" and beta["drift"] == []
+    assert beta["files_checked"] >= 4
+    assert report["summary"]["modified"] == 0
+    assert report["target"]["paths"] == [str(site_packages(env))]
+
+
+def test_modified_missing_added_and_bytecode(env: Path) -> None:
+    site = site_packages(env)
+    (site / "alpha/core.py").write_text("def answer():\n    return 43\n")
+    (site / "alpha/data/table.bin").unlink()
+    (site / "alpha/hotfix.py").write_text("import os\n")
+    cache = site / "alpha/__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "core.cpython-311.pyc").write_bytes(b"not really bytecode")
+    code, report = scan_json(env, "alpha")
+    assert code == 1
+    alpha = dist(report, "alpha")
+    assert alpha["status"] == "drifted"
+    drift = drift_by_path(alpha)
+    assert drift["alpha/core.py"]["state"] == "modified"
+    assert drift["alpha/core.py"]["expected"] == record_hash(ALPHA["alpha/core.py"].encode())
+    assert drift["alpha/core.py"]["actual"] == record_hash(b"def answer():\n    return 43\n")
+    assert drift["alpha/data/table.bin"] == {
+        "path": "alpha/data/table.bin",
+        "state": "missing",
+        "expected": record_hash(ALPHA["alpha/data/table.bin"]),
+        "actual": None,
+    }
+    assert drift["alpha/hotfix.py"]["state"] == "added"
+    assert "alpha/__pycache__/core.cpython-311.pyc" not in drift
+    summary = report["summary"]
+    assert (summary["modified"], summary["missing"], summary["added"]) == (1, 1, 1)
+
+
+def test_script_outside_site_packages_is_verified(env: Path) -> None:
+    tool = env.parent / "alpha-tool"
+    assert tool.exists()
+    original = tool.read_bytes()
+    try:
+        tool.write_bytes(original + b"import pdb\n")
+        _, report = scan_json(env, "alpha")
+        drift = drift_by_path(dist(report, "alpha"))
+        assert drift["../../../bin/alpha-tool"]["state"] == "modified"
+    finally:
+        tool.write_bytes(original)
+
+
+SETTING = b"setting = 1\n"
+
+
+def test_absolute_record_path(env: Path) -> None:
+    site = site_packages(env)
+    target = env.parent.parent / "share" / "gamma.conf"
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(SETTING)
+    record = next(site.glob("gamma-1.0.dist-info")) / "RECORD"
+    with record.open("a") as fh:
+        fh.write(f"{target},{record_hash(SETTING)},12\n")
+    code, report = scan_json(env, "gamma")
+    assert code == 0, report
+    target.write_text("setting = 2\n")
+    code, report = scan_json(env, "gamma")
+    assert code == 1
+    assert drift_by_path(dist(report, "gamma"))[str(target)]["state"] == "modified"
+
+
+def test_namespace_directory_shared_by_two_distributions(env: Path) -> None:
+    site = site_packages(env)
+    code, report = scan_json(env, "nv-a", "nv-b")
+    assert code == 0, "files of nv-b under nvidia/ are not 'added' to nv-a"
+    (site / "nvidia/a/extra.so").write_bytes(b"\x7fELF")
+    (site / "nvidia/stray.py").write_text("x = 1\n")
+    try:
+        code, report = scan_json(env, "nv-a", "nv-b")
+        assert code == 1
+        assert list(drift_by_path(dist(report, "nv-a"))) == ["nvidia/a/extra.so"]
+        assert dist(report, "nv-b")["drift"] == []
+        assert [d["path"] for d in report["environment"]["drift"]] == ["nvidia/stray.py"]
+    finally:
+        (site / "nvidia/a/extra.so").unlink()
+        (site / "nvidia/stray.py").unlink()
+
+
+def test_md5_and_hashless_entries_are_unverifiable(env: Path) -> None:
+    site = site_packages(env)
+    record = site / "delta-1.0.dist-info" / "RECORD"
+    lines = record.read_text().splitlines()
+    lines = [ln.replace(ln.split(",")[1], "md5=" + "A" * 22) if ln.startswith("delta/weak.py") else ln for ln in lines]
+    record.write_text("\n".join(lines) + "\n")
+    code, report = scan_json(env, "delta")
+    assert code == 1
+    delta = dist(report, "delta")
+    assert delta["status"] == "unverifiable"
+    assert delta["unverified"] == [{"path": "delta/weak.py", "reason": "md5 hash is not trusted"}]
+
+    record = site / "epsilon-1.0.dist-info" / "RECORD"
+    record.write_text("".join(ln.split(",")[0] + ",,\n" for ln in record.read_text().splitlines()))
+    code, report = scan_json(env, "epsilon")
+    assert code == 1
+    assert dist(report, "epsilon")["status"] == "unverifiable"
+    assert dist(report, "epsilon")["files_checked"] == 0
+
+
+def test_missing_record_and_leftover_dist_info(env: Path) -> None:
+    site = site_packages(env)
+    old = site / "zeta-0.9.dist-info"
+    shutil.copytree(site / "zeta-1.0.dist-info", old)
+    (old / "METADATA").write_text("Metadata-Version: 2.1\nName: zeta\nVersion: 0.9\n\n")
+    z0 = record_hash(b"Z = 0\n")
+    (old / "RECORD").write_text(f"zeta/__init__.py,{z0},6\nzeta/old.py,{record_hash(b'')},0\n")
+    try:
+        code, report = scan_json(env, "zeta")
+        versions = sorted(d["version"] for d in report["distributions"])
+        assert versions == ["0.9", "1.0"]
+        assert code == 1
+        stale = drift_by_path(next(d for d in report["distributions"] if d["version"] == "0.9"))
+        assert stale["zeta/__init__.py"]["state"] == "modified"
+        assert stale["zeta/old.py"]["state"] == "missing"
+        assert dist_version(report, "1.0")["status"] == "clean"
+        (old / "RECORD").unlink()
+        code, report = scan_json(env, "zeta")
+        assert dist_version(report, "0.9")["status"] == "unverifiable"
+        assert "no RECORD" in dist_version(report, "0.9")["unverified"][0]["reason"]
+    finally:
+        shutil.rmtree(old)
+
+
+def dist_version(report: dict, version: str) -> dict:
+    return next(d for d in report["distributions"] if d["version"] == version)
+
+
+def test_malformed_record_is_reported_not_a_crash(env: Path) -> None:
+    site = site_packages(env)
+    record = site / "eta-1.0.dist-info" / "RECORD"
+    good = record.read_bytes()
+    try:
+        record.write_bytes(
+            good + b"eta/bad64.py,sha256=@@@not-base64@@@,10\n"
+            b"eta/short.py,sha256\n"
+            b"\xff\xfe\x00junk\x80\n"
+            b"eta/size.py,sha256=" + record_hash(b"").split("=", 1)[1].encode() + b",lots\n"
+        )
+        code, report = scan_json(env, "eta")
+        assert code == 1
+        eta = dist(report, "eta")
+        assert eta["status"] == "unverifiable"
+        reasons = " | ".join(u["reason"] for u in eta["unverified"])
+        assert "not urlsafe base64" in reasons
+        assert "fields, not 3" in reasons
+        assert "not UTF-8" in reasons
+        assert "not a non-negative integer" in reasons
+        assert eta["files_checked"] >= 2, "the good lines are still checked"
+    finally:
+        record.write_bytes(good)
+
+
+def test_symlink_and_hard_link(env: Path, tmp_path: Path) -> None:
+    site = site_packages(env)
+    linked = site / "theta/linked.py"
+    original = linked.read_bytes()
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_bytes(original)
+    linked.unlink()
+    linked.symlink_to(elsewhere)
+    init = site / "theta/__init__.py"
+    init.write_text("T = 2\n")
+    os.link(init, tmp_path / "other-venv-copy.py")
+    code, report = scan_json(env, "theta")
+    assert code == 1
+    drift = drift_by_path(dist(report, "theta"))
+    assert drift["theta/linked.py"]["state"] == "modified"
+    assert f"symlink to {elsewhere}" in drift["theta/linked.py"]["note"]
+    assert drift["theta/__init__.py"]["nlink"] == 2
+    assert "hard link" in drift["theta/__init__.py"]["note"]
+
+
+def test_unknown_distribution_and_bad_python_exit_2(env: Path, tmp_path: Path) -> None:
+    proc = patchaudit("scan", "no-such-dist", "--python", env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["patchaudit: error: no-such-dist is not installed in this environment"]
+    proc = patchaudit("scan", "--python", tmp_path / "nope/bin/python")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_path_option_and_out_file(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    proc = patchaudit("scan", "beta", "--path", site_packages(env), "--format", "json", "--out", out, "--no-hazards")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    report = json.loads(out.read_text())
+    assert report["target"]["python"] is None
+    assert dist(report, "beta")["status"] == "clean"
+
+
+def test_human_output_names_the_file(env: Path) -> None:
+    site = site_packages(env)
+    (site / "beta/mod.py").write_text("Y = 3\n")
+    try:
+        proc = patchaudit("scan", "beta", "--python", env, "--no-hazards")
+        assert proc.returncode == 1
+        assert "\x1b[" not in proc.stdout, "no colour when not a tty"
+        assert "drifted" in proc.stdout and "beta/mod.py" in proc.stdout and "modified" in proc.stdout
+    finally:
+        (site / "beta/mod.py").write_text("Y = 2\n")

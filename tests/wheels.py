@@ -1,0 +1,93 @@
+"""Real wheels and real venvs for the tests: wheels built with zipfile and a correct RECORD,
+venvs made by `python -m venv`, installs done by real pip."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(
+    dest: Path,
+    name: str,
+    version: str,
+    files: Mapping[str, bytes | str],
+    *,
+    tag: str = "py3-none-any",
+    scripts: Mapping[str, bytes | str] | None = None,
+    entry_points: str | None = None,
+) -> Path:
+    """Write `{name}-{version}-{tag}.whl` into dest with METADATA, WHEEL and a correct RECORD."""
+    dest.mkdir(parents=True, exist_ok=True)
+    dist = canonicalize_name(name).replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    members: dict[str, bytes] = {p: (v.encode() if isinstance(v, str) else v) for p, v in files.items()}
+    for script, body in (scripts or {}).items():
+        members[f"{dist}-{version}.data/scripts/{script}"] = body.encode() if isinstance(body, str) else body
+    members[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode()
+    members[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    if entry_points:
+        members[f"{info}/entry_points.txt"] = entry_points.encode()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for path, data in members.items():
+        writer.writerow([path, record_hash(data), len(data)])
+    writer.writerow([f"{info}/RECORD", "", ""])
+    members[f"{info}/RECORD"] = out.getvalue().encode()
+    wheel = dest / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in members.items():
+            zf.writestr(path, data)
+    return wheel
+
+
+def make_venv(path: Path) -> Path:
+    """A real venv without pip (fast); returns its interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    return path / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str | os.PathLike[str]) -> None:
+    """Install into the venv of `python` with the test runner's real pip."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            *map(str, args),
+        ],
+        check=True,
+    )
+
+
+def site_packages(python: Path) -> Path:
+    venv = python.parent.parent
+    (found,) = (venv / "lib").glob("python3*/site-packages")
+    return found
+
+
+def patchaudit(*args: str | os.PathLike[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the installed `patchaudit` console script as a user would."""
+    exe = Path(sys.executable).parent / "patchaudit"
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, check=check)
