@@ -62,27 +62,27 @@ def scan(
 
 
 def _with_hazards(env: Environment, report: Report, chosen: Sequence[InstalledDist], options: ScanOptions) -> Report:
-    from patchaudit import hazards
-
     dists: list[DistReport] = []
     for dist, installed in zip(report.distributions, chosen, strict=True):
         location = Path(dist.location)
-        files: list[hazards.SourceFile] = []
+        files: list[tuple[str, bytes, bool]] = []
         drifted = {d.path for d in dist.drift if d.state is not DriftState.MISSING and d.path.endswith(".py")}
         for rel in sorted(drifted):
             data = _read_regular(location, rel)
             if data is not None:
-                files.append(hazards.SourceFile(path=rel, installed=data, pristine=None, drifted=True))
+                files.append((rel, data, True))
         if options.all_files:
             for rel in _python_files(installed) - drifted:
                 data = _read_regular(location, rel)
                 if data is not None:
-                    files.append(hazards.SourceFile(path=rel, installed=data, pristine=None, drifted=False))
+                    files.append((rel, data, False))
         if not files:
             dists.append(dist)
             continue
+        from patchaudit import hazards
+
         findings = hazards.check_files(
-            files,
+            [hazards.SourceFile(path=p, installed=b, pristine=None, drifted=d) for p, b, d in files],
             rule_dirs=options.rule_dirs,
             severity_overrides=options.severity_overrides,
             cache_dir=cache_dir(env) / "hazards" if options.use_cache else None,
