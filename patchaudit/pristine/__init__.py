@@ -1,0 +1,119 @@
+"""Where pristine bytes come from, in DESIGN.md's order, each candidate checked to be the same build."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.errors import PatchAuditError, PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
+from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile, check_same_build, wheel_index
+from patchaudit.pristine.direct_url import DirectUrlArchive
+from patchaudit.pristine.http import Transfer
+from patchaudit.pristine.index import index_source, pip_config
+from patchaudit.pristine.interface import PristineSource, PristineWheel
+from patchaudit.pristine.wheelhouse import Wheelhouse
+from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
+from patchaudit.record import Record, parse_record
+from patchaudit.report import Drift, DriftState
+
+__all__ = [
+    "RECORD_MISMATCH",
+    "BuildCheck",
+    "PristineFile",
+    "PristineSource",
+    "PristineWheel",
+    "Transfer",
+    "default_sources",
+    "find_pristine",
+    "installed_record",
+]
+
+
+def installed_record(dist: InstalledDist) -> Record:
+    path = dist.record_path
+    if path is None:
+        raise PristineNotFound(f"{dist.name} {dist.version} has no RECORD to check a wheel against")
+    try:
+        return parse_record(path.read_bytes())
+    except OSError as exc:
+        raise PristineNotFound(f"cannot read {path}: {exc.strerror}") from None
+
+
+def default_sources(
+    env: Environment,
+    *,
+    wheelhouse: Sequence[Path] = (),
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+    offline: bool = False,
+) -> list[PristineSource]:
+    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's cache, the index."""
+    environ = os.environ if environ is None else environ
+    houses = list(wheelhouse) or wheelhouses_from_environ(environ)  # type: ignore[arg-type]
+    own = OwnCache.of(env)
+    found: list[PristineSource] = [Wheelhouse(h) for h in houses]
+    found += [DirectUrlArchive(), own]
+    config = pip_config(env, environ)
+    if not config.no_cache:
+        found.append(PipCache(pip_cache_dir(environ, config.cache_dir)))  # type: ignore[arg-type]
+    if not offline:
+        found.append(index_source(env, environ=environ, transfer=transfer, cache=own))
+    return found
+
+
+def find_pristine(
+    env: Environment,
+    dist: InstalledDist,
+    *,
+    drift: Collection[Drift] = (),
+    wheelhouse: Sequence[Path] = (),
+    sources: Sequence[PristineSource] | None = None,
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+    offline: bool = False,
+) -> BuildCheck:
+    """The first candidate that is the installed build and provides the bytes `drift` needs.
+
+    A candidate of another build is skipped for the next source; when none is accepted the first
+    refusal is raised (WheelMismatch names the file and both hashes), else PristineNotFound.
+    """
+    record = installed_record(dist)
+    if sources is None:
+        sources = default_sources(env, wheelhouse=wheelhouse, environ=environ, transfer=transfer, offline=offline)
+    needed = [d.path for d in drift if d.state is not DriftState.ADDED]
+    refusals: list[PatchAuditError] = []
+    tried: list[str] = []
+    for source in sources:
+        tried.append(source.name)
+        try:
+            wheel = source.find(dist, needed)
+        except (PristineNotFound, UnsafePath, WheelMismatch) as exc:
+            refusals.append(exc)
+            continue
+        if wheel is None:
+            continue
+        try:
+            index = wheel_index(wheel)
+            if not all(wheel.has(index[p][0]) for p in needed if p in index):
+                wheel.close()
+                continue
+            return check_same_build(dist, record, wheel, drift)
+        except (WheelMismatch, UnsafePath) as exc:
+            wheel.close()
+            refusals.append(exc)
+        except PristineNotFound as exc:
+            wheel.close()
+            refusals.append(exc)
+    for kind in (WheelMismatch, UnsafePath):
+        for exc in refusals:
+            if isinstance(exc, kind):
+                raise exc
+    detail = "; ".join(str(e) for e in refusals[:2])
+    raise PristineNotFound(
+        f"no pristine wheel for {dist.name} {dist.version} (tried {', '.join(tried) or 'nothing'})"
+        + (f": {detail}" if detail else ""),
+        hint="give --wheelhouse DIR holding the installed wheel",
+    )

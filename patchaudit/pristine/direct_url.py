@@ -1,0 +1,63 @@
+"""Pristine source 2: the archive direct_url.json names, when it still exists and its hash matches."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from patchaudit.environment import InstalledDist
+from patchaudit.pristine.http import local_path
+from patchaudit.pristine.interface import PristineWheel
+from patchaudit.pristine.zipwheel import open_local, wheel_matches
+
+
+def archive_hash(info: dict[str, object]) -> tuple[str, str] | None:
+    """(algorithm, hex) that direct_url.json publishes for its archive (PEP 610 `hashes` or legacy `hash`)."""
+    archive = info.get("archive_info")
+    if not isinstance(archive, dict):
+        return None
+    hashes = archive.get("hashes")
+    if isinstance(hashes, dict):
+        for algorithm in ("sha256", "sha384", "sha512"):
+            value = hashes.get(algorithm)
+            if isinstance(value, str):
+                return algorithm, value.lower()
+    legacy = archive.get("hash")
+    if isinstance(legacy, str) and "=" in legacy:
+        algorithm, _, value = legacy.partition("=")
+        if algorithm in ("sha256", "sha384", "sha512"):
+            return algorithm, value.lower()
+    return None
+
+
+class DirectUrlArchive:
+    """A local wheel named by `file://` in direct_url.json, accepted only when its published hash matches.
+
+    Remote archive URLs are left to the index source: downloading a whole archive to check its hash
+    would cost more than the index's range requests.
+    """
+
+    name = "direct_url"
+
+    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+        info = dist.direct_url
+        if info is None or not isinstance(info.get("url"), str):
+            return None
+        url = str(info["url"])
+        filename = unquote(PurePosixPath(urlsplit(url).path).name)
+        path = local_path(url)
+        published = archive_hash(info)
+        if path is None or published is None or not path.is_file() or not wheel_matches(filename, dist):
+            return None
+        h = hashlib.new(published[0])
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError:
+            return None
+        if h.hexdigest() != published[1]:
+            return None
+        return open_local(path, "direct_url.json archive", authentic=True)

@@ -1,0 +1,268 @@
+"""Pristine source 4: the package index the target env's pip is configured for, read by range requests."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import shutil
+import urllib.parse
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+
+from packaging.utils import canonicalize_name
+
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.errors import PristineNotFound
+from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
+from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, redact, sha256_file, sha256_of
+from patchaudit.pristine.interface import PristineWheel
+from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_matches
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IndexConfig:
+    """What pip would use: index-url, extra-index-url, find-links, no-index, cache-dir."""
+
+    index_url: str = DEFAULT_INDEX
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+    def urls(self) -> tuple[str, ...]:
+        return () if self.no_index else (self.index_url, *self.extra_index_urls)
+
+
+def config_files(env: Environment, environ: Mapping[str, str]) -> list[Path]:
+    """pip's configuration files in the order pip loads them (later ones win)."""
+    config_file = environ.get("PIP_CONFIG_FILE")
+    if config_file == os.devnull:
+        return []
+    files: list[Path] = []
+    xdg_dirs = environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep)
+    files += [Path(d) / "pip" / "pip.conf" for d in reversed(xdg_dirs) if d]
+    files.append(Path("/etc/pip.conf"))
+    home = Path(environ.get("HOME") or os.path.expanduser("~"))
+    files.append(home / ".pip" / "pip.conf")
+    files.append(Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf")
+    files.append(env.prefix / "pip.conf")
+    if config_file:
+        files.append(Path(config_file))
+    return files
+
+
+def pip_config(env: Environment, environ: Mapping[str, str] | None = None) -> IndexConfig:
+    """Read the target env's pip configuration: files, then PIP_* variables, as pip does."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, str] = {}
+    for path in config_files(env, environ):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            continue
+        for section in ("global", "download", "install"):
+            if parser.has_section(section):
+                values.update({k.replace("_", "-"): v for k, v in parser.items(section)})
+    for key in ("index-url", "extra-index-url", "find-links", "no-index", "cache-dir", "no-cache-dir"):
+        env_key = "PIP_" + key.upper().replace("-", "_")
+        if env_key in environ:
+            values[key] = environ[env_key]
+    return IndexConfig(
+        index_url=values.get("index-url", "").strip() or DEFAULT_INDEX,
+        extra_index_urls=tuple(values.get("extra-index-url", "").split()),
+        find_links=tuple(values.get("find-links", "").split()),
+        no_index=values.get("no-index", "").strip().lower() in _TRUE,
+        cache_dir=values.get("cache-dir") or None,
+        no_cache=values.get("no-cache-dir", "").strip().lower() in _TRUE,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str | None
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def parse_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
+    """Files listed by a PEP 691 JSON or PEP 503 HTML project page."""
+    files: list[IndexFile] = []
+    if "json" in content_type:
+        data = json.loads(body)
+        for item in data.get("files", []):
+            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                continue
+            url = urllib.parse.urljoin(page_url, item["url"])
+            hashes = item.get("hashes") if isinstance(item.get("hashes"), dict) else {}
+            name = item.get("filename") or PurePosixPath(urllib.parse.urlsplit(url).path).name
+            files.append(IndexFile(filename=str(name), url=url.split("#", 1)[0], sha256=hashes.get("sha256")))
+        return files
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", "replace"))
+    for href, text in parser.links:
+        url = urllib.parse.urljoin(page_url, href)
+        base, _, fragment = url.partition("#")
+        name = urllib.parse.unquote(PurePosixPath(urllib.parse.urlsplit(base).path).name) or text
+        algorithm, _, value = fragment.partition("=")
+        files.append(IndexFile(filename=name, url=base, sha256=value.lower() if algorithm == "sha256" else None))
+    return files
+
+
+def _dir_listing(directory: Path) -> list[IndexFile]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [IndexFile(filename=n, url=(directory / n).as_uri(), sha256=None) for n in names if n.endswith(".whl")]
+
+
+class PackageIndex:
+    """The simple API of the configured indexes (and find-links), fetching members by HTTP range."""
+
+    name = "index"
+
+    def __init__(
+        self,
+        config: IndexConfig,
+        *,
+        transfer: Transfer | None = None,
+        cache: OwnCache | None = None,
+        pip_cache: PipCache | None = None,
+    ) -> None:
+        self.config = config
+        self.transfer = transfer if transfer is not None else Transfer()
+        self.cache = cache
+        self.pip_cache = pip_cache
+
+    def candidates(self, dist: InstalledDist) -> list[IndexFile]:
+        """Every listed file that is this dist's exact wheel, find-links first."""
+        found: list[IndexFile] = []
+        for link in self.config.find_links:
+            directory = local_path(link) if "://" in link else Path(link)
+            if directory is not None:
+                found += _dir_listing(directory)
+                continue
+            try:
+                body, ctype, final = fetch(link, self.transfer, accept="text/html")
+            except PristineNotFound:
+                continue
+            found += parse_page(body, ctype or "text/html", final)
+        for base in self.config.urls():
+            page = base.rstrip("/") + "/" + canonicalize_name(dist.name) + "/"
+            try:
+                body, ctype, final = fetch(page, self.transfer, accept=ACCEPT)
+            except PristineNotFound:
+                continue
+            try:
+                found += parse_page(body, ctype, final)
+            except ValueError:
+                continue
+        return [f for f in found if f.filename.endswith(".whl") and wheel_matches(f.filename, dist)]
+
+    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+        for item in self.candidates(dist):
+            return self.open(item)
+        return None
+
+    def open(self, item: IndexFile) -> PristineWheel:
+        where = redact(item.url)
+        path = local_path(item.url)
+        if path is not None:
+            authentic = item.sha256 is not None and sha256_file(path) == item.sha256
+            if item.sha256 is not None and not authentic:
+                raise PristineNotFound(f"{path}: sha256 differs from what the index publishes")
+            return open_local(path, "find-links", authentic=authentic)
+        if self.pip_cache is not None and item.sha256 is not None:
+            body = self.pip_cache.body_for(item.url)
+            if body is not None and sha256_file(body) == item.sha256:
+                return open_local(body, "pip http cache", authentic=True, filename=item.filename)
+        spool = self.cache.root / "tmp" if self.cache is not None else None
+        remote = RangeFile(item.url, self.transfer, spool_dir=spool)
+        authentic = False
+        whole = remote.whole_file()
+        if whole is not None and item.sha256 is not None:
+            if sha256_of(whole) != item.sha256:
+                remote.close()
+                raise PristineNotFound(f"{where}: sha256 differs from what the index publishes")
+            authentic = True
+            if self.cache is not None:
+                self._keep_whole(item.filename, whole)
+        on_read = None
+        if self.cache is not None and whole is None:
+            on_read = _LazyRecorder(self.cache, item.filename)
+        wheel = ZipWheel(remote, item.filename, f"index {where}", authentic=authentic, on_read=on_read)
+        if on_read is not None:
+            on_read.record_name = wheel.record_name
+        return wheel
+
+    def _keep_whole(self, filename: str, whole: object) -> None:
+        assert self.cache is not None
+        target = self.cache.root / "wheels" / filename
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
+            whole.seek(0)  # type: ignore[attr-defined]
+            with open(tmp, "wb") as dst:
+                shutil.copyfileobj(whole, dst)  # type: ignore[arg-type]
+            whole.seek(0)  # type: ignore[attr-defined]
+            os.replace(tmp, target)
+        except OSError:
+            pass
+
+
+class _LazyRecorder:
+    """OwnCache.recorder, bound once the wheel's RECORD member name is known."""
+
+    def __init__(self, cache: OwnCache, filename: str) -> None:
+        self.cache = cache
+        self.filename = filename
+        self.record_name = ""
+
+    def __call__(self, member: str, data: bytes, mode: int) -> None:
+        name = self.record_name or (member if member.endswith(".dist-info/RECORD") else "")
+        self.cache.recorder(self.filename, name)(member, data, mode)
+
+
+def index_source(
+    env: Environment,
+    *,
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+    cache: OwnCache | None = None,
+) -> PackageIndex:
+    config = pip_config(env, environ)
+    pip_cache = None
+    if not config.no_cache:
+        pip_cache = PipCache(pip_cache_dir(os.environ if environ is None else environ, config.cache_dir))  # type: ignore[arg-type]
+    return PackageIndex(config, transfer=transfer, cache=cache, pip_cache=pip_cache)

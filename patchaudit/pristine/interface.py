@@ -1,0 +1,50 @@
+"""What a source of pristine bytes is: given an installed distribution, a wheel it can read from."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from patchaudit.environment import InstalledDist
+from patchaudit.record import Record
+
+
+class PristineWheel(Protocol):
+    """One candidate wheel: its RECORD and the bytes of its members."""
+
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def origin(self) -> str:
+        """Where it came from, for messages: `wheelhouse /srv/wh/x.whl`, `index https://...`."""
+        ...
+
+    @property
+    def authentic(self) -> bool:
+        """The whole wheel's sha256 matched what its index or direct_url.json publishes."""
+        ...
+
+    def record(self) -> Record: ...
+
+    def has(self, member: str) -> bool: ...
+
+    def read(self, member: str, *, limit: int) -> bytes:
+        """The member's bytes; refuses symlink entries and anything longer than `limit`."""
+        ...
+
+    def mode(self, member: str) -> int:
+        """The file mode pip would give the member: 0o755 when any executable bit is set, else 0o644."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PristineSource(Protocol):
+    """A place pristine wheels may come from."""
+
+    name: str
+
+    def find(self, dist: InstalledDist, needed: Collection[str]) -> PristineWheel | None:
+        """A wheel of exactly this dist (name, version, tags) that can provide `needed` members, or None."""
+        ...
