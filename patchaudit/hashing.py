@@ -112,7 +112,7 @@ class StatCache:
 def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
     h = hashlib.new(algorithm)
     if size <= WHOLE_READ_LIMIT:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, max(size + 1, 65536) if not chunks else CHUNK)
             if not chunk:

@@ -48,4 +48,4 @@ def test_whole_environment_scan_of_a_fresh_venv_is_clean(tmp_path: Path) -> None
     pip_install(python, build_wheel(tmp_path / "w", "solo", "1.0", {"solo.py": "S = 1\n"}))
     proc = patchaudit("scan", "--python", python, "--no-hazards")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 distributions" in proc.stdout
+    assert "1 distribution," in proc.stdout

@@ -30,7 +30,7 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
         if len(dist.unverified) > 10:
             console.print(Text(f"    ... and {len(dist.unverified) - 10} more unverified entries", style="yellow"))
     if clean:
-        console.print(Text(f"{clean} more distributions clean", style="green"))
+        console.print(Text(f"{_plural(clean, 'more distribution')} clean", style="green"))
 
     drifted = [(d.name, x) for d in report.distributions for x in d.drift]
     drifted += [("(environment)", x) for x in report.environment.drift]
@@ -51,7 +51,7 @@ def _dist_line(dist: DistReport) -> Text:
     text = Text()
     text.append(f"{dist.status.value:<12}", style=_STATUS_STYLE[dist.status])
     text.append(f" {dist.name} {dist.version}", style="bold")
-    details = [f"{dist.files_checked} files checked"]
+    details = [_plural(dist.files_checked, "file") + " checked"]
     counts: dict[str, int] = {}
     for drift in dist.drift:
         counts[drift.state.value] = counts.get(drift.state.value, 0) + 1
@@ -94,8 +94,8 @@ def _summary_line(report: Report) -> Text:
     s = report.summary()
     sev = s["findings"]
     parts = [
-        f"{s['distributions']} distributions",
-        f"{s['files_checked']} files checked",
+        _plural(s["distributions"], "distribution"),
+        _plural(s["files_checked"], "file") + " checked",
         f"{s['modified']} modified",
         f"{s['missing']} missing",
         f"{s['added']} added",
@@ -107,3 +107,7 @@ def _summary_line(report: Report) -> Text:
         parts.append(f"{s['suppressed']} suppressed")
     style = "bold red" if report.fails() else "bold green"
     return Text(", ".join(parts), style=style)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
