@@ -46,3 +46,19 @@ class InvalidPolicy(PatchAuditError):
 
 class LockBusy(PatchAuditError):
     """Another patchaudit run holds the environment's lock."""
+
+
+class InvalidRulePack(PatchAuditError):
+    """A hazard rule file or directory cannot be loaded: missing, unimportable, or a duplicate id."""
+
+
+class BaselineError(PatchAuditError):
+    """A baseline file is unreadable, or a patch cannot be accepted into it."""
+
+
+class BaselineNotFound(BaselineError):
+    """The baseline a policy or command names does not exist."""
+
+
+class InvalidUnit(PatchAuditError):
+    """A systemd unit name or drop-in location that patchaudit will not write."""

@@ -1,0 +1,67 @@
+"""env-mutation: library code that changes the process environment."""
+
+import re
+
+import libcst as cst
+
+from patchaudit.rule import Example, Rule, Severity
+
+MUTATORS = (
+    "os.putenv",
+    "os.unsetenv",
+    "os.environ.update",
+    "os.environ.setdefault",
+    "os.environ.pop",
+    "os.environ.clear",
+    "os.environ.__setitem__",
+    "os.environ.__delitem__",
+)
+
+
+class EnvMutation(Rule):
+    ID = "env-mutation"
+    SEVERITY = Severity.MEDIUM
+    MESSAGE = "changes os.environ from library code"
+    EXPLANATION = """\
+Setting `os.environ[...]` or calling `os.putenv` inside an installed package changes behaviour
+for the whole process and every child it starts, far from where the operator looks for
+configuration (the unit file, the launcher). Patches that force `CUDA_VISIBLE_DEVICES`, NCCL or
+attention-backend variables this way outlive the debugging session that needed them."""
+    PREFILTER = re.compile(rb"putenv|unsetenv|\benviron\b")
+
+    VALID = [
+        "import os\nvalue = os.environ.get('HOME')\n",
+        "import os\nif 'X' in os.environ:\n    pass\n",
+        "env = {}\nenv['A'] = '1'\n",
+        "import os\nenv = dict(os.environ)\nenv['A'] = '1'\n",
+    ]
+    INVALID = [
+        Example(code="import os\nos.environ['VLLM_ATTENTION_BACKEND'] = 'XFORMERS'\n", line=2),
+        Example(code="from os import environ as e\ne['NCCL_P2P_DISABLE'] = '1'\n", line=2),
+        Example(code="import os\nos.putenv('A', '1')\n"),
+        Example(code="import os\nos.environ.update(A='1')\n"),
+        Example(code="import os\ndel os.environ['A']\n"),
+    ]
+
+    def _is_environ_item(self, target: cst.BaseExpression) -> bool:
+        return isinstance(target, cst.Subscript) and self.resolves_to(target.value, "os.environ") is not None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if self._is_environ_item(target.target):
+                self.report(node, "sets an environment variable through os.environ")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self._is_environ_item(node.target):
+            self.report(node, "changes an environment variable through os.environ")
+
+    def visit_Del(self, node: cst.Del) -> None:
+        targets = node.target.elements if isinstance(node.target, cst.Tuple) else None
+        items = [e.value for e in targets] if targets else [node.target]
+        if any(self._is_environ_item(t) for t in items):
+            self.report(node, "deletes an environment variable from os.environ")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.resolves_to(node, MUTATORS)
+        if name is not None:
+            self.report(node, f"{name}() changes the process environment")

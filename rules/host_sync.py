@@ -1,0 +1,44 @@
+"""host-sync: a device-to-host synchronisation inside a forward function."""
+
+import re
+
+import libcst as cst
+
+from patchaudit.rule import Example, Rule, Severity
+
+SYNC_METHODS = {"item", "cpu", "tolist"}
+SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
+
+
+class HostSync(Rule):
+    ID = "host-sync"
+    SEVERITY = Severity.MEDIUM
+    MESSAGE = "host-device synchronisation in a forward function"
+    EXPLANATION = """\
+`.item()`, `.cpu()`, `.tolist()` and `torch.cuda.synchronize()` wait for the GPU to finish
+and copy to the host. In a model's `forward` they stall the pipeline on every step and break
+CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
+forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
+    PREFILTER = re.compile(rb"def[ \t]+(?:_*forward|__call__)(?:.|\n)*?(?:\.(?:item|cpu|tolist)\(\)|synchronize)")
+
+    VALID = [
+        "def load_weights(self, w):\n    return w.cpu()\n",
+        "def forward(self, x):\n    return self.proj(x)\n",
+        "def forward(self, x):\n    return x.to(device)\n",
+    ]
+    INVALID = [
+        Example(code="def forward(self, x):\n    n = x.sum().item()\n    return x * n\n", line=2),
+        Example(code="def forward(self, ids):\n    print(ids.tolist())\n    return ids\n"),
+        Example(code="import torch\n\ndef _forward(self, x):\n    torch.cuda.synchronize()\n    return x\n"),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.in_forward:
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
+            self.report(node, f".{func.attr.value}() synchronises with the device on every step")
+            return
+        name = self.resolves_to(node, SYNC_CALLS[:2])
+        if name is not None:
+            self.report(node, f"{name}() synchronises with the device on every step")

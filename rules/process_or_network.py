@@ -1,0 +1,74 @@
+"""process-or-network: library code that starts processes or opens network connections."""
+
+import re
+
+import libcst as cst
+
+from patchaudit.rule import Example, Rule, Severity
+
+CALLS = (
+    "subprocess.*",
+    "os.system",
+    "os.popen",
+    "os.execv",
+    "os.execve",
+    "os.execvp",
+    "os.execl",
+    "os.execlp",
+    "os.spawnv",
+    "os.spawnl",
+    "os.posix_spawn",
+    "socket.socket",
+    "socket.create_connection",
+    "urllib.request.urlopen",
+    "urllib.request.urlretrieve",
+    "http.client.HTTPConnection",
+    "http.client.HTTPSConnection",
+    "requests.*",
+    "httpx.*",
+    "aiohttp.ClientSession",
+)
+# Names in those modules that do not start anything.
+HARMLESS = {
+    "subprocess.PIPE",
+    "subprocess.DEVNULL",
+    "subprocess.STDOUT",
+    "subprocess.CalledProcessError",
+    "subprocess.TimeoutExpired",
+    "subprocess.CompletedProcess",
+    "requests.exceptions",
+}
+
+
+class ProcessOrNetwork(Rule):
+    ID = "process-or-network"
+    SEVERITY = Severity.MEDIUM
+    MESSAGE = "starts a process or opens a network connection"
+    EXPLANATION = """\
+`subprocess`, `os.system`, sockets, `urllib`, `requests` and `httpx` calls in installed library
+code run with the service's privileges and network access. A patch that shells out (to
+`nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
+uses such calls elsewhere. Calls are matched by what they resolve to."""
+    PREFILTER = re.compile(
+        rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|http\.client)\b"
+        rb"|\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawn)\b"
+    )
+
+    VALID = [
+        "num_requests = len(requests)\n",
+        "import subprocess\nstdout = subprocess.PIPE\n",
+        "import os\npath = os.path.join('a', 'b')\n",
+    ]
+    INVALID = [
+        Example(code="import subprocess\nsubprocess.run(['nvidia-smi'])\n", line=2),
+        Example(code="import os\nos.system('rm -rf /tmp/x')\n"),
+        Example(code="from urllib.request import urlopen as get\nget('http://example.invalid/')\n", line=2),
+        Example(code="import requests as r\nr.post(url, data=blob)\n"),
+        Example(code="import socket\ns = socket.socket()\n"),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.resolves_to(node, CALLS)
+        if name is None or any(name.startswith(h) for h in HARMLESS):
+            return
+        self.report(node, f"{name}() starts a process or opens a connection")
