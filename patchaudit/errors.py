@@ -62,3 +62,11 @@ class BaselineNotFound(BaselineError):
 
 class InvalidUnit(PatchAuditError):
     """A systemd unit name or drop-in location that patchaudit will not write."""
+
+
+class QuarantineFailed(PatchAuditError):
+    """The quarantine copy could not be written (full or unwritable target); nothing was changed."""
+
+
+class RunNotFound(PatchAuditError):
+    """A quarantine run id that does not exist in the environment."""
