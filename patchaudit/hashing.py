@@ -130,6 +130,20 @@ def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
     return h.digest()
 
 
+def cached_state(path: str, algorithm: str, cache: StatCache) -> FileState | None:
+    """The cached digest when lstat says the file is unchanged; one syscall, no open."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    digest = cache.get(path, StatKey.of(st), algorithm)
+    if digest is None:
+        return None
+    return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
+
+
 def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = None) -> FileState:
     """Hash one path as it is on disk; a symlink or a non-regular file is reported, never followed."""
     try:
@@ -170,8 +184,20 @@ def hash_many(
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, FileState]:
     """Hash (path, algorithm) jobs on `workers` threads (hashlib releases the GIL while hashing)."""
-    todo = list(jobs)
     results: dict[str, FileState] = {}
+    todo: list[tuple[str, str]] = []
+    if cache is None:
+        todo = list(jobs)
+    else:
+        # Cache hits cost one lstat each: cheaper on this thread than handed to workers that share the GIL.
+        for job in jobs:
+            hit = cached_state(job[0], job[1], cache)
+            if hit is None:
+                todo.append(job)
+            else:
+                results[job[0]] = hit
+        if progress is not None and results:
+            progress(len(results))
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     shared: Iterator[tuple[str, str]] = iter(todo)
     lock = threading.Lock()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import csv
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,73 +58,74 @@ class Record:
             raise InvalidRecord(where, [str(p) for p in self.problems])
 
 
+_B64_URL = re.compile(r"[A-Za-z0-9_-]+")
+_DIGEST_SIZES = {name: hashlib.new(name).digest_size for name in hashlib.algorithms_guaranteed if "shake" not in name}
+
+
 def parse_hash(text: str) -> RecordHash:
     """`algo=urlsafe-b64` -> RecordHash; ValueError with the reason when it is not one."""
     algorithm, sep, value = text.partition("=")
     if not sep or not algorithm or not value:
         raise ValueError(f"hash {text!r} is not algorithm=value")
     algorithm = algorithm.lower()
-    try:
-        digest = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        raise ValueError(f"hash {text!r} is not urlsafe base64") from None
-    if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != value.rstrip("="):
+    value = value.rstrip("=")
+    if not _B64_URL.fullmatch(value) or len(value) % 4 == 1:
         raise ValueError(f"hash {text!r} is not urlsafe base64")
-    if algorithm in hashlib.algorithms_guaranteed:
-        expected = hashlib.new(algorithm).digest_size
-        if algorithm.startswith("shake"):
-            expected = len(digest)
-        if len(digest) != expected:
-            raise ValueError(f"hash {text!r} has {len(digest)} bytes, {algorithm} has {expected}")
-    return RecordHash(algorithm=algorithm, value=value.rstrip("="))
+    size = _DIGEST_SIZES.get(algorithm)
+    if size is not None and len(value) != -(-size * 4 // 3):
+        raise ValueError(f"hash {text!r} has {len(value) * 3 // 4} bytes, {algorithm} has {size}")
+    return RecordHash(algorithm=algorithm, value=value)
 
 
 def parse_record(data: bytes) -> Record:
     """Parse RECORD bytes; bad lines become problems, good lines entries."""
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
+    lines: list[tuple[int, str]] = []
     for number, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            line = raw.decode("utf-8")
+            lines.append((number, raw.decode("utf-8")))
         except UnicodeDecodeError:
             problems.append(RecordProblem(line=number, path=None, reason="not UTF-8"))
-            continue
+    for number, line in lines:
         try:
-            rows = list(csv.reader([line]))
+            row = next(csv.reader((line,)), [])
         except csv.Error as exc:
             problems.append(RecordProblem(line=number, path=None, reason=f"not CSV ({exc})"))
             continue
-        row = rows[0] if rows else []
-        if len(row) != 3:
-            problems.append(
-                RecordProblem(line=number, path=row[0] if row else None, reason=f"{len(row)} fields, not 3")
-            )
-            continue
-        path, hash_text, size_text = row
-        reasons: list[str] = []
-        if not path or "\x00" in path:
-            reasons.append("empty or NUL path")
-        record_hash = None
-        if hash_text:
-            try:
-                record_hash = parse_hash(hash_text)
-            except ValueError as exc:
-                reasons.append(str(exc))
-        size = None
-        if size_text:
-            try:
-                size = int(size_text)
-                if size < 0:
-                    raise ValueError
-            except ValueError:
-                reasons.append(f"size {size_text!r} is not a non-negative integer")
-        if reasons:
-            problems.append(RecordProblem(line=number, path=path or None, reason="; ".join(reasons)))
-            continue
-        entries.append(RecordEntry(path=path, hash=record_hash, size=size))
+        entry = _entry(number, row, problems)
+        if entry is not None:
+            entries.append(entry)
+    problems.sort(key=lambda p: p.line)
     return Record(entries=tuple(entries), problems=tuple(problems))
+
+
+def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> RecordEntry | None:
+    if len(row) != 3:
+        problems.append(RecordProblem(line=number, path=row[0] if row else None, reason=f"{len(row)} fields, not 3"))
+        return None
+    path, hash_text, size_text = row
+    reasons: list[str] = []
+    if not path or "\x00" in path:
+        reasons.append("empty or NUL path")
+    record_hash = None
+    if hash_text:
+        try:
+            record_hash = parse_hash(hash_text)
+        except ValueError as exc:
+            reasons.append(str(exc))
+    size = None
+    if size_text:
+        if size_text.isdigit() and size_text.isascii():
+            size = int(size_text)
+        else:
+            reasons.append(f"size {size_text!r} is not a non-negative integer")
+    if reasons:
+        problems.append(RecordProblem(line=number, path=path or None, reason="; ".join(reasons)))
+        return None
+    return RecordEntry(path=path, hash=record_hash, size=size)
 
 
 def read_record(path: Path) -> Record:

@@ -45,7 +45,9 @@ class _Loaded:
 
 def _normalize(path: str) -> str:
     """RECORD path -> key relative to the dist's location ('..' kept when it climbs out)."""
-    return posixpath.normpath(path.replace("\\", "/"))
+    if "\\" in path or "/." in path or "//" in path or path.startswith("."):
+        return posixpath.normpath(path.replace("\\", "/"))
+    return path
 
 
 def _load(dist: InstalledDist) -> _Loaded:
@@ -66,7 +68,11 @@ def _load(dist: InstalledDist) -> _Loaded:
 
 
 def _absolute(location: Path, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.normpath(os.path.join(location, path))
+    if path.startswith("/"):
+        return path
+    if "/." in path or path.startswith("."):
+        return os.path.normpath(f"{location}/{path}")
+    return f"{location}/{path}"
 
 
 class _Ownership:
@@ -117,9 +123,13 @@ def _is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], locatio
     return owned(source) or (location / source).is_file()
 
 
-def _walk(root: Path) -> Iterable[tuple[str, bool]]:
-    """(path, is_symlink) of every non-directory below root; symlinked directories are not entered."""
-    stack = [str(root)]
+def _walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:
+    """(path relative to location, is_symlink) of every non-directory below location/top.
+
+    Symlinked directories are reported, never entered.
+    """
+    base = len(str(location)) + 1
+    stack = [str(location / top)]
     while stack:
         current = stack.pop()
         try:
@@ -128,7 +138,7 @@ def _walk(root: Path) -> Iterable[tuple[str, bool]]:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     else:
-                        yield entry.path, entry.is_symlink()
+                        yield entry.path[base:], entry.is_symlink()
         except OSError:
             continue
 
@@ -167,12 +177,16 @@ def verify(
     ownership = _Ownership(env, every, dict(loaded))
 
     jobs: list[tuple[str, str]] = []
+    where: dict[tuple[Path, str], str] = {}
     for item in loaded.values():
         if item.record is None:
             continue
+        location = item.dist.location
         for entry in item.record.entries:
             if entry.hash is not None and entry.hash.trusted:
-                jobs.append((_absolute(item.dist.location, entry.path), entry.hash.algorithm))
+                absolute = _absolute(location, entry.path)
+                where[location, entry.path] = absolute
+                jobs.append((absolute, entry.hash.algorithm))
     total = len(jobs)
     done = 0
 
@@ -214,7 +228,7 @@ def verify(
                 unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
                 continue
             checked += 1
-            verdict = _state_to_drift(entry.path, str(entry.hash), states[_absolute(dist.location, entry.path)])
+            verdict = _state_to_drift(entry.path, str(entry.hash), states[where[dist.location, entry.path]])
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
@@ -265,8 +279,7 @@ def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], lis
         root = location / top
         if root.is_symlink() or not root.is_dir():
             continue
-        for path, is_link in _walk(root):
-            rel = os.path.relpath(path, location).replace(os.sep, "/")
+        for rel, is_link in _walk(location, top):
             if rel in own or _is_bytecode_of_known_source(rel, own.__contains__, location):
                 continue
             candidates.append((rel, is_link))
