@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
@@ -249,6 +250,7 @@ def verify(
             )
         )
 
+    reports = _flag_duplicates(reports, loaded)
     hook_drift, hook_findings = _startup_hooks(env, ownership)
     env_drift.extend(hook_drift)
     if cache is not None:
@@ -258,6 +260,22 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+def _flag_duplicates(reports: list[DistReport], loaded: dict[Path, _Loaded]) -> list[DistReport]:
+    """Two dist-infos of one name in one directory (a crashed upgrade): neither can be trusted alone."""
+    groups: dict[tuple[Path, str], list[InstalledDist]] = {}
+    for item in loaded.values():
+        groups.setdefault((item.dist.location, item.dist.key), []).append(item.dist)
+    out = []
+    for report, item in zip(reports, loaded.values(), strict=True):
+        twins = groups[item.dist.location, item.dist.key]
+        if len(twins) > 1:
+            others = ", ".join(t.meta_dir.name for t in twins if t is not item.dist)
+            note = Unverified(path=item.dist.meta_dir.name, reason=f"also installed here as {others}")
+            report = dataclasses.replace(report, unverified=(*report.unverified, note))
+        out.append(report)
+    return out
 
 
 def _dedupe(drift: Iterable[Drift]) -> list[Drift]:

@@ -177,7 +177,11 @@ def test_missing_record_and_leftover_dist_info(env: Path) -> None:
         stale = drift_by_path(next(d for d in report["distributions"] if d["version"] == "0.9"))
         assert stale["zeta/__init__.py"]["state"] == "modified"
         assert stale["zeta/old.py"]["state"] == "missing"
-        assert dist_version(report, "1.0")["status"] == "clean"
+        current = dist_version(report, "1.0")
+        assert current["drift"] == [] and current["status"] == "unverifiable"
+        assert current["unverified"] == [
+            {"path": "zeta-1.0.dist-info", "reason": "also installed here as zeta-0.9.dist-info"}
+        ]
         (old / "RECORD").unlink()
         code, report = scan_json(env, "zeta")
         assert dist_version(report, "0.9")["status"] == "unverifiable"
