@@ -29,7 +29,7 @@ CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
 
 # Startup hooks that environment managers write and no RECORD owns, recognised by content.
 _VIRTUALENV_PTH = "import _virtualenv"
-_VIRTUALENV_MODULE_MARK = b'"""Patches that are applied at runtime to the virtual environment."""'
+_VIRTUALENV_MODULE_MARK = b'"""Patches that are applied at runtime to the virtual environment'
 
 
 def startup_hook_lines(text: str) -> list[int]:
@@ -369,7 +369,9 @@ def _startup_hooks(env: Environment, ownership: _Ownership) -> tuple[list[Drift]
                     findings.append(_hook_finding(name, 1, Severity.INFO, "adds paths to sys.path; no code runs"))
                     continue
                 if _is_virtualenv_hook(site_dir, text):
-                    findings.append(_hook_finding(name, 1, Severity.INFO, "virtualenv/uv startup hook (known)"))
+                    module = _digest(site_dir / "_virtualenv.py")
+                    message = f"virtualenv/uv startup hook (known; _virtualenv.py {module})"
+                    findings.append(_hook_finding(name, 1, Severity.INFO, message))
                     continue
                 message = f"executes code at every interpreter start and no distribution owns it: {_first(text)}"
             drift.append(Drift(path=name, state=DriftState.ADDED, actual=digest, note="startup hook"))
