@@ -12,6 +12,12 @@ from patchaudit import __version__
 # command name -> "module:attribute"; a command's module is imported only when it runs.
 COMMANDS: dict[str, str] = {
     "scan": "patchaudit.cli.scan:scan",
+    "gate": "patchaudit.cli.gate:gate",
+    "baseline": "patchaudit.cli.baseline:baseline",
+    "systemd": "patchaudit.cli.systemd:systemd",
+    "diff": "patchaudit.cli.diff:diff",
+    "revert": "patchaudit.cli.revert:revert",
+    "quarantine": "patchaudit.cli.quarantine:quarantine",
 }
 
 

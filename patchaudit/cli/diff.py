@@ -1,0 +1,55 @@
+"""`patchaudit diff DIST [PATH...]`: the patches, as a unified diff `patch -p0` re-applies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+
+
+@click.command()
+@click.argument("dist")
+@click.argument("paths", nargs=-1)
+@target_options
+@click.option(
+    "--wheelhouse",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory of wheels to take pristine bytes from (also PATCHAUDIT_WHEELHOUSE).",
+)
+@click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
+def diff(
+    dist: str,
+    paths: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    wheelhouse: tuple[Path, ...],
+    color: bool | None,
+) -> int:
+    """Show what changed in DIST (or in PATHs of it): pristine -> installed, paths relative to site-packages."""
+    from patchaudit import environment, vcs
+    from patchaudit.diff import diff_dist
+    from patchaudit.verify import verify
+
+    env = open_environment(python, site_path)
+    every = environment.distributions(env)
+    (target,) = environment.select(every, [dist])[:1]
+    text = vcs.working_tree_diff(target, paths)
+    if text is None:
+        (report,) = verify(env, [target], every=every).distributions
+        text = "".join(d.text for d in diff_dist(env, target, report, paths=paths, wheelhouse=wheelhouse))
+    if color is None:
+        color = sys.stdout.isatty()
+    if color and text:
+        from rich.console import Console
+        from rich.syntax import Syntax
+
+        Console().print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+    else:
+        out = sys.stdout.buffer
+        out.write(text.encode("utf-8", "surrogateescape"))
+        out.flush()
+    return EXIT_PROBLEMS if text else EXIT_CLEAN

@@ -1,0 +1,77 @@
+"""`patchaudit quarantine list|restore RUN_ID`: see and undo revert runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+
+
+@click.group()
+def quarantine() -> None:
+    """Quarantine runs: every file a revert replaced or removed, kept so it can be put back."""
+
+
+@quarantine.command("list")
+@target_options
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
+    """List the quarantine runs of the target environment, oldest first."""
+    from patchaudit.revert import list_runs
+
+    runs = list_runs(open_environment(python, site_path))
+    if fmt == "json":
+        rows = [
+            {
+                "run_id": r.run_id,
+                "path": str(r.path),
+                "op": r.op,
+                "dist": r.dist,
+                "version": r.version,
+                "created": r.created,
+                "status": r.status,
+                "files": r.files,
+                "undo_of": r.undo_of,
+            }
+            for r in runs
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return EXIT_CLEAN
+    for r in runs:
+        extra = f" (undo of {r.undo_of})" if r.undo_of else ""
+        click.echo(f"{r.run_id}  {r.created}  {r.op:<6} {r.dist} {r.version}  {r.files} file(s)  {r.status}{extra}")
+    if not runs:
+        click.echo("no quarantine runs")
+    return EXIT_CLEAN
+
+
+@quarantine.command("restore")
+@click.argument("run_id")
+@target_options
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool, fmt: str) -> int:
+    """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces)."""
+    from patchaudit.revert import execute, plan_undo
+
+    env = open_environment(python, site_path)
+    plan = plan_undo(env, run_id)
+    if plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
+        click.confirm(f"Put back {len(plan.actions)} file(s) of {plan.dist} from {run_id}?", abort=True)
+    result = execute(env, plan)
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        for path in result.restored:
+            click.echo(f"put back {path}")
+        for path in result.removed:
+            click.echo(f"removed  {path} (it did not exist before that run)")
+        for refusal in result.refused:
+            click.echo(f"refused {refusal.path}: {refusal.reason}")
+        if result.quarantine is not None:
+            click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
+    return EXIT_PROBLEMS if result.refused or result.unverified else EXIT_CLEAN

@@ -1,0 +1,87 @@
+"""`patchaudit revert DIST [PATH...]`: back to pristine, every replaced byte kept in a quarantine run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+
+if TYPE_CHECKING:
+    from patchaudit.revert import Plan, Result
+
+
+@click.command()
+@click.argument("dist")
+@click.argument("paths", nargs=-1)
+@target_options
+@click.option(
+    "--wheelhouse",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory of wheels to take pristine bytes from (also PATCHAUDIT_WHEELHOUSE).",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+def revert(
+    dist: str,
+    paths: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    wheelhouse: tuple[Path, ...],
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+) -> int:
+    """Restore DIST's drifted files (or PATHs of it) from a pristine wheel, removing files it never shipped."""
+    from patchaudit import environment, vcs
+    from patchaudit import revert as core
+    from patchaudit.verify import verify
+
+    env = open_environment(python, site_path)
+    every = environment.distributions(env)
+    (target,) = environment.select(every, [dist])[:1]
+    plan = vcs.plan_working_tree_revert(env, target, paths)
+    if plan is None:
+        (report,) = verify(env, [target], every=every).distributions
+        plan = core.plan_revert(env, target, report, paths=paths, wheelhouse=wheelhouse)
+    if not dry_run and plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
+        _show_plan(plan)
+        click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
+    result = core.execute(env, plan, dry_run=dry_run)
+    _show_result(result, fmt)
+    return EXIT_PROBLEMS if result.refused or result.unverified or result.record_mismatch else EXIT_CLEAN
+
+
+def _show_plan(plan: Plan) -> None:
+    for action in plan.actions:
+        verb = "remove " if action.kind == "remove" else "restore"
+        click.echo(f"  {verb} {action.path}")
+    for refusal in plan.refused:
+        click.echo(f"  refuse  {refusal.path}: {refusal.reason}")
+
+
+def _show_result(result: Result, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    verb = "would " if result.dry_run else ""
+    for path in result.restored:
+        click.echo(f"{verb}restore {path}")
+    for path in result.removed:
+        click.echo(f"{verb}remove  {path}")
+    for refusal in result.refused:
+        click.echo(f"refused {refusal.path}: {refusal.reason}")
+    for path in result.record_mismatch:
+        click.echo(f"record-mismatch {path}: installed bytes equal the wheel's; its RECORD is stale")
+    for path in result.unverified:
+        click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
+    if result.quarantine is not None:
+        click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
+    elif not result.dry_run and not (result.restored or result.removed):
+        click.echo("nothing to revert")

@@ -1,0 +1,154 @@
+"""Unified diffs of pristine vs installed bytes, with headers `patch -p0` (or `git apply -p0`) accepts."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.errors import PristineNotFound
+from patchaudit.pristine import BuildCheck, Transfer, find_pristine
+from patchaudit.pristine.interface import PristineSource
+from patchaudit.report import DistReport, Drift, DriftState
+
+DEV_NULL = "/dev/null"
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileDiff:
+    """The change to one file, pristine (old) -> installed (new)."""
+
+    path: str
+    state: DriftState
+    text: str  # a unified diff, or one line when there is nothing to show line by line
+    binary: bool = False
+    note: str | None = None
+
+
+def is_binary(data: bytes) -> bool:
+    if b"\x00" in data[:8192]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode("utf-8").splitlines(keepends=True)
+
+
+def unified(path: str, old: bytes | None, new: bytes | None) -> tuple[str, bool]:
+    """(diff text, is binary) for one path; None means the file does not exist on that side."""
+    old_name = path if old is not None else DEV_NULL
+    new_name = path if new is not None else DEV_NULL
+    if (old is not None and is_binary(old)) or (new is not None and is_binary(new)):
+        return f"Binary files {old_name} and {new_name} differ\n", True
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        _lines(old or b""), _lines(new or b""), fromfile=old_name, tofile=new_name, lineterm="\n"
+    ):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n" + NO_NEWLINE)
+    if old is not None and new is not None and not out:
+        return "", False
+    if not out:
+        # an empty file created or removed: a header alone is what diff(1) prints
+        out = [f"--- {old_name}\n", f"+++ {new_name}\n"]
+    return "".join(out), False
+
+
+def read_installed(path: Path) -> bytes | str | None:
+    """The installed bytes without following a symlink: bytes, the link target (str), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            return os.readlink(path)
+        except OSError:
+            return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def select_drift(report: DistReport, paths: Collection[str]) -> list[Drift]:
+    """The report's drift, limited to `paths` when any are given (normalized like RECORD paths)."""
+    if not paths:
+        return list(report.drift)
+    wanted = {os.path.normpath(p).replace(os.sep, "/") for p in paths}
+    return [d for d in report.drift if os.path.normpath(d.path).replace(os.sep, "/") in wanted]
+
+
+def needs_pristine(drift: Sequence[Drift]) -> list[Drift]:
+    return [d for d in drift if d.state is not DriftState.ADDED]
+
+
+def diff_files(location: Path, drift: Sequence[Drift], check: BuildCheck | None) -> list[FileDiff]:
+    """One FileDiff per drift entry; `check` gives pristine bytes (None when only added files drift)."""
+    diffs: list[FileDiff] = []
+    mismatch = set(check.record_mismatch) if check else set()
+    unavailable = dict(check.unavailable) if check else {}
+    for item in drift:
+        installed = read_installed(location / item.path)
+        if isinstance(installed, str):
+            text = f"{item.path}: replaced by a symlink to {installed}\n"
+            diffs.append(FileDiff(path=item.path, state=item.state, text=text, note="symlink"))
+            continue
+        if item.state is DriftState.ADDED:
+            text, binary = unified(item.path, None, installed)
+            diffs.append(FileDiff(path=item.path, state=item.state, text=text, binary=binary))
+            continue
+        if item.path in mismatch:
+            text = f"{item.path}: record-mismatch: the installed bytes equal the wheel's; its RECORD is stale\n"
+            diffs.append(FileDiff(path=item.path, state=item.state, text=text, note="record-mismatch"))
+            continue
+        pristine = check.files.get(item.path) if check else None
+        if pristine is None:
+            reason = unavailable.get(item.path, "no pristine bytes")
+            diffs.append(FileDiff(path=item.path, state=item.state, text=f"{item.path}: {reason}\n", note=reason))
+            continue
+        text, binary = unified(item.path, pristine.data, installed)
+        diffs.append(FileDiff(path=item.path, state=item.state, text=text, binary=binary))
+    return diffs
+
+
+def diff_dist(
+    env: Environment,
+    dist: InstalledDist,
+    report: DistReport,
+    *,
+    paths: Collection[str] = (),
+    wheelhouse: Sequence[Path] = (),
+    sources: Sequence[PristineSource] | None = None,
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+) -> list[FileDiff]:
+    """The unified diff of every drifted file of `dist` (or of `paths`), pristine -> installed."""
+    drift = select_drift(report, paths)
+    check = None
+    needed = needs_pristine(drift)
+    if needed:
+        check = find_pristine(
+            env, dist, drift=needed, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
+        )
+    try:
+        return diff_files(dist.location, drift, check)
+    finally:
+        if check is not None:
+            check.wheel.close()
+
+
+__all__ = ["FileDiff", "PristineNotFound", "diff_dist", "diff_files", "select_drift", "unified"]

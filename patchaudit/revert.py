@@ -1,0 +1,714 @@
+"""Put drifted files back, keeping every replaced byte in a quarantine run; journaled, locked, undoable.
+
+A run goes through two journaled phases. `prepare`: copy what will be replaced or removed into
+`<state_dir>/quarantine/<run-id>/files/`, write the manifest and the `.patch`, then stage every new file
+as a temporary file beside its destination (fsync'd). `commit`: `os.replace` each staged file over its
+destination (never following a symlink), unlink removed files, drop stale bytecode, re-hash. A run
+killed in `prepare` is rolled back (staged files deleted, nothing else had changed); a run killed in
+`commit` is finished from its staged files. Either way the quarantine keeps every replaced byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import fcntl
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchaudit.diff import read_installed, select_drift, unified
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.errors import LockBusy, QuarantineFailed, RunNotFound, UnsafePath
+from patchaudit.hashing import hash_file
+from patchaudit.pristine import Transfer, find_pristine
+from patchaudit.pristine.check import digest as digest_of
+from patchaudit.pristine.interface import PristineSource
+from patchaudit.pristine.zipwheel import unsafe_member
+from patchaudit.report import DistReport, DriftState
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = "patchaudit/quarantine/v1"
+FILES = "files"
+LOCK_WAIT = 10.0
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Refusal:
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Action:
+    """One change to one path: write bytes, create a symlink (undo only), or remove."""
+
+    path: str  # as the report or manifest names it
+    dest: Path
+    kind: str  # "write" | "symlink" | "remove"
+    data: bytes | None = None
+    link: str | None = None
+    mode: int = 0o644
+    digest: str | None = None  # of `data`
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """What a revert (or an undo) would do; nothing has been written when a Plan exists."""
+
+    op: str  # "revert" | "undo"
+    dist: str
+    version: str
+    actions: tuple[Action, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    record_mismatch: tuple[str, ...] = ()
+    origin: str | None = None
+    undo_of: str | None = None
+    roots: tuple[str, ...] = ()  # extra directories it may write: an editable install's project tree
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    run_id: str | None
+    quarantine: Path | None
+    restored: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    record_mismatch: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
+    dry_run: bool = False
+    recovered: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "quarantine": str(self.quarantine) if self.quarantine else None,
+            "restored": list(self.restored),
+            "removed": list(self.removed),
+            "refused": [r.to_dict() for r in self.refused],
+            "record_mismatch": list(self.record_mismatch),
+            "unverified": list(self.unverified),
+            "dry_run": self.dry_run,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunInfo:
+    run_id: str
+    path: Path
+    op: str
+    dist: str
+    version: str
+    created: str
+    status: str
+    files: int
+    undo_of: str | None = None
+
+
+# ---------------------------------------------------------------- paths
+
+
+def _roots(env: Environment) -> list[str]:
+    return [os.path.realpath(r) for r in env.writable_roots()]
+
+
+def check_destination(env: Environment, dest: Path, extra_roots: Sequence[str] = ()) -> str | None:
+    """Why `dest` may not be written (None when it may): only inside the env's scheme directories.
+
+    The parent is resolved (a symlinked directory that leads out is refused); the final component is
+    never followed, because it is replaced with os.replace or unlinked.
+    """
+    parent = os.path.realpath(dest.parent)
+    roots = _roots(env) + [os.path.realpath(r) for r in extra_roots]
+    state = os.path.realpath(env.state_dir)
+    inside = any(parent == r or parent.startswith(r.rstrip("/") + "/") for r in roots)
+    if not inside:
+        return "outside the environment's directories"
+    if parent == state or parent.startswith(state + "/"):
+        return "inside patchaudit's own state directory"
+    if os.path.join(parent, dest.name) in roots:
+        return "is a scheme directory itself"
+    if "/.git/" in parent + "/" or dest.name == ".git":
+        return "inside a git directory"
+    return None
+
+
+def _destination(location: Path, path: str) -> Path:
+    return Path(os.path.normpath(os.path.join(location, path)))
+
+
+def _quarantine_name(env: Environment, path: str, dest: Path) -> str:
+    if not os.path.isabs(path) and not unsafe_member(path.replace(os.sep, "/")):
+        return path
+    rel = os.path.relpath(dest, env.prefix)
+    if rel.startswith(".."):
+        rel = dest.as_posix().lstrip("/")
+    return "_outside/" + rel
+
+
+# ---------------------------------------------------------------- low-level file operations
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create `path` exclusively (no symlink followed), write, set mode, fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
+    _write_new(tmp, json.dumps(value, indent=1, sort_keys=True).encode(), 0o644)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _snapshot(dest: Path) -> tuple[str, bytes | str | None, int | None]:
+    """(kind, content, mode) of what is at dest now: file bytes, symlink target, or nothing."""
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return "missing", None, None
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink", os.readlink(dest), None
+    if not stat.S_ISREG(st.st_mode):
+        return "other", None, None
+    content = read_installed(dest)
+    return "file", content if isinstance(content, bytes) else b"", stat.S_IMODE(st.st_mode)
+
+
+def _drop_bytecode(dest: Path) -> list[str]:
+    """Remove `__pycache__/<module>.*.pyc` of a restored or removed module source."""
+    if dest.suffix != ".py":
+        return []
+    cache = dest.parent / "__pycache__"
+    dropped = []
+    try:
+        names = os.listdir(cache)
+    except OSError:
+        return []
+    prefix = dest.stem + "."
+    for name in names:
+        if name.startswith(prefix) and name.endswith(".pyc"):
+            with contextlib.suppress(OSError):
+                os.unlink(cache / name)
+                dropped.append(name)
+    return dropped
+
+
+# ---------------------------------------------------------------- lock
+
+
+@contextlib.contextmanager
+def locked(env: Environment, *, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the environment's revert lock (fcntl.flock); LockBusy after `wait` seconds."""
+    env.state_dir.mkdir(parents=True, exist_ok=True)
+    path = env.state_dir / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                    raise LockBusy(
+                        f"another patchaudit run (pid {holder}) is changing {env.prefix}",
+                        hint="wait for it to finish, then run again",
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- planning
+
+
+def plan_revert(
+    env: Environment,
+    dist: InstalledDist,
+    report: DistReport,
+    *,
+    paths: Collection[str] = (),
+    wheelhouse: Sequence[Path] = (),
+    sources: Sequence[PristineSource] | None = None,
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+) -> Plan:
+    """Decide what reverting `dist` (or `paths` of it) does, from `report`; pristine bytes checked here."""
+    drift = select_drift(report, paths)
+    refused: list[Refusal] = []
+    if paths:
+        known = {os.path.normpath(d.path) for d in drift}
+        refused += [Refusal(path=p, reason="not drifted") for p in paths if os.path.normpath(p) not in known]
+    safe = []
+    for item in drift:
+        reason = check_destination(env, _destination(dist.location, item.path))
+        if reason is not None:
+            refused.append(Refusal(path=item.path, reason=reason))
+        else:
+            safe.append(item)
+    needed = [d for d in safe if d.state is not DriftState.ADDED]
+    actions: list[Action] = []
+    mismatch: tuple[str, ...] = ()
+    origin = None
+    if needed:
+        check = find_pristine(
+            env, dist, drift=needed, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
+        )
+        try:
+            origin = check.wheel.origin
+            mismatch = check.record_mismatch
+            refused += [Refusal(path=p, reason=r) for p, r in check.unavailable]
+            for item in needed:
+                pristine = check.files.get(item.path)
+                if pristine is None:
+                    continue
+                actions.append(
+                    Action(
+                        path=item.path,
+                        dest=_destination(dist.location, item.path),
+                        kind="write",
+                        data=pristine.data,
+                        mode=pristine.mode,
+                        digest=pristine.digest,
+                    )
+                )
+            for edited in check.record_edited:
+                refused.append(Refusal(path=edited.path, reason=f"{edited.note}: {edited.actual} vs {edited.expected}"))
+        finally:
+            check.wheel.close()
+    for item in safe:
+        if item.state is DriftState.ADDED:
+            actions.append(Action(path=item.path, dest=_destination(dist.location, item.path), kind="remove"))
+    return Plan(
+        op="revert",
+        dist=dist.name,
+        version=dist.version,
+        actions=tuple(actions),
+        refused=tuple(refused),
+        record_mismatch=mismatch,
+        origin=origin,
+    )
+
+
+def _summary(plan: Plan, run_id: str | None, quarantine: Path | None, **extra: Any) -> Result:
+    return Result(
+        run_id=run_id,
+        quarantine=quarantine,
+        restored=tuple(a.path for a in plan.actions if a.kind != "remove"),
+        removed=tuple(a.path for a in plan.actions if a.kind == "remove"),
+        refused=plan.refused,
+        record_mismatch=plan.record_mismatch,
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------- execution
+
+
+def _new_run_id(dist: str) -> str:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in dist)
+    return f"{stamp}-{safe}-{secrets.token_hex(3)}"
+
+
+def _staged_name(dest: Path, run_id: str) -> Path:
+    return dest.with_name(f".{dest.name}.patchaudit-{run_id}.tmp")
+
+
+def execute(env: Environment, plan: Plan, *, dry_run: bool = False, lock_wait: float = LOCK_WAIT) -> Result:
+    """Carry out `plan`: quarantine, stage, commit, verify; finishes any interrupted run first."""
+    if dry_run or not plan.actions:
+        return _summary(plan, None, None, dry_run=dry_run)
+    with locked(env, wait=lock_wait):
+        recovered = tuple(_recover_locked(env))
+        # a recovered run may have changed the files this plan was made for
+        for action in plan.actions:
+            reason = check_destination(env, action.dest, plan.roots)
+            if reason is not None:
+                raise UnsafePath(f"{action.path}: {reason}")
+        return _run(env, plan, recovered)
+
+
+def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
+    run_id = _new_run_id(plan.dist)
+    run_dir = env.state_dir / "quarantine" / run_id
+    journal = env.state_dir / "journal" / f"{run_id}.json"
+    entries = []
+    for action in plan.actions:
+        entries.append(
+            {
+                "path": action.path,
+                "dest": str(action.dest),
+                "kind": action.kind,
+                "digest": action.digest,
+                "link": action.link,
+                "staged": str(_staged_name(action.dest, run_id)) if action.kind != "remove" else None,
+                "quarantine": _quarantine_name(env, action.path, action.dest),
+            }
+        )
+    state = {"run_id": run_id, "op": plan.op, "phase": "prepare", "run_dir": str(run_dir), "actions": entries}
+    try:
+        _atomic_json(journal, state)
+    except OSError as exc:
+        raise QuarantineFailed(f"cannot write the journal in {journal.parent}: {exc.strerror}") from None
+    try:
+        manifest = _quarantine(env, plan, run_id, run_dir, entries)
+        _stage(plan, entries)
+    except OSError as exc:
+        _rollback(state)
+        journal.unlink(missing_ok=True)
+        where = getattr(exc, "filename", None) or run_dir
+        raise QuarantineFailed(
+            f"nothing was changed: cannot write {where}: {exc.strerror or exc}",
+            hint="free space or make the quarantine directory writable",
+        ) from None
+    state["phase"] = "commit"
+    _atomic_json(journal, state)
+    unverified = _commit(state)
+    manifest["status"] = "complete"
+    _atomic_json(run_dir / MANIFEST, manifest)
+    journal.unlink(missing_ok=True)
+    return _summary(plan, run_id, run_dir, unverified=tuple(unverified), recovered=recovered)
+
+
+def _quarantine(
+    env: Environment, plan: Plan, run_id: str, run_dir: Path, entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Copy what is at each destination into the run directory; write manifest and patch."""
+    files_dir = run_dir / FILES
+    files_dir.mkdir(parents=True, exist_ok=False)
+    patch: list[str] = []
+    records = []
+    for action, entry in zip(plan.actions, entries, strict=True):
+        kind, content, mode = _snapshot(action.dest)
+        item: dict[str, Any] = {
+            "path": action.path,
+            "dest": str(action.dest),
+            "action": action.kind,
+            "quarantine": f"{FILES}/{entry['quarantine']}",
+            "original": kind,
+            "original_digest": None,
+            "original_mode": mode,
+            "original_link": None,
+            "new_digest": action.digest,
+            "new_link": action.link,
+        }
+        target = files_dir / entry["quarantine"]
+        if kind == "file":
+            assert isinstance(content, bytes)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_new(target, content, 0o600)
+            item["original_digest"] = digest_of(content, "sha256")
+            if hash_file(str(target)).digest != item["original_digest"]:
+                raise OSError(errno.EIO, "quarantine copy does not read back", str(target))
+        elif kind == "symlink":
+            assert isinstance(content, str)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(content, target)
+            item["original_link"] = content
+        elif kind == "other":
+            raise OSError(errno.EISDIR, "not a regular file or symlink", str(action.dest))
+        records.append(item)
+        old = content if isinstance(content, bytes) else None
+        new = action.data if action.kind == "write" else None
+        if action.kind != "symlink" and kind != "symlink" and old != new:
+            text, _ = unified(action.path, new, old) if plan.op == "revert" else unified(action.path, old, new)
+            patch.append(text)
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": run_id,
+        "op": plan.op,
+        "dist": plan.dist,
+        "version": plan.version,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "origin": plan.origin,
+        "undo_of": plan.undo_of,
+        "roots": list(plan.roots),
+        "status": "prepared",
+        "prefix": str(env.prefix),
+        "files": records,
+    }
+    # the patch re-applies what this run takes away (pristine -> patched), with `patch -p0`
+    (run_dir / f"{run_id}.patch").write_text("".join(patch), encoding="utf-8", errors="surrogateescape")
+    _atomic_json(run_dir / MANIFEST, manifest)
+    _fsync_dir(files_dir)
+    return manifest
+
+
+def _stage(plan: Plan, entries: list[dict[str, Any]]) -> None:
+    for action, entry in zip(plan.actions, entries, strict=True):
+        if action.kind == "remove":
+            continue
+        staged = Path(entry["staged"])
+        action.dest.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        if action.kind == "symlink":
+            assert action.link is not None
+            os.symlink(action.link, staged)
+        else:
+            assert action.data is not None
+            _write_new(staged, action.data, action.mode)
+    for parent in {a.dest.parent for a in plan.actions}:
+        _fsync_dir(parent)
+
+
+def _commit(state: Mapping[str, Any]) -> list[str]:
+    """Replace, remove, drop bytecode, re-hash; idempotent, so recovery can run it again."""
+    parents = set()
+    for entry in state["actions"]:
+        dest = Path(entry["dest"])
+        parents.add(dest.parent)
+        if entry["kind"] == "remove":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dest)
+        else:
+            staged = Path(entry["staged"])
+            # a missing staged file was already moved in before an interruption; verified below
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(staged, dest)
+        _drop_bytecode(dest)
+    for parent in parents:
+        _fsync_dir(parent)
+    return _verify(state)
+
+
+def _verify(state: Mapping[str, Any]) -> list[str]:
+    bad = []
+    for entry in state["actions"]:
+        dest = Path(entry["dest"])
+        got = hash_file(str(dest))
+        if entry["kind"] == "remove":
+            ok = got.missing
+        elif entry["kind"] == "symlink":
+            ok = got.symlink == entry["link"]
+        else:
+            algorithm = (entry["digest"] or "sha256=").partition("=")[0]
+            got = hash_file(str(dest), algorithm)
+            ok = got.digest == entry["digest"]
+        if not ok:
+            bad.append(entry["path"])
+    return bad
+
+
+def _rollback(state: Mapping[str, Any]) -> None:
+    for entry in state["actions"]:
+        if entry.get("staged"):
+            with contextlib.suppress(OSError):
+                os.unlink(entry["staged"])
+
+
+# ---------------------------------------------------------------- recovery
+
+
+def recover(env: Environment, *, lock_wait: float = LOCK_WAIT) -> list[str]:
+    """Finish or roll back runs a kill left in the journal; one message per run handled."""
+    journal_dir = env.state_dir / "journal"
+    if not journal_dir.is_dir() or not any(journal_dir.glob("*.json")):
+        return []
+    with locked(env, wait=lock_wait):
+        return _recover_locked(env)
+
+
+def _recover_locked(env: Environment) -> list[str]:
+    messages = []
+    for path in sorted((env.state_dir / "journal").glob("*.json")):
+        try:
+            state = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            messages.append(f"ignored unreadable journal {path.name}")
+            continue
+        run_dir = Path(state["run_dir"])
+        if state.get("phase") == "commit":
+            bad = _commit(state)
+            _mark(run_dir, "complete" if not bad else "incomplete")
+            messages.append(
+                f"finished interrupted {state.get('op', 'revert')} {state['run_id']}"
+                + (f"; {len(bad)} file(s) do not verify: {', '.join(bad[:3])}" if bad else "")
+            )
+        else:
+            _rollback(state)
+            _mark(run_dir, "rolled-back")
+            messages.append(
+                f"rolled back interrupted {state.get('op', 'revert')} {state['run_id']} (nothing had been changed)"
+            )
+        path.unlink(missing_ok=True)
+    return messages
+
+
+def _mark(run_dir: Path, status: str) -> None:
+    manifest_path = run_dir / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_bytes())
+    except (OSError, ValueError):
+        if not run_dir.is_dir():
+            return
+        manifest = {"schema": MANIFEST_SCHEMA, "run_id": run_dir.name, "files": []}
+    manifest["status"] = status
+    with contextlib.suppress(OSError):
+        _atomic_json(manifest_path, manifest)
+
+
+# ---------------------------------------------------------------- quarantine: list and undo
+
+
+def list_runs(env: Environment) -> list[RunInfo]:
+    root = env.state_dir / "quarantine"
+    runs = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for name in names:
+        try:
+            manifest = json.loads((root / name / MANIFEST).read_bytes())
+        except (OSError, ValueError):
+            continue
+        runs.append(
+            RunInfo(
+                run_id=name,
+                path=root / name,
+                op=manifest.get("op", "revert"),
+                dist=manifest.get("dist", "?"),
+                version=manifest.get("version", "?"),
+                created=manifest.get("created", ""),
+                status=manifest.get("status", "?"),
+                files=len(manifest.get("files", [])),
+                undo_of=manifest.get("undo_of"),
+            )
+        )
+    return runs
+
+
+def plan_undo(env: Environment, run_id: str) -> Plan:
+    """Put back exactly what run `run_id` quarantined; files it created are removed."""
+    run_dir = env.state_dir / "quarantine" / run_id
+    if os.sep in run_id or run_id in ("", ".", "..") or not (run_dir / MANIFEST).is_file():
+        raise RunNotFound(
+            f"no quarantine run {run_id!r} in {env.state_dir / 'quarantine'}", hint="see `patchaudit quarantine list`"
+        )
+    manifest = json.loads((run_dir / MANIFEST).read_bytes())
+    if manifest.get("status") == "rolled-back":
+        raise RunNotFound(f"run {run_id} was rolled back: it changed nothing, so there is nothing to undo")
+    actions: list[Action] = []
+    refused: list[Refusal] = []
+    roots = tuple(manifest.get("roots") or ())
+    for item in manifest.get("files", []):
+        dest = Path(item["dest"])
+        reason = check_destination(env, dest, roots)
+        if reason is not None:
+            refused.append(Refusal(path=item["path"], reason=reason))
+            continue
+        stored = run_dir / item["quarantine"]
+        if item["original"] == "file":
+            data = read_installed(stored)
+            if not isinstance(data, bytes) or digest_of(data, "sha256") != item["original_digest"]:
+                refused.append(Refusal(path=item["path"], reason="quarantined copy does not match its manifest hash"))
+                continue
+            actions.append(
+                Action(
+                    path=item["path"],
+                    dest=dest,
+                    kind="write",
+                    data=data,
+                    mode=item.get("original_mode") or 0o644,
+                    digest=item["original_digest"],
+                )
+            )
+        elif item["original"] == "symlink":
+            actions.append(Action(path=item["path"], dest=dest, kind="symlink", link=item["original_link"]))
+        elif item["original"] == "missing":
+            actions.append(Action(path=item["path"], dest=dest, kind="remove"))
+    return Plan(
+        op="undo",
+        dist=manifest.get("dist", "?"),
+        version=manifest.get("version", "?"),
+        actions=tuple(actions),
+        refused=tuple(refused),
+        origin=f"quarantine {run_id}",
+        undo_of=run_id,
+        roots=roots,
+    )
+
+
+def undo(env: Environment, run_id: str, *, dry_run: bool = False) -> Result:
+    return execute(env, plan_undo(env, run_id), dry_run=dry_run)
+
+
+def revert(
+    env: Environment,
+    dist: InstalledDist,
+    report: DistReport,
+    *,
+    paths: Collection[str] = (),
+    wheelhouse: Sequence[Path] = (),
+    dry_run: bool = False,
+    sources: Sequence[PristineSource] | None = None,
+    environ: Mapping[str, str] | None = None,
+    transfer: Transfer | None = None,
+) -> Result:
+    """plan_revert + execute."""
+    plan = plan_revert(
+        env, dist, report, paths=paths, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
+    )
+    return execute(env, plan, dry_run=dry_run)
+
+
+__all__ = [
+    "Action",
+    "Plan",
+    "Refusal",
+    "Result",
+    "RunInfo",
+    "check_destination",
+    "execute",
+    "list_runs",
+    "locked",
+    "plan_revert",
+    "plan_undo",
+    "recover",
+    "revert",
+    "undo",
+]
