@@ -77,32 +77,67 @@ def _absolute(location: Path, path: str) -> str:
 
 
 class _Ownership:
-    """Which RECORD owns which file, per site directory; other distributions' RECORDs load lazily."""
+    """Which RECORD owns which file or directory, per site directory; built once, on first question.
 
-    def __init__(self, env: Environment, every: Sequence[InstalledDist], loaded: dict[Path, _Loaded]):
-        self._env = env
+    Answering "who owns this?" needs every RECORD of the environment, so the RECORDs of distributions
+    not being scanned are read only when a question is asked.
+    """
+
+    def __init__(self, every: Sequence[InstalledDist], loaded: dict[Path, _Loaded]):
         self._every = every
         self._loaded = loaded
-        self._complete = False
+        self._files: dict[tuple[Path, str], list[InstalledDist]] | None = None
+        self._dirs: dict[tuple[Path, str], list[InstalledDist]] = {}
 
-    def all_loaded(self) -> list[_Loaded]:
-        if not self._complete:
+    def _index(self) -> dict[tuple[Path, str], list[InstalledDist]]:
+        if self._files is None:
+            files: dict[tuple[Path, str], list[InstalledDist]] = {}
+            dirs: dict[tuple[Path, str], list[InstalledDist]] = {}
             for dist in self._every:
                 if dist.meta_dir not in self._loaded:
                     self._loaded[dist.meta_dir] = _load(dist)
-            self._complete = True
-        return list(self._loaded.values())
+            for item in self._loaded.values():
+                location = item.dist.location
+                seen_dirs: set[str] = set()
+                for key in item.entries:
+                    files.setdefault((location, key), []).append(item.dist)
+                    parent = key.rpartition("/")[0]
+                    while parent and parent not in seen_dirs:
+                        seen_dirs.add(parent)
+                        dirs.setdefault((location, parent), []).append(item.dist)
+                        parent = parent.rpartition("/")[0]
+            self._files, self._dirs = files, dirs
+        return self._files
 
     def owners(self, location: Path, rel: str) -> list[InstalledDist]:
-        return [ld.dist for ld in self.all_loaded() if ld.dist.location == location and rel in ld.entries]
+        if self._files is None and "/" not in rel:
+            return self._top_level_owners(location, rel)
+        return self._index().get((location, rel), [])
+
+    def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
+        """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
+        needle = name.encode()
+        found = []
+        for dist in self._every:
+            if dist.location != location:
+                continue
+            item = self._loaded.get(dist.meta_dir)
+            if item is None:
+                path = dist.record_path
+                try:
+                    raw = path.read_bytes() if path is not None else b""
+                except OSError:
+                    raw = b""
+                if needle not in raw:
+                    continue
+                item = self._loaded[dist.meta_dir] = _load(dist)
+            if name in item.entries:
+                found.append(dist)
+        return found
 
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
-        prefix = rel_dir + "/"
-        return [
-            ld.dist
-            for ld in self.all_loaded()
-            if ld.dist.location == location and any(k.startswith(prefix) for k in ld.entries)
-        ]
+        self._index()
+        return self._dirs.get((location, rel_dir), [])
 
 
 def _top_dirs(loaded: _Loaded) -> set[str]:
@@ -175,7 +210,7 @@ def verify(
     """Check each distribution's files against its RECORD; `every` is the whole env, for ownership."""
     every = list(every) if every is not None else list(dists)
     loaded = {d.meta_dir: _load(d) for d in dists}
-    ownership = _Ownership(env, every, dict(loaded))
+    ownership = _Ownership(every, dict(loaded))
 
     jobs: list[tuple[str, str]] = []
     where: dict[tuple[Path, str], str] = {}
