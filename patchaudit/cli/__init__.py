@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
+import sys
 from typing import Any
-
-import click
-
-from patchaudit import __version__
 
 # command name -> "module:attribute"; a command's module is imported only when it runs.
 COMMANDS: dict[str, str] = {
@@ -21,26 +17,25 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module_name, attr = target.split(":")
-        command: click.Command = getattr(importlib.import_module(module_name), attr)
-        return command
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="patchaudit")
-def cli() -> None:
-    """Verify an installed Python environment against what its distributions shipped."""
-
-
 def main(argv: list[str] | None = None) -> Any:
+    args = sys.argv[1:] if argv is None else argv
+    # The gate runs before every service start: it parses its few options without click.
+    if args[:1] == ["gate"]:
+        from patchaudit.cli.fastgate import fast_gate
+
+        code = fast_gate(list(args[1:]))
+        if code is not None:
+            sys.exit(code)
     from patchaudit.cli.common import run
+    from patchaudit.cli.group import cli
 
     return run(cli, argv)
+
+
+def __getattr__(name: str) -> Any:
+    # The click group lives in group.py so that importing this package does not import click.
+    if name in ("cli", "LazyGroup"):
+        from patchaudit.cli import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

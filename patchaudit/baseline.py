@@ -1,0 +1,557 @@
+"""Baselines: a known-good snapshot of an environment, and the record of patches approved into it.
+
+A baseline holds the hash every file *should* have. `check` compares the environment's current
+hashes (taken from a verify report) with the baseline's, so a rewritten RECORD hides nothing.
+`accept` approves one patch at a time; in a git repository each approval is a commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
+from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report
+
+if TYPE_CHECKING:
+    from patchaudit.environment import Environment
+
+SCHEMA = "patchaudit/baseline/v1"
+ABSENT = "absent"
+CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Approval:
+    """One approved patch: which file, the hash it was approved at, why, by whom, when."""
+
+    path: str
+    hash: str  # digest of the approved content, or ABSENT when the approval is a removal
+    previous: str | None
+    reason: str
+    by: str
+    at: str
+    distribution: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "distribution": self.distribution,
+            "path": self.path,
+            "hash": self.hash,
+            "previous": self.previous,
+            "reason": self.reason,
+            "by": self.by,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DistSnapshot:
+    name: str
+    version: str
+    location: str
+    files: Mapping[str, str]  # path relative to location -> "algo=digest"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "location": self.location,
+            "files": dict(sorted(self.files.items())),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Baseline:
+    created: str
+    python: str | None
+    paths: tuple[str, ...]
+    distributions: tuple[DistSnapshot, ...]
+    hooks: Mapping[str, str] = field(default_factory=dict)  # unowned startup hook -> digest
+    approved: tuple[Approval, ...] = ()
+
+    def find(self, name: str) -> DistSnapshot | None:
+        key = _canon(name)
+        return next((d for d in self.distributions if _canon(d.name) == key), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "created": self.created,
+            "target": {"python": self.python, "paths": list(self.paths)},
+            "distributions": [d.to_dict() for d in self.distributions],
+            "environment": {"hooks": dict(sorted(self.hooks.items()))},
+            "approved": [a.to_dict() for a in self.approved],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "baseline") -> Baseline:
+        """Validate a parsed baseline; every problem is collected before one BaselineError."""
+        problems: list[str] = []
+        if not isinstance(data, dict):
+            raise BaselineError(f"{source}: not a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise BaselineError(f"{source}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
+        known = {"schema", "created", "target", "distributions", "environment", "approved"}
+        problems += [f"unknown key {k!r}" for k in data if k not in known]
+        target = data.get("target") or {}
+        dists: list[DistSnapshot] = []
+        for n, item in enumerate(data.get("distributions") or [], start=1):
+            try:
+                files = item["files"]
+                if not isinstance(files, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+                ):
+                    raise TypeError
+                dists.append(
+                    DistSnapshot(
+                        name=str(item["name"]),
+                        version=str(item["version"]),
+                        location=str(item["location"]),
+                        files=files,
+                    )
+                )
+            except (KeyError, TypeError):
+                problems.append(f"distributions[{n}] needs name, version, location and files (path -> hash)")
+        hooks = (data.get("environment") or {}).get("hooks") or {}
+        if not isinstance(hooks, dict):
+            problems.append("environment.hooks must map a hook file name to its hash")
+            hooks = {}
+        approved: list[Approval] = []
+        for n, item in enumerate(data.get("approved") or [], start=1):
+            try:
+                approved.append(
+                    Approval(
+                        distribution=item.get("distribution"),
+                        path=str(item["path"]),
+                        hash=str(item["hash"]),
+                        previous=item.get("previous"),
+                        reason=str(item["reason"]),
+                        by=str(item["by"]),
+                        at=str(item["at"]),
+                    )
+                )
+            except (KeyError, TypeError, AttributeError):
+                problems.append(f"approved[{n}] needs path, hash, reason, by and at")
+        if problems:
+            raise BaselineError(f"{source}: " + "; ".join(problems))
+        return cls(
+            created=str(data.get("created", "")),
+            python=target.get("python"),
+            paths=tuple(target.get("paths") or ()),
+            distributions=tuple(dists),
+            hooks=hooks,
+            approved=tuple(approved),
+        )
+
+
+def load(path: Path) -> Baseline:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BaselineNotFound(
+            f"baseline {path} does not exist", hint="create it with `patchaudit baseline create --out FILE`"
+        ) from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise BaselineError(f"{path}: not JSON: {exc}") from None
+    return Baseline.from_dict(data, source=str(path))
+
+
+def save(baseline: Baseline, path: Path) -> None:
+    """Write atomically, with sorted keys, so that a diff between two versions shows only what changed."""
+    text = json.dumps(baseline.to_dict(), indent=1) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+
+
+# --- snapshot and check: both read a verify report, never hash files their own way ---
+
+
+def _current_hashes(dist: DistReport, record_path: Path | None) -> dict[str, str | None]:
+    """Every file's current hash: RECORD's for files the report found clean, the report's for the rest."""
+    current: dict[str, str | None] = {}
+    if record_path is not None:
+        from patchaudit.record import parse_record
+
+        try:
+            record = parse_record(record_path.read_bytes())
+        except OSError:
+            record = None
+        if record is not None:
+            for entry in record.entries:
+                if entry.hash is not None and entry.hash.trusted:
+                    current[_norm(entry.path)] = str(entry.hash)
+    for drift in dist.drift:
+        key = _norm(drift.path)
+        if drift.state is DriftState.MISSING:
+            current[key] = None
+        else:
+            current[key] = drift.actual
+    return current
+
+
+def snapshot(
+    report: Report,
+    record_paths: Mapping[str, Path | None],
+    *,
+    include_drift: bool,
+    who: str,
+) -> tuple[Baseline, list[tuple[str | None, Drift]]]:
+    """A baseline from a verify report; returns it with the drift it left out (or approved, if told)."""
+    now = _now()
+    dists: list[DistSnapshot] = []
+    approvals: list[Approval] = []
+    left_out: list[tuple[str | None, Drift]] = []
+    for dist in report.distributions:
+        current = _current_hashes(dist, record_paths.get(dist.name))
+        files: dict[str, str] = {}
+        expected_by_path = {_norm(d.path): d for d in dist.drift}
+        for path, digest in current.items():
+            drift = expected_by_path.get(path)
+            if drift is not None and not include_drift:
+                left_out.append((dist.name, drift))
+                if drift.expected is not None:
+                    files[path] = drift.expected
+                continue
+            if drift is not None:
+                approvals.append(_creation_approval(dist.name, drift, who, now))
+            if digest is not None:
+                files[path] = digest
+        dists.append(DistSnapshot(name=dist.name, version=dist.version, location=dist.location, files=files))
+    hooks: dict[str, str] = {}
+    for drift in report.environment.drift:
+        if include_drift and drift.actual is not None:
+            hooks[drift.path] = drift.actual
+            approvals.append(_creation_approval(None, drift, who, now))
+        else:
+            left_out.append((None, drift))
+    baseline = Baseline(
+        created=now,
+        python=report.target.python,
+        paths=report.target.paths,
+        distributions=tuple(dists),
+        hooks=hooks,
+        approved=tuple(approvals),
+    )
+    return baseline, left_out
+
+
+def _creation_approval(dist: str | None, drift: Drift, who: str, now: str) -> Approval:
+    return Approval(
+        distribution=dist,
+        path=drift.path,
+        hash=drift.actual or ABSENT,
+        previous=drift.expected,
+        reason="present when the baseline was created (--include-drift)",
+        by=who,
+        at=now,
+    )
+
+
+def check(baseline: Baseline, report: Report, record_paths: Mapping[str, Path | None]) -> Report:
+    """The report restated against the baseline: drift is what differs from the baseline's hashes."""
+    dists: list[DistReport] = []
+    for dist in report.distributions:
+        snap = baseline.find(dist.name)
+        if snap is None:
+            drift: tuple[Drift, ...] = (
+                Drift(path=f"{dist.name} {dist.version}", state=DriftState.ADDED, note="distribution not in baseline"),
+            )
+        elif snap.version != dist.version:
+            drift = (
+                Drift(
+                    path=f"{dist.name} {dist.version}",
+                    state=DriftState.MODIFIED,
+                    note=f"version changed: the baseline has {snap.version}",
+                ),
+            )
+        else:
+            drift = tuple(_compare(snap, dist, _current_hashes(dist, record_paths.get(dist.name))))
+        changed = {d.path for d in drift}
+        findings = tuple(f for f in dist.findings if f.path in changed)
+        dists.append(dataclasses.replace(dist, drift=drift, findings=findings))
+    env_drift = tuple(d for d in report.environment.drift if baseline.hooks.get(d.path) != d.actual)
+    kept = {d.path for d in env_drift}
+    env_findings = tuple(f for f in report.environment.findings if f.path in kept or f.severity.value == "info")
+    return dataclasses.replace(
+        report,
+        distributions=tuple(dists),
+        environment=EnvironmentReport(drift=env_drift, findings=env_findings),
+    )
+
+
+def _compare(snap: DistSnapshot, dist: DistReport, current: dict[str, str | None]) -> Iterable[Drift]:
+    notes = {_norm(d.path): d for d in dist.drift}
+    for path, expected in sorted(snap.files.items()):
+        # When RECORD no longer lists a file, look at the file itself rather than trust the rewritten RECORD.
+        actual = current[path] if path in current else _hash(Path(dist.location), path)
+        if actual == expected:
+            continue
+        if actual is None:
+            yield Drift(path=path, state=DriftState.MISSING, expected=expected)
+        else:
+            seen = notes.get(path)
+            yield Drift(
+                path=path,
+                state=DriftState.MODIFIED,
+                expected=expected,
+                actual=actual,
+                nlink=seen.nlink if seen else 1,
+                note=seen.note if seen else None,
+            )
+    for path, actual in sorted(current.items()):
+        if path not in snap.files and actual is not None:
+            seen = notes.get(path)
+            yield Drift(path=path, state=DriftState.ADDED, actual=actual, note=seen.note if seen else None)
+
+
+def _hash(location: Path, rel: str) -> str | None:
+    from patchaudit.hashing import hash_file
+
+    state = hash_file(str(location / rel))
+    if state.missing:
+        return None
+    return state.digest or f"unreadable ({state.error or state.symlink or 'not a regular file'})"
+
+
+def record_paths(env: Environment, names: Sequence[str] = ()) -> dict[str, Path | None]:
+    """Distribution name -> its RECORD, for the distributions a report covers."""
+    from patchaudit import environment
+
+    chosen = environment.select(environment.distributions(env), names)
+    return {d.name: d.record_path for d in chosen}
+
+
+def create(
+    env: Environment,
+    out: Path,
+    *,
+    names: Sequence[str] = (),
+    include_drift: bool = False,
+    who: str | None = None,
+) -> tuple[Baseline, list[tuple[str | None, Drift]], str | None]:
+    """Snapshot the environment into `out`; returns the baseline, the drift left out, the git commit."""
+    from patchaudit.audit import ScanOptions, scan
+
+    report = scan(env, ScanOptions(names=tuple(names), hazards=False))
+    who = who or who_approves(out.parent)
+    baseline, left_out = snapshot(report, record_paths(env, names), include_drift=include_drift, who=who)
+    save(baseline, out)
+    listed = ", ".join(f"{d.name} {d.version}" for d in baseline.distributions[:5])
+    more = len(baseline.distributions) - 5
+    subject = f"Create baseline of {listed}" + (f" and {more} more" if more > 0 else "")
+    body = f"\nFiles: {sum(len(d.files) for d in baseline.distributions)}\nCreated-by: {who}\n"
+    if left_out:
+        body += f"Drift left out (to accept one by one): {len(left_out)}\n"
+    return baseline, left_out, commit(out, subject + "\n" + body, who)
+
+
+def check_env(env: Environment, path: Path, *, names: Sequence[str] = ()) -> Report:
+    """Verify the environment and restate the result against the baseline at `path`."""
+    from patchaudit.audit import ScanOptions, scan
+
+    baseline = load(path)
+    names = tuple(names) or tuple(d.name for d in baseline.distributions)
+    report = scan(env, ScanOptions(names=names, hazards=False))
+    return check(baseline, report, record_paths(env, names))
+
+
+# --- accept: one patch at a time, with a reason and a name ---
+
+
+def who_approves(repo_dir: Path | None = None) -> str:
+    """The person behind this run: the sudo caller, else the login user, else git's user.name."""
+    for var in ("SUDO_USER", "USER", "LOGNAME"):
+        value = os.environ.get(var)
+        if value:
+            return value
+    return _git_config("user.name", repo_dir) or "unknown"
+
+
+def accept(
+    path: Path,
+    items: Sequence[str],
+    *,
+    reason: str,
+    who: str | None = None,
+    distribution: str | None = None,
+) -> tuple[list[Approval], str | None]:
+    """Approve each file in `items` as it is now; returns the approvals and the git commit, if any."""
+    if not reason.strip():
+        raise BaselineError("an approval needs a reason", hint='--reason "why this patch is needed"')
+    if not items:
+        raise BaselineError("name the files to approve, one by one")
+    baseline = load(path)
+    who = who or who_approves(path.parent)
+    now = _now()
+    files = {d.name: dict(d.files) for d in baseline.distributions}
+    hooks = dict(baseline.hooks)
+    approvals: list[Approval] = []
+    for item in items:
+        rel = _safe_rel(item)
+        owner = _owner(baseline, rel, distribution)
+        if owner is None:
+            location = _hook_location(baseline, rel)
+            actual = _hash(location, rel)
+            previous = hooks.get(rel)
+        else:
+            location = Path(owner.location)
+            actual = _hash(location, rel)
+            previous = files[owner.name].get(rel)
+        if (location / rel).is_dir():
+            raise BaselineError(f"{rel} is a directory: approve files one by one")
+        if actual is not None and not actual.startswith("sha"):
+            raise BaselineError(f"{rel}: {actual}")
+        if actual == previous:
+            raise BaselineError(f"{rel} already matches the baseline; nothing to accept")
+        target = hooks if owner is None else files[owner.name]
+        if actual is None:
+            target.pop(rel, None)
+        else:
+            target[rel] = actual
+        approvals.append(
+            Approval(
+                distribution=owner.name if owner else None,
+                path=rel,
+                hash=actual or ABSENT,
+                previous=previous,
+                reason=reason.strip(),
+                by=who,
+                at=now,
+            )
+        )
+    updated = dataclasses.replace(
+        baseline,
+        distributions=tuple(dataclasses.replace(d, files=files[d.name]) for d in baseline.distributions),
+        hooks=hooks,
+        approved=baseline.approved + tuple(approvals),
+    )
+    save(updated, path)
+    return approvals, commit(path, _accept_message(approvals), who)
+
+
+def _accept_message(approvals: Sequence[Approval]) -> str:
+    first = approvals[0]
+    where = f" ({first.distribution})" if first.distribution else ""
+    subject = f"Accept patch to {first.path}{where}"
+    if len(approvals) > 1:
+        subject = f"Accept patches to {len(approvals)} files"
+    lines = [subject, "", f"Reason: {first.reason}", f"Approved-by: {first.by}", ""]
+    for a in approvals:
+        lines.append(f"{a.distribution or '<environment>'}: {a.path} {a.previous or ABSENT} -> {a.hash}")
+    return "\n".join(lines) + "\n"
+
+
+def commit(path: Path, message: str, who: str) -> str | None:
+    """Commit the baseline file when it lives in a git work tree; the log is the audit trail."""
+    try:
+        import git
+    except ImportError:  # pragma: no cover - gitpython is a dependency
+        return None
+    try:
+        repo = git.Repo(path.parent, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    if repo.bare or repo.working_tree_dir is None:
+        return None
+    rel = os.path.relpath(path.absolute(), repo.working_tree_dir)
+    email = _git_config("user.email", path.parent) or f"{who}@localhost"
+    name = _git_config("user.name", path.parent) or who
+    author = git.Actor(who, email if name == who else f"{who}@localhost")
+    committer = git.Actor(name, email)
+    try:
+        repo.index.add([rel])
+        made = repo.index.commit(message, author=author, committer=committer)
+    except git.GitError as exc:
+        raise BaselineError(f"baseline written, but the git commit failed: {exc}") from None
+    return made.hexsha
+
+
+def _git_config(key: str, where: Path | None) -> str | None:
+    try:
+        import git
+
+        repo = git.Repo(where, search_parent_directories=True) if where else None
+        reader = repo.config_reader() if repo else git.GitConfigParser(read_only=True)
+        section, option = key.split(".")
+        value = reader.get_value(section, option, default="")
+    except Exception:
+        return None
+    return str(value) or None
+
+
+def _owner(baseline: Baseline, rel: str, distribution: str | None) -> DistSnapshot | None:
+    """The snapshot a file belongs to: the one that lists it, else the one owning its directory."""
+    candidates = list(baseline.distributions)
+    if distribution is not None:
+        snap = baseline.find(distribution)
+        if snap is None:
+            raise BaselineError(f"{distribution} is not in the baseline")
+        return snap
+    listing = [d for d in candidates if rel in d.files]
+    if len(listing) == 1:
+        return listing[0]
+    if len(listing) > 1:
+        raise BaselineError(f"{rel} is listed by {len(listing)} distributions", hint="--dist NAME")
+    if "/" not in rel and (rel.endswith(".pth") or rel in CUSTOMIZE_MODULES):
+        return None
+    parts = rel.split("/")[:-1]
+    while parts:
+        prefix = "/".join(parts) + "/"
+        owners = [d for d in candidates if any(p.startswith(prefix) for p in d.files)]
+        if len(owners) == 1:
+            return owners[0]
+        if len(owners) > 1:
+            raise BaselineError(f"{rel} lies in a directory shared by several distributions", hint="--dist NAME")
+        parts.pop()
+    raise BaselineError(f"no distribution in the baseline owns {rel}", hint="--dist NAME")
+
+
+def _hook_location(baseline: Baseline, rel: str) -> Path:
+    for p in baseline.paths:
+        if (Path(p) / rel).exists() or rel in baseline.hooks:
+            return Path(p)
+    if baseline.paths:
+        return Path(baseline.paths[0])
+    raise BaselineError("the baseline records no site directory")
+
+
+def _safe_rel(item: str) -> str:
+    rel = posixpath.normpath(item.replace(os.sep, "/"))
+    if rel.startswith("../") or rel == ".." or posixpath.isabs(rel) or rel == ".":
+        raise UnsafePath(f"{item}: give a path relative to site-packages, as RECORD writes it")
+    return rel
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path.replace("\\", "/"))
+
+
+def _canon(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,83 @@
+"""`patchaudit baseline create|check|accept` (core in patchaudit.baseline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+
+
+@click.group()
+def baseline() -> None:
+    """A known-good snapshot of an environment and the record of approved patches."""
+
+
+@baseline.command()
+@click.argument("dists", nargs=-1)
+@target_options
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
+@click.option("--include-drift", is_flag=True, help="Take files that already differ from RECORD in as approved.")
+def create(dists: tuple[str, ...], python: Path | None, site_path: Path | None, out: Path, include_drift: bool) -> int:
+    """Snapshot DISTS (default: all) of the target environment into a baseline file."""
+    from patchaudit import baseline as core
+
+    env = open_environment(python, site_path)
+    made, left_out, commit = core.create(env, out, names=dists, include_drift=include_drift)
+    for where, drift in left_out:
+        click.echo(f"patchaudit: {where or 'environment'}: {drift.state.value} {drift.path} left out of the baseline")
+    files = sum(len(d.files) for d in made.distributions)
+    tail = f"; committed {commit[:12]}" if commit else ""
+    click.echo(f"wrote {out}: {len(made.distributions)} distributions, {files} files{tail}")
+    if left_out:
+        click.echo(
+            f"{len(left_out)} drifted file(s) left out: accept them one by one with `patchaudit baseline accept`"
+        )
+    return EXIT_CLEAN
+
+
+@baseline.command()
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("dists", nargs=-1)
+@target_options
+@click.option("--format", "fmt", type=click.Choice(["journal", "json"]), default="journal", show_default=True)
+def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Path | None, fmt: str) -> int:
+    """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
+    from patchaudit import baseline as core
+    from patchaudit.gate import judge
+    from patchaudit.policy import Policy
+
+    if python is None and site_path is None:
+        held = core.load(file)
+        python = Path(held.python) if held.python else None
+    env = open_environment(python, site_path)
+    report = core.check_env(env, file, names=dists)
+    if fmt == "json":
+        from patchaudit.render.json import render_json
+
+        click.echo(render_json(report), nl=False)
+        return EXIT_PROBLEMS if any(True for _ in report.all_drift()) else EXIT_CLEAN
+    from patchaudit.render.journal import render_journal
+
+    verdict = judge(report, Policy(fail_unverifiable=False), None, baseline=str(file))
+    click.echo(render_journal(verdict).replace("patchaudit gate:", "patchaudit baseline:"), nl=False)
+    return verdict.exit_code
+
+
+@baseline.command()
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--reason", required=True, help="Why this patch is needed (kept in the baseline and the git log).")
+@click.option("--dist", "distribution", help="The distribution the file belongs to, when the path is ambiguous.")
+@click.option("--by", "who", help="Who approves (default: $SUDO_USER, $USER, then git's user.name).")
+def accept(file: Path, paths: tuple[str, ...], reason: str, distribution: str | None, who: str | None) -> int:
+    """Approve each of PATHS (relative to site-packages) exactly as it is now."""
+    from patchaudit import baseline as core
+
+    approvals, commit = core.accept(file, paths, reason=reason, who=who, distribution=distribution)
+    for a in approvals:
+        click.echo(f"accepted {a.distribution or 'environment'}: {a.path} {a.previous or 'absent'} -> {a.hash}")
+    if commit:
+        click.echo(f"committed {commit[:12]}")
+    return EXIT_CLEAN

@@ -1,0 +1,103 @@
+"""`patchaudit gate` without click: the gate runs before every service start, so its few options
+are parsed here and click is never imported. Anything this parser does not know (--help, a bad
+value) returns None, and the click command handles it with its usual messages and exit 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+VALUE_OPTIONS = {
+    "--python": "python",
+    "--path": "site_path",
+    "--policy": "policy",
+    "--baseline": "baseline",
+    "--fail-on": "fail_on",
+}
+FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
+FAIL_ON = ("high", "medium", "low", "info", "none")
+
+
+def parse(args: list[str]) -> dict[str, object] | None:
+    """The same options as `patchaudit.cli.gate.gate`, or None when click should parse them."""
+    values: dict[str, object] = {"dists": [], "fail_open": False, "no_cache": False}
+    rest = iter(args)
+    only_args = False
+    for arg in rest:
+        if only_args or not arg.startswith("-") or arg == "-":
+            values["dists"].append(arg)  # type: ignore[union-attr]
+            continue
+        if arg == "--":
+            only_args = True
+            continue
+        name, eq, value = arg.partition("=")
+        if name in FLAG_OPTIONS and not eq:
+            values[FLAG_OPTIONS[name]] = True
+        elif name in VALUE_OPTIONS and VALUE_OPTIONS[name] not in values:
+            if not eq:
+                value = next(rest, "")
+            if not value:
+                return None
+            values[VALUE_OPTIONS[name]] = value
+        else:
+            return None
+    if values.get("fail_on", "high") not in FAIL_ON:
+        return None
+    return values
+
+
+def fast_gate(args: list[str]) -> int | None:
+    """Run the gate and return its exit code, or None to let click take over."""
+    values = parse(args)
+    if values is None:
+        return None
+
+    def path(key: str) -> Path | None:
+        value = values.get(key)
+        return Path(str(value)) if value else None
+
+    return run_gate(
+        tuple(values["dists"]),  # type: ignore[arg-type]
+        python=path("python"),
+        site_path=path("site_path"),
+        policy=path("policy"),
+        baseline=path("baseline"),
+        fail_on=values.get("fail_on"),  # type: ignore[arg-type]
+        fail_open=bool(values["fail_open"]),
+        no_cache=bool(values["no_cache"]),
+    )
+
+
+def run_gate(
+    dists: tuple[str, ...],
+    *,
+    python: Path | None,
+    site_path: Path | None,
+    policy: Path | None,
+    baseline: Path | None,
+    fail_on: str | None,
+    fail_open: bool,
+    no_cache: bool,
+) -> int:
+    """Run the gate core, print its journal lines to stdout, return the exit code."""
+    from patchaudit.gate import GateOptions, run
+    from patchaudit.render.journal import render_journal
+
+    verdict = run(
+        GateOptions(
+            names=dists,
+            policy=policy,
+            python=python,
+            site_path=site_path,
+            baseline=baseline,
+            fail_on=fail_on,
+            fail_open=fail_open,
+            use_cache=not no_cache,
+        )
+    )
+    try:
+        sys.stdout.write(render_journal(verdict))
+        sys.stdout.flush()
+    except OSError:
+        pass  # nowhere to write: the exit code still carries the verdict
+    return verdict.exit_code

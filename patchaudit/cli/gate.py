@@ -1,0 +1,45 @@
+"""`patchaudit gate`: the pre-start check, quiet and fail-closed (core in patchaudit.gate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchaudit.cli.common import target_options
+from patchaudit.cli.fastgate import run_gate
+
+
+@click.command()
+@click.argument("dists", nargs=-1)
+@target_options
+@click.option("--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML (or a pyproject.toml).")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["high", "medium", "low", "info", "none"]),
+    help="Lowest finding severity that fails the gate (default: the policy's, else high).",
+)
+@click.option("--fail-open", is_flag=True, help="Let an internal error or unreadable input pass (exit 0).")
+@click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
+def gate(
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    policy: Path | None,
+    baseline: Path | None,
+    fail_on: str | None,
+    fail_open: bool,
+    no_cache: bool,
+) -> int:
+    """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
+    return run_gate(
+        dists,
+        python=python,
+        site_path=site_path,
+        policy=policy,
+        baseline=baseline,
+        fail_on=fail_on,
+        fail_open=fail_open,
+        no_cache=no_cache,
+    )

@@ -1,0 +1,219 @@
+"""The gate's policy: a TOML file (or `[tool.patchaudit]` in a pyproject.toml), validated into values."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchaudit.errors import InvalidPolicy
+from patchaudit.report import Severity
+
+POLICY_KEYS = frozenset(
+    {
+        "python",
+        "path",
+        "distributions",
+        "fail_on",
+        "fail_open",
+        "fail_unverifiable",
+        "hazards",
+        "rule_dirs",
+        "severity",
+        "baseline",
+        "approved",
+    }
+)
+APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
+FAIL_ON_CHOICES = ("high", "medium", "low", "info", "none")
+# An approved patch that deletes a file says so with this instead of a digest.
+ABSENT = "absent"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovedPatch:
+    """One file allowed to differ from what its distribution shipped, exactly as it is now."""
+
+    path: str
+    hash: str  # "sha256=..." of the patched file, or ABSENT for a file that was removed
+    reason: str
+    distribution: str | None = None
+    by: str | None = None
+
+    def covers(self, distribution: str | None, path: str, actual: str | None) -> bool:
+        """Whether this approval covers `path` of `distribution` with content `actual` (None: absent)."""
+        if self.path != path:
+            return False
+        if self.distribution is not None and distribution is not None:
+            from packaging.utils import canonicalize_name
+
+            if canonicalize_name(self.distribution) != canonicalize_name(distribution):
+                return False
+        return self.hash == (actual if actual is not None else ABSENT)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Policy:
+    """What the gate guards, and what makes it fail."""
+
+    source: Path | None = None
+    python: Path | None = None
+    path: Path | None = None
+    distributions: tuple[str, ...] = ()
+    fail_on: Severity | None = Severity.HIGH
+    fail_open: bool = False
+    fail_unverifiable: bool = True
+    hazards: bool = True
+    rule_dirs: tuple[Path, ...] = ()
+    severity: Mapping[str, Severity] = field(default_factory=dict)
+    baseline: Path | None = None
+    approved: tuple[ApprovedPatch, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
+        """Validate a parsed policy; every problem is collected before one InvalidPolicy is raised."""
+        where = str(source) if source is not None else "policy"
+        base = source.parent if source is not None else Path.cwd()
+        problems: list[str] = []
+
+        def bad(message: str) -> None:
+            problems.append(message)
+
+        for key in data:
+            if key not in POLICY_KEYS:
+                bad(f"unknown key {key!r}")
+
+        def string(key: str) -> str | None:
+            value = data.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, str) or not value:
+                bad(f"{key!r} must be a non-empty string")
+                return None
+            return value
+
+        def boolean(key: str, default: bool) -> bool:
+            value = data.get(key, default)
+            if not isinstance(value, bool):
+                bad(f"{key!r} must be true or false")
+                return default
+            return value
+
+        def path_of(value: str) -> Path:
+            p = Path(value).expanduser()
+            return p if p.is_absolute() else base / p
+
+        python = string("python")
+        site_path = string("path")
+        if python is not None and site_path is not None:
+            bad("give 'python' or 'path', not both")
+
+        dists = data.get("distributions", [])
+        if not isinstance(dists, list) or not all(isinstance(d, str) and d for d in dists):
+            bad("'distributions' must be a list of distribution names")
+            dists = []
+
+        fail_on: Severity | None = Severity.HIGH
+        raw_fail_on = data.get("fail_on", "high")
+        if raw_fail_on not in FAIL_ON_CHOICES:
+            bad(f"'fail_on' must be one of {', '.join(FAIL_ON_CHOICES)}, not {raw_fail_on!r}")
+        else:
+            fail_on = None if raw_fail_on == "none" else Severity(raw_fail_on)
+
+        rule_dirs = data.get("rule_dirs", [])
+        if not isinstance(rule_dirs, list) or not all(isinstance(d, str) and d for d in rule_dirs):
+            bad("'rule_dirs' must be a list of directories")
+            rule_dirs = []
+
+        severity: dict[str, Severity] = {}
+        raw_severity = data.get("severity", {})
+        if not isinstance(raw_severity, dict):
+            bad("'severity' must be a table of rule-id = severity")
+        else:
+            for rule, value in raw_severity.items():
+                if value not in ("high", "medium", "low", "info"):
+                    bad(f"severity.{rule} must be high, medium, low or info, not {value!r}")
+                else:
+                    severity[rule] = Severity(value)
+
+        approved: list[ApprovedPatch] = []
+        raw_approved = data.get("approved", [])
+        if not isinstance(raw_approved, list):
+            bad("'approved' must be an array of tables ([[approved]])")
+            raw_approved = []
+        for n, item in enumerate(raw_approved, start=1):
+            entry = _approved(item, n, bad)
+            if entry is not None:
+                approved.append(entry)
+
+        baseline = string("baseline")
+        policy = cls(
+            source=source,
+            python=path_of(python) if python else None,
+            path=path_of(site_path) if site_path else None,
+            distributions=tuple(dists),
+            fail_on=fail_on,
+            fail_open=boolean("fail_open", False),
+            fail_unverifiable=boolean("fail_unverifiable", True),
+            hazards=boolean("hazards", True),
+            rule_dirs=tuple(path_of(d) for d in rule_dirs),
+            severity=severity,
+            baseline=path_of(baseline) if baseline else None,
+            approved=tuple(approved),
+        )
+        if problems:
+            raise InvalidPolicy(f"{where}: " + "; ".join(problems))
+        return policy
+
+
+def _approved(item: Any, n: int, bad: Any) -> ApprovedPatch | None:
+    if not isinstance(item, dict):
+        bad(f"approved[{n}] must be a table")
+        return None
+    ok = True
+    for key in item:
+        if key not in APPROVED_KEYS:
+            bad(f"unknown key {key!r} in approved[{n}]")
+            ok = False
+    for key in ("path", "hash", "reason"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            bad(f"approved[{n}].{key} is required (a non-empty string)")
+            ok = False
+    for key in ("distribution", "by"):
+        if key in item and not isinstance(item[key], str):
+            bad(f"approved[{n}].{key} must be a string")
+            ok = False
+    if not ok:
+        return None
+    digest = item["hash"]
+    if digest != ABSENT and "=" not in digest:
+        bad(f"approved[{n}].hash must be 'algorithm=digest' as RECORD writes it, or {ABSENT!r}")
+        return None
+    return ApprovedPatch(
+        path=item["path"],
+        hash=digest,
+        reason=item["reason"],
+        distribution=item.get("distribution"),
+        by=item.get("by"),
+    )
+
+
+def load(path: Path) -> Policy:
+    """Read a policy file; a pyproject.toml contributes its `[tool.patchaudit]` table."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidPolicy(f"cannot read policy {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidPolicy(f"{path}: not valid TOML: {exc}") from None
+    if path.name == "pyproject.toml" or "tool" in data:
+        tool = data.get("tool", {})
+        table = tool.get("patchaudit") if isinstance(tool, dict) else None
+        if not isinstance(table, dict):
+            raise InvalidPolicy(f"{path}: no [tool.patchaudit] table")
+        data = table
+    return Policy.from_dict(data, source=path.absolute())
