@@ -1,0 +1,169 @@
+"""`patchaudit gate` as systemd runs it: the console script, a real venv, real edits, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
+
+from patchaudit.gate import EXIT_INTERNAL, EXIT_OK, GateOptions, run
+
+CORE = "def answer():\n    return 42\n"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv; every test patches a distribution of its own."""
+    root = tmp_path_factory.mktemp("gate")
+    house = root / "wheels"
+    names = ["steady", "hidden", "approved", "hazard", "added", "viapolicy"]
+    wheels = [build_wheel(house, n, "1.0", {f"{n}/__init__.py": "", f"{n}/core.py": CORE}) for n in names]
+    python = make_venv(root / "venv")
+    pip_install(python, *wheels)
+    return python
+
+
+def gate(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    return patchaudit("gate", *args)
+
+
+def summary(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stdout.splitlines()
+    assert lines, proc.stderr
+    assert lines[-1].startswith("patchaudit gate: "), proc.stdout
+    return lines[-1]
+
+
+def test_clean_distribution_passes_with_one_summary_line(env: Path) -> None:
+    proc = gate("steady", "--python", env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("\n") == 1
+    line = summary(proc)
+    assert line.startswith("patchaudit gate: ok: no problems; 1 distribution")
+    assert "\x1b[" not in proc.stdout  # no colour for the journal
+
+
+def test_warm_gate_catches_an_edit_that_keeps_size_and_mtime(env: Path, tmp_path: Path) -> None:
+    assert gate("hidden", "--python", env).returncode == 0
+    warm = gate("hidden", "--python", env)
+    assert warm.returncode == 0
+    assert "cached" in summary(warm)  # the second run reused the verdict
+
+    target = site_packages(env) / "hidden" / "core.py"
+    before = target.stat()
+    reference = tmp_path / "reference"
+    reference.touch()
+    subprocess.run(["touch", "-r", str(target), str(reference)], check=True)
+    target.write_text(CORE.replace("42", "43"))  # same size
+    subprocess.run(["touch", "-r", str(reference), str(target)], check=True)
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    proc = gate("hidden", "--python", env)
+    assert proc.returncode == 1, proc.stdout
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("patchaudit: hidden: modified hidden/core.py (expected sha256=")
+    assert record_hash(CORE.replace("42", "43").encode()) in first
+    assert "1 modified" in summary(proc)
+    again = gate("hidden", "--python", env)  # the verdict for the patched file is cached too
+    assert again.returncode == 1 and "cached" in summary(again)
+
+
+def test_approved_patch_passes_and_fails_again_when_edited(env: Path, tmp_path: Path) -> None:
+    target = site_packages(env) / "approved" / "core.py"
+    patched = CORE.replace("42", "4200")
+    target.write_text(patched)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        f'python = "{env}"\ndistributions = ["approved"]\n\n'
+        "[[approved]]\n"
+        'distribution = "approved"\npath = "approved/core.py"\n'
+        f'hash = "{record_hash(patched.encode())}"\nreason = "bigger answer for the benchmark"\n'
+    )
+    proc = gate("--policy", policy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 approved patch" in summary(proc)
+
+    target.write_text(patched + "# and one more thing\n")
+    proc = gate("--policy", policy)
+    assert proc.returncode == 1, proc.stdout
+    assert "patchaudit: approved: modified approved/core.py" in proc.stdout
+
+
+def test_hazard_in_a_patch_is_one_line_with_its_rule(env: Path) -> None:
+    target = site_packages(env) / "hazard" / "core.py"
+    target.write_text("def answer():\n    breakpoint()\n    return 42\n")
+    proc = gate("hazard", "--python", env)
+    assert proc.returncode == 1
+    assert "patchaudit: hazard: finding hazard/core.py:2 (high debugger:" in proc.stdout
+    # Findings below --fail-on are not problems; the drift still is.
+    low = gate("hazard", "--python", env, "--fail-on", "none")
+    assert low.returncode == 1
+    assert "finding" not in low.stdout and "modified hazard/core.py" in low.stdout
+
+
+def test_added_file_fails(env: Path) -> None:
+    (site_packages(env) / "added" / "extra.py").write_text("X = 1\n")
+    proc = gate("added", "--python", env)
+    assert proc.returncode == 1
+    assert "patchaudit: added: added added/extra.py" in proc.stdout
+
+
+def test_policy_names_target_and_distributions(env: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "pyproject.toml"
+    policy.write_text(f'[tool.patchaudit]\npath = "{site_packages(env)}"\ndistributions = ["viapolicy"]\n')
+    proc = gate("--policy", policy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 distribution" in summary(proc)
+
+
+def test_policy_with_an_unknown_key_fails_closed(env: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "vllm.toml"
+    policy.write_text(f'python = "{env}"\ndistributions = ["steady"]\nfail_opne = true\n')
+    proc = gate("--policy", policy)
+    assert proc.returncode == 2
+    assert proc.stdout.startswith(f"patchaudit: error: {policy}: unknown key 'fail_opne'")
+    assert "ERROR" in summary(proc)
+
+    opened = gate("--policy", policy, "--fail-open")
+    assert opened.returncode == 0
+    assert "FAIL-OPEN" in summary(opened) and "unknown key 'fail_opne'" in opened.stdout
+
+
+def test_missing_baseline_fails_closed_unless_the_policy_fails_open(env: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.json"
+    proc = gate("steady", "--python", env, "--baseline", missing)
+    assert proc.returncode == 2
+    assert f"baseline {missing} does not exist" in proc.stdout
+
+    policy = tmp_path / "open.toml"
+    policy.write_text(f'python = "{env}"\ndistributions = ["steady"]\nbaseline = "nowhere.json"\nfail_open = true\n')
+    opened = gate("--policy", policy)
+    assert opened.returncode == 0
+    assert "FAIL-OPEN" in summary(opened)
+
+
+def test_input_errors_exit_two(env: Path) -> None:
+    assert gate("not-installed", "--python", env).returncode == 2
+    assert gate("steady", "--python", "/nonexistent/bin/python").returncode == 2
+    bad_option = gate("steady", "--fail-on", "critical")
+    assert bad_option.returncode == 2  # click's own message, through the slow path
+    assert "critical" in bad_option.stderr
+
+
+def test_help_goes_through_click() -> None:
+    proc = gate("--help")
+    assert proc.returncode == 0
+    assert "--policy" in proc.stdout and "--fail-open" in proc.stdout
+
+
+def test_internal_error_is_exit_three_and_fails_open_when_told(env: Path) -> None:
+    broken = GateOptions(names=(42,), python=env, use_cache=False)  # type: ignore[arg-type]
+    verdict = run(broken)
+    assert verdict.exit_code == EXIT_INTERNAL
+    assert verdict.problems[0].kind == "error" and "internal error" in verdict.problems[0].detail
+    opened = run(GateOptions(names=(42,), python=env, use_cache=False, fail_open=True))  # type: ignore[arg-type]
+    assert opened.exit_code == EXIT_OK and opened.failed_open
