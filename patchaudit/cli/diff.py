@@ -47,7 +47,7 @@ def diff(
         from rich.console import Console
         from rich.syntax import Syntax
 
-        Console().print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+        Console(force_terminal=True, soft_wrap=True).print(Syntax(text, "diff", theme="ansi_dark"))
     else:
         out = sys.stdout.buffer
         out.write(text.encode("utf-8", "surrogateescape"))
