@@ -19,7 +19,7 @@ from patchaudit.errors import PristineNotFound
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, redact, sha256_file, sha256_of
 from patchaudit.pristine.interface import PristineWheel
-from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_matches
+from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_match
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -188,7 +188,8 @@ class PackageIndex:
                 found += parse_page(body, ctype, final)
             except ValueError:
                 continue
-        return [f for f in found if f.filename.endswith(".whl") and wheel_matches(f.filename, dist)]
+        scored = [(wheel_match(f.filename, dist), n, f) for n, f in enumerate(found) if f.filename.endswith(".whl")]
+        return [f for score, _, f in sorted(scored, key=lambda s: (-s[0], s[1])) if score]
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
         for item in self.candidates(dist):

@@ -146,23 +146,48 @@ def installed_tags(dist: InstalledDist) -> tuple[frozenset[Tag], str | None] | N
     return frozenset(tags), build
 
 
-def wheel_matches(filename: str, dist: InstalledDist) -> bool:
-    """The wheel filename names this dist's name, version, build and (when known) exact tag set."""
+def _linux_arch(platform: str) -> str | None:
+    """`x86_64` for linux_x86_64, manylinux1_x86_64, manylinux_2_28_x86_64, musllinux_1_2_x86_64."""
+    for prefix in ("linux_", "manylinux1_", "manylinux2010_", "manylinux2014_"):
+        if platform.startswith(prefix):
+            return platform[len(prefix) :]
+    for prefix in ("manylinux_", "musllinux_"):
+        if platform.startswith(prefix):
+            parts = platform[len(prefix) :].split("_", 2)
+            return parts[2] if len(parts) == 3 else None
+    return None
+
+
+def _loose(tag: Tag) -> tuple[str, str, str]:
+    # auditwheel renames a wheel to manylinux_* but may leave `linux_*` in its WHEEL file
+    return tag.interpreter, tag.abi, _linux_arch(tag.platform) or tag.platform
+
+
+def wheel_match(filename: str, dist: InstalledDist) -> int:
+    """0: not this dist; 1: name, version, build match and tags match up to the Linux platform
+    family; 2: the exact tag set of the installed WHEEL file (or that file is unreadable)."""
     try:
         name, version, build, tags = parse_wheel_filename(filename)
         installed_version = Version(dist.version)
     except (InvalidWheelFilename, InvalidVersion):
-        return False
+        return 0
     if name != dist.key or version != installed_version:
-        return False
+        return 0
     wanted = installed_tags(dist)
     if wanted is None:
-        return True
+        return 2
     wanted_tags, wanted_build = wanted
-    if wanted_tags and frozenset(tags) != wanted_tags:
-        return False
     build_text = f"{build[0]}{build[1]}" if build else None
-    return wanted_build is None or wanted_build == build_text
+    if wanted_build is not None and wanted_build != build_text:
+        return 0
+    if not wanted_tags or frozenset(tags) == wanted_tags:
+        return 2
+    return 1 if {_loose(t) for t in tags} & {_loose(t) for t in wanted_tags} else 0
+
+
+def wheel_matches(filename: str, dist: InstalledDist) -> bool:
+    """The wheel filename names this dist's name, version, build and tags (see wheel_match)."""
+    return wheel_match(filename, dist) > 0
 
 
 def member_for(wheel_record_path: str) -> str | None:
