@@ -10,7 +10,6 @@ This module keeps its imports light: the warm path must cost a fraction of `pip 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -18,12 +17,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from patchaudit import __version__
 from patchaudit.errors import PatchAuditError
 
+# typing costs the warm gate milliseconds; annotations are strings (PEP 563) and need it only for checkers.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from patchaudit.environment import Environment
     from patchaudit.policy import Policy
     from patchaudit.report import Report, Severity
@@ -92,22 +94,18 @@ def run(options: GateOptions) -> Verdict:
     start = time.perf_counter()
     fail_open = options.fail_open
     try:
-        policy = _load_policy(options.policy)
-        fail_open = fail_open or policy.fail_open
+        policy = _load_policy(options.policy) if options.policy is not None else None
+        fail_open = fail_open or (policy is not None and policy.fail_open)
         verdict = _run(options, policy)
     except PatchAuditError as exc:
-        message = str(exc) + (f" (hint: {exc.hint})" if exc.hint else "")
-        verdict = Verdict(
-            exit_code=EXIT_INPUT, problems=(Problem(kind="error", where="gate", path="-", detail=message),)
-        )
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        verdict = Verdict(exit_code=EXIT_INPUT, problems=(_error(f"{exc}{hint}"),))
     except Exception as exc:  # fail closed on a bug, but say what it was
         import traceback
 
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        detail = f"internal error: {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})"
-        verdict = Verdict(
-            exit_code=EXIT_INTERNAL, problems=(Problem(kind="error", where="gate", path="-", detail=detail),)
-        )
+        detail = f"internal error: {type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
+        verdict = Verdict(exit_code=EXIT_INTERNAL, problems=(_error(detail),))
     if verdict.exit_code in (EXIT_INPUT, EXIT_INTERNAL) and fail_open:
         verdict = _replace(verdict, exit_code=EXIT_OK, failed_open=True)
     return _replace(verdict, seconds=time.perf_counter() - start)
@@ -123,19 +121,27 @@ def _replace(verdict: Verdict, **changes: Any) -> Verdict:
     return dataclasses.replace(verdict, **changes)
 
 
-def _load_policy(path: Path | None) -> Policy:
-    from patchaudit.policy import Policy, load
+def _load_policy(path: Path) -> Policy:
+    from patchaudit.policy import load
 
-    return load(path) if path is not None else Policy()
+    return load(path)
 
 
-def _run(options: GateOptions, policy: Policy) -> Verdict:
-    python = options.python or (policy.python if options.site_path is None else None)
-    site_path = options.site_path or (policy.path if options.python is None else None)
-    names = options.names or policy.distributions
-    fail_on = options.fail_on if options.fail_on is not None else _fail_on_name(policy.fail_on)
-    baseline = options.baseline or policy.baseline
-    key = _cache_key(options, policy, python, site_path, names, fail_on, baseline)
+def _run(options: GateOptions, policy: Policy | None) -> Verdict:
+    # Without a policy file the warm path never imports the policy (nor the report values).
+    python, site_path = options.python, options.site_path
+    names, fail_on, baseline = options.names, options.fail_on, options.baseline
+    rule_dirs: tuple[Path, ...] = ()
+    if policy is not None:
+        python = python or (policy.python if site_path is None else None)
+        site_path = site_path or (policy.path if options.python is None else None)
+        names = names or policy.distributions
+        fail_on = fail_on or ("none" if policy.fail_on is None else policy.fail_on.value)
+        baseline = baseline or policy.baseline
+        rule_dirs = policy.rule_dirs
+    fail_on = fail_on or "high"
+    # The policy and baseline files are part of the fingerprint, so their content needs no place here.
+    key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
 
     cache = _VerdictCache.open(python, site_path) if options.use_cache else None
     if cache is not None:
@@ -144,26 +150,23 @@ def _run(options: GateOptions, policy: Policy) -> Verdict:
             return hit
 
     from patchaudit import environment
+    from patchaudit.policy import Policy
 
     env = environment.resolve(python, site_path)
     plan = _Plan.build(
         env,
         names,
         extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=policy.rule_dirs,
+        extra_roots=rule_dirs,
     )
     taken = time.time_ns()
     fingerprint, newest = plan.fingerprint()
-    verdict = _verdict(env, names, policy, fail_on, baseline, options.use_cache)
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
         racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
         if newest < taken - racy:
             _VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
-
-
-def _fail_on_name(severity: Severity | None) -> str:
-    return "none" if severity is None else severity.value
 
 
 def _verdict(
@@ -242,19 +245,6 @@ def _drift_detail(d: Any) -> str:
     return "; ".join(parts)
 
 
-def _cache_key(options: GateOptions, policy: Policy, *parts: Any) -> str:
-    policy_bytes = b""
-    if options.policy is not None:
-        try:
-            policy_bytes = options.policy.read_bytes()
-        except OSError:
-            policy_bytes = b"?"
-    h = hashlib.blake2b(digest_size=16)
-    h.update(repr((__version__, str(options.policy), [str(p) for p in parts])).encode())
-    h.update(policy_bytes)
-    return h.hexdigest()
-
-
 # --- the fingerprint: everything the audit reads, by stat ---
 
 
@@ -311,13 +301,15 @@ class _Plan:
     def from_dict(cls, data: dict[str, Any]) -> _Plan:
         return cls(site_dirs=tuple(data["site_dirs"]), roots=tuple(data["roots"]), files=tuple(data["files"]))
 
-    def fingerprint(self) -> tuple[str, int]:
-        """(digest of every stat the audit depends on, newest mtime/ctime seen in ns).
+    def fingerprint(self) -> tuple[int, int]:
+        """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns).
 
-        Rows follow directory order, which is stable while a directory is unchanged; a change
-        moves the directory's own mtime anyway, so a new order costs one audit, never a miss.
+        Rows hold only integers, whose hash() is the same in every process (no hash seed), so the
+        fingerprint needs neither hashlib nor names: a directory's own mtime/ctime row changes
+        whenever an entry in it is added, removed or renamed. Rows follow directory order, which is
+        stable while a directory is unchanged; a new order costs one audit, never a stale verdict.
         """
-        rows: list[tuple[Any, ...]] = []
+        rows: list[tuple[int, ...]] = []
         for site in self.site_dirs:
             rows.append(_row(site))
             try:
@@ -332,33 +324,27 @@ class _Plan:
                         rows.append(_row(os.path.join(entry.path, member)))
         _walk_rows(self.roots, rows, None)
         rows.extend(_row(p) for p in self.files)
-        digest = hashlib.blake2b(repr(rows).encode(), digest_size=20).hexdigest()
-        return digest, max((max(r[3], r[4]) for r in rows if len(r) > 4), default=0)
+        return hash(tuple(rows)), max((max(r[2], r[3]) for r in rows if len(r) > 3), default=0)
 
 
-def _row(path: str) -> tuple[Any, ...]:
+def _row(path: str) -> tuple[int, ...]:
     try:
         st = os.lstat(path)
     except OSError as exc:
-        return (path, exc.errno)
-    return (path, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return (exc.errno or 0,)
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def _entry_row(entry: os.DirEntry[str]) -> tuple[Any, ...]:
+def _entry_row(entry: os.DirEntry[str]) -> tuple[int, ...]:
     try:
         st = entry.stat(follow_symlinks=False)
     except OSError as exc:
-        return (entry.path, exc.errno)
-    return (entry.path, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return (exc.errno or 0,)
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def _walk_rows(roots: Sequence[str], rows: list[tuple[Any, ...]], seen: set[str] | None) -> None:
-    """Append a row for every entry below each root; symlinked directories are not entered.
-
-    Rows carry the entry's name, not its path: each directory's row comes first, so the pair
-    (directory, name) is still unique, and hashing shorter rows is what the warm gate spends on.
-    """
-    skip_bytecode = _PACKAGE_DIR
+def _walk_rows(roots: Sequence[str], rows: list[tuple[int, ...]], seen: set[str] | None) -> None:
+    """Append a row for every entry below each root; symlinked directories are not entered."""
     for root in roots:
         rows.append(_row(root))
         stack = [root]
@@ -367,26 +353,20 @@ def _walk_rows(roots: Sequence[str], rows: list[tuple[Any, ...]], seen: set[str]
             try:
                 with os.scandir(current) as it:
                     entries = list(it)
-            except OSError:
+            except OSError as exc:
+                rows.append((exc.errno or 0,))
                 continue
-            rows.append((current,))
             for entry in entries:
-                name = entry.name
-                if name == "__pycache__" and current.startswith(skip_bytecode):
-                    continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError as exc:
-                    rows.append((name, exc.errno))
+                    rows.append((exc.errno or 0,))
                     continue
-                rows.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-                if seen is not None:
-                    seen.add(entry.path)
+                rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
-
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+                if seen is not None:
+                    seen.add(entry.path)
 
 
 # --- the verdict cache, beside the environment's stat cache ---

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # no typing import: `patchaudit gate` pays for every module on its path
+if TYPE_CHECKING:
+    from typing import Any
 
 # command name -> "module:attribute"; a command's module is imported only when it runs.
 COMMANDS: dict[str, str] = {

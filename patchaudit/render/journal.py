@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # no typing import: the warm gate renders with this module
 
 if TYPE_CHECKING:
     from patchaudit.gate import Problem, Verdict
