@@ -128,3 +128,15 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     broken.write_text("distributions = [\n")
     with pytest.raises(InvalidPolicy, match="not valid TOML"):
         load(broken)
+
+
+def test_the_documented_examples_load() -> None:
+    docs = Path(__file__).parent.parent / "baselines"
+    policy = load(docs / "vllm.toml")
+    assert policy.distributions[0] == "vllm" and policy.approved[0].path == "vllm/config/model.py"
+    import json
+
+    from patchaudit.baseline import Baseline
+
+    held = Baseline.from_dict(json.loads((docs / "vllm-baseline.example.json").read_text()))
+    assert held.approved[0].hash == held.find("vllm").files["vllm/config/model.py"]
