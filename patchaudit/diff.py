@@ -145,7 +145,10 @@ def diff_dist(
             env, dist, drift=needed, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
         )
     try:
-        return diff_files(dist.location, drift, check)
+        diffs = diff_files(dist.location, drift, check)
+        if check is not None and check.record_edited:
+            diffs += diff_files(dist.location, list(check.record_edited), check)
+        return diffs
     finally:
         if check is not None:
             check.wheel.close()

@@ -11,9 +11,11 @@ killed in `prepare` is rolled back (staged files deleted, nothing else had chang
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime as _dt
 import errno
 import fcntl
+import io
 import json
 import os
 import secrets
@@ -29,10 +31,11 @@ from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import LockBusy, QuarantineFailed, RunNotFound, UnsafePath
 from patchaudit.hashing import hash_file
 from patchaudit.pristine import Transfer, find_pristine
+from patchaudit.pristine.check import PristineFile
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.pristine.zipwheel import unsafe_member
-from patchaudit.report import DistReport, DriftState
+from patchaudit.report import DistReport, Drift, DriftState
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "patchaudit/quarantine/v1"
@@ -314,8 +317,7 @@ def plan_revert(
                         digest=pristine.digest,
                     )
                 )
-            for edited in check.record_edited:
-                refused.append(Refusal(path=edited.path, reason=f"{edited.note}: {edited.actual} vs {edited.expected}"))
+            actions += _record_edited_actions(env, dist, check.record_edited, check.files, refused)
         finally:
             check.wheel.close()
     for item in safe:
@@ -330,6 +332,57 @@ def plan_revert(
         record_mismatch=mismatch,
         origin=origin,
     )
+
+
+def _record_edited_actions(
+    env: Environment,
+    dist: InstalledDist,
+    edited: Sequence[Drift],
+    files: Mapping[str, PristineFile],
+    refused: list[Refusal],
+) -> list[Action]:
+    """Files whose installed RECORD line was edited to match a patch: restore them and their RECORD lines.
+
+    Only an authentic wheel (its own sha256 published by the index or direct_url.json) reports these.
+    """
+    actions: list[Action] = []
+    fixed: dict[str, PristineFile] = {}
+    for item in edited:
+        dest = _destination(dist.location, item.path)
+        pristine = files.get(item.path)
+        reason = check_destination(env, dest)
+        if pristine is None or reason is not None:
+            refused.append(Refusal(path=item.path, reason=reason or f"{item.note}; the wheel cannot restore it"))
+            continue
+        fixed[os.path.normpath(item.path)] = pristine
+        if hash_file(str(dest), pristine.digest.partition("=")[0]).digest != pristine.digest:
+            actions.append(
+                Action(
+                    path=item.path,
+                    dest=dest,
+                    kind="write",
+                    data=pristine.data,
+                    mode=pristine.mode,
+                    digest=pristine.digest,
+                )
+            )
+    record_path = dist.record_path
+    if fixed and record_path is not None:
+        rows = []
+        for row in csv.reader(record_path.read_text("utf-8").splitlines()):
+            if row and os.path.normpath(row[0]) in fixed:
+                pristine = fixed[os.path.normpath(row[0])]
+                row = [row[0], pristine.digest, str(len(pristine.data))]
+            rows.append(row)
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        data = buf.getvalue().encode()
+        rel = os.path.relpath(record_path, dist.location).replace(os.sep, "/")
+        mode = stat.S_IMODE(os.lstat(record_path).st_mode)
+        actions.append(
+            Action(path=rel, dest=record_path, kind="write", data=data, mode=mode, digest=digest_of(data, "sha256"))
+        )
+    return actions
 
 
 def _summary(plan: Plan, run_id: str | None, quarantine: Path | None, **extra: Any) -> Result:
@@ -543,13 +596,19 @@ def _rollback(state: Mapping[str, Any]) -> None:
 # ---------------------------------------------------------------- recovery
 
 
-def recover(env: Environment, *, lock_wait: float = LOCK_WAIT) -> list[str]:
-    """Finish or roll back runs a kill left in the journal; one message per run handled."""
+def recover(env: Environment, *, lock_wait: float = 0.0) -> list[str]:
+    """Finish or roll back runs a kill left in the journal; one message per run handled.
+
+    A journal whose lock is held belongs to a run that is alive: it is left to finish.
+    """
     journal_dir = env.state_dir / "journal"
     if not journal_dir.is_dir() or not any(journal_dir.glob("*.json")):
         return []
-    with locked(env, wait=lock_wait):
-        return _recover_locked(env)
+    try:
+        with locked(env, wait=lock_wait):
+            return _recover_locked(env)
+    except LockBusy:
+        return ["a revert is running in this environment right now; its files may be changing"]
 
 
 def _recover_locked(env: Environment) -> list[str]:

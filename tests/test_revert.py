@@ -402,3 +402,31 @@ def test_kill_9_at_any_point_then_rerun(many_base: tuple[Path, Path], tmp_path: 
         assert patched[rel] in quarantined(venv_dir, rel), rel
     assert _staged(site) == 0
     assert not list((state / "journal").glob("*.json"))
+
+
+def test_record_edited_to_hide_a_patch_is_caught_by_an_authentic_wheel(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "build", "demo", "1.0", FILES)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)  # direct_url.json publishes the wheel's sha256: an authentic source
+    site = site_packages(python)
+    hidden = b"HIDDEN = 'patched, and RECORD edited to match'\n"
+    (site / "demo/mod1.py").write_bytes(hidden)
+    record = next(site.glob("demo-1.0.dist-info")) / "RECORD"
+    text = record.read_text().replace(
+        f"demo/mod1.py,{record_hash(FILES['demo/mod1.py'])},{len(FILES['demo/mod1.py'])}",
+        f"demo/mod1.py,{record_hash(hidden)},{len(hidden)}",
+    )
+    record.write_text(text)
+    (site / "demo/mod2.py").write_bytes(b"visible patch\n")
+
+    shown = patchaudit("diff", "demo", "--python", str(python))
+    assert "+HIDDEN = " in shown.stdout and "+visible patch" in shown.stdout
+    code, out = run_json("revert", "demo", "--python", python)
+    assert code == 0
+    assert {"demo/mod1.py", "demo/mod2.py"} <= set(out["restored"])
+    assert (site / "demo/mod1.py").read_bytes() == FILES["demo/mod1.py"]
+    assert hidden in quarantined(python.parent.parent, "demo/mod1.py")
+    env = environment.from_python(python)
+    (dist,) = environment.select(environment.distributions(env), ["demo"])
+    (report,) = verify(env, [dist]).distributions
+    assert [d.path for d in report.drift] == []

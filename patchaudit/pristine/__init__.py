@@ -108,9 +108,9 @@ def find_pristine(
             wheel.close()
             refusals.append(exc)
     for kind in (WheelMismatch, UnsafePath):
-        for exc in refusals:
-            if isinstance(exc, kind):
-                raise exc
+        for refusal in refusals:
+            if isinstance(refusal, kind):
+                raise refusal
     detail = "; ".join(str(e) for e in refusals[:2])
     raise PristineNotFound(
         f"no pristine wheel for {dist.name} {dist.version} (tried {', '.join(tried) or 'nothing'})"

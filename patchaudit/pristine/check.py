@@ -125,9 +125,9 @@ def check_same_build(
             unavailable.append((item.path, "not in the wheel (written at install time)"))
             continue
         member, wheel_entry = found
-        entry = by_path.get(path)
-        size = (entry.size if entry else None) or wheel_entry.size
-        limit = size if size is not None else MEMBER_CAP
+        installed_entry = by_path.get(path)
+        sizes = [s for s in (installed_entry.size if installed_entry else None, wheel_entry.size) if s is not None]
+        limit = max(sizes) if sizes else MEMBER_CAP
         try:
             data = wheel.read(member, limit=limit)
         except PristineNotFound as exc:

@@ -163,7 +163,7 @@ class RangeFile(io.RawIOBase):
             self.transfer.bytes_received += len(chunk)
             fh.write(chunk)
         fh.flush()
-        self._whole = fh  # type: ignore[assignment]
+        self._whole = fh
         self._blocks.clear()
 
     def _store(self, start: int, body: bytes, total: int) -> None:

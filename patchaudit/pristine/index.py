@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
+from typing import IO, cast
 
 from packaging.utils import canonicalize_name
 
@@ -124,7 +125,9 @@ def parse_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]
             if not isinstance(item, dict) or not isinstance(item.get("url"), str):
                 continue
             url = urllib.parse.urljoin(page_url, item["url"])
-            hashes = item.get("hashes") if isinstance(item.get("hashes"), dict) else {}
+            hashes = item.get("hashes")
+            if not isinstance(hashes, dict):
+                hashes = {}
             name = item.get("filename") or PurePosixPath(urllib.parse.urlsplit(url).path).name
             files.append(IndexFile(filename=str(name), url=url.split("#", 1)[0], sha256=hashes.get("sha256")))
         return files
@@ -222,7 +225,7 @@ class PackageIndex:
         on_read = None
         if self.cache is not None and whole is None:
             on_read = _LazyRecorder(self.cache, item.filename)
-        wheel = ZipWheel(remote, item.filename, f"index {where}", authentic=authentic, on_read=on_read)
+        wheel = ZipWheel(cast(IO[bytes], remote), item.filename, f"index {where}", authentic=authentic, on_read=on_read)
         if on_read is not None:
             on_read.record_name = wheel.record_name
         return wheel
@@ -235,7 +238,7 @@ class PackageIndex:
             tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
             whole.seek(0)  # type: ignore[attr-defined]
             with open(tmp, "wb") as dst:
-                shutil.copyfileobj(whole, dst)  # type: ignore[arg-type]
+                shutil.copyfileobj(whole, dst)  # type: ignore[arg-type,type-var]
             whole.seek(0)  # type: ignore[attr-defined]
             os.replace(tmp, target)
         except OSError:
