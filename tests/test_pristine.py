@@ -295,3 +295,43 @@ def test_direct_url_archive_with_matching_hash(tmp_path: Path) -> None:
     wheel.write_bytes(wheel.read_bytes() + b"tampered")
     with pytest.raises(PristineNotFound):
         find_pristine(env, dist, drift=drift, environ=NO_NET)
+
+
+def test_find_links_directory_from_pip_config(installed: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod11.py")
+    try:
+        env, dist, drift = drift_for(python)
+        links = tmp_path / "links"
+        links.mkdir()
+        (links / wheel.name).write_bytes(wheel.read_bytes())
+        environ = {"PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links)}
+        source = PackageIndex(pip_config(env, environ))
+        check = find_pristine(env, dist, drift=drift, sources=[source])
+        assert check.files["demo/mod11.py"].data == old
+        assert "find-links" in check.wheel.origin
+    finally:
+        (site / "demo/mod11.py").write_bytes(old)
+
+
+def test_index_url_with_credentials_sends_basic_auth(installed: tuple[Path, Path, Path]) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod12.py")
+    try:
+        env, dist, drift = drift_for(python)
+        with IndexServer([wheel]) as server:
+            seen: list[str] = []
+            handler = server.httpd.RequestHandlerClass
+            original = handler.do_GET
+
+            def spy(self):  # type: ignore[no-untyped-def]
+                seen.append(self.headers.get("Authorization", ""))
+                return original(self)
+
+            handler.do_GET = spy  # type: ignore[method-assign]
+            url = server.url.replace("http://", "http://user:s%40cret@")
+            check = find_pristine(env, dist, drift=drift, sources=[PackageIndex(IndexConfig(index_url=url))])
+        assert check.files["demo/mod12.py"].data == old
+        assert seen and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in seen)
+    finally:
+        (site / "demo/mod12.py").write_bytes(old)

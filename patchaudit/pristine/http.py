@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import tempfile
 import urllib.error
@@ -27,9 +28,23 @@ class Transfer:
     whole_files: int = 0
 
 
+# netloc -> Authorization header, learnt from index URLs that carry user:password (as pip allows)
+_CREDENTIALS: dict[str, str] = {}
+
+
 def _request(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> urllib.request.Request:
     all_headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     all_headers.update(headers or {})
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        password = urllib.parse.unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        url = redact(url)
+        parts = urllib.parse.urlsplit(url)
+        _CREDENTIALS[parts.netloc] = f"Basic {token}"
+    if parts.netloc in _CREDENTIALS:
+        all_headers["Authorization"] = _CREDENTIALS[parts.netloc]
     return urllib.request.Request(url, method=method, headers=all_headers)
 
 
