@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,16 @@ def gate(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
     return patchaudit("gate", *args)
 
 
+def warm(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    """Run the gate until it answers from its cache; a verdict taken right after a write is not kept."""
+    for _ in range(3):
+        proc = gate(*args)
+        if "cached" in proc.stdout:
+            return proc
+        time.sleep(0.1)
+    return proc
+
+
 def summary(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stdout.splitlines()
     assert lines, proc.stderr
@@ -47,10 +58,9 @@ def test_clean_distribution_passes_with_one_summary_line(env: Path) -> None:
 
 
 def test_warm_gate_catches_an_edit_that_keeps_size_and_mtime(env: Path, tmp_path: Path) -> None:
-    assert gate("hidden", "--python", env).returncode == 0
-    warm = gate("hidden", "--python", env)
-    assert warm.returncode == 0
-    assert "cached" in summary(warm)  # the second run reused the verdict
+    cached = warm("hidden", "--python", env)
+    assert cached.returncode == 0
+    assert "cached" in summary(cached)  # the run reused the verdict
 
     target = site_packages(env) / "hidden" / "core.py"
     before = target.stat()
@@ -87,6 +97,14 @@ def test_approved_patch_passes_and_fails_again_when_edited(env: Path, tmp_path: 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 approved patch" in summary(proc)
 
+    assert "cached" in summary(warm("--policy", policy))
+    # The policy file is part of the fingerprint: dropping the approval takes effect at once.
+    policy.write_text(policy.read_text().replace('path = "approved/core.py"', 'path = "approved/other.py"'))
+    proc = gate("--policy", policy)
+    assert proc.returncode == 1, proc.stdout
+    policy.write_text(policy.read_text().replace('path = "approved/other.py"', 'path = "approved/core.py"'))
+    assert gate("--policy", policy).returncode == 0
+
     target.write_text(patched + "# and one more thing\n")
     proc = gate("--policy", policy)
     assert proc.returncode == 1, proc.stdout
@@ -105,11 +123,13 @@ def test_hazard_in_a_patch_is_one_line_with_its_rule(env: Path) -> None:
     assert "finding" not in low.stdout and "modified hazard/core.py" in low.stdout
 
 
-def test_added_file_fails(env: Path) -> None:
-    (site_packages(env) / "added" / "extra.py").write_text("X = 1\n")
+def test_warm_gate_sees_a_file_added_in_a_new_subdirectory(env: Path) -> None:
+    assert "cached" in summary(warm("added", "--python", env))
+    (site_packages(env) / "added" / "sub").mkdir()
+    (site_packages(env) / "added" / "sub" / "extra.py").write_text("X = 1\n")
     proc = gate("added", "--python", env)
     assert proc.returncode == 1
-    assert "patchaudit: added: added added/extra.py" in proc.stdout
+    assert "patchaudit: added: added added/sub/extra.py" in proc.stdout
 
 
 def test_policy_names_target_and_distributions(env: Path, tmp_path: Path) -> None:
