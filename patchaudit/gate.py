@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import sys
 import time
 from collections.abc import Sequence
@@ -153,14 +154,13 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit.policy import Policy
 
     env = environment.resolve(python, site_path)
-    plan = _Plan.build(
+    taken = time.time_ns()
+    plan, fingerprint, newest = _Plan.build(
         env,
         names,
         extra_files=[p for p in (options.policy, baseline) if p is not None],
         extra_roots=rule_dirs,
     )
-    taken = time.time_ns()
-    fingerprint, newest = plan.fingerprint()
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
         racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
@@ -259,12 +259,12 @@ class _Plan:
     @classmethod
     def build(
         cls, env: Environment, names: Sequence[str], *, extra_files: Sequence[Path], extra_roots: Sequence[Path]
-    ) -> _Plan:
+    ) -> tuple[_Plan, int, int]:
+        """The plan for these distributions, with its fingerprint and newest timestamp, in one walk."""
         from patchaudit import environment
         from patchaudit.record import parse_record
 
-        every = environment.distributions(env)
-        chosen = environment.select(every, names)
+        chosen = environment.select(environment.distributions(env), names)
         roots: set[str] = set()
         record_paths: set[str] = set()
         for dist in chosen:
@@ -277,22 +277,22 @@ class _Plan:
             except OSError:
                 continue
             for entry in record.entries:
-                full = os.path.normpath(os.path.join(location, entry.path))
-                record_paths.add(full)
-                first, sep, _ = entry.path.partition("/")
+                record_paths.add(os.path.normpath(os.path.join(location, entry.path)))
+                first, sep, _ = posixpath.normpath(entry.path.replace("\\", "/")).partition("/")
                 if sep and first not in ("", "..", "__pycache__") and not os.path.isabs(entry.path):
                     roots.add(os.path.join(location, first))
-        seen: set[str] = set()
-        _walk_rows(sorted(roots), [], seen)
         package = Path(__file__).resolve().parent
         tools = [str(package)] + [str(package.parent / "rules")] * (package.parent / "rules").is_dir()
         tools += [str(p.absolute()) for p in extra_roots]
-        files = sorted(record_paths - seen) + [str(p.absolute()) for p in extra_files]
-        return cls(
-            site_dirs=tuple(str(s) for s in env.site_dirs),
-            roots=tuple(sorted(roots)) + tuple(tools),
-            files=tuple(files),
-        )
+        plan = cls(site_dirs=tuple(str(s) for s in env.site_dirs), roots=tuple(sorted(roots)) + tuple(tools), files=())
+        # RECORD entries that the walk does not reach (scripts in bin/, files below a symlinked
+        # directory) are stat'ed one by one.
+        seen: set[str] = set()
+        rows = plan._tree_rows(seen)
+        files = tuple(sorted(record_paths - seen)) + tuple(str(p.absolute()) for p in extra_files)
+        rows.extend(_row(p) for p in files)
+        fingerprint, newest = _digest(rows)
+        return cls(site_dirs=plan.site_dirs, roots=plan.roots, files=files), fingerprint, newest
 
     def to_dict(self) -> dict[str, Any]:
         return {"site_dirs": list(self.site_dirs), "roots": list(self.roots), "files": list(self.files)}
@@ -302,13 +302,12 @@ class _Plan:
         return cls(site_dirs=tuple(data["site_dirs"]), roots=tuple(data["roots"]), files=tuple(data["files"]))
 
     def fingerprint(self) -> tuple[int, int]:
-        """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns).
+        """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns)."""
+        rows = self._tree_rows(None)
+        rows.extend(_row(p) for p in self.files)
+        return _digest(rows)
 
-        Rows hold only integers, whose hash() is the same in every process (no hash seed), so the
-        fingerprint needs neither hashlib nor names: a directory's own mtime/ctime row changes
-        whenever an entry in it is added, removed or renamed. Rows follow directory order, which is
-        stable while a directory is unchanged; a new order costs one audit, never a stale verdict.
-        """
+    def _tree_rows(self, seen: set[str] | None) -> list[tuple[int, ...]]:
         rows: list[tuple[int, ...]] = []
         for site in self.site_dirs:
             rows.append(_row(site))
@@ -322,9 +321,16 @@ class _Plan:
                 if entry.name.endswith((".dist-info", ".egg-info")):
                     for member in ("RECORD", "METADATA", "PKG-INFO", "direct_url.json"):
                         rows.append(_row(os.path.join(entry.path, member)))
-        _walk_rows(self.roots, rows, None)
-        rows.extend(_row(p) for p in self.files)
-        return hash(tuple(rows)), max((max(r[2], r[3]) for r in rows if len(r) > 3), default=0)
+        _walk_rows(self.roots, rows, seen)
+        return rows
+
+
+def _digest(rows: list[tuple[int, ...]]) -> tuple[int, int]:
+    """Rows hold only integers, whose hash() is the same in every process (no hash seed), so the
+    fingerprint needs neither hashlib nor names: a directory's own mtime/ctime row changes whenever
+    an entry in it is added, removed or renamed. Rows follow directory order, which is stable while
+    a directory is unchanged; a new order costs one audit, never a stale verdict."""
+    return hash(tuple(rows)), max((max(r[2], r[3]) for r in rows if len(r) > 3), default=0)
 
 
 def _row(path: str) -> tuple[int, ...]:
