@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from patchaudit.environment import Environment
     from patchaudit.policy import Policy
-    from patchaudit.report import Report, Severity
+    from patchaudit.report import DistReport, Drift, Finding, Report, Severity
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -203,6 +203,7 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
 
     problems: list[Problem] = []
     approved = 0
+    sections: list[tuple[str, tuple[Drift, ...], tuple[Finding, ...], DistReport | None]]
     sections = [(d.name, d.drift, d.findings, d) for d in report.distributions]
     sections.append(("environment", report.environment.drift, report.environment.findings, None))
     for where, drift, findings, dist in sections:
@@ -450,7 +451,7 @@ class _VerdictCache:
         site_path: Path | None,
         key: str,
         plan: _Plan,
-        fingerprint: str,
+        fingerprint: int,
         verdict: Verdict,
     ) -> None:
         """Keep the verdict; a cache that cannot be written is simply not kept."""

@@ -187,3 +187,16 @@ def test_internal_error_is_exit_three_and_fails_open_when_told(env: Path) -> Non
     assert verdict.problems[0].kind == "error" and "internal error" in verdict.problems[0].detail
     opened = run(GateOptions(names=(42,), python=env, use_cache=False, fail_open=True))  # type: ignore[arg-type]
     assert opened.exit_code == EXIT_OK and opened.failed_open
+
+
+def test_fast_path_parses_what_click_would_and_hands_the_rest_to_click() -> None:
+    from patchaudit.cli.fastgate import parse
+
+    assert parse(["vllm", "torch", "--python=/srv/bin/python", "--fail-on", "none", "--no-cache"]) == (
+        ["vllm", "torch"],
+        {"python": "/srv/bin/python", "fail_on": "none"},
+        {"no_cache"},
+    )
+    assert parse(["--", "--odd-name"]) == (["--odd-name"], {}, set())
+    for unknown in (["--help"], ["-h"], ["--fail-on", "critical"], ["--policy"], ["--python", "a", "--python", "b"]):
+        assert parse(unknown) is None

@@ -18,21 +18,23 @@ FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 FAIL_ON = ("high", "medium", "low", "info", "none")
 
 
-def parse(args: list[str]) -> dict[str, object] | None:
-    """The same options as `patchaudit.cli.gate.gate`, or None when click should parse them."""
-    values: dict[str, object] = {"dists": [], "fail_open": False, "no_cache": False}
+def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
+    """(DISTS, option values, flags) as `patchaudit.cli.gate.gate` takes them, or None for click."""
+    dists: list[str] = []
+    values: dict[str, str] = {}
+    flags: set[str] = set()
     rest = iter(args)
     only_args = False
     for arg in rest:
         if only_args or not arg.startswith("-") or arg == "-":
-            values["dists"].append(arg)  # type: ignore[union-attr]
+            dists.append(arg)
             continue
         if arg == "--":
             only_args = True
             continue
         name, eq, value = arg.partition("=")
         if name in FLAG_OPTIONS and not eq:
-            values[FLAG_OPTIONS[name]] = True
+            flags.add(FLAG_OPTIONS[name])
         elif name in VALUE_OPTIONS and VALUE_OPTIONS[name] not in values:
             if not eq:
                 value = next(rest, "")
@@ -43,28 +45,28 @@ def parse(args: list[str]) -> dict[str, object] | None:
             return None
     if values.get("fail_on", "high") not in FAIL_ON:
         return None
-    return values
+    return dists, values, flags
 
 
 def fast_gate(args: list[str]) -> int | None:
     """Run the gate and return its exit code, or None to let click take over."""
-    values = parse(args)
-    if values is None:
+    parsed = parse(args)
+    if parsed is None:
         return None
+    dists, values, flags = parsed
 
     def path(key: str) -> Path | None:
-        value = values.get(key)
-        return Path(str(value)) if value else None
+        return Path(values[key]) if key in values else None
 
     return run_gate(
-        tuple(values["dists"]),  # type: ignore[arg-type]
+        tuple(dists),
         python=path("python"),
         site_path=path("site_path"),
         policy=path("policy"),
         baseline=path("baseline"),
-        fail_on=values.get("fail_on"),  # type: ignore[arg-type]
-        fail_open=bool(values["fail_open"]),
-        no_cache=bool(values["no_cache"]),
+        fail_on=values.get("fail_on"),
+        fail_open="fail_open" in flags,
+        no_cache="no_cache" in flags,
     )
 
 
