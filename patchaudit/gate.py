@@ -159,7 +159,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         env,
         names,
         extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=rule_dirs,
+        extra_roots=(*rule_dirs, _journal_dir(env)),
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
@@ -194,7 +194,29 @@ def _verdict(
         held = baseline.load(baseline_path)
         report = baseline.check(held, report, baseline.record_paths(env, names))
     threshold = None if fail_on == "none" else Severity(fail_on)
-    return judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
+    verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
+    pending = _pending_reverts(env)
+    if pending:
+        # Files may be half restored: say so rather than leave only drift lines to puzzle over.
+        problem = Problem(
+            kind="interrupted-revert",
+            where="environment",
+            path=pending[0],
+            detail="a revert was interrupted; `patchaudit scan` on this env finishes or rolls it back",
+        )
+        verdict = _replace(verdict, exit_code=EXIT_PROBLEMS, problems=(problem, *verdict.problems))
+    return verdict
+
+
+def _journal_dir(env: Environment) -> Path:
+    return env.state_dir / "journal"
+
+
+def _pending_reverts(env: Environment) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(_journal_dir(env)) if n.endswith(".json"))
+    except OSError:
+        return []
 
 
 def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline: str | None = None) -> Verdict:

@@ -200,3 +200,17 @@ def test_fast_path_parses_what_click_would_and_hands_the_rest_to_click() -> None
     assert parse(["--", "--odd-name"]) == (["--odd-name"], {}, set())
     for unknown in (["--help"], ["-h"], ["--fail-on", "critical"], ["--policy"], ["--python", "a", "--python", "b"]):
         assert parse(unknown) is None
+
+
+def test_interrupted_revert_fails_the_gate(env: Path) -> None:
+    journal = env.parent.parent / ".patchaudit" / "journal"
+    assert "cached" in summary(warm("steady", "--python", env))
+    journal.mkdir(parents=True, exist_ok=True)
+    (journal / "20261202-0001.json").write_text("{}")
+    try:
+        proc = gate("steady", "--python", env)
+        assert proc.returncode == 1
+        assert proc.stdout.startswith("patchaudit: environment: interrupted-revert 20261202-0001.json")
+    finally:
+        (journal / "20261202-0001.json").unlink()
+    assert gate("steady", "--python", env).returncode == 0
