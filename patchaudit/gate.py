@@ -305,7 +305,10 @@ class _Plan:
                 if sep and first not in ("", "..", "__pycache__") and not os.path.isabs(entry.path):
                     roots.add(os.path.join(location, first))
         package = Path(__file__).resolve().parent
-        tools = [str(package)] + [str(package.parent / "rules")] * (package.parent / "rules").is_dir()
+        # patchaudit's own code and built-in rules (`_rules` in a wheel, `<checkout>/rules` otherwise).
+        tools = [str(package)]
+        if not (package / "_rules").is_dir() and (package.parent / "rules").is_dir():
+            tools.append(str(package.parent / "rules"))
         tools += [str(p.absolute()) for p in extra_roots]
         plan = cls(site_dirs=tuple(str(s) for s in env.site_dirs), roots=tuple(sorted(roots)) + tuple(tools), files=())
         # RECORD entries that the walk does not reach (scripts in bin/, files below a symlinked

@@ -37,7 +37,8 @@ def summary_line(verdict: Verdict) -> str:
         facts.append(f"{verdict.approved} approved patch{'es' if verdict.approved != 1 else ''}")
     if verdict.baseline:
         facts.append(f"baseline {verdict.baseline}")
-    facts.append(f"{verdict.seconds:.2f}s{' cached' if verdict.cached else ''}")
+    if verdict.seconds or verdict.cached:
+        facts.append(f"{verdict.seconds:.2f}s{' cached' if verdict.cached else ''}")
     tail = " (failing open: the service starts anyway)" if verdict.failed_open else ""
     return f"{PREFIX} gate: {word}: {what}; {', '.join(facts)}; exit {verdict.exit_code}{tail}"
 
