@@ -286,6 +286,7 @@ class _Plan:
         """The plan for these distributions, with its fingerprint and newest timestamp, in one walk."""
         from patchaudit import environment
         from patchaudit.record import parse_record
+        from patchaudit.report import Source
 
         chosen = environment.select(environment.distributions(env), names)
         roots: set[str] = set()
@@ -293,6 +294,13 @@ class _Plan:
         for dist in chosen:
             location = str(dist.location)
             roots.add(str(dist.meta_dir))
+            if dist.source in (Source.EDITABLE, Source.VCS):
+                # verify reads the git checkout such an install runs from (working tree and .git).
+                from patchaudit import vcs
+
+                co = vcs.checkout(dist)
+                if co is not None:
+                    roots.add(str(co.root))
             if dist.record_path is None:
                 continue
             try:

@@ -20,6 +20,7 @@ from patchaudit.report import (
     Finding,
     Report,
     Severity,
+    Source,
     Target,
     Unverified,
 )
@@ -272,18 +273,19 @@ def verify(
         added, shared = _added_files(item, ownership)
         drift.extend(added)
         env_drift.extend(shared)
-        reports.append(
-            DistReport(
-                name=dist.name,
-                version=dist.version,
-                location=str(dist.location),
-                source=dist.source,
-                drift=tuple(drift),
-                unverified=tuple(unverified),
-                files_checked=checked,
-                verifiable=checked > 0,
-            )
+        report = DistReport(
+            name=dist.name,
+            version=dist.version,
+            location=str(dist.location),
+            source=dist.source,
+            drift=tuple(drift),
+            unverified=tuple(unverified),
+            files_checked=checked,
+            verifiable=checked > 0,
         )
+        if dist.source in (Source.EDITABLE, Source.VCS):
+            report = _with_working_tree(report, dist)
+        reports.append(report)
 
     reports = _flag_duplicates(reports, loaded)
     hook_drift, hook_findings = _startup_hooks(env, ownership)
@@ -295,6 +297,25 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+def _with_working_tree(report: DistReport, dist: InstalledDist) -> DistReport:
+    """An editable/VCS install runs from a git checkout: its drift is the working tree against the commit.
+
+    The report's location becomes the project directory; what the RECORD lists in site-packages (the
+    editable .pth and finder) keeps its drift, under absolute paths.
+    """
+    from patchaudit import vcs
+
+    co = vcs.checkout(dist)
+    tree = vcs.working_tree_drift(dist) if co is not None else None
+    if co is None or tree is None:
+        return report
+    record_drift = tuple(
+        dataclasses.replace(d, path=_absolute(dist.location, d.path)) if not os.path.isabs(d.path) else d
+        for d in report.drift
+    )
+    return dataclasses.replace(report, location=str(co.project), drift=record_drift + tree, verifiable=True)
 
 
 def _flag_duplicates(reports: list[DistReport], loaded: dict[Path, _Loaded]) -> list[DistReport]:

@@ -115,3 +115,46 @@ def test_diff_is_gits_and_revert_restores_from_the_commit(editable: tuple[Path, 
     assert undo.returncode == 0, undo.stderr
     assert (project / "pkg/a.py").read_text() == "A = 'patched'\n"
     assert (project / "pkg/c.py").read_text() == "import pdb\n"
+
+
+def test_scan_reports_working_tree_drift_of_an_editable_install(editable: tuple[Path, Path, git.Repo]) -> None:
+    python, project, _ = editable
+    (meta,) = site_packages(python).glob("pkg-0.1.dist-info")
+    direct_url = (meta / "direct_url.json").read_bytes()
+    from wheels import record_hash
+
+    lines = [
+        ln for ln in (meta / "RECORD").read_text().splitlines() if not ln.startswith("pkg-0.1.dist-info/direct_url")
+    ]
+    lines.append(f"pkg-0.1.dist-info/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
+    (meta / "RECORD").write_text("\n".join(lines) + "\n")
+    proc = patchaudit("scan", "pkg", "--python", python, "--format", "json", "--no-hazards")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (pkg,) = json.loads(proc.stdout)["distributions"]
+    assert pkg["source"] == "editable" and pkg["status"] == "clean"
+    assert pkg["location"] == str(project.resolve())
+
+    (project / "pkg/a.py").write_text("A = 'patched'\n")
+    proc = patchaudit("scan", "pkg", "--python", python, "--format", "json", "--no-hazards")
+    assert proc.returncode == 1
+    (pkg,) = json.loads(proc.stdout)["distributions"]
+    assert [(d["path"], d["state"]) for d in pkg["drift"]] == [("pkg/a.py", "modified")]
+
+
+def test_warm_gate_sees_an_edit_in_the_editable_checkout(editable: tuple[Path, Path, git.Repo]) -> None:
+    python, project, _ = editable
+    (meta,) = site_packages(python).glob("pkg-0.1.dist-info")
+    direct_url = (meta / "direct_url.json").read_bytes()
+    from wheels import record_hash
+
+    lines = [
+        ln for ln in (meta / "RECORD").read_text().splitlines() if not ln.startswith("pkg-0.1.dist-info/direct_url")
+    ]
+    lines.append(f"pkg-0.1.dist-info/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
+    (meta / "RECORD").write_text("\n".join(lines) + "\n")
+    assert patchaudit("gate", "pkg", "--python", python).returncode == 0
+    assert patchaudit("gate", "pkg", "--python", python).returncode == 0  # warm
+    (project / "pkg/a.py").write_text("A = 'patched'\n")
+    proc = patchaudit("gate", "pkg", "--python", python)
+    assert proc.returncode == 1, proc.stdout
+    assert "pkg/a.py" in proc.stdout
