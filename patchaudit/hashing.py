@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from patchaudit.record import encode_digest
 CHUNK = 1 << 20
 WHOLE_READ_LIMIT = 8 << 20
 STAT_CACHE_VERSION = 1
+RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
+RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,8 +169,12 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
             cached = cache.get(path, key, algorithm)
             if cached is not None:
                 return FileState(digest=cached, size=st.st_size, nlink=st.st_nlink)
+        started = time.time_ns()
         digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm))}"
-        if cache is not None:
+        # A file changed within a timestamp tick of being read could change again without its ctime
+        # moving; such a digest is not kept (git calls these entries racy).
+        window = RACY_COARSE_NS if st.st_ctime_ns % 1_000_000_000 == 0 else RACY_NS
+        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - window:
             cache.put(path, key, digest)
         return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
     except OSError as exc:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from wheels import record_hash
 
-from patchaudit.hashing import StatCache, hash_file, hash_many
+from patchaudit.hashing import StatCache, StatKey, hash_file, hash_many
 
 
 def test_hash_matches_record_encoding_for_small_and_large_files(tmp_path: Path) -> None:
@@ -48,12 +49,13 @@ def test_stat_cache_is_invalidated_by_an_edit_that_restores_size_and_mtime(tmp_p
 def test_stat_cache_hit_when_nothing_changed(tmp_path: Path) -> None:
     target = tmp_path / "mod.py"
     target.write_bytes(b"value = 1\n")
+    time.sleep(0.1)  # older than a timestamp tick, or the entry is racy and not kept
     cache_file = tmp_path / "cache.json"
     cache = StatCache(cache_file)
     hash_file(str(target), cache=cache)
     cache.save()
     warm = StatCache(cache_file)
-    key = __import__("patchaudit.hashing", fromlist=["StatKey"]).StatKey.of(os.stat(target))
+    key = StatKey.of(os.stat(target))
     assert warm.get(str(target), key, "sha256") == record_hash(b"value = 1\n")
 
 
@@ -63,3 +65,13 @@ def test_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
     target = tmp_path / "f"
     target.write_bytes(b"a")
     assert hash_file(str(target), cache=StatCache(cache_file)).digest == record_hash(b"a")
+
+
+def test_a_file_written_just_now_is_not_cached(tmp_path: Path) -> None:
+    """Written in the same timestamp tick as it is read: a later edit might not move its ctime."""
+    target = tmp_path / "mod.py"
+    target.write_bytes(b"value = 1\n")
+    cache = StatCache(tmp_path / "cache.json")
+    hash_file(str(target), cache=cache)
+    key = StatKey.of(os.stat(target))
+    assert cache.get(str(target), key, "sha256") is None
