@@ -8,11 +8,15 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchaudit import environment
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import StatCache
-from patchaudit.report import DistReport, DriftState, Report, Severity
+from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
+
+if TYPE_CHECKING:
+    from patchaudit.pristine.check import BuildCheck
 from patchaudit.verify import verify
 
 STAT_CACHE_NAME = "stat-v1.json"
@@ -27,6 +31,9 @@ class ScanOptions:
     severity_overrides: Mapping[str, Severity] = field(default_factory=dict)
     use_cache: bool = True
     workers: int | None = None
+    pristine: bool = True  # look up pristine bytes for drifted files (local sources unless `fetch`)
+    fetch: bool = False  # also ask the package index
+    wheelhouse: tuple[Path, ...] = ()
 
 
 def cache_dir(env: Environment) -> Path:
@@ -56,12 +63,89 @@ def scan(
         workers=options.workers,
         progress=progress,
     )
+    pristine: dict[Path, dict[str, bytes]] = {}
+    if options.pristine:
+        report, pristine = _with_pristine(env, report, chosen, options)
     if options.hazards:
-        report = _with_hazards(env, report, chosen, options)
+        report = _with_hazards(env, report, chosen, options, pristine)
     return report
 
 
-def _with_hazards(env: Environment, report: Report, chosen: Sequence[InstalledDist], options: ScanOptions) -> Report:
+def _with_pristine(
+    env: Environment, report: Report, chosen: Sequence[InstalledDist], options: ScanOptions
+) -> tuple[Report, dict[Path, dict[str, bytes]]]:
+    """Pristine bytes of modified files, so hazards see the patch itself; a stale RECORD is not a patch.
+
+    Sources that are absent, or wheels of another build, leave the report as verify made it.
+    """
+    found: dict[Path, dict[str, bytes]] = {}
+    dists: list[DistReport] = []
+    for dist, installed in zip(report.distributions, chosen, strict=True):
+        modified = [d for d in dist.drift if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)]
+        if not modified:
+            dists.append(dist)
+            continue
+        if dist.source in (Source.EDITABLE, Source.VCS) and dist.location != str(installed.location):
+            found[installed.meta_dir] = _from_checkout(installed, modified)
+            dists.append(dist)
+            continue
+        check = _find_wheel(env, installed, modified, options)
+        if check is None:
+            dists.append(dist)
+            continue
+        found[installed.meta_dir] = {path: f.data for path, f in check.files.items()}
+        dists.append(_apply_build_check(dist, check))
+    return dataclasses.replace(report, distributions=tuple(dists)), found
+
+
+def _find_wheel(
+    env: Environment, dist: InstalledDist, drift: Sequence[Drift], options: ScanOptions
+) -> BuildCheck | None:
+    from patchaudit import pristine
+    from patchaudit.errors import PatchAuditError
+
+    try:
+        return pristine.find_pristine(env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch)
+    except PatchAuditError:
+        return None
+
+
+def _from_checkout(dist: InstalledDist, drift: Sequence[Drift]) -> dict[str, bytes]:
+    from patchaudit import vcs
+
+    co = vcs.checkout(dist)
+    if co is None:
+        return {}
+    out: dict[str, bytes] = {}
+    for d in drift:
+        in_repo = os.path.relpath(co.project / d.path, co.root)
+        blob = vcs.committed_bytes(co, in_repo)
+        if blob is not None:
+            out[d.path] = blob
+    return out
+
+
+def _apply_build_check(dist: DistReport, check: BuildCheck) -> DistReport:
+    """Files whose bytes equal the wheel's while RECORD disagrees are record-mismatch, not patches;
+    an authentic wheel that shows the installed RECORD was edited adds that drift."""
+    stale = set(check.record_mismatch)
+    drift = [d for d in dist.drift if d.path not in stale]
+    unverified = list(dist.unverified) + [
+        Unverified(path=p, reason="record-mismatch: installed bytes equal the pristine wheel's; RECORD is stale")
+        for p in sorted(stale)
+    ]
+    known = {d.path for d in drift}
+    drift += [d for d in check.record_edited if d.path not in known]
+    return dataclasses.replace(dist, drift=tuple(drift), unverified=tuple(unverified))
+
+
+def _with_hazards(
+    env: Environment,
+    report: Report,
+    chosen: Sequence[InstalledDist],
+    options: ScanOptions,
+    pristine: Mapping[Path, Mapping[str, bytes]],
+) -> Report:
     dists: list[DistReport] = []
     for dist, installed in zip(report.distributions, chosen, strict=True):
         location = Path(dist.location)
@@ -81,8 +165,9 @@ def _with_hazards(env: Environment, report: Report, chosen: Sequence[InstalledDi
             continue
         from patchaudit import hazards
 
+        before = pristine.get(installed.meta_dir, {})
         findings = hazards.check_files(
-            [hazards.SourceFile(path=p, installed=b, pristine=None, drifted=d) for p, b, d in files],
+            [hazards.SourceFile(path=p, installed=b, pristine=before.get(p), drifted=d) for p, b, d in files],
             rule_dirs=options.rule_dirs,
             severity_overrides=options.severity_overrides,
             cache_dir=cache_dir(env) / "hazards" if options.use_cache else None,

@@ -114,6 +114,12 @@ def _blob(co: Checkout, path_in_repo: str) -> tuple[bytes, int] | None:
     return blob.data_stream.read(), (0o755 if blob.mode & 0o111 else 0o644)
 
 
+def committed_bytes(co: Checkout, path_in_repo: str) -> bytes | None:
+    """A file's bytes at the install's commit; None when the commit does not have it."""
+    blob = _blob(co, path_in_repo)
+    return blob[0] if blob is not None else None
+
+
 def _changes(co: Checkout) -> list[tuple[str, str]]:
     """(status letter, path in repo) for the working tree vs the commit, plus untracked files as `?`."""
     scope = os.path.relpath(co.project, co.root)

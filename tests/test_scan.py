@@ -268,3 +268,26 @@ def test_human_output_names_the_file(env: Path) -> None:
         assert "drifted" in proc.stdout and "beta/mod.py" in proc.stdout and "modified" in proc.stdout
     finally:
         (site / "beta/mod.py").write_text("Y = 2\n")
+
+
+def test_stale_record_in_the_wheel_is_record_mismatch_not_a_patch(tmp_path: Path) -> None:
+    from pristine_helpers import build_wheel as build_wheel_with_record
+
+    files = {"stale/__init__.py": b"", "stale/tail.py": b"LAST = 1\n"}
+    built = build_wheel_with_record(
+        tmp_path / "house", "stale", "1.0", files, record_hashes={"stale/tail.py": record_hash(b"LAST = 0\n")}
+    )
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, built)
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    built = built.rename(house / built.name)  # direct_url.json no longer leads to it
+    code, report = scan_json(python, "stale")
+    assert code == 1
+    assert [d["path"] for d in dist(report, "stale")["drift"]] == ["stale/tail.py"], "without the wheel: drift"
+    code, report = scan_json(python, "stale", "--wheelhouse", str(house))
+    stale = dist(report, "stale")
+    assert stale["drift"] == []
+    assert stale["status"] == "unverifiable"
+    assert stale["unverified"][0]["path"] == "stale/tail.py"
+    assert stale["unverified"][0]["reason"].startswith("record-mismatch")

@@ -37,6 +37,13 @@ PROGRESS_THRESHOLD = 2000
     "--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False), help="Extra rule pack."
 )
 @click.option("--show-suppressed", is_flag=True, help="List findings silenced by '# patchaudit: ignore[...]'.")
+@click.option(
+    "--wheelhouse",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory of pristine wheels (also PATCHAUDIT_WHEELHOUSE).",
+)
+@click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
 @click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
 @click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions too.")
@@ -51,6 +58,8 @@ def scan(
     all_files: bool,
     rule_dirs: tuple[Path, ...],
     show_suppressed: bool,
+    wheelhouse: tuple[Path, ...],
+    fetch: bool,
     no_cache: bool,
     workers: int | None,
     verbose: bool,
@@ -68,6 +77,8 @@ def scan(
         rule_dirs=rule_dirs,
         use_cache=not no_cache,
         workers=workers,
+        wheelhouse=wheelhouse,
+        fetch=fetch,
     )
     if fmt == "human" and out is None and sys.stderr.isatty():
         report = _scan_with_progress(env, options)
