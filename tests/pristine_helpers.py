@@ -2,92 +2,22 @@
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
 import os
 import re
 import subprocess
 import sys
 import threading
-import zipfile
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+from wheels import build_wheel, make_venv, pip_install, record_hash
+
+__all__ = ["IndexServer", "build_wheel", "make_venv", "patchaudit", "pip_install", "record_hash", "site_packages"]
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def build_wheel(
-    dest: Path,
-    name: str,
-    version: str,
-    files: Mapping[str, bytes],
-    *,
-    tag: str = "py3-none-any",
-    executable: tuple[str, ...] = (),
-    record_hashes: Mapping[str, str] | None = None,
-    extra_infos: list[tuple[zipfile.ZipInfo, bytes]] | None = None,
-) -> Path:
-    """A wheel with a correct RECORD (unless `record_hashes` overrides some lines)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    dist = f"{name.replace('-', '_')}-{version}"
-    info = f"{dist}.dist-info"
-    members = dict(files)
-    members[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-    members[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
-    rows = []
-    for path, data in members.items():
-        h = (record_hashes or {}).get(path, record_hash(data))
-        rows.append([path, h, str(len(data))])
-    rows.append([f"{info}/RECORD", "", ""])
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    members[f"{info}/RECORD"] = buf.getvalue().encode()
-    path = dest / f"{dist}-{tag}.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, data in members.items():
-            zi = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
-            zi.compress_type = zipfile.ZIP_DEFLATED
-            zi.external_attr = (0o100755 if member in executable else 0o100644) << 16
-            zf.writestr(zi, data)
-        for zi, data in extra_infos or []:
-            zf.writestr(zi, data)
-    return path
-
-
-def make_venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    return path / "bin" / "python"
-
-
-def pip_install(python: Path, *wheels: Path, extra: tuple[str, ...] = ()) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--no-cache-dir",
-            "--disable-pip-version-check",
-            *extra,
-            *map(str, wheels),
-        ],
-        check=True,
-        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-    )
 
 
 def site_packages(python: Path) -> Path:

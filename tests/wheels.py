@@ -30,8 +30,15 @@ def build_wheel(
     tag: str = "py3-none-any",
     scripts: Mapping[str, bytes | str] | None = None,
     entry_points: str | None = None,
+    executable: tuple[str, ...] = (),
+    record_hashes: Mapping[str, str] | None = None,
+    extra_infos: list[tuple[zipfile.ZipInfo, bytes]] | None = None,
 ) -> Path:
-    """Write `{name}-{version}-{tag}.whl` into dest with METADATA, WHEEL and a correct RECORD."""
+    """Write `{name}-{version}-{tag}.whl` into dest with METADATA, WHEEL and a correct RECORD.
+
+    `record_hashes` overrides some RECORD lines (a wheel shipped with a stale RECORD); `extra_infos`
+    adds raw zip entries that RECORD does not list (hostile members).
+    """
     dest.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
     info = f"{dist}-{version}.dist-info"
@@ -45,13 +52,18 @@ def build_wheel(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for path, data in members.items():
-        writer.writerow([path, record_hash(data), len(data)])
+        writer.writerow([path, (record_hashes or {}).get(path, record_hash(data)), len(data)])
     writer.writerow([f"{info}/RECORD", "", ""])
     members[f"{info}/RECORD"] = out.getvalue().encode()
     wheel = dest / f"{dist}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, data in members.items():
-            zf.writestr(path, data)
+            zi = zipfile.ZipInfo(path, date_time=(2024, 1, 1, 0, 0, 0))
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zi.external_attr = (0o100755 if path in executable else 0o100644) << 16
+            zf.writestr(zi, data)
+        for zi, data in extra_infos or []:
+            zf.writestr(zi, data)
     return wheel
 
 
@@ -61,8 +73,8 @@ def make_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
-def pip_install(python: Path, *args: str | os.PathLike[str]) -> None:
-    """Install into the venv of `python` with the test runner's real pip."""
+def pip_install(python: Path, *wheels: str | os.PathLike[str], extra: tuple[str, ...] = ()) -> None:
+    """Install into the venv of `python` with the test runner's real pip, blind to the machine's pip config."""
     subprocess.run(
         [
             sys.executable,
@@ -71,13 +83,16 @@ def pip_install(python: Path, *args: str | os.PathLike[str]) -> None:
             "--python",
             str(python),
             "install",
+            "-q",
             "--no-index",
             "--no-deps",
+            "--no-cache-dir",
             "--disable-pip-version-check",
-            "-q",
-            *map(str, args),
+            *extra,
+            *map(str, wheels),
         ],
         check=True,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
     )
 
 
