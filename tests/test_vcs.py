@@ -8,7 +8,7 @@ from pathlib import Path
 
 import git
 import pytest
-from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, site_packages
+from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
 from patchaudit import environment, vcs
 from patchaudit.report import DriftState
@@ -117,17 +117,18 @@ def test_diff_is_gits_and_revert_restores_from_the_commit(editable: tuple[Path, 
     assert (project / "pkg/c.py").read_text() == "import pdb\n"
 
 
-def test_scan_reports_working_tree_drift_of_an_editable_install(editable: tuple[Path, Path, git.Repo]) -> None:
-    python, project, _ = editable
+def record_direct_url(python: Path) -> None:
+    """Make RECORD list the edited direct_url.json with its hash, as pip writes it for `pip install -e`."""
     (meta,) = site_packages(python).glob("pkg-0.1.dist-info")
     direct_url = (meta / "direct_url.json").read_bytes()
-    from wheels import record_hash
-
-    lines = [
-        ln for ln in (meta / "RECORD").read_text().splitlines() if not ln.startswith("pkg-0.1.dist-info/direct_url")
-    ]
-    lines.append(f"pkg-0.1.dist-info/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
+    lines = [ln for ln in (meta / "RECORD").read_text().splitlines() if not ln.startswith(f"{meta.name}/direct_url")]
+    lines.append(f"{meta.name}/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
     (meta / "RECORD").write_text("\n".join(lines) + "\n")
+
+
+def test_scan_reports_working_tree_drift_of_an_editable_install(editable: tuple[Path, Path, git.Repo]) -> None:
+    python, project, _ = editable
+    record_direct_url(python)
     proc = patchaudit("scan", "pkg", "--python", python, "--format", "json", "--no-hazards")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (pkg,) = json.loads(proc.stdout)["distributions"]
@@ -143,15 +144,7 @@ def test_scan_reports_working_tree_drift_of_an_editable_install(editable: tuple[
 
 def test_warm_gate_sees_an_edit_in_the_editable_checkout(editable: tuple[Path, Path, git.Repo]) -> None:
     python, project, _ = editable
-    (meta,) = site_packages(python).glob("pkg-0.1.dist-info")
-    direct_url = (meta / "direct_url.json").read_bytes()
-    from wheels import record_hash
-
-    lines = [
-        ln for ln in (meta / "RECORD").read_text().splitlines() if not ln.startswith("pkg-0.1.dist-info/direct_url")
-    ]
-    lines.append(f"pkg-0.1.dist-info/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
-    (meta / "RECORD").write_text("\n".join(lines) + "\n")
+    record_direct_url(python)
     assert patchaudit("gate", "pkg", "--python", python).returncode == 0
     assert patchaudit("gate", "pkg", "--python", python).returncode == 0  # warm
     (project / "pkg/a.py").write_text("A = 'patched'\n")
