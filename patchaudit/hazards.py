@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import importlib.util
@@ -172,18 +173,16 @@ def pth_executable_lines(text: str) -> list[int]:
 class _Tracker(cst.BatchableCSTVisitor):
     """Keeps the statement, function and `__main__` stacks that rules read from the context."""
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
         self._main_flags: list[bool] = []
 
     def _push(self, node: cst.CSTNode) -> None:
-        self.context.stmt_lines.append(self.get_metadata(PositionProvider, node).start.line)
+        self.context.stmts.append(node)
 
     def _pop(self, node: cst.CSTNode) -> None:
-        self.context.stmt_lines.pop()
+        self.context.stmts.pop()
 
     visit_SimpleStatementLine = _push
     leave_SimpleStatementLine = _pop
@@ -228,6 +227,45 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
     names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
     strings = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
     return bool(names and strings)
+
+
+def _import_table(data: bytes) -> tuple[dict[str, str] | None, frozenset[str]]:
+    """Local name -> imported qualified name for every import in the file (None if unknowable),
+    and the names the file also binds some other way (those need libcst's scope analysis)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, frozenset()
+    table: dict[str, str] = {}
+    rebound: set[str] = set()
+
+    def bind(local: str, qualified: str) -> None:
+        if table.get(local, qualified) != qualified:
+            rebound.add(local)  # imported as two different things: let scope analysis decide
+        table[local] = qualified
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                bind(local, alias.name if alias.asname else local)
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    return None, frozenset()  # a star import can bind anything
+                bind(alias.asname or alias.name, f"{module}.{alias.name}")
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            rebound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            rebound.add(node.name)
+        elif isinstance(node, ast.arg):
+            rebound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            rebound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            rebound.add(node.rest)
+    return table, frozenset(rebound)
 
 
 def _decode(data: bytes) -> str:
@@ -328,11 +366,30 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]]) -> tuple[list[Hit]
         return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
     if not cst_rules:
         return hits, text
-    context = FileContext(path=file.path)
+    context = FileContext(
+        path=file.path,
+        wrapper=MetadataWrapper(module, unsafe_skip_copy=True),
+    )
+    context.imports, context.rebound = _import_table(data)
     visitors: list[cst.BatchableCSTVisitor] = [_Tracker(context)]
     visitors.extend(rule(context) for rule in cst_rules)
     try:
-        MetadataWrapper(module, unsafe_skip_copy=True).visit_batched(visitors)
+        cst.visit_batched(module, visitors)
+        if context.pending:
+            positions = context.metadata(PositionProvider)
+            for p in context.pending:
+                start = positions[p.node].start  # type: ignore[attr-defined]
+                stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
+                hits.append(
+                    Hit(
+                        rule=p.rule,
+                        severity=p.severity,
+                        line=start.line,
+                        column=start.column,
+                        message=p.message,
+                        stmt_line=stmt,
+                    )
+                )
     except Exception as exc:  # a user rule's bug must not stop the scan
         ids = ", ".join(r.ID for r in cst_rules)
         hits.append(
@@ -345,8 +402,6 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]]) -> tuple[list[Hit]
                 stmt_line=1,
             )
         )
-        return hits, text
-    hits.extend(context.hits)
     return hits, text
 
 
@@ -502,12 +557,13 @@ def check_files(
         # Biggest files first, so that no worker is left with one huge file at the end.
         heavy.sort(key=lambda i: -len(files[i].installed))
         dirs = tuple(str(Path(d).resolve()) for d in rule_dirs)
-        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        # fork: workers inherit the loaded pack, and callers need no `__main__` guard.
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(method)
         with ProcessPoolExecutor(
             max_workers=n_workers, mp_context=ctx, initializer=_init_worker, initargs=(dirs,)
         ) as pool:
-            for index, found in zip(heavy, pool.map(_work, [files[i] for i in heavy], chunksize=2)):
+            for index, found in zip(heavy, pool.map(_work, [files[i] for i in heavy], chunksize=2), strict=True):
                 results[index] = found
     else:
         for index in heavy:

@@ -28,7 +28,7 @@ class Debugger(Rule):
 process on its first request, waiting on a terminal nobody is watching. Calls are matched by
 what they resolve to (`from pdb import set_trace as st; st()` is caught). A class that extends
 `pdb.Pdb` (a debugger helper the package ships on purpose) is not flagged for importing pdb."""
-    PREFILTER = re.compile(rb"breakpoint|\b(?:i?pdb|pudb|IPython)\b|set_trace|post_mortem")
+    PREFILTER = (b"breakpoint", b"pdb", b"pudb", b"IPython", b"set_trace", b"post_mortem")
 
     VALID = [
         "import pdb\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n",

@@ -29,6 +29,18 @@ def _disabled(test: cst.BaseExpression) -> str | None:
     return None
 
 
+def _generator_marker(node: cst.If) -> bool:
+    """`if False: yield` makes a function a generator; it guards nothing."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    small = [s for line in body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+    return (
+        node.orelse is None
+        and len(small) == len(body) == 1
+        and isinstance(small[0], cst.Expr)
+        and isinstance(small[0].value, cst.Yield)
+    )
+
+
 class DisabledGuard(Rule):
     ID = "disabled-guard"
     SEVERITY = Severity.HIGH
@@ -39,9 +51,12 @@ use_fp8:`, `if 0:`, `if True or is_supported(...)`, `assert True`. The check is 
 read, but it no longer runs, and the path it protected (an FP8 guard, a shape check) is now
 silently taken for every model. `if True:`/`while True:` alone are not flagged: they disable
 nothing."""
-    PREFILTER = re.compile(
-        rb"\b(?:if|elif|assert)\b[ \t(]*(?:False|0)\b|\b(?:if|elif)\b[ \t(]*(?:True|1)[ \t)]+or\b"
-        rb"|\bassert\b[ \t(]*(?:True|1)\b|\band[ \t(]+False\b|\bor[ \t(]+True\b"
+    PREFILTER = (
+        re.compile(rb"if[ \t(]*(?:False|0)[ \t)]*(?::|and\b)"),
+        re.compile(rb"if[ \t(]*(?:True|1)[ \t)]+or\b"),
+        re.compile(rb"assert[ \t(]*(?:True|1)\b"),
+        re.compile(rb"and[ \t(]+False\b"),
+        re.compile(rb"or[ \t(]+True\b"),
     )
 
     VALID = [
@@ -50,6 +65,7 @@ nothing."""
         "if x == 0:\n    pass\n",
         "assert x.shape[0] == n, 'bad shape'\n",
         "if TYPE_CHECKING:\n    import torch\n",
+        "async def empty():\n    if False:\n        yield\n",
     ]
     INVALID = [
         Example(code="if False and use_fp8:\n    x = quantize(x)\n", line=1),
@@ -61,7 +77,7 @@ nothing."""
 
     def visit_If(self, node: cst.If) -> None:
         reason = _disabled(node.test)
-        if reason:
+        if reason and not _generator_marker(node):
             self.report(node.test, reason)
 
     def visit_Assert(self, node: cst.Assert) -> None:

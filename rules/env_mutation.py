@@ -27,7 +27,13 @@ Setting `os.environ[...]` or calling `os.putenv` inside an installed package cha
 for the whole process and every child it starts, far from where the operator looks for
 configuration (the unit file, the launcher). Patches that force `CUDA_VISIBLE_DEVICES`, NCCL or
 attention-backend variables this way outlive the debugging session that needed them."""
-    PREFILTER = re.compile(rb"putenv|unsetenv|\benviron\b")
+    PREFILTER = (
+        b"putenv",
+        b"unsetenv",
+        re.compile(rb"environ[ \t]*(?:\[[^\]\n]*\][ \t]*(?:=[^=]|[-+|]=)|\.(?:update|setdefault|pop|clear|__))"),
+        re.compile(rb"del\b[^\n]*environ"),
+        re.compile(rb"import[^\n]*\benviron\b"),
+    )
 
     VALID = [
         "import os\nvalue = os.environ.get('HOME')\n",

@@ -21,7 +21,11 @@ debug artifact: library code gets its output paths from its caller. A write to a
 is medium; it is high inside a forward function (it runs on every step) or when the path is
 under /tmp, /var/tmp or /dev/shm (a dump). Writes to paths computed from arguments are not
 flagged, nor are reads."""
-    PREFILTER = re.compile(rb"""(['"])[wax][bt+]*\1|write_(?:text|bytes)""")
+    PREFILTER = (
+        b"write_text",
+        b"write_bytes",
+        re.compile(rb"""open\((?:[^;]{0,300}?)(['"])[rwxab]*[wax+][bt+]*\1""", re.DOTALL),
+    )
 
     VALID = [
         "with open(path, 'w') as fh:\n    fh.write(text)\n",

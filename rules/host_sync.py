@@ -19,7 +19,26 @@ class HostSync(Rule):
 and copy to the host. In a model's `forward` they stall the pipeline on every step and break
 CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
 forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
-    PREFILTER = re.compile(rb"def[ \t]+(?:_*forward|__call__)(?:.|\n)*?(?:\.(?:item|cpu|tolist)\(\)|synchronize)")
+    PREFILTER = (b".item()", b".cpu()", b".tolist()", b"synchronize")
+    FORWARD = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(?:_*forward\w*|__call__)[ \t]*\(", re.MULTILINE)
+
+    @classmethod
+    def prefilter(cls, data: bytes) -> bool:
+        # A sync call inside the text of a forward function: from its `def` to the next line
+        # indented no deeper than the `def`.
+        if not super().prefilter(data):
+            return False
+        for match in cls.FORWARD.finditer(data):
+            indent = len(match.group(1))
+            end = len(data)
+            closing = re.compile(rb"^[ \t]{0,%d}[^ \t\n#)\]]" % indent, re.MULTILINE)
+            following = closing.search(data, data.find(b"\n", match.end()) + 1)
+            if following is not None:
+                end = following.start()
+            body = data[match.end() : end]
+            if any(token in body for token in cls.PREFILTER):  # type: ignore[union-attr]
+                return True
+        return False
 
     VALID = [
         "def load_weights(self, w):\n    return w.cpu()\n",

@@ -16,7 +16,7 @@ Library code reports through logging; a bare `print()` in an installed package i
 debug output from a hand patch. On a serving host it floods the journal and, in a hot path,
 costs a host round-trip per call. `print` in `__main__.py` or under
 `if __name__ == "__main__":` is a command-line entry point and is not flagged."""
-    PREFILTER = re.compile(rb"\bprint\b")
+    PREFILTER = re.compile(rb"print[ \t]*\(")
 
     VALID = [
         "import logging\nlogging.getLogger(__name__).info('x')\n",

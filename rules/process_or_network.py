@@ -49,9 +49,12 @@ class ProcessOrNetwork(Rule):
 code run with the service's privileges and network access. A patch that shells out (to
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
 uses such calls elsewhere. Calls are matched by what they resolve to."""
-    PREFILTER = re.compile(
-        rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|http\.client)\b"
-        rb"|\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawn)\b"
+    # Every match needs an import of one of these modules (or of os), so imports are the filter.
+    PREFILTER = (
+        re.compile(rb"import[ \t]+[^\n#]*\b(?:subprocess|socket|requests|httpx|aiohttp|urllib|http)\b"),
+        re.compile(rb"from[ \t]+(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"),
+        re.compile(rb"os\.(?:system|popen|exec\w*|spawn\w*|posix_spawn)\b"),
+        re.compile(rb"from[ \t]+os[ \t]+import[ \t]*(?:\(|[^\n]*\b(?:system|popen|exec|spawn|posix_spawn))"),
     )
 
     VALID = [

@@ -7,6 +7,7 @@ import libcst as cst
 from patchaudit.rule import Example, Rule, Severity, literal_string
 
 COUNT_NAME = re.compile(r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^batch_size$|^bsz$|^seq_len$")
+LEN_OF = re.compile(r"token|ids$|seq|req|prompt|batch", re.IGNORECASE)
 SIDE_EFFECT_CALLS = (
     "builtins.print",
     "builtins.open",
@@ -73,7 +74,34 @@ spellings of a count: `x.shape[0]`, `x.size(0)`, `len(x)`, `x.numel()`, and name
 `num_tokens`, `num_actual_tokens`, `batch_size`, on either side of `==`. Comparisons with 0 or 1
 are ordinary guards and are not flagged. The finding is high when the branch has side effects
 (I/O, a save, print, global or environment state), medium otherwise."""
-    PREFILTER = re.compile(rb"==[ \t(]*(?:[2-9]|[1-9][0-9_]+)\b|\b(?:[2-9]|[1-9][0-9_]+)[ \t)]*==")
+    PREFILTER = re.compile(rb"==")
+    MAGIC = re.compile(rb"==[ \t(]*(?:[2-9]|[1-9][0-9_]+)\b|\b(?:[2-9]|[1-9][0-9_]+)[ \t)]*==")
+    COUNT = re.compile(
+        rb"shape\[0\]|size\(0\)|numel\(\)|(?:num|n|total)_\w|batch_size|bsz|seq_len"
+        rb"|len\([^)\n]*(?i:token|ids|seq|req|prompt|batch)"
+    )
+
+    # Lines that cannot hold an `if`/`while` test: assertions, returns, comments, assignments.
+    NOT_A_TEST = re.compile(rb"[ \t]*(?:assert\b|return\b|yield\b|#|[\w.\[\]]+[ \t]*(?::[^=\n]*)?=[^=])")
+    MODULO = re.compile(rb"%[ \t]*\w+")
+
+    @classmethod
+    def prefilter(cls, data: bytes) -> bool:
+        # Lines with `== <magic number>` that also spell a count; looser than the rule.
+        end = 0
+        for match in cls.PREFILTER.finditer(data):
+            if match.start() < end:
+                continue
+            start = data.rfind(b"\n", 0, match.start()) + 1
+            end = data.find(b"\n", match.end())
+            end = len(data) if end < 0 else end
+            line = data[start:end]
+            if cls.NOT_A_TEST.match(line):
+                continue
+            line = cls.MODULO.sub(b"", line)
+            if cls.MAGIC.search(line) and cls.COUNT.search(line):
+                return True
+        return False
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",
@@ -81,6 +109,8 @@ are ordinary guards and are not flagged. The finding is high when the branch has
         "if x.dim() == 2:\n    x = x.unsqueeze(0)\n",
         "if mode == 5:\n    print('mode five')\n",
         "if num_tokens > 8192:\n    chunk()\n",
+        "if len(args) == 2:\n    print(args)\n",
+        "if x.shape[0] % 16 == 0:\n    print('aligned')\n",
     ]
     INVALID = [
         Example(
@@ -97,6 +127,7 @@ are ordinary guards and are not flagged. The finding is high when the branch has
             line=2,
             severity=Severity.HIGH,
         ),
+        Example(code="if (\n    num_tokens == 5\n    and rank == 0\n):\n    print(1)\n", severity=Severity.HIGH),
         Example(code="while hidden.numel() == 4096:\n    global seen\n    seen = 1\n", severity=Severity.HIGH),
     ]
 
@@ -117,7 +148,11 @@ are ordinary guards and are not flagged. The finding is high when the branch has
             elif isinstance(func, cst.Attribute) and func.attr.value == "numel" and not node.args:
                 code = ".numel()"
             elif self.resolves_to(node, "builtins.len") and len(node.args) == 1:
-                code = "len()"
+                # len() of anything is too common a guard (`len(args) == 2`): only counts of tokens,
+                # ids, sequences, requests or batches.
+                arg = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
+                if LEN_OF.search(arg.rsplit(".", 1)[-1]):
+                    code = f"len({arg})"
         elif isinstance(node, cst.Name) and COUNT_NAME.match(node.value):
             code = node.value
         elif isinstance(node, cst.Attribute) and COUNT_NAME.match(node.attr.value):

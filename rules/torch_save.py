@@ -31,7 +31,25 @@ branch it only fires on rare inputs. Calls are matched by what they resolve to, 
 It is high when the destination is a literal path (`"/tmp/x.pt"`, an f-string, `Path("...")`)
 or when the call sits in a forward function; elsewhere (a save utility that takes its path from
 the caller) it is medium."""
-    PREFILTER = re.compile(rb"\b(?:save|savez|savez_compressed|savetxt|save_file|dump)\b")
+    MODULES = rb"(?:torch|numpy|pickle|cloudpickle|joblib|safetensors\.torch)"
+    FUNCS = rb"(?:save|savez|savez_compressed|savetxt|save_file|dump)"
+    PREFILTER = (
+        re.compile(rb"from[ \t]+" + MODULES + rb"[ \t]+import[ \t]*(?:\([^)]*|[^\n]*)\b" + FUNCS + rb"\b"),
+    )
+    MODULE_ALIAS = re.compile(rb"import[ \t]+" + MODULES + rb"(?:[ \t]+as[ \t]+(\w+))?")
+    CALL = re.compile(rb"(\w+)\." + FUNCS + rb"[ \t]*\(")
+
+    @classmethod
+    def prefilter(cls, data: bytes) -> bool:
+        # A saver is reached through `from torch import save` or through a module alias.
+        if super().prefilter(data):
+            return True
+        aliases = set()
+        for match in cls.MODULE_ALIAS.finditer(data):
+            aliases.add(match.group(1) or match.group(0).split()[-1].split(b".")[0])
+        if not aliases:
+            return False
+        return any(m.group(1) in aliases for m in cls.CALL.finditer(data))
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
