@@ -36,8 +36,9 @@ the caller) it is medium."""
     PREFILTER = (
         re.compile(rb"from[ \t]+" + MODULES + rb"[ \t]+import[ \t]*(?:\([^)]*|[^\n]*)\b" + FUNCS + rb"\b"),
     )
-    MODULE_ALIAS = re.compile(rb"import[ \t]+" + MODULES + rb"(?:[ \t]+as[ \t]+(\w+))?")
-    CALL = re.compile(rb"(\w+)\." + FUNCS + rb"[ \t]*\(")
+    MODULE_ALIAS = re.compile(rb"import[ \t]+(?:safetensors|" + MODULES + rb")(?:[ \t]+as[ \t]+(\w+))?")
+    CALL = re.compile(rb"\." + FUNCS + rb"[ \t]*\(")
+    HEAD = re.compile(rb"(\w+)(?:\.\w+)*$")
 
     @classmethod
     def prefilter(cls, data: bytes) -> bool:
@@ -49,7 +50,11 @@ the caller) it is medium."""
             aliases.add(match.group(1) or match.group(0).split()[-1].split(b".")[0])
         if not aliases:
             return False
-        return any(m.group(1) in aliases for m in cls.CALL.finditer(data))
+        for match in cls.CALL.finditer(data):
+            head = cls.HEAD.search(data, max(0, match.start() - 200), match.start())
+            if head is not None and head.group(1) in aliases:
+                return True
+        return False
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
@@ -66,6 +71,7 @@ the caller) it is medium."""
             severity=Severity.HIGH,
         ),
         Example(code="import numpy as np\nnp.save('/tmp/logits.npy', logits)\n", severity=Severity.HIGH),
+        Example(code="import safetensors\nsafetensors.torch.save_file(t, '/tmp/t.st')\n", severity=Severity.HIGH),
         Example(
             code="import pickle\n\ndef dump_state(obj, fh):\n    pickle.dump(obj, fh)\n",
             severity=Severity.MEDIUM,
