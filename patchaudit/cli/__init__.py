@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "diff": "patchaudit.cli.diff:diff",
     "revert": "patchaudit.cli.revert:revert",
     "quarantine": "patchaudit.cli.quarantine:quarantine",
+    "rules": "patchaudit.cli.rules:rules",
 }
 
 

@@ -1,0 +1,73 @@
+"""`patchaudit rules list|explain|test`: the hazard rule pack and a user's own rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS
+
+_RULES_OPTION = click.option(
+    "--rules",
+    "rule_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="A directory of user rules to add to the built-in pack (repeatable).",
+)
+
+
+@click.group()
+def rules() -> None:
+    """The hazard rules: what each one catches, and a check of a pack's own examples."""
+
+
+@rules.command("list")
+@_RULES_OPTION
+def list_(rule_dirs: tuple[Path, ...]) -> int:
+    """One line per rule: id, default severity, message."""
+    from patchaudit.hazards import load_rules
+
+    for rule in load_rules(rule_dirs):
+        click.echo(f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}")
+    return EXIT_CLEAN
+
+
+@rules.command("explain")
+@click.argument("rule_id")
+@_RULES_OPTION
+def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
+    """What RULE_ID catches, why it matters, and its examples."""
+    from patchaudit.errors import PatchAuditError
+    from patchaudit.hazards import load_rules
+    from patchaudit.rule import Example
+
+    found = {r.ID: r for r in load_rules(rule_dirs)}
+    rule = found.get(rule_id)
+    if rule is None:
+        raise PatchAuditError(f"no rule {rule_id!r}", hint="`patchaudit rules list` shows the ids")
+    click.echo(f"{rule.ID} ({rule.SEVERITY.value}): {rule.MESSAGE}\n")
+    click.echo(rule.EXPLANATION.strip() + "\n")
+    for title, examples in (("Flagged", rule.INVALID), ("Not flagged", rule.VALID)):
+        click.echo(f"{title}:")
+        for example in examples:
+            code = example.code if isinstance(example, Example) else example
+            click.echo("    " + code.rstrip("\n").replace("\n", "\n    "))
+            click.echo("    ---")
+    return EXIT_CLEAN
+
+
+@rules.command("test")
+@click.argument("directory", required=False, type=click.Path(path_type=Path, file_okay=False))
+def test(directory: Path | None) -> int:
+    """Run a pack's own VALID/INVALID examples (default: the built-in pack); exit 1 on a failure."""
+    from patchaudit.hazards import load_rules, run_examples
+
+    pack = load_rules([directory], builtin=False) if directory is not None else load_rules()
+    results = run_examples(pack)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        where = f"{result.kind.upper()}[{result.index}]" if result.index >= 0 else result.kind.upper()
+        click.echo(f"FAIL {result.rule} {where}: {result.problem}")
+    click.echo(f"{len(pack)} rules, {len(results) - len(failed)} passed, {len(failed)} failed")
+    return EXIT_PROBLEMS if failed else EXIT_CLEAN
