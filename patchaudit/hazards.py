@@ -338,7 +338,7 @@ def _parse_error_hit(message: str, line: int = 1) -> Hit:
     )
 
 
-def _run_rules(file: SourceFile, rules: Sequence[type[Rule]]) -> tuple[list[Hit], str]:
+def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, exact: bool = False) -> tuple[list[Hit], str]:
     """Raw hits for one file, and its decoded text."""
     data = file.installed
     text = _decode(data)
@@ -369,6 +369,7 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]]) -> tuple[list[Hit]
     context = FileContext(
         path=file.path,
         wrapper=MetadataWrapper(module, unsafe_skip_copy=True),
+        exact=exact,
     )
     context.imports, context.rebound = _import_table(data)
     visitors: list[cst.BatchableCSTVisitor] = [_Tracker(context)]
@@ -405,9 +406,13 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]]) -> tuple[list[Hit]
     return hits, text
 
 
-def check_file(file: SourceFile, rules: Sequence[type[Rule]]) -> list[Finding]:
-    """Findings for one file, suppressions applied, before severity overrides."""
-    hits, text = _run_rules(file, rules)
+def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, exact: bool = False) -> list[Finding]:
+    """Findings for one file, suppressions applied, before severity overrides.
+
+    exact=True resolves every name through libcst's QualifiedNameProvider instead of the
+    import-table shortcut; the results are the same, only slower (the tests check that).
+    """
+    hits, text = _run_rules(file, rules, exact=exact)
     ignores = _ignores(text) if b"patchaudit:" in file.installed else {}
     used: set[tuple[int, str]] = set()
     suppressed: list[bool] = []

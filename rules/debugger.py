@@ -1,6 +1,5 @@
 """debugger: a breakpoint or a debugger import left in installed code."""
 
-import re
 
 import libcst as cst
 

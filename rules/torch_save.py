@@ -33,9 +33,7 @@ or when the call sits in a forward function; elsewhere (a save utility that take
 the caller) it is medium."""
     MODULES = rb"(?:torch|numpy|pickle|cloudpickle|joblib|safetensors\.torch)"
     FUNCS = rb"(?:save|savez|savez_compressed|savetxt|save_file|dump)"
-    PREFILTER = (
-        re.compile(rb"from[ \t]+" + MODULES + rb"[ \t]+import[ \t]*(?:\([^)]*|[^\n]*)\b" + FUNCS + rb"\b"),
-    )
+    PREFILTER = (re.compile(rb"from[ \t]+" + MODULES + rb"[ \t]+import[ \t]*(?:\([^)]*|[^\n]*)\b" + FUNCS + rb"\b"),)
     MODULE_ALIAS = re.compile(rb"import[ \t]+(?:safetensors|" + MODULES + rb")(?:[ \t]+as[ \t]+(\w+))?")
     CALL = re.compile(rb"\." + FUNCS + rb"[ \t]*\(")
     HEAD = re.compile(rb"(\w+)(?:\.\w+)*$")
