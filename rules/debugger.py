@@ -16,6 +16,7 @@ DEBUGGER_CALLS = (
     "IPython.embed",
 )
 DEBUGGER_MODULES = {"pdb", "ipdb", "pudb"}
+ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall"}
 
 
 class Debugger(Rule):
@@ -25,12 +26,14 @@ class Debugger(Rule):
     EXPLANATION = """\
 `breakpoint()`, `pdb.set_trace()` or an `import pdb`/`ipdb` in installed code stops a serving
 process on its first request, waiting on a terminal nobody is watching. Calls are matched by
-what they resolve to (`from pdb import set_trace as st; st()` is caught). A class that extends
-`pdb.Pdb` (a debugger helper the package ships on purpose) is not flagged for importing pdb."""
+what they resolve to (`from pdb import set_trace as st; st()` is caught). A module that uses
+pdb as a library (`pdb.Pdb`, a class extending it: a debugger helper the package ships on
+purpose) is not flagged for importing it; its breakpoint calls still are."""
     PREFILTER = (b"breakpoint", b"pdb", b"pudb", b"IPython", b"set_trace", b"post_mortem")
 
     VALID = [
         "import pdb\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n",
+        "import pdb\n\nold_init = pdb.Pdb.__init__\n",
         "def breakpoint_count(xs):\n    return len(xs)\n",
         "import logging\nlogging.getLogger(__name__).debug('x')\n",
         "class Helper:\n    def set_trace(self):\n        pass\n\nHelper().set_trace()\n",
@@ -49,7 +52,7 @@ what they resolve to (`from pdb import set_trace as st; st()` is caught). A clas
 
     def visit_Module(self, node: cst.Module) -> None:
         self._imports: list[tuple[cst.CSTNode, str]] = []
-        self._extends_pdb = False
+        self._tooling = False
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -61,15 +64,21 @@ what they resolve to (`from pdb import set_trace as st; st()` is caught). A clas
         if node.module is None or node.relative:
             return
         name = cst.helpers.get_full_name_for_node(node.module) or ""
-        if name.split(".")[0] in DEBUGGER_MODULES:
+        if name.split(".")[0] not in DEBUGGER_MODULES:
+            return
+        names = node.names if not isinstance(node.names, cst.ImportStar) else ()
+        if any(alias.name.value not in ENTRY_POINTS for alias in names if isinstance(alias.name, cst.Name)):
+            self._tooling = True  # `from pdb import Pdb`: building a debugger helper
+        else:
             self._imports.append((node, name))
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if any(self.resolves_to(base.value, ("pdb.Pdb", "ipdb.*")) for base in node.bases):
-            self._extends_pdb = True
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        # `pdb.Pdb`, `pdb.Pdb.__init__`: the module is used as a library, not to stop here.
+        if node.attr.value not in ENTRY_POINTS and self.resolves_to(node, ("pdb.*", "ipdb.*", "pudb.*")):
+            self._tooling = True
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if self._extends_pdb:
+        if self._tooling:
             return
         for node, name in self._imports:
             self.report(node, f"imports the debugger {name}")

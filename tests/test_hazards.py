@@ -1,0 +1,218 @@
+"""The hazard engine: change mapping, suppressions, parse errors, precision, cache, workers."""
+
+from __future__ import annotations
+
+import email
+import json
+import sys
+from pathlib import Path
+
+import click
+import packaging
+
+from patchaudit.hazards import (
+    SourceFile,
+    check_file,
+    check_files,
+    load_rules,
+    pth_executable_lines,
+)
+from patchaudit.report import Severity
+
+VENDOR = b'''import torch
+
+
+def save_checkpoint(model, path):
+    torch.save(model.state_dict(), path)
+
+
+class Attention:
+    def forward(self, x, num_tokens):
+        if x.dtype == "fp8":
+            raise NotImplementedError("fp8 is not supported here")
+        return x
+'''
+
+PATCHED = b'''import torch
+
+
+def save_checkpoint(model, path):
+    torch.save(model.state_dict(), path)
+
+
+class Attention:
+    def forward(self, x, num_tokens):
+        if x.dtype == "fp8":
+            print("fp8, carrying on")
+        if num_tokens == 5:
+            torch.save(x, "/tmp/attn.pt")
+        return x
+'''
+
+
+def _by_rule(findings):
+    return sorted((f.rule, f.line, f.severity.value) for f in findings)
+
+
+def test_patch_is_blamed_not_the_vendor() -> None:
+    found = check_files([SourceFile(path="m/attn.py", installed=PATCHED, pristine=VENDOR)])
+    assert _by_rule(found) == [
+        ("print-call", 11, "low"),
+        ("removed-guard", 11, "high"),
+        ("token-count-branch", 12, "high"),
+        ("torch-save", 13, "high"),
+    ]
+    assert all(f.in_change and f.path == "m/attn.py" for f in found)
+    # The vendor's own torch.save on line 5 is outside the change: not reported.
+    assert not any(f.line == 5 for f in found)
+
+
+def test_without_pristine_every_finding_counts_as_changed() -> None:
+    found = check_files([SourceFile(path="m/attn.py", installed=PATCHED, pristine=None)])
+    assert ("torch-save", 5, "medium") in _by_rule(found)
+    assert "removed-guard" not in {f.rule for f in found}  # needs pristine bytes
+    assert all(f.in_change for f in found)
+
+
+def test_all_files_mode_reports_but_not_as_change() -> None:
+    found = check_files([SourceFile(path="m/attn.py", installed=PATCHED, pristine=VENDOR, drifted=False)])
+    assert ("torch-save", 5, "medium") in _by_rule(found)
+    assert all(not f.in_change for f in found)
+    assert "removed-guard" not in {f.rule for f in found}
+
+
+def test_aliases_resolve_and_shadowing_does_not_fool_the_rules() -> None:
+    code = b"""import torch as t
+from torch import save as s
+import numpy as np
+
+t.save(x, "/tmp/a.pt")
+s(x, "/tmp/b.pt")
+
+
+def f(print, np):
+    print("not the builtin")
+    np.save("/tmp/c.npy", x)
+"""
+    found = check_files([SourceFile(path="p.py", installed=code, pristine=None)])
+    assert _by_rule(found) == [("torch-save", 5, "high"), ("torch-save", 6, "high")]
+
+
+def test_suppression_on_line_and_statement_first_line() -> None:
+    code = b"""import torch
+torch.save(x, "/tmp/a.pt")  # patchaudit: ignore[torch-save] needed for the repro, ticket 12
+torch.save(  # patchaudit: ignore[torch-save] multi-line call
+    x,
+    "/tmp/b.pt",
+)
+print("x")  # patchaudit: ignore[torch-save] wrong rule
+"""
+    found = check_files([SourceFile(path="p.py", installed=code, pristine=None)])
+    rows = sorted((f.rule, f.line, f.suppressed, f.severity.value) for f in found)
+    assert rows == [
+        ("print-call", 7, False, "low"),
+        ("torch-save", 2, True, "high"),
+        ("torch-save", 3, True, "high"),
+        ("unused-ignore", 7, False, "low"),
+    ]
+
+
+def test_files_that_do_not_parse_give_a_finding_not_a_crash() -> None:
+    files = [
+        SourceFile(path="a/syntax.py", installed=b"def f(:\n    pass\n", pristine=None),
+        SourceFile(path="a/latin.py", installed=b"x = '\xff\xfe caf\xe9'\n", pristine=None),
+        SourceFile(path="a/binary.py", installed=b"\x7fELF\x02\x01\x01\x00\x00\x00" * 20, pristine=None),
+        SourceFile(path="a/vendor_binary.py", installed=b"\x00\x01print(", pristine=None, drifted=False),
+    ]
+    found = check_files(files)
+    assert {f.path for f in found if f.rule == "parse-error"} == {f.path for f in files}
+    assert all(f.severity is Severity.MEDIUM for f in found)
+
+
+def test_pth_lines_that_run_code() -> None:
+    text = "/opt/lib\nimport sys\n  import os\nimport\tos; os.environ['A']='1'\n# import x\nimportlib\n"
+    assert pth_executable_lines(text) == [2, 4]
+    found = check_files([SourceFile(path="hotfix.pth", installed=text.encode(), pristine=None)])
+    assert [(f.rule, f.line) for f in found] == [("startup-hook", 2), ("startup-hook", 4)]
+
+
+def test_severity_overrides_apply_to_every_rule() -> None:
+    found = check_files(
+        [SourceFile(path="m/attn.py", installed=PATCHED, pristine=VENDOR)],
+        severity_overrides={"print-call": Severity.HIGH, "torch-save": Severity.INFO},
+    )
+    severities = {f.rule: f.severity for f in found}
+    assert severities["print-call"] is Severity.HIGH
+    assert severities["torch-save"] is Severity.INFO
+
+
+def test_cache_returns_the_same_findings(tmp_path: Path) -> None:
+    files = [SourceFile(path="m/attn.py", installed=PATCHED, pristine=VENDOR)]
+    first = check_files(files, cache_dir=tmp_path)
+    assert list(tmp_path.rglob("*.json"))
+    # A cached entry is what the second run returns: make that visible by editing it.
+    (entry,) = tmp_path.rglob("*.json")
+    rows = json.loads(entry.read_text())
+    assert len(rows) == len(first)
+    assert check_files(files, cache_dir=tmp_path) == first
+    other = [SourceFile(path="m/attn.py", installed=PATCHED + b"\n", pristine=VENDOR)]
+    assert len(check_files(other, cache_dir=tmp_path)) == len(first)
+    assert len(list(tmp_path.rglob("*.json"))) == 2
+
+
+def _package_files(package) -> list[SourceFile]:
+    root = Path(package.__file__).parent
+    return [
+        SourceFile(path=p.relative_to(root.parent).as_posix(), installed=p.read_bytes(), pristine=None, drifted=False)
+        for p in sorted(root.rglob("*.py"))
+    ]
+
+
+PRECISION_CORPUS = _package_files(json) + _package_files(email) + _package_files(click) + _package_files(packaging)
+
+
+def test_precision_no_high_on_pristine_real_packages() -> None:
+    found = check_files(PRECISION_CORPUS, workers=2)
+    highs = [f"{f.path}:{f.line} {f.rule}" for f in found if f.severity is Severity.HIGH]
+    assert highs == []
+    # The pack still sees real code: the CLI library prints, that is its job.
+    assert any(f.rule == "print-call" for f in found) or any(f.rule == "process-or-network" for f in found)
+
+
+def test_pool_and_serial_agree() -> None:
+    drifted = [
+        SourceFile(path=f"{f.path}", installed=f.installed, pristine=None) for f in PRECISION_CORPUS
+    ]
+    assert check_files(drifted, workers=2) == check_files(drifted, workers=1)
+
+
+def test_import_table_shortcut_matches_qualified_name_provider() -> None:
+    rules = load_rules()
+    corpus = PRECISION_CORPUS + [
+        SourceFile(path="m/attn.py", installed=PATCHED, pristine=None),
+        SourceFile(
+            path="m/shadow.py",
+            installed=b"import os\nimport torch as print\nprint.save(1, '/tmp/x')\n"
+            b"def f(os):\n    os.system('x')\nos = None\n",
+            pristine=None,
+        ),
+    ]
+    for file in corpus:
+        assert check_file(file, rules) == check_file(file, rules, exact=True), file.path
+
+
+def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:
+    pack = tmp_path / "buggy"
+    pack.mkdir()
+    (pack / "buggy.py").write_text(
+        "import libcst as cst\nfrom patchaudit.rule import Rule, Severity\n\n"
+        "class Buggy(Rule):\n    ID = 'buggy'\n    SEVERITY = Severity.LOW\n    MESSAGE = 'm'\n"
+        "    EXPLANATION = 'e'\n\n    def visit_Call(self, node: cst.Call) -> None:\n        raise KeyError('boom')\n"
+    )
+    found = check_files([SourceFile(path="x.py", installed=b"f()\n", pristine=None)], rule_dirs=[pack])
+    assert [(f.rule, f.severity) for f in found] == [("rule-error", Severity.LOW)]
+    assert "KeyError" in found[0].message
+
+
+def test_module_is_importable_without_ui_libraries() -> None:
+    assert "rich" not in {m.split(".")[0] for m in sys.modules if m.startswith("patchaudit")}
