@@ -19,7 +19,7 @@ from patchaudit.hazards import (
 )
 from patchaudit.report import Severity
 
-VENDOR = b'''import torch
+VENDOR = b"""import torch
 
 
 def save_checkpoint(model, path):
@@ -31,9 +31,9 @@ class Attention:
         if x.dtype == "fp8":
             raise NotImplementedError("fp8 is not supported here")
         return x
-'''
+"""
 
-PATCHED = b'''import torch
+PATCHED = b"""import torch
 
 
 def save_checkpoint(model, path):
@@ -47,7 +47,7 @@ class Attention:
         if num_tokens == 5:
             torch.save(x, "/tmp/attn.pt")
         return x
-'''
+"""
 
 
 def _by_rule(findings):
@@ -180,15 +180,16 @@ def test_precision_no_high_on_pristine_real_packages() -> None:
 
 
 def test_pool_and_serial_agree() -> None:
-    drifted = [
-        SourceFile(path=f"{f.path}", installed=f.installed, pristine=None) for f in PRECISION_CORPUS
-    ]
-    assert check_files(drifted, workers=2) == check_files(drifted, workers=1)
+    drifted = [SourceFile(path=f"m/attn{i}.py", installed=PATCHED, pristine=VENDOR) for i in range(40)]
+    drifted += [SourceFile(path=f.path, installed=f.installed, pristine=None) for f in _package_files(json)]
+    pooled = check_files(drifted, workers=2)
+    assert pooled == check_files(drifted, workers=1)
+    assert len({f.path for f in pooled if f.rule == "torch-save"}) == 40
 
 
 def test_import_table_shortcut_matches_qualified_name_provider() -> None:
     rules = load_rules()
-    corpus = PRECISION_CORPUS + [
+    corpus = _package_files(click) + [
         SourceFile(path="m/attn.py", installed=PATCHED, pristine=None),
         SourceFile(
             path="m/shadow.py",
