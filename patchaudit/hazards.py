@@ -181,7 +181,7 @@ class _Tracker(cst.BatchableCSTVisitor):
     def _push(self, node: cst.CSTNode) -> None:
         self.context.stmts.append(node)
 
-    def _pop(self, node: cst.CSTNode) -> None:
+    def _pop(self, original_node: cst.CSTNode) -> None:
         self.context.stmts.pop()
 
     visit_SimpleStatementLine = _push
@@ -575,14 +575,14 @@ def check_files(
             results[index] = check_file(files[index], rules)
     if cache_dir is not None:
         for index in todo:
-            found = results[index]
-            assert found is not None
-            _cache_write(cache_dir, keys[index], found)
+            fresh = results[index]
+            assert fresh is not None
+            _cache_write(cache_dir, keys[index], fresh)
     overrides = dict(severity_overrides or {})
     out: list[Finding] = []
-    for found in results:
-        assert found is not None
-        for finding in found:
+    for per_file in results:
+        assert per_file is not None
+        for finding in per_file:
             if finding.rule in overrides:
                 finding = _with_severity(finding, overrides[finding.rule])
             out.append(finding)

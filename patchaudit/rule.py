@@ -244,10 +244,7 @@ def _match(qname: str, wanted: tuple[str, ...]) -> str | None:
 
 def literal_string(node: cst.BaseExpression) -> str | None:
     """The value of a plain string literal (or the literal parts of an f-string), else None."""
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     if isinstance(node, cst.FormattedString):

@@ -1,6 +1,5 @@
 """debugger: a breakpoint or a debugger import left in installed code."""
 
-
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity

@@ -43,9 +43,9 @@ class _SideEffects(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.rule.resolves_to(node, SIDE_EFFECT_CALLS)
-        if name is None and isinstance(node.func, cst.Attribute):
-            if node.func.attr.value in SIDE_EFFECT_METHODS:
-                name = "." + node.func.attr.value + "()"
+        func = node.func
+        if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
+            name = "." + func.attr.value + "()"
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
 
@@ -57,9 +57,9 @@ class _SideEffects(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Subscript):
-                if self.rule.resolves_to(target.target.value, "os.environ"):
-                    self.found = self.found or "os.environ"
+            item = target.target
+            if isinstance(item, cst.Subscript) and self.rule.resolves_to(item.value, "os.environ"):
+                self.found = self.found or "os.environ"
 
 
 class TokenCountBranch(Rule):
@@ -136,9 +136,8 @@ are ordinary guards and are not flagged. The finding is high when the branch has
         if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):
             if node.value.attr.value == "shape" and len(node.slice) == 1:
                 index = node.slice[0].slice
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                    if index.value.value == "0":
-                        code = ".shape[0]"
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0":
+                    code = ".shape[0]"
         elif isinstance(node, cst.Call):
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(node.args) == 1:

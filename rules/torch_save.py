@@ -19,6 +19,9 @@ SAVERS = {
 }
 
 
+PATH_BUILDERS = ("pathlib.Path", "pathlib.PurePath", "os.path.join")
+
+
 class TorchSave(Rule):
     ID = "torch-save"
     SEVERITY = Severity.HIGH
@@ -58,7 +61,8 @@ the caller) it is medium."""
         "import torch\nstate = model.state_dict()\n",
         "import json\njson.dump(cfg, fh)\n",
         "class Saver:\n    def save(self, x):\n        return x\n\nSaver().save(1)\n",
-        "import torch\n\ndef save_checkpoint(obj, path):\n    torch.save(obj, path)  # patchaudit: ignore[torch-save] a public API\n",
+        "import torch\n\ndef save_checkpoint(obj, path):\n"
+        "    torch.save(obj, path)  # patchaudit: ignore[torch-save] a public API\n",
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -89,7 +93,6 @@ the caller) it is medium."""
     def _is_literal_path(self, node: cst.BaseExpression) -> bool:
         if literal_string(node) is not None:
             return True
-        if isinstance(node, cst.Call) and node.args:
-            if self.resolves_to(node, ("pathlib.Path", "pathlib.PurePath", "os.path.join")):
-                return literal_string(node.args[0].value) is not None
+        if isinstance(node, cst.Call) and node.args and self.resolves_to(node, PATH_BUILDERS):
+            return literal_string(node.args[0].value) is not None
         return False
