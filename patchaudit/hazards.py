@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from patchaudit.errors import InvalidRulePack
 from patchaudit.report import Finding, Severity
@@ -184,21 +184,6 @@ class _Tracker(cst.BatchableCSTVisitor):
     def _pop(self, original_node: cst.CSTNode) -> None:
         self.context.stmts.pop()
 
-    visit_SimpleStatementLine = _push
-    leave_SimpleStatementLine = _pop
-    visit_For = _push
-    leave_For = _pop
-    visit_While = _push
-    leave_While = _pop
-    visit_With = _push
-    leave_With = _pop
-    visit_Try = _push
-    leave_Try = _pop
-    visit_ClassDef = _push
-    leave_ClassDef = _pop
-    visit_Match = _push
-    leave_Match = _pop
-
     def visit_If(self, node: cst.If) -> None:
         self._push(node)
         is_main = _is_main_guard(node.test)
@@ -218,6 +203,24 @@ class _Tracker(cst.BatchableCSTVisitor):
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._pop(node)
         self.context.functions.pop()
+
+
+def _add_statement_hooks(cls: type[_Tracker]) -> None:
+    # libcst finds batched visitor methods by their __name__, so each gets a function of its own.
+    for kind in ("SimpleStatementLine", "For", "While", "With", "Try", "TryStar", "ClassDef", "Match"):
+
+        def visit(self: _Tracker, node: cst.CSTNode) -> None:
+            self.context.stmts.append(node)
+
+        def leave(self: _Tracker, original_node: cst.CSTNode) -> None:
+            self.context.stmts.pop()
+
+        visit.__name__, leave.__name__ = f"visit_{kind}", f"leave_{kind}"
+        setattr(cls, visit.__name__, visit)
+        setattr(cls, leave.__name__, leave)
+
+
+_add_statement_hooks(_Tracker)
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
@@ -377,7 +380,10 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, exact: bool = F
     try:
         cst.visit_batched(module, visitors)
         if context.pending:
-            positions = context.metadata(PositionProvider)
+            if exact or any(p.top is None for p in context.pending):
+                positions = context.metadata(PositionProvider)
+            else:
+                positions = _statement_positions(module, [p.top for p in context.pending])
             for p in context.pending:
                 start = positions[p.node].start  # type: ignore[attr-defined]
                 stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
@@ -404,6 +410,40 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, exact: bool = F
             )
         )
     return hits, text
+
+
+def _statement_positions(module: cst.Module, tops: list[cst.CSTNode | None]) -> dict[cst.CSTNode, object]:
+    """Positions of the nodes inside the given module-level statements only.
+
+    PositionProvider generates code for the whole module with position tracking, four times the
+    cost of plain code generation. Lines before a statement are counted from plain code instead,
+    and positions are tracked only inside the statements that hold a finding.
+    """
+    wanted = {id(t) for t in tops if t is not None}
+    out: dict[cst.CSTNode, object] = {}
+    line = sum(module.code_for_node(empty).count("\n") for empty in module.header)
+    for stmt in module.body:
+        code = module.code_for_node(stmt)
+        if id(stmt) in wanted:
+            wanted.discard(id(stmt))
+            mini = cst.Module(
+                body=[stmt],
+                header=[],
+                footer=[],
+                encoding=module.encoding,
+                default_indent=module.default_indent,
+                default_newline=module.default_newline,
+                has_trailing_newline=module.has_trailing_newline,
+            )
+            for node, r in MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider).items():
+                out[node] = CodeRange(
+                    CodePosition(r.start.line + line, r.start.column),
+                    CodePosition(r.end.line + line, r.end.column),
+                )
+            if not wanted:
+                break
+        line += code.count("\n")
+    return out
 
 
 def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, exact: bool = False) -> list[Finding]:

@@ -52,6 +52,7 @@ class Pending:
     severity: Severity
     node: cst.CSTNode
     stmt: cst.CSTNode | None
+    top: cst.CSTNode | None  # the module-level statement holding the node
     message: str
 
 
@@ -181,6 +182,7 @@ class Rule(cst.BatchableCSTVisitor):
                 severity=severity or self.SEVERITY,
                 node=node,
                 stmt=self.context.stmts[-1] if self.context.stmts else None,
+                top=self.context.stmts[0] if self.context.stmts else None,
                 message=message or self.MESSAGE,
             )
         )

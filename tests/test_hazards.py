@@ -106,6 +106,9 @@ torch.save(  # patchaudit: ignore[torch-save] multi-line call
     "/tmp/b.pt",
 )
 print("x")  # patchaudit: ignore[torch-save] wrong rule
+dumps = [  # patchaudit: ignore[torch-save] on the statement's first line
+    torch.save(y, "/tmp/c.pt"),
+]
 """
     found = check_files([SourceFile(path="p.py", installed=code, pristine=None)])
     rows = sorted((f.rule, f.line, f.suppressed, f.severity.value) for f in found)
@@ -113,6 +116,7 @@ print("x")  # patchaudit: ignore[torch-save] wrong rule
         ("print-call", 7, False, "low"),
         ("torch-save", 2, True, "high"),
         ("torch-save", 3, True, "high"),
+        ("torch-save", 9, True, "high"),
         ("unused-ignore", 7, False, "low"),
     ]
 
