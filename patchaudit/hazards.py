@@ -36,6 +36,7 @@ __all__ = [
     "pack_version",
     "pth_executable_lines",
     "ExampleResult",
+    "run_example",
     "run_examples",
     "PARSE_ERROR",
     "UNUSED_IGNORE",
