@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import FileState, StatCache, hash_many
-from patchaudit.record import Record, parse_record
+from patchaudit.record import Record, encode_digest, parse_record
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -30,6 +32,10 @@ CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
 
 # Startup hooks that environment managers write and no RECORD owns, recognised by content.
 _VIRTUALENV_PTH = "import _virtualenv"
+_SETUPTOOLS_DISTUTILS_PTH = re.compile(
+    r"import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os\.environ\.get\(var, '(local|stdlib)'\) == 'local'; "
+    r"enabled and __import__\('_distutils_hack'\)\.add_shim\(\);?"
+)
 _VIRTUALENV_MODULE_MARK = b'"""Patches that are applied at runtime to the virtual environment'
 
 
@@ -398,25 +404,31 @@ def _digest(path: Path) -> str | None:
 
 
 def _startup_hooks(env: Environment, ownership: _Ownership) -> tuple[list[Drift], list[Finding]]:
+    """Unowned .pth files with code and *customize modules, in every site directory.
+
+    Paths are relative to the first site directory, as RECORD paths are; hooks in the others are named
+    by absolute path, so two hooks of one name in two directories stay two entries.
+    """
     drift: list[Drift] = []
     findings: list[Finding] = []
-    for site_dir in env.site_dirs:
+    for index, site_dir in enumerate(env.site_dirs):
         try:
             names = sorted(os.listdir(site_dir))
         except OSError:
             continue
         hooks = [n for n in names if n.endswith(".pth") or n in CUSTOMIZE_MODULES]
-        for name in hooks:
-            path = site_dir / name
-            if path.is_dir() or ownership.owners(site_dir, name):
+        for bare in hooks:
+            path = site_dir / bare
+            if path.is_dir() or ownership.owners(site_dir, bare):
                 continue
+            name = bare if index == 0 else str(path)
             try:
                 data = path.read_bytes()
             except OSError:
                 continue
             text = data.decode("utf-8", "replace")
-            digest = _digest(path)
-            if name in CUSTOMIZE_MODULES:
+            digest = f"sha256={encode_digest(hashlib.sha256(data).digest())}"
+            if bare in CUSTOMIZE_MODULES:
                 lines = [1]
                 message = f"{name} runs in every process of this environment and no distribution owns it"
             else:
@@ -427,6 +439,10 @@ def _startup_hooks(env: Environment, ownership: _Ownership) -> tuple[list[Drift]
                 if _is_virtualenv_hook(site_dir, text):
                     module = _digest(site_dir / "_virtualenv.py")
                     message = f"virtualenv/uv startup hook (known; _virtualenv.py {module})"
+                    findings.append(_hook_finding(name, 1, Severity.INFO, message))
+                    continue
+                if _SETUPTOOLS_DISTUTILS_PTH.fullmatch(text.strip()):
+                    message = "setuptools' distutils shim (known), left by an install without RECORD"
                     findings.append(_hook_finding(name, 1, Severity.INFO, message))
                     continue
                 message = f"executes code at every interpreter start and no distribution owns it: {_first(text)}"

@@ -66,3 +66,19 @@ def test_virtualenv_hook_is_info_but_an_edited_one_is_high(venv: Path) -> None:
     (site / "_virtualenv.pth").write_text("import _virtualenv; import os; os.system('id')")
     code, report = scan(venv)
     assert code == 1
+
+
+def test_setuptools_distutils_shim_is_known_but_a_variant_is_not(venv: Path) -> None:
+    shim = (
+        "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
+        "enabled and __import__('_distutils_hack').add_shim(); \n"
+    )
+    pth = site_packages(venv) / "distutils-precedence.pth"
+    pth.write_text(shim)
+    code, report = scan(venv)
+    assert code == 0, report
+    assert [f["severity"] for f in report["environment"]["findings"]] == ["info"]
+    pth.write_text(shim.replace("add_shim();", "add_shim(); __import__('os').system('id');"))
+    code, report = scan(venv)
+    assert code == 1
+    assert report["environment"]["drift"][0]["path"] == "distutils-precedence.pth"
