@@ -16,7 +16,9 @@ def venv(tmp_path: Path) -> Path:
     python = make_venv(tmp_path / "venv")
     pip_install(
         python,
-        build_wheel(tmp_path / "w", "owned-hook", "1.0", {"owned_hook.pth": "import os\n", "owned_hook/__init__.py": ""}),
+        build_wheel(
+            tmp_path / "w", "owned-hook", "1.0", {"owned_hook.pth": "import os\n", "owned_hook/__init__.py": ""}
+        ),
         build_wheel(tmp_path / "w", "plain", "1.0", {"plain/__init__.py": ""}),
     )
     return python
