@@ -77,6 +77,12 @@ raises are compared by exception type, asserts by their condition."""
             line=3,
         ),
         Example(
+            code="def f(a, b):\n    if a:\n        raise ValueError('a')\n    if b:\n        print('b')\n",
+            pristine="def f(a, b):\n    if a:\n        raise ValueError('a')\n"
+            "    if b:\n        raise ValueError('b')\n",
+            line=5,
+        ),
+        Example(
             code="class M:\n    def forward(self, x):\n        print('bad shape')\n        return x\n",
             pristine="class M:\n    def forward(self, x):\n        assert x.ndim == 2\n        return x\n",
             line=3,
@@ -99,7 +105,9 @@ raises are compared by exception type, asserts by their condition."""
             if func not in new:
                 continue
             missing = Counter(k for k, _ in guards) - Counter(k for k, _ in new[func])
-            for key, old_line in guards:
+            # Of several guards alike (`raise ValueError` twice), the one the patch touched is gone.
+            touched = sorted(guards, key=lambda g: not _changed(opcodes, g[1] - 1))
+            for key, old_line in touched:
                 if missing[key] <= 0:
                     continue
                 missing[key] -= 1
@@ -118,6 +126,10 @@ raises are compared by exception type, asserts by their condition."""
                     )
                 )
         return hits
+
+
+def _changed(opcodes: list[tuple[str, int, int, int, int]], old: int) -> bool:
+    return any(i1 <= old < i2 and tag != "equal" for tag, i1, i2, _, _ in opcodes)
 
 
 def _map_line(opcodes: list[tuple[str, int, int, int, int]], old: int, new_lines: list[str]) -> tuple[int, str]:
