@@ -1,7 +1,7 @@
 """Time a warm `patchaudit gate DIST --python PY` against `PY -m pip show DIST` in the same env.
 
-Run by hand (on a copy of the env: the edit check changes one byte of one file and puts it back):
-    python bench/bench_gate.py --python /work/bench-env/gate-venv/bin/python vllm [--rounds 9]
+Run by hand (on a copy COPY of the env: the edit check changes one byte of one file and puts it back):
+    python bench/bench_gate.py --python COPY/bin/python vllm [--rounds 9]
 The env needs pip for the anchor (`PY -m ensurepip` in the copy). Both commands run pair by pair in
 one process after one warm-up each; prints every pair and the median ratio (target <= 0.33x).
 Then it changes one byte of a file of DIST keeping its size and mtime (as `touch -r` would) and

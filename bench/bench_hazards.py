@@ -40,7 +40,9 @@ def run_bandit(tree: Path, bandit: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tree", type=Path)
-    parser.add_argument("--bandit", default=shutil.which("bandit") or "/work/bench-env/bandit-venv/bin/bandit")
+    parser.add_argument(
+        "--bandit", default=shutil.which("bandit"), help="bandit executable (install it in a venv of its own)"
+    )
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--skip-bandit", action="store_true")
     args = parser.parse_args()

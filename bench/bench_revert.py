@@ -3,8 +3,11 @@
 Run by hand (not a test):
 
     .venv/bin/python bench/bench_revert.py \
-        --wheel /work/bench-env/wheels/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl \
-        --venv /work/bench-env/vllm-venv --scratch /work/bench-env/scratch-revert
+        --wheel BENCH/wheels/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl \
+        --venv BENCH/vllm-venv --scratch BENCH/scratch-revert
+
+where BENCH is a work directory outside the repository (`pip download --no-deps vllm==0.33.0` into
+BENCH/wheels, installed with `--no-deps` into the venv BENCH/vllm-venv).
 
 Anchor, measured in the same run on the same scratch venv:
     pip install --force-reinstall --no-deps --no-index <wheel>
@@ -98,11 +101,11 @@ def patch_files(site: Path, rels: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--wheel", type=Path, required=True, help="the installed distribution's wheel")
     parser.add_argument(
-        "--wheel", type=Path, default=Path("/work/bench-env/wheels/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl")
+        "--venv", type=Path, required=True, help="a venv with the wheel installed; copied, never modified"
     )
-    parser.add_argument("--venv", type=Path, default=Path("/work/bench-env/vllm-venv"), help="copied, never modified")
-    parser.add_argument("--scratch", type=Path, default=Path("/work/bench-env/scratch-revert"))
+    parser.add_argument("--scratch", type=Path, required=True, help="a directory to copy the venv into (replaced)")
     parser.add_argument("--dist", default="vllm")
     args = parser.parse_args()
 

@@ -158,7 +158,10 @@ def test_pip_config_files_and_environment(tmp_path: Path) -> None:
         env, {"HOME": str(tmp_path), "PIP_INDEX_URL": "http://127.0.0.1:1/simple", "PIP_NO_INDEX": "yes"}
     )
     assert overridden.index_url == "http://127.0.0.1:1/simple" and overridden.no_index
-    assert pip_config(env, {"PIP_CONFIG_FILE": "/dev/null"}).index_url == "https://pypi.org/simple"
+    from pip._internal.models.index import PyPI
+
+    default = pip_config(env, {"PIP_CONFIG_FILE": "/dev/null"}).index_url
+    assert default == PyPI.simple_url.rstrip("/"), "with nothing configured, pip's own default index"
 
 
 def test_another_build_is_refused_naming_both_hashes(installed: tuple[Path, Path, Path], tmp_path: Path) -> None:

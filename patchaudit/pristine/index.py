@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import json
 import os
+import re
 import shutil
 import urllib.parse
 from collections.abc import Collection, Mapping
@@ -22,7 +24,6 @@ from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, red
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_match
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -31,7 +32,7 @@ _TRUE = {"1", "true", "yes", "on"}
 class IndexConfig:
     """What pip would use: index-url, extra-index-url, find-links, no-index, cache-dir."""
 
-    index_url: str = DEFAULT_INDEX
+    index_url: str = ""  # empty: pip's built-in default, read from pip itself (default_index_url)
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     no_index: bool = False
@@ -39,7 +40,7 @@ class IndexConfig:
     no_cache: bool = False
 
     def urls(self) -> tuple[str, ...]:
-        return () if self.no_index else (self.index_url, *self.extra_index_urls)
+        return () if self.no_index else tuple(u for u in (self.index_url, *self.extra_index_urls) if u)
 
 
 def config_files(env: Environment, environ: Mapping[str, str]) -> list[Path]:
@@ -60,6 +61,28 @@ def config_files(env: Environment, environ: Mapping[str, str]) -> list[Path]:
     return files
 
 
+_PIP_DEFAULT = re.compile(r"""^PyPI = PackageIndex\(\s*["']([^"']+)["']""", re.MULTILINE)
+
+
+def default_index_url(env: Environment) -> str:
+    """The index pip uses when none is configured, as the target's pip (else our own) defines it.
+
+    Read from pip's source rather than written here, so it follows pip; empty when no pip is found.
+    """
+    candidates = [site / "pip" / "_internal" / "models" / "index.py" for site in env.site_dirs]
+    spec = importlib.util.find_spec("pip")
+    if spec is not None and spec.origin:
+        candidates.append(Path(spec.origin).parent / "_internal" / "models" / "index.py")
+    for candidate in candidates:
+        try:
+            match = _PIP_DEFAULT.search(candidate.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if match:
+            return match.group(1).rstrip("/") + "/simple"
+    return ""
+
+
 def pip_config(env: Environment, environ: Mapping[str, str] | None = None) -> IndexConfig:
     """Read the target env's pip configuration: files, then PIP_* variables, as pip does."""
     environ = os.environ if environ is None else environ
@@ -78,7 +101,7 @@ def pip_config(env: Environment, environ: Mapping[str, str] | None = None) -> In
         if env_key in environ:
             values[key] = environ[env_key]
     return IndexConfig(
-        index_url=values.get("index-url", "").strip() or DEFAULT_INDEX,
+        index_url=values.get("index-url", "").strip() or default_index_url(env),
         extra_index_urls=tuple(values.get("extra-index-url", "").split()),
         find_links=tuple(values.get("find-links", "").split()),
         no_index=values.get("no-index", "").strip().lower() in _TRUE,
