@@ -58,6 +58,9 @@ def main() -> int:
         print(f"  HIGH {finding.path}:{finding.line} {finding.rule}: {finding.message}")
     if args.skip_bandit:
         return 0
+    if not args.bandit:
+        print("no bandit on PATH: pass --bandit PATH (or --skip-bandit)", file=sys.stderr)
+        return 2
     bandit_time = run_bandit(args.tree, args.bandit)
     print(f"bandit -r:       {bandit_time:.1f} s")
     print(f"ratio patchaudit/bandit: {pack_time / bandit_time:.2f}x (target <= 0.50x)")
