@@ -189,9 +189,12 @@ def hash_many(
     cache: StatCache | None = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
-) -> dict[str, FileState]:
-    """Hash (path, algorithm) jobs on `workers` threads (hashlib releases the GIL while hashing)."""
-    results: dict[str, FileState] = {}
+) -> dict[tuple[str, str], FileState]:
+    """Hash (path, algorithm) jobs on `workers` threads (hashlib releases the GIL while hashing).
+
+    Results are keyed by the job itself: one file listed under two algorithms is checked under both.
+    """
+    results: dict[tuple[str, str], FileState] = {}
     todo: list[tuple[str, str]] = []
     if cache is None:
         todo = list(jobs)
@@ -202,7 +205,7 @@ def hash_many(
             if hit is None:
                 todo.append(job)
             else:
-                results[job[0]] = hit
+                results[job] = hit
         if progress is not None and results:
             progress(len(results))
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
@@ -216,7 +219,7 @@ def hash_many(
                 job = next(shared, None)
             if job is None:
                 break
-            results[job[0]] = hash_file(job[0], job[1], cache)
+            results[job] = hash_file(job[0], job[1], cache)
             done += 1
             if progress is not None and done == 64:
                 progress(done)

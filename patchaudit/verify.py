@@ -28,7 +28,8 @@ from patchaudit.report import (
 )
 
 STARTUP_HOOK = "startup-hook"
-CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
+# site.py imports these by module name: a .py, a .pyc, an extension module or a package all run.
+CUSTOMIZE_NAMES = ("sitecustomize", "usercustomize")
 
 # Startup hooks that environment managers write and no RECORD owns, recognised by content.
 _VIRTUALENV_PTH = "import _virtualenv"
@@ -271,7 +272,8 @@ def verify(
                 unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
                 continue
             checked += 1
-            verdict = _state_to_drift(entry.path, str(entry.hash), states[where[dist.location, entry.path]])
+            state = states[where[dist.location, entry.path], entry.hash.algorithm]
+            verdict = _state_to_drift(entry.path, str(entry.hash), state)
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
@@ -355,17 +357,23 @@ def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], lis
     location = item.dist.location
     own = item.entries
     candidates: list[tuple[str, bool]] = []
+    swapped: list[Drift] = []
     for top in sorted(_top_dirs(item)):
         root = location / top
-        if root.is_symlink() or not root.is_dir():
+        if root.is_symlink():
+            # Its files still hash clean through the link, and whatever else the target holds imports.
+            note = f"package directory replaced by a symlink to {os.readlink(root)}"
+            swapped.append(Drift(path=top, state=DriftState.MODIFIED, note=note))
+            continue
+        if not root.is_dir():
             continue
         for rel, is_link in _walk(location, top):
             if rel in own or _is_bytecode_of_known_source(rel, own.__contains__, location):
                 continue
             candidates.append((rel, is_link))
     if not candidates:
-        return [], []
-    mine: list[Drift] = []
+        return swapped, []
+    mine: list[Drift] = swapped
     shared: list[Drift] = []
     for rel, is_link in candidates:
         if ownership.owners(location, rel):
@@ -416,39 +424,55 @@ def _startup_hooks(env: Environment, ownership: _Ownership) -> tuple[list[Drift]
             names = sorted(os.listdir(site_dir))
         except OSError:
             continue
-        hooks = [n for n in names if n.endswith(".pth") or n in CUSTOMIZE_MODULES]
+        hooks = [n for n in names if n.endswith(".pth") or n.partition(".")[0] in CUSTOMIZE_NAMES]
         for bare in hooks:
             path = site_dir / bare
+            name = bare if index == 0 else str(path)
+            if bare.partition(".")[0] in CUSTOMIZE_NAMES:
+                if not _owned_module(ownership, site_dir, bare, path):
+                    message = f"{bare} runs in every process of this environment and no distribution owns it"
+                    note = "startup hook (package)" if path.is_dir() else "startup hook"
+                    drift.append(Drift(path=name, state=DriftState.ADDED, actual=_digest(path), note=note))
+                    findings.append(_hook_finding(name, 1, Severity.HIGH, message))
+                continue
             if path.is_dir() or ownership.owners(site_dir, bare):
                 continue
-            name = bare if index == 0 else str(path)
             try:
                 data = path.read_bytes()
             except OSError:
                 continue
             text = data.decode("utf-8", "replace")
             digest = f"sha256={encode_digest(hashlib.sha256(data).digest())}"
-            if bare in CUSTOMIZE_MODULES:
-                lines = [1]
-                message = f"{name} runs in every process of this environment and no distribution owns it"
-            else:
-                lines = startup_hook_lines(text)
-                if not lines:
-                    findings.append(_hook_finding(name, 1, Severity.INFO, "adds paths to sys.path; no code runs"))
-                    continue
-                if _is_virtualenv_hook(site_dir, text):
-                    module = _digest(site_dir / "_virtualenv.py")
-                    message = f"virtualenv/uv startup hook (known; _virtualenv.py {module})"
-                    findings.append(_hook_finding(name, 1, Severity.INFO, message))
-                    continue
-                if _SETUPTOOLS_DISTUTILS_PTH.fullmatch(text.strip()):
-                    message = "setuptools' distutils shim (known), left by an install without RECORD"
-                    findings.append(_hook_finding(name, 1, Severity.INFO, message))
-                    continue
-                message = f"executes code at every interpreter start and no distribution owns it: {_first(text)}"
+            lines = startup_hook_lines(text)
+            if not lines:
+                findings.append(_hook_finding(name, 1, Severity.INFO, "adds paths to sys.path; no code runs"))
+                continue
+            if _is_virtualenv_hook(site_dir, text):
+                module = _digest(site_dir / "_virtualenv.py")
+                message = f"virtualenv/uv startup hook (known; _virtualenv.py {module})"
+                findings.append(_hook_finding(name, 1, Severity.INFO, message))
+                continue
+            if _SETUPTOOLS_DISTUTILS_PTH.fullmatch(text.strip()):
+                message = "setuptools' distutils shim (known), left by an install without RECORD"
+                findings.append(_hook_finding(name, 1, Severity.INFO, message))
+                continue
+            message = f"executes code at every interpreter start and no distribution owns it: {_first(text)}"
             drift.append(Drift(path=name, state=DriftState.ADDED, actual=digest, note="startup hook"))
             findings.append(_hook_finding(name, lines[0], Severity.HIGH, message))
     return drift, findings
+
+
+def _owned_module(ownership: _Ownership, site_dir: Path, bare: str, path: Path) -> bool:
+    if path.is_dir() and not path.is_symlink():
+        owners = ownership.dir_owners(site_dir, bare)
+        owned = lambda rel: bool(ownership.owners(site_dir, rel))  # noqa: E731
+        unowned = [
+            rel
+            for rel, _ in _walk(site_dir, bare)
+            if not owned(rel) and not _is_bytecode_of_known_source(rel, owned, site_dir)
+        ]
+        return bool(owners) and not unowned
+    return bool(ownership.owners(site_dir, bare))
 
 
 def _first(text: str) -> str:

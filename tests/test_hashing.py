@@ -17,8 +17,8 @@ def test_hash_matches_record_encoding_for_small_and_large_files(tmp_path: Path) 
     big = tmp_path / "big"
     big.write_bytes(os.urandom(9 << 20))
     states = hash_many([(str(small), "sha256"), (str(big), "sha256")], workers=2)
-    assert states[str(small)].digest == record_hash(small.read_bytes())
-    assert states[str(big)].digest == record_hash(big.read_bytes())
+    assert states[str(small), "sha256"].digest == record_hash(small.read_bytes())
+    assert states[str(big), "sha256"].digest == record_hash(big.read_bytes())
 
 
 def test_fifo_and_symlink_are_not_followed(tmp_path: Path) -> None:

@@ -84,3 +84,25 @@ def test_setuptools_distutils_shim_is_known_but_a_variant_is_not(venv: Path) -> 
     code, report = scan(venv)
     assert code == 1
     assert report["environment"]["drift"][0]["path"] == "distutils-precedence.pth"
+
+
+@pytest.mark.parametrize("form", ["package", "bytecode", "extension"])
+def test_sitecustomize_in_any_importable_form_is_a_hook(venv: Path, form: str) -> None:
+    site = site_packages(venv)
+    if form == "package":
+        (site / "sitecustomize").mkdir()
+        (site / "sitecustomize/__init__.py").write_text("print('HOOK')\n")
+    elif form == "bytecode":
+        import py_compile
+
+        source = site.parent / "sitecustomize_src.py"
+        source.write_text("print('HOOK')\n")
+        py_compile.compile(str(source), cfile=str(site / "sitecustomize.pyc"))
+        source.unlink()
+    else:
+        (site / "sitecustomize.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    code, report = scan(venv, "plain")
+    assert code == 1
+    (drift,) = report["environment"]["drift"]
+    assert drift["path"].startswith("sitecustomize")
+    assert [f["severity"] for f in report["environment"]["findings"]] == ["high"]

@@ -291,3 +291,33 @@ def test_stale_record_in_the_wheel_is_record_mismatch_not_a_patch(tmp_path: Path
     assert stale["status"] == "unverifiable"
     assert stale["unverified"][0]["path"] == "stale/tail.py"
     assert stale["unverified"][0]["reason"].startswith("record-mismatch")
+
+
+def test_package_directory_swapped_for_a_symlink(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "w", "iota", "1.0", {"iota/__init__.py": "I = 1\n"}))
+    site = site_packages(python)
+    copy = tmp_path / "iota-copy"
+    shutil.copytree(site / "iota", copy)
+    (copy / "evil.py").write_text("import os\n")
+    shutil.rmtree(site / "iota")
+    (site / "iota").symlink_to(copy)
+    code, report = scan_json(python, "iota")
+    assert code == 1
+    (drift,) = dist(report, "iota")["drift"]
+    assert drift["path"] == "iota" and drift["state"] == "modified"
+    assert drift["note"] == f"package directory replaced by a symlink to {copy}"
+
+
+def test_one_file_listed_under_two_algorithms_is_checked_under_both(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "w", "kappa", "1.0", {"kappa/__init__.py": "K = 1\n"}))
+    record = next(site_packages(python).glob("kappa-1.0.dist-info")) / "RECORD"
+    sha512 = base64.urlsafe_b64encode(hashlib.sha512(b"K = 1\n").digest()).rstrip(b"=").decode()
+    record.write_text(record.read_text() + f"kappa/__init__.py,sha512={sha512},6\n")
+    code, report = scan_json(python, "kappa")
+    assert code == 0, report
+    assert dist(report, "kappa")["drift"] == []
