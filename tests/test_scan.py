@@ -321,3 +321,25 @@ def test_one_file_listed_under_two_algorithms_is_checked_under_both(tmp_path: Pa
     code, report = scan_json(python, "kappa")
     assert code == 0, report
     assert dist(report, "kappa")["drift"] == []
+
+
+def test_out_to_an_unwritable_place_is_one_line_exit_2(env: Path, tmp_path: Path) -> None:
+    for fmt in ("human", "json"):
+        proc = patchaudit("scan", "beta", "--python", env, "--format", fmt, "--out", tmp_path / "no/such/dir/r.txt")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("patchaudit: error: cannot write") and "Traceback" not in proc.stderr
+
+
+def test_undecodable_and_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "w", "lam", "1.0", {"lam/__init__.py": ""}))
+    site = site_packages(python)
+    with open(os.fsencode(site / "lam") + b"/bad\xff.txt", "wb") as fh:
+        fh.write(b"x")
+    (site / "lam" / "two\nlines.txt").write_text("y")
+    proc = patchaudit("scan", "lam", "--python", python, "--no-hazards")
+    assert proc.returncode == 1, proc.stderr
+    assert "lam/bad\\xff.txt" in proc.stdout
+    assert "lam/two\\nlines.txt" in proc.stdout
+    report = json.loads(patchaudit("scan", "lam", "--python", python, "--no-hazards", "--format", "json").stdout)
+    assert sorted(d["path"] for d in dist(report, "lam")["drift"]) == ["lam/bad\udcff.txt", "lam/two\nlines.txt"]

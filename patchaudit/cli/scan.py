@@ -104,9 +104,14 @@ def scan(
         if out is None:
             render_human(report, Console(), verbose=verbose, show_suppressed=show_suppressed)
         else:
-            with open(out, "w") as fh:
-                console = Console(file=fh, no_color=True, width=160)
-                render_human(report, console, verbose=verbose, show_suppressed=show_suppressed)
+            try:
+                with open(out, "w") as fh:
+                    console = Console(file=fh, no_color=True, width=160)
+                    render_human(report, console, verbose=verbose, show_suppressed=show_suppressed)
+            except OSError as exc:
+                from patchaudit.errors import PatchAuditError
+
+                raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
     return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
 
 

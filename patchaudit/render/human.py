@@ -26,7 +26,7 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
             continue
         console.print(_dist_line(dist))
         for item in dist.unverified[:10]:
-            console.print(Text(f"    unverified  {item.path}: {item.reason}", style="yellow"))
+            console.print(Text(f"    unverified  {printable(item.path)}: {item.reason}", style="yellow"))
         if len(dist.unverified) > 10:
             console.print(Text(f"    ... and {len(dist.unverified) - 10} more unverified entries", style="yellow"))
     if clean:
@@ -73,14 +73,14 @@ def _drift_table(rows: list[tuple[str, Drift]]) -> Table:
         detail = drift.note or ""
         if drift.nlink > 1 and "hard link" not in detail:
             detail = (detail + "; " if detail else "") + f"hard link shared by {drift.nlink} paths"
-        table.add_row(name, Text(drift.state.value, style=style), drift.path, detail)
+        table.add_row(name, Text(drift.state.value, style=style), printable(drift.path), printable(detail))
     return table
 
 
 def _finding_line(finding: Finding) -> Text:
     text = Text()
     text.append(f"{finding.severity.value:<7}", style=_SEVERITY_STYLE[finding.severity])
-    text.append(f" {finding.path}:{finding.line} ")
+    text.append(f" {printable(finding.path)}:{finding.line} ")
     text.append(f"[{finding.rule}]", style="bold")
     text.append(f" {finding.message}")
     if not finding.in_change:
@@ -111,3 +111,9 @@ def _summary_line(report: Report) -> Text:
 
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def printable(text: str) -> str:
+    """A file name as a terminal can show it: undecodable bytes and control characters escaped."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
