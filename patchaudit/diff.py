@@ -40,15 +40,52 @@ def is_binary(data: bytes) -> bool:
 
 
 def _lines(data: bytes) -> list[str]:
-    return data.decode("utf-8").splitlines(keepends=True)
+    """Lines as patch(1) counts them: ended by "\n" only (str.splitlines would also split at \f, \x1c, \u2028...)."""
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+_C_ESCAPES.update({'"': '\\"', "\\": "\\\\"})
+
+
+def _header_name(name: str) -> str:
+    """A file name for a `---`/`+++` line that both GNU patch and git apply read back whole.
+
+    Like git: a name with a control character, a quote or a backslash is C-quoted; a name with a space
+    ends with a TAB (where diff(1) puts its timestamp), so patch does not stop at the first space.
+    """
+    if name == DEV_NULL:
+        return name
+    if any(ch in _C_ESCAPES or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        raw = name.encode("utf-8", "surrogateescape")
+        quoted = []
+        for byte in raw:
+            ch = chr(byte)
+            if ch in _C_ESCAPES:
+                quoted.append(_C_ESCAPES[ch])
+            elif byte < 0x20 or byte >= 0x7F:
+                quoted.append(f"\\{byte:03o}")
+            else:
+                quoted.append(ch)
+        return '"' + "".join(quoted) + '"'
+    if any(ch.isspace() for ch in name):
+        return name + "\t"
+    return name
 
 
 def unified(path: str, old: bytes | None, new: bytes | None) -> tuple[str, bool]:
     """(diff text, is binary) for one path; None means the file does not exist on that side."""
-    old_name = path if old is not None else DEV_NULL
-    new_name = path if new is not None else DEV_NULL
     if (old is not None and is_binary(old)) or (new is not None and is_binary(new)):
+        old_name = path if old is not None else DEV_NULL
+        new_name = path if new is not None else DEV_NULL
         return f"Binary files {old_name} and {new_name} differ\n", True
+    old_name = _header_name(path) if old is not None else DEV_NULL
+    new_name = _header_name(path) if new is not None else DEV_NULL
     out: list[str] = []
     for line in difflib.unified_diff(
         _lines(old or b""), _lines(new or b""), fromfile=old_name, tofile=new_name, lineterm="\n"

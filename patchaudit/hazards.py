@@ -85,7 +85,7 @@ def builtin_rules_dir() -> Path:
 
 
 def _load_rule_file(path: Path) -> type[Rule]:
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
     module_name = f"patchaudit._loaded_rules.r{digest}_{path.stem.replace('-', '_')}"
     module = sys.modules.get(module_name)
     if module is None:
@@ -276,6 +276,21 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def _source_lines(text: str) -> list[str]:
+    """Physical lines as Python and libcst number them: ended by \\r\\n, \\r or \\n only.
+
+    Not str.splitlines, which also ends a line at \\f, \\x1c-\\x1e, \\x85 and \\u2028 and so shifts every
+    line number after one of them.
+    """
+    lines = _NEWLINE.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _ignores(text: str) -> dict[int, set[str]]:
     """Line -> rule ids named by `# patchaudit: ignore[...]` comments on it."""
     out: dict[int, set[str]] = {}
@@ -291,7 +306,7 @@ def _ignores(text: str) -> dict[int, set[str]]:
                 add(tok.start[0], tok.string)
     except (tokenize.TokenError, SyntaxError):
         out.clear()
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(_source_lines(text), start=1):
             if "#" in line:
                 add(number, line[line.index("#") :])
     return out
@@ -299,8 +314,8 @@ def _ignores(text: str) -> dict[int, set[str]]:
 
 def _changed_lines(installed: str, pristine: str) -> set[int]:
     """1-based installed lines that differ from pristine, plus both neighbours of each deletion."""
-    a = pristine.splitlines()
-    b = installed.splitlines()
+    a = _source_lines(pristine)
+    b = _source_lines(installed)
     changed: set[int] = set()
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
@@ -516,7 +531,7 @@ def _work(file: SourceFile) -> list[Finding]:
 
 def _cache_key(file: SourceFile, version: str) -> str:
     h = hashlib.sha256()
-    for part in (version.encode(), file.path.encode(), b"d" if file.drifted else b"n"):
+    for part in (version.encode(), os.fsencode(file.path), b"d" if file.drifted else b"n"):
         h.update(part + b"\0")
     h.update(hashlib.sha256(file.installed).digest())
     h.update(hashlib.sha256(file.pristine).digest() if file.pristine is not None else b"-")

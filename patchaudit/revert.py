@@ -213,22 +213,35 @@ def _snapshot(dest: Path) -> tuple[str, bytes | str | None, int | None]:
     return "file", content if isinstance(content, bytes) else b"", stat.S_IMODE(st.st_mode)
 
 
-def _drop_bytecode(dest: Path) -> list[str]:
-    """Remove `__pycache__/<module>.*.pyc` of a restored or removed module source."""
+def _drop_bytecode(env: Environment, dest: Path, roots: Sequence[str] = ()) -> list[str]:
+    """Remove `__pycache__/<module>.*.pyc` of a restored or removed module source.
+
+    Only regular files in a real `__pycache__` directory inside the environment's directories: a
+    symlinked `__pycache__` (or one whose real path leads out) is left alone, never followed.
+    """
     if dest.suffix != ".py":
         return []
     cache = dest.parent / "__pycache__"
-    dropped = []
     try:
-        names = os.listdir(cache)
+        if not stat.S_ISDIR(os.lstat(cache).st_mode):
+            return []
+        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return []
-    prefix = dest.stem + "."
-    for name in names:
-        if name.startswith(prefix) and name.endswith(".pyc"):
+    dropped = []
+    try:
+        prefix = dest.stem + "."
+        for name in os.listdir(fd):
+            if not (name.startswith(prefix) and name.endswith(".pyc")):
+                continue
+            if check_destination(env, cache / name, roots) is not None:
+                continue
             with contextlib.suppress(OSError):
-                os.unlink(cache / name)
-                dropped.append(name)
+                if stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode):
+                    os.unlink(name, dir_fd=fd)
+                    dropped.append(name)
+    finally:
+        os.close(fd)
     return dropped
 
 
@@ -441,7 +454,14 @@ def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
                 "quarantine": _quarantine_name(env, action.path, action.dest),
             }
         )
-    state = {"run_id": run_id, "op": plan.op, "phase": "prepare", "run_dir": str(run_dir), "actions": entries}
+    state = {
+        "run_id": run_id,
+        "op": plan.op,
+        "phase": "prepare",
+        "run_dir": str(run_dir),
+        "roots": list(plan.roots),
+        "actions": entries,
+    }
     try:
         _atomic_json(journal, state)
     except OSError as exc:
@@ -459,7 +479,7 @@ def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
         ) from None
     state["phase"] = "commit"
     _atomic_json(journal, state)
-    unverified = _commit(state)
+    unverified = _commit(env, state)
     manifest["status"] = "complete"
     _atomic_json(run_dir / MANIFEST, manifest)
     journal.unlink(missing_ok=True)
@@ -548,7 +568,7 @@ def _stage(plan: Plan, entries: list[dict[str, Any]]) -> None:
         _fsync_dir(parent)
 
 
-def _commit(state: Mapping[str, Any]) -> list[str]:
+def _commit(env: Environment, state: Mapping[str, Any]) -> list[str]:
     """Replace, remove, drop bytecode, re-hash; idempotent, so recovery can run it again."""
     parents = set()
     for entry in state["actions"]:
@@ -562,7 +582,7 @@ def _commit(state: Mapping[str, Any]) -> list[str]:
             # a missing staged file was already moved in before an interruption; verified below
             with contextlib.suppress(FileNotFoundError):
                 os.replace(staged, dest)
-        _drop_bytecode(dest)
+        _drop_bytecode(env, dest, state.get("roots") or ())
     for parent in parents:
         _fsync_dir(parent)
     return _verify(state)
@@ -621,7 +641,7 @@ def _recover_locked(env: Environment) -> list[str]:
             continue
         run_dir = Path(state["run_dir"])
         if state.get("phase") == "commit":
-            bad = _commit(state)
+            bad = _commit(env, state)
             _mark(run_dir, "complete" if not bad else "incomplete")
             messages.append(
                 f"finished interrupted {state.get('op', 'revert')} {state['run_id']}"

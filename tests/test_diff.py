@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,6 +18,9 @@ FILES = {
     "demo/tail.py": b"LAST = 1",  # no newline at end of file
     "demo/gone.py": b"GONE = True\n",
     "demo/blob.bin": bytes(range(256)) * 4,
+    "demo/sp ace,comma.py": b"A = 1\n",
+    # a form feed (and other str.splitlines separators) is not a line end for patch(1)
+    "demo/feed.py": "a = 1\n\x0c\ndef g():\n    # \x1c\x1d\x1e\x85\u2028\n    return 2\n".encode(),
 }
 
 
@@ -131,3 +135,63 @@ def test_unified_handles_missing_newline_both_sides() -> None:
         text == "--- a.py\n+++ a.py\n@@ -1 +1 @@\n"
         "-x = 1\n\\ No newline at end of file\n+x = 2\n\\ No newline at end of file\n"
     )
+
+
+def patch_odd_files(site: Path) -> dict[str, bytes]:
+    after = {
+        "demo/sp ace,comma.py": b"A = 1\nB = 2\n",
+        "demo/new file.py": b"N = 1\n",
+        "demo/feed.py": FILES["demo/feed.py"].replace(b"    return 2", b"    breakpoint()\n    return 2"),
+    }
+    for rel, data in after.items():
+        (site / rel).write_bytes(data)
+    return after
+
+
+@pytest.mark.parametrize(
+    "apply", [["patch", "-p0", "-s", "--no-backup-if-mismatch"], ["git", "apply", "-p0"]], ids=["patch", "git"]
+)
+def test_names_with_spaces_and_form_feeds_reapply(venv: tuple[Path, Path, Path], apply: list[str]) -> None:
+    python, site, wheelhouse = venv
+    after = patch_odd_files(site)
+    proc = patchaudit("diff", "demo", "--python", str(python), "--wheelhouse", str(wheelhouse))
+    assert proc.returncode == 1, proc.stderr
+    text = proc.stdout
+    assert "\\ No newline at end of file" not in text
+    assert "@@ -2,4 +2,5 @@\n \x0c\n def g():\n" in text
+    assert "--- demo/sp ace,comma.py\t\n+++ demo/sp ace,comma.py\t\n" in text
+    assert "--- /dev/null\n+++ demo/new file.py\t\n" in text
+
+    reverted = patchaudit("revert", "demo", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes")
+    assert reverted.returncode == 0, reverted.stderr
+    assert not (site / "demo/new file.py").exists()
+    subprocess.run(apply, input=text.encode(), cwd=site, check=True)
+    for rel, data in after.items():
+        assert (site / rel).read_bytes() == data, rel
+    assert not (site / "demo/new").exists()
+
+
+@pytest.mark.parametrize(
+    "apply", [["patch", "-p0", "-s", "--no-backup-if-mismatch"], ["git", "apply", "-p0"]], ids=["patch", "git"]
+)
+def test_names_that_need_quoting_reapply(tmp_path: Path, apply: list[str]) -> None:
+    names = ["pkg/tab\there.py", 'pkg/quo"te\\back.py', "pkg/caf\u00e9 \udcff.py"]
+    (tmp_path / "pkg").mkdir()
+    text = ""
+    for name in names:
+        os.fsencode(tmp_path / name)  # a name this file system can hold
+        (tmp_path / name).write_bytes(b"x = 1\n")
+        text += unified(name, b"x = 1\n", b"x = 2\n")[0]
+    text += unified("pkg/new\tfile.py", None, b"y = 1\n")[0]
+    subprocess.run(apply, input=text.encode("utf-8", "surrogateescape"), cwd=tmp_path, check=True)
+    for name in names:
+        assert (tmp_path / name).read_bytes() == b"x = 2\n", name
+    assert (tmp_path / "pkg/new\tfile.py").read_bytes() == b"y = 1\n"
+
+
+def test_unified_counts_lines_at_newlines_only() -> None:
+    old = "a\x0cb\n# \x1c\x1d\x1e\x85\n\u2028x\n"
+    new = "a\x0cb\n# \x1c\x1d\x1e\x85\ny\n"
+    text, binary = unified("a.py", old.encode(), new.encode())
+    assert not binary
+    assert text == "--- a.py\n+++ a.py\n@@ -1,3 +1,3 @@\n a\x0cb\n # \x1c\x1d\x1e\x85\n-\u2028x\n+y\n"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import email
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 import packaging
+import pytest
+from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
 from patchaudit.hazards import (
     SourceFile,
@@ -221,3 +224,52 @@ def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:
 
 def test_module_is_importable_without_ui_libraries() -> None:
     assert "rich" not in {m.split(".")[0] for m in sys.modules if m.startswith("patchaudit")}
+
+
+FEED_VENDOR = "a = 1\n{sep}\ndef g():\n    # one{sep}two\n    return 2\n"
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028"], ids=repr)
+def test_splitlines_separators_do_not_shift_the_change(sep: str) -> None:
+    vendor = FEED_VENDOR.format(sep=sep if sep == "\x0c" else "# " + sep)
+    patched = vendor.replace("    return 2", "    breakpoint()\n    return 2")
+    found = check_files([SourceFile(path="ff/__init__.py", installed=patched.encode(), pristine=vendor.encode())])
+    assert [(f.rule, f.line, f.in_change) for f in found] == [("debugger", 5, True)]
+
+
+def _installed(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, Path, Path]:
+    wheel = build_wheel(tmp_path / "wheelhouse", "demo", "1.0", files)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    return python, site_packages(python), wheel.parent
+
+
+def test_form_feed_in_an_installed_file_keeps_the_finding(tmp_path: Path) -> None:
+    vendor = b"a = 1\n\x0c\ndef g():\n    return 2\n"
+    python, site, wheelhouse = _installed(tmp_path, {"ff/__init__.py": vendor})
+    (site / "ff/__init__.py").write_bytes(vendor.replace(b"    return 2", b"    breakpoint()\n    return 2"))
+    proc = patchaudit("scan", "--python", str(python), "--wheelhouse", str(wheelhouse), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    (dist,) = json.loads(proc.stdout)["distributions"]
+    assert [(f["rule"], f["path"], f["line"], f["in_change"]) for f in dist["findings"]] == [
+        ("debugger", "ff/__init__.py", 4, True)
+    ]
+
+
+def test_file_name_that_is_not_utf8_is_reported_not_a_crash(tmp_path: Path) -> None:
+    python, site, _ = _installed(tmp_path, {"demo/__init__.py": b""})
+    (site / "demo").joinpath(os.fsdecode(b"bad\xff.py")).write_bytes(b"x = 1\n")
+    (site / "demo").joinpath(os.fsdecode(b"dbg\xfe.py")).write_bytes(b"breakpoint()\n")
+    for _ in range(2):  # the second run reads the rule-result cache
+        proc = patchaudit("scan", "--python", str(python), "--format", "json")
+        assert proc.returncode == 1, proc.stderr
+        (dist,) = json.loads(proc.stdout)["distributions"]
+        assert sorted((d["path"], d["state"]) for d in dist["drift"]) == [
+            ("demo/bad\udcff.py", "added"),
+            ("demo/dbg\udcfe.py", "added"),
+        ]
+        assert [(f["rule"], f["path"]) for f in dist["findings"]] == [("debugger", "demo/dbg\udcfe.py")]
+    proc = patchaudit("scan", "--python", str(python), "--format", "sarif")
+    assert proc.returncode == 1, proc.stderr
+    (result,) = json.loads(proc.stdout)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "demo/dbg%FE.py"

@@ -430,3 +430,36 @@ def test_record_edited_to_hide_a_patch_is_caught_by_an_authentic_wheel(tmp_path:
     (dist,) = environment.select(environment.distributions(env), ["demo"])
     (report,) = verify(env, [dist]).distributions
     assert [d.path for d in report.drift] == []
+
+
+def test_symlinked_pycache_is_not_followed_out_of_the_environment(
+    venv: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    python, site, wheelhouse = venv
+    tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"mod3.{tag}.pyc").write_bytes(b"not the env's")
+    (outside / f"mod4.{tag}.pyc").write_bytes(b"not the env's either")
+    # demo/__pycache__ is a symlink that leads out of the environment
+    shutil.rmtree(site / "demo/__pycache__", ignore_errors=True)
+    (site / "demo/__pycache__").symlink_to(outside, target_is_directory=True)
+    (site / "demo/mod3.py").write_bytes(b"PATCHED = 3\n")
+
+    code, out = run_json("revert", "demo", "demo/mod3.py", "--python", python, "--wheelhouse", wheelhouse)
+    assert code == 0 and out["restored"] == ["demo/mod3.py"]
+    assert (site / "demo/mod3.py").read_bytes() == FILES["demo/mod3.py"]
+    assert (outside / f"mod3.{tag}.pyc").read_bytes() == b"not the env's"
+    assert (site / "demo/__pycache__").is_symlink()
+
+    # a real __pycache__: its stale .pyc goes; a .pyc that is a symlink out is left, and so is its target
+    (site / "demo/__pycache__").unlink()
+    (site / "demo/__pycache__").mkdir()
+    (site / "demo/__pycache__" / f"mod4.{tag}.pyc").symlink_to(outside / f"mod4.{tag}.pyc")
+    (site / "demo/__pycache__" / f"mod5.{tag}.pyc").write_bytes(b"stale")
+    (site / "demo/mod4.py").write_bytes(b"PATCHED = 4\n")
+    (site / "demo/mod5.py").write_bytes(b"PATCHED = 5\n")
+    code, out = run_json("revert", "demo", "--python", python, "--wheelhouse", wheelhouse)
+    assert code == 0 and sorted(out["restored"]) == ["demo/mod4.py", "demo/mod5.py"]
+    assert not (site / "demo/__pycache__" / f"mod5.{tag}.pyc").exists()
+    assert (outside / f"mod4.{tag}.pyc").read_bytes() == b"not the env's either"

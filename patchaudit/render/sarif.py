@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath, PureWindowsPath
@@ -37,13 +38,13 @@ def _descriptor(rule_id: str, severity: Severity, message: str, explanation: str
 def _base_uri(location: str) -> str:
     if PureWindowsPath(location).drive:
         return PureWindowsPath(location).as_uri().rstrip("/") + "/"
-    return "file://" + quote(PurePosixPath(location).as_posix().rstrip("/")) + "/"
+    return "file://" + quote(os.fsencode(PurePosixPath(location).as_posix().rstrip("/"))) + "/"
 
 
 def _fingerprint(finding: Finding, occurrence: int) -> str:
     # No line number: a finding keeps its fingerprint when lines above it move.
     key = "\0".join((finding.rule, finding.path, finding.message, str(occurrence)))
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def render_sarif(report: Report, rules: Sequence[type[Rule]], *, base_path_id: str = "SITEPACKAGES") -> dict[str, Any]:
@@ -90,7 +91,7 @@ def render_sarif(report: Report, rules: Sequence[type[Rule]], *, base_path_id: s
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": quote(finding.path), "uriBaseId": base_for(location)},
+                        "artifactLocation": {"uri": quote(os.fsencode(finding.path)), "uriBaseId": base_for(location)},
                         "region": {"startLine": max(finding.line, 1), "startColumn": finding.column + 1},
                     }
                 }
