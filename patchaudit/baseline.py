@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 SCHEMA = "patchaudit/baseline/v1"
 ABSENT = "absent"
+# What a file that exists but has no digest (a symlink, an unreadable file) stands for while hashes
+# are compared: never None, which means "absent", and never equal to any baseline hash.
+UNHASHABLE = "unhashable"
 CUSTOMIZE_MODULES = ("sitecustomize.py", "usercustomize.py")
 
 
@@ -206,8 +209,17 @@ def _current_hashes(dist: DistReport, record_path: Path | None) -> dict[str, str
         if drift.state is DriftState.MISSING:
             current[key] = None
         else:
-            current[key] = drift.actual
+            current[key] = drift.actual or _unhashable(drift.note)
     return current
+
+
+def _unhashable(why: str | None) -> str:
+    return f"{UNHASHABLE} ({why or 'not a regular file'})"
+
+
+def _is_digest(value: str | None) -> bool:
+    """A real "algo=digest" (what a baseline may hold), not ABSENT nor an unhashable marker."""
+    return value is not None and "=" in value and not value.startswith((UNHASHABLE, "unreadable"))
 
 
 def snapshot(
@@ -228,7 +240,8 @@ def snapshot(
         expected_by_path = {_norm(d.path): d for d in dist.drift}
         for path, digest in current.items():
             drift = expected_by_path.get(path)
-            if drift is not None and not include_drift:
+            if drift is not None and (not include_drift or (digest is not None and not _is_digest(digest))):
+                # A symlink or unreadable file is never approved wholesale: it stays drift.
                 left_out.append((dist.name, drift))
                 if drift.expected is not None:
                     files[path] = drift.expected
@@ -240,7 +253,7 @@ def snapshot(
         dists.append(DistSnapshot(name=dist.name, version=dist.version, location=dist.location, files=files))
     hooks: dict[str, str] = {}
     for drift in report.environment.drift:
-        if include_drift and drift.actual is not None:
+        if include_drift and drift.actual is not None and _is_digest(drift.actual):
             hooks[drift.path] = drift.actual
             approvals.append(_creation_approval(None, drift, who, now))
         else:
@@ -268,9 +281,26 @@ def _creation_approval(dist: str | None, drift: Drift, who: str, now: str) -> Ap
     )
 
 
-def check(baseline: Baseline, report: Report, record_paths: Mapping[str, Path | None]) -> Report:
-    """The report restated against the baseline: drift is what differs from the baseline's hashes."""
+def check(
+    baseline: Baseline,
+    report: Report,
+    record_paths: Mapping[str, Path | None],
+    names: Sequence[str] = (),
+) -> Report:
+    """The report restated against the baseline: drift is what differs from the baseline's hashes.
+
+    Every distribution of the baseline (those in `names`, when given) is held to it: one the report
+    does not cover is no longer installed, and is reported with its files, not skipped.
+    """
     dists: list[DistReport] = []
+    covered = {_canon(d.name) for d in report.distributions}
+    wanted = {_canon(n) for n in names}
+    for held in baseline.distributions:
+        key = _canon(held.name)
+        if key in covered or (wanted and key not in wanted):
+            continue
+        covered.add(key)
+        dists.append(_gone(held))
     for dist in report.distributions:
         snap = baseline.find(dist.name)
         if snap is None:
@@ -290,7 +320,9 @@ def check(baseline: Baseline, report: Report, record_paths: Mapping[str, Path | 
         changed = {d.path for d in drift}
         findings = tuple(f for f in dist.findings if f.path in changed)
         dists.append(dataclasses.replace(dist, drift=drift, findings=findings))
-    env_drift = tuple(d for d in report.environment.drift if baseline.hooks.get(d.path) != d.actual)
+    env_drift = tuple(
+        d for d in report.environment.drift if not _is_digest(d.actual) or baseline.hooks.get(d.path) != d.actual
+    )
     kept = {d.path for d in env_drift}
     env_findings = tuple(f for f in report.environment.findings if f.path in kept or f.severity.value == "info")
     return dataclasses.replace(
@@ -298,6 +330,17 @@ def check(baseline: Baseline, report: Report, record_paths: Mapping[str, Path | 
         distributions=tuple(dists),
         environment=EnvironmentReport(drift=env_drift, findings=env_findings),
     )
+
+
+def _gone(snap: DistSnapshot) -> DistReport:
+    """A baselined distribution that is no longer installed: it, and every file of it that changed."""
+    from patchaudit.report import Source
+
+    empty = DistReport(name=snap.name, version=snap.version, location=snap.location, source=Source.WHEEL)
+    files = tuple(_compare(snap, empty, {}))
+    note = "distribution in the baseline is not installed"
+    head = Drift(path=f"{snap.name} {snap.version}", state=DriftState.MISSING, note=note)
+    return dataclasses.replace(empty, drift=(head, *files), files_checked=len(snap.files), verifiable=False)
 
 
 def _compare(snap: DistSnapshot, dist: DistReport, current: dict[str, str | None]) -> Iterable[Drift]:
@@ -315,14 +358,15 @@ def _compare(snap: DistSnapshot, dist: DistReport, current: dict[str, str | None
                 path=path,
                 state=DriftState.MODIFIED,
                 expected=expected,
-                actual=actual,
+                actual=actual if _is_digest(actual) else None,
                 nlink=seen.nlink if seen else 1,
-                note=seen.note if seen else None,
+                note=seen.note if seen else (None if _is_digest(actual) else actual),
             )
     for path, actual in sorted(current.items()):
         if path not in snap.files and actual is not None:
             seen = notes.get(path)
-            yield Drift(path=path, state=DriftState.ADDED, actual=actual, note=seen.note if seen else None)
+            note = seen.note if seen else (None if _is_digest(actual) else actual)
+            yield Drift(path=path, state=DriftState.ADDED, actual=actual if _is_digest(actual) else None, note=note)
 
 
 def _hash(location: Path, rel: str) -> str | None:
@@ -368,12 +412,21 @@ def create(
 
 def check_env(env: Environment, path: Path, *, names: Sequence[str] = ()) -> Report:
     """Verify the environment and restate the result against the baseline at `path`."""
+    from patchaudit import environment
     from patchaudit.audit import ScanOptions, scan
+    from patchaudit.report import Target
 
     baseline = load(path)
     names = tuple(names) or tuple(d.name for d in baseline.distributions)
-    report = scan(env, ScanOptions(names=names, hazards=False))
-    return check(baseline, report, record_paths(env, names))
+    # A baselined distribution that is gone is drift (check reports it), not an input error; a name
+    # neither installed nor in the baseline still is one (scan says so).
+    installed = {_canon(d.name) for d in environment.distributions(env)}
+    present = tuple(n for n in names if _canon(n) in installed or baseline.find(n) is None)
+    if present:
+        report = scan(env, ScanOptions(names=present, hazards=False))
+    else:
+        report = Report(target=Target(python=env.python, paths=tuple(str(p) for p in env.site_dirs)), distributions=())
+    return check(baseline, report, record_paths(env, present) if present else {}, names)
 
 
 # --- accept: one patch at a time, with a reason and a name ---
@@ -422,6 +475,12 @@ def accept(
             raise BaselineError(f"{rel} is a directory: approve files one by one")
         if actual is not None and not actual.startswith("sha"):
             raise BaselineError(f"{rel}: {actual}")
+        if actual is None and previous is None:
+            raise BaselineError(
+                f"{rel} is not in the environment (no such file in {location}) nor in the baseline: "
+                "nothing drifted to accept",
+                hint="give the path of a drifted file, relative to site-packages, as `baseline check` prints it",
+            )
         if actual == previous:
             raise BaselineError(f"{rel} already matches the baseline; nothing to accept")
         target = hooks if owner is None else files[owner.name]

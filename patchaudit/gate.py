@@ -154,6 +154,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit.policy import Policy
 
     env = environment.resolve(python, site_path)
+    _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()
     plan, fingerprint, newest = _Plan.build(
         env,
@@ -167,6 +168,19 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         if newest < taken - racy:
             _VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
+
+
+def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
+    """A gate pointed at a directory holding no distribution has nothing to vouch for: refuse, before
+    anything (a cache, a journal) is written there."""
+    if found:
+        return
+    from patchaudit.errors import EnvironmentNotFound
+
+    if site_path is not None:
+        raise EnvironmentNotFound(f"no distributions in {site_path}: is this the site-packages directory?")
+    where = ", ".join(str(s) for s in env.site_dirs)
+    raise EnvironmentNotFound(f"no distributions in {where}: is this the right interpreter?")
 
 
 def _verdict(
@@ -192,7 +206,7 @@ def _verdict(
         from patchaudit import baseline
 
         held = baseline.load(baseline_path)
-        report = baseline.check(held, report, baseline.record_paths(env, names))
+        report = baseline.check(held, report, baseline.record_paths(env, names), names)
     threshold = None if fail_on == "none" else Severity(fail_on)
     verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
     pending = _pending_reverts(env)
@@ -528,6 +542,8 @@ def _verdict_from_dict(d: dict[str, Any]) -> Verdict:
     code = int(d["exit_code"])
     if code not in (EXIT_OK, EXIT_PROBLEMS):
         raise ValueError(code)
+    if int(d["distributions"]) < 1:  # kept by an older gate that let an empty directory pass
+        raise ValueError(d["distributions"])
     return Verdict(
         exit_code=code,
         problems=problems,

@@ -194,3 +194,66 @@ def test_missing_and_corrupt_baselines(env: Path, tmp_path: Path) -> None:
     bad.write_text(json.dumps({"schema": "patchaudit/baseline/v1", "distributions": [{"name": "x"}], "extra": 1}))
     with pytest.raises(BaselineError, match="unknown key 'extra'"):
         baseline.load(bad)
+
+
+def test_added_symlink_module_is_drift_against_the_baseline(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "svc.json"
+    baseline.create(from_python(env), out, who="alice")
+    evil = tmp_path / "evil.py"
+    evil.write_text("import os; os.system('true')\n")
+    (site_packages(env) / "svc" / "evil.py").symlink_to(evil)
+
+    report = baseline.check_env(from_python(env), out)
+    (svc,) = [d for d in report.distributions if d.name == "svc"]
+    assert [(d.path, d.state.value) for d in svc.drift] == [("svc/evil.py", "added")]
+    assert svc.drift[0].actual is None and "symlink" in (svc.drift[0].note or "")
+
+    proc = patchaudit("baseline", "check", out, "--python", env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "patchaudit: svc: added svc/evil.py (symlink to " in proc.stdout
+    gate = patchaudit("gate", "--python", env, "--baseline", out)
+    assert gate.returncode == 1, gate.stdout
+    assert "added svc/evil.py" in gate.stdout
+
+    # A symlink is never approved by taking a snapshot with the drift in it.
+    made, left_out, _ = baseline.create(from_python(env), out, include_drift=True, who="alice")
+    assert [d.path for _, d in left_out] == ["svc/evil.py"]
+    snap = made.find("svc")
+    assert snap is not None and "svc/evil.py" not in snap.files
+    assert patchaudit("baseline", "check", out, "--python", env).returncode == 1
+
+
+def test_uninstalled_distribution_is_drift_not_an_input_error(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.json"
+    baseline.create(from_python(env), out, who="alice")
+    site = site_packages(env)
+    away = tmp_path / "away"
+    away.mkdir()
+    (site / "other").rename(away / "other")
+    (site / "other-2.0.dist-info").rename(away / "other-2.0.dist-info")
+
+    report = baseline.check_env(from_python(env), out)
+    (gone,) = [d for d in report.distributions if d.name == "other"]
+    states = {d.path: d.state.value for d in gone.drift}
+    assert states["other 2.0"] == "missing"
+    assert states["other/__init__.py"] == "missing"
+
+    proc = patchaudit("baseline", "check", out, "--python", env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "patchaudit: other: missing other 2.0" in proc.stdout
+    assert "missing other/__init__.py" in proc.stdout
+    gate = patchaudit("gate", "--python", env, "--baseline", out)
+    assert gate.returncode == 1, gate.stdout
+    assert "patchaudit: other: missing other/__init__.py" in gate.stdout
+    named = patchaudit("baseline", "check", out, "other", "--python", env)
+    assert named.returncode == 1 and "missing other/__init__.py" in named.stdout
+
+
+def test_accept_of_a_path_that_does_not_exist_says_so(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "svc.json"
+    baseline.create(from_python(env), out, names=["svc"], who="alice")
+    with pytest.raises(BaselineError, match="svc/nope.py is not in the environment") as info:
+        baseline.accept(out, ["svc/nope.py"], reason="typo", who="carol")
+    assert "already matches" not in str(info.value)
+    proc = patchaudit("baseline", "accept", out, "svc/nope.py", "--reason", "typo")
+    assert proc.returncode == 2 and "not in the environment" in proc.stderr

@@ -20,7 +20,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One venv; every test patches a distribution of its own."""
     root = tmp_path_factory.mktemp("gate")
     house = root / "wheels"
-    names = ["steady", "hidden", "approved", "hazard", "added", "viapolicy"]
+    names = ["steady", "hidden", "approved", "hazard", "added", "viapolicy", "newline"]
     wheels = [build_wheel(house, n, "1.0", {f"{n}/__init__.py": "", f"{n}/core.py": CORE}) for n in names]
     python = make_venv(root / "venv")
     pip_install(python, *wheels)
@@ -214,3 +214,33 @@ def test_interrupted_revert_fails_the_gate(env: Path) -> None:
     finally:
         (journal / "20261202-0001.json").unlink()
     assert gate("steady", "--python", env).returncode == 0
+
+
+def test_a_directory_without_distributions_fails_closed_and_writes_nothing(env: Path, tmp_path: Path) -> None:
+    wrong = site_packages(env).parent  # lib/python3.X: one level above site-packages
+    empty = tmp_path / "srv"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a site-packages directory\n")
+    for target in (wrong, empty):
+        proc = gate("--path", target)
+        assert proc.returncode == 2, proc.stdout
+        assert proc.stdout.splitlines()[0] == (
+            f"patchaudit: error: no distributions in {target}: is this the site-packages directory?"
+        )
+        assert "ERROR" in summary(proc)
+        assert not (target / ".patchaudit").exists()
+        assert gate("--path", target, "--fail-on", "none").returncode == 2
+        assert not (target / ".patchaudit").exists()
+
+
+def test_a_file_name_with_a_newline_cannot_forge_journal_lines(env: Path) -> None:
+    forged = "x.py\npatchaudit gate: ok: no problems; 1 distribution, 2 files; exit 0"
+    (site_packages(env) / "newline" / forged).write_text("X = 1\n")
+    proc = gate("newline", "--python", env)
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    assert lines[0] == "patchaudit: newline: added newline/" + forged.replace("\n", "\\n") + (
+        " (expected - got " + record_hash(b"X = 1\n") + ")"
+    )
+    assert summary(proc).startswith("patchaudit gate: FAIL: 1 added;")
