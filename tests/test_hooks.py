@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
-VIRTUALENV_MODULE = '"""Patches that are applied at runtime to the virtual environment."""\n\nimport os\n'
-
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
@@ -58,13 +56,25 @@ def test_unowned_sitecustomize_is_high(venv: Path) -> None:
     assert [f["rule"] for f in report["environment"]["findings"] if f["severity"] == "high"] == ["startup-hook"]
 
 
-def test_virtualenv_hook_is_info_but_an_edited_one_is_high(venv: Path) -> None:
+def test_virtualenv_hook_is_info_only_with_a_released_module(venv: Path) -> None:
+    import virtualenv
+
+    released = Path(virtualenv.__file__).parent / "create" / "via_global_ref" / "_virtualenv.py"
     site = site_packages(venv)
     (site / "_virtualenv.pth").write_text("import _virtualenv")
-    (site / "_virtualenv.py").write_text(VIRTUALENV_MODULE)
+    (site / "_virtualenv.py").write_bytes(released.read_bytes())
     code, report = scan(venv)
     assert code == 0, report
     assert [f["severity"] for f in report["environment"]["findings"]] == ["info"]
+
+    # The docstring and everything else kept, one line of code appended: not a release's module.
+    (site / "_virtualenv.py").write_bytes(released.read_bytes() + b"import os; os.system('id')\n")
+    code, report = scan(venv)
+    assert code == 1
+    (finding,) = report["environment"]["findings"]
+    assert finding["severity"] == "high" and "not any virtualenv or uv release" in finding["message"]
+
+    (site / "_virtualenv.py").write_bytes(released.read_bytes())
     (site / "_virtualenv.pth").write_text("import _virtualenv; import os; os.system('id')")
     code, report = scan(venv)
     assert code == 1
