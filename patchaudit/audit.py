@@ -76,20 +76,32 @@ def _with_pristine(
 ) -> tuple[Report, dict[Path, dict[str, bytes]]]:
     """Pristine bytes of modified files, so hazards see the patch itself; a stale RECORD is not a patch.
 
-    Sources that are absent, or wheels of another build, leave the report as verify made it.
+    By default only distributions with modified files are looked up, from local sources, and a wheel of
+    another build is passed over in silence. Asked for a wheelhouse or the index, every distribution is
+    held to its wheel: a file whose RECORD line was rewritten to match a patch shows up there, as a
+    wheel that disagrees (named in `unverified`) or, for an authentic wheel, as drift.
     """
+    explicit = options.fetch or bool(options.wheelhouse)
     found: dict[Path, dict[str, bytes]] = {}
     dists: list[DistReport] = []
     for dist, installed in zip(report.distributions, chosen, strict=True):
         modified = [d for d in dist.drift if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)]
-        if not modified:
+        from_git = dist.source in (Source.EDITABLE, Source.VCS) and dist.location != str(installed.location)
+        if from_git:
+            if modified:
+                found[installed.meta_dir] = _from_checkout(installed, modified)
             dists.append(dist)
             continue
-        if dist.source in (Source.EDITABLE, Source.VCS) and dist.location != str(installed.location):
-            found[installed.meta_dir] = _from_checkout(installed, modified)
+        if not modified and not (explicit and installed.record_path is not None):
             dists.append(dist)
             continue
         check = _find_wheel(env, installed, modified, options)
+        if isinstance(check, str):
+            if explicit:
+                note = Unverified(path=installed.meta_dir.name, reason=check)
+                dist = dataclasses.replace(dist, unverified=(*dist.unverified, note))
+            dists.append(dist)
+            continue
         if check is None:
             dists.append(dist)
             continue
@@ -100,12 +112,15 @@ def _with_pristine(
 
 def _find_wheel(
     env: Environment, dist: InstalledDist, drift: Sequence[Drift], options: ScanOptions
-) -> BuildCheck | None:
+) -> BuildCheck | str | None:
+    """The accepted wheel; the refusal's message when the only candidates are another build; else None."""
     from patchaudit import pristine
-    from patchaudit.errors import PatchAuditError
+    from patchaudit.errors import PatchAuditError, WheelMismatch
 
     try:
         return pristine.find_pristine(env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch)
+    except WheelMismatch as exc:
+        return str(exc)
     except PatchAuditError:
         return None
 

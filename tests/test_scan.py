@@ -343,3 +343,28 @@ def test_undecodable_and_control_characters_in_names_are_shown_escaped(tmp_path:
     assert "lam/two\\nlines.txt" in proc.stdout
     report = json.loads(patchaudit("scan", "lam", "--python", python, "--no-hazards", "--format", "json").stdout)
     assert sorted(d["path"] for d in dist(report, "lam")["drift"]) == ["lam/bad\udcff.txt", "lam/two\nlines.txt"]
+
+
+def test_a_patch_hidden_by_rewriting_record_is_found_against_the_wheelhouse(tmp_path: Path) -> None:
+    files = {"mu/__init__.py": b"", "mu/guard.py": b"def check(x):\n    raise ValueError(x)\n"}
+    built = build_wheel(tmp_path / "build", "mu", "1.0", files)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, built)
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    built = built.rename(house / built.name)
+    site = site_packages(python)
+    patched = b"def check(x):\n    pass\n"
+    (site / "mu/guard.py").write_bytes(patched)
+    record = site / "mu-1.0.dist-info/RECORD"
+    lines = [
+        f"mu/guard.py,{record_hash(patched)},{len(patched)}" if ln.startswith("mu/guard.py,") else ln
+        for ln in record.read_text().splitlines()
+    ]
+    record.write_text("\n".join(lines) + "\n")
+    code, report = scan_json(python, "mu")
+    assert code == 0, "RECORD itself agrees with the patch: nothing to see without the wheel"
+    code, report = scan_json(python, "mu", "--wheelhouse", str(house))
+    assert code == 1
+    (note,) = dist(report, "mu")["unverified"]
+    assert "mu/guard.py" in note["reason"] and record_hash(files["mu/guard.py"]) in note["reason"]
