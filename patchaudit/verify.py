@@ -385,8 +385,8 @@ def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], lis
         root = location / top
         if root.is_symlink():
             # Its files still hash clean through the link, and whatever else the target holds imports.
-            note = f"package directory replaced by a symlink to {os.readlink(root)}"
-            swapped.append(Drift(path=top, state=DriftState.MODIFIED, note=note))
+            swap_note = f"package directory replaced by a symlink to {os.readlink(root)}"
+            swapped.append(Drift(path=top, state=DriftState.MODIFIED, note=swap_note))
             continue
         if not root.is_dir():
             continue

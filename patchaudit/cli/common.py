@@ -81,6 +81,16 @@ def open_environment(python: Path | None, site_path: Path | None) -> Any:
     return env
 
 
+def wheelhouse_option(func: F) -> F:
+    """--wheelhouse DIR (repeatable): local wheels to take pristine bytes from."""
+    return click.option(
+        "--wheelhouse",
+        multiple=True,
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Directory of wheels to take pristine bytes from (also PATCHAUDIT_WHEELHOUSE).",
+    )(func)
+
+
 def fail_on_option(func: F) -> F:
     return click.option(
         "--fail-on",

@@ -7,19 +7,14 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options, wheelhouse_option
 
 
 @click.command()
 @click.argument("dist")
 @click.argument("paths", nargs=-1)
 @target_options
-@click.option(
-    "--wheelhouse",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Directory of wheels to take pristine bytes from (also PATCHAUDIT_WHEELHOUSE).",
-)
+@wheelhouse_option
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
 def diff(
     dist: str,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options, wheelhouse_option
 
 if TYPE_CHECKING:
     from patchaudit.revert import Plan, Result
@@ -19,12 +19,7 @@ if TYPE_CHECKING:
 @click.argument("dist")
 @click.argument("paths", nargs=-1)
 @target_options
-@click.option(
-    "--wheelhouse",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Directory of wheels to take pristine bytes from (also PATCHAUDIT_WHEELHOUSE).",
-)
+@wheelhouse_option
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)

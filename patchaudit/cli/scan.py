@@ -15,6 +15,7 @@ from patchaudit.cli.common import (
     open_environment,
     severity_or_none,
     target_options,
+    wheelhouse_option,
     write_output,
 )
 
@@ -37,12 +38,7 @@ PROGRESS_THRESHOLD = 2000
     "--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False), help="Extra rule pack."
 )
 @click.option("--show-suppressed", is_flag=True, help="List findings silenced by '# patchaudit: ignore[...]'.")
-@click.option(
-    "--wheelhouse",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Directory of pristine wheels (also PATCHAUDIT_WHEELHOUSE).",
-)
+@wheelhouse_option
 @click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
 @click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
 @click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
