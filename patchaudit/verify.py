@@ -7,6 +7,7 @@ import hashlib
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,6 +304,9 @@ def verify(
                 unverified.append(verdict)
         added, shared = _added_files(item, ownership)
         drift.extend(added)
+        stale, foreign = _unchecked_bytecode(item)
+        drift.extend(stale)
+        unverified.extend(foreign)
         env_drift.extend(shared)
         report = DistReport(
             name=dist.name,
@@ -413,6 +417,64 @@ def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], lis
         elif owner is None:
             shared.append(drift)
     return mine, shared
+
+
+_UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, check_source off
+
+
+def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
+    """Bytecode that Python runs without ever looking at its source, and that disagrees with it.
+
+    Timestamp and checked-hash .pyc files are revalidated by the interpreter, so an edit of the source
+    wins; an unchecked-hash .pyc (PEP 552) is used as it is, whatever the source now says.
+    """
+    location = item.dist.location
+    stems: dict[str, set[str]] = {}
+    for key in item.entries:
+        if key.endswith(".py") and not key.startswith(("../", "/")):
+            parent, _, name = key.rpartition("/")
+            stems.setdefault(parent, set()).add(name[:-3])
+    drift: list[Drift] = []
+    foreign: list[Unverified] = []
+    for parent, names in stems.items():
+        cache_dir = f"{location}/{parent}/__pycache__" if parent else f"{location}/__pycache__"
+        try:
+            entries = os.listdir(cache_dir)
+        except OSError:
+            continue
+        for entry in entries:
+            stem = entry.partition(".")[0]
+            if not entry.endswith(".pyc") or stem not in names:
+                continue
+            header = _read_head(f"{cache_dir}/{entry}", 16)
+            if len(header) < 16 or int.from_bytes(header[4:8], "little") & 0b11 != _UNCHECKED_HASH:
+                continue
+            import importlib.util
+
+            rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
+            source = _read_head(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py", 1 << 30)
+            if header[:4] != importlib.util.MAGIC_NUMBER:
+                reason = "unchecked-hash bytecode of another Python version: cannot compare it with its source"
+                foreign.append(Unverified(path=rel, reason=reason))
+            elif header[8:16] != importlib.util.source_hash(source):
+                note = "unchecked-hash bytecode that disagrees with its source: Python runs it, not the source"
+                drift.append(
+                    Drift(path=rel, state=DriftState.MODIFIED, actual=_digest(Path(cache_dir, entry)), note=note)
+                )
+    return drift, foreign
+
+
+def _read_head(path: str, size: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _closest_owner(item: _Loaded, rel: str, ownership: _Ownership) -> InstalledDist | None:

@@ -368,3 +368,28 @@ def test_a_patch_hidden_by_rewriting_record_is_found_against_the_wheelhouse(tmp_
     assert code == 1
     (note,) = dist(report, "mu")["unverified"]
     assert "mu/guard.py" in note["reason"] and record_hash(files["mu/guard.py"]) in note["reason"]
+
+
+def test_unchecked_hash_bytecode_that_disagrees_with_its_source_is_drift(tmp_path: Path) -> None:
+    import py_compile
+    import subprocess
+    import sys
+
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "w", "nu", "1.0", {"nu/__init__.py": "", "nu/mod.py": "X = 1\n"}))
+    site = site_packages(python)
+    pyc = site / "nu/__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc"
+    unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(site / "nu/mod.py"), cfile=str(pyc), invalidation_mode=unchecked)
+    code, report = scan_json(python, "nu")
+    assert code == 0, "bytecode that matches its source is fine"
+
+    evil = tmp_path / "evil.py"
+    evil.write_text("print('EVIL')\nX = 1\n")
+    py_compile.compile(str(evil), cfile=str(pyc), invalidation_mode=unchecked)
+    ran = subprocess.run([str(python), "-c", "import nu.mod"], capture_output=True, text=True, check=True)
+    assert ran.stdout == "EVIL\n", "the interpreter runs it although the source is pristine"
+    code, report = scan_json(python, "nu")
+    assert code == 1
+    (drift,) = dist(report, "nu")["drift"]
+    assert drift["path"] == f"nu/__pycache__/{pyc.name}" and drift["state"] == "modified"
