@@ -463,3 +463,25 @@ def test_symlinked_pycache_is_not_followed_out_of_the_environment(
     assert code == 0 and sorted(out["restored"]) == ["demo/mod4.py", "demo/mod5.py"]
     assert not (site / "demo/__pycache__" / f"mod5.{tag}.pyc").exists()
     assert (outside / f"mod4.{tag}.pyc").read_bytes() == b"not the env's either"
+
+
+@pytest.mark.parametrize("ranges", [True, False], ids=["ranges", "whole-file"])
+def test_index_wheel_of_another_build_is_refused_with_or_without_ranges(tmp_path: Path, ranges: bool) -> None:
+    """The index's hash proves its file is what it publishes, not that it is the installed build."""
+    installed = build_wheel(tmp_path / "installed", "demo", "1.0", FILES)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, installed)
+    installed.unlink()  # direct_url.json's archive is gone: the index is the only source
+    site = site_packages(python)
+    other = build_wheel(tmp_path / "other", "demo", "1.0", {**FILES, "demo/mod0.py": b"REBUILT = True\n"})
+    (site / "demo/mod1.py").write_bytes(b"patched\n")
+    env = {"PIP_NO_INDEX": "", "PIP_INDEX_URL": ""}
+    with IndexServer([other], ranges=ranges) as server:
+        env["PIP_INDEX_URL"] = server.url
+        for _ in range(2):  # the second run may find the wheel in patchaudit's own cache: same verdict
+            proc = patchaudit("revert", "demo", "--python", str(python), "--yes", env=env)
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert "demo/mod0.py" in proc.stderr and record_hash(FILES["demo/mod0.py"]) in proc.stderr
+    assert (site / "demo/mod0.py").read_bytes() == FILES["demo/mod0.py"]
+    assert (site / "demo/mod1.py").read_bytes() == b"patched\n"
+    assert not (python.parent.parent / ".patchaudit/quarantine").exists()

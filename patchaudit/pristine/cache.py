@@ -22,6 +22,8 @@ from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
+from patchaudit.pristine.direct_url import installed_sha256
+from patchaudit.pristine.http import sha256_file
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_matches
 from patchaudit.record import Record, parse_record
@@ -122,7 +124,13 @@ class OwnCache:
                 if not name.endswith(".whl") or not wheel_matches(name, dist):
                     continue
                 if opener == "whole":
-                    return open_local(directory / name, "patchaudit cache", authentic=True)
+                    # kept because its index published its hash; authentic only if it is the installed file
+                    installed = installed_sha256(dist)
+                    try:
+                        authentic = installed is not None and sha256_file(directory / name) == installed
+                    except OSError:
+                        continue
+                    return open_local(directory / name, "patchaudit cache", authentic=authentic)
                 try:
                     return CachedWheel(directory / name, name)
                 except OSError:

@@ -47,7 +47,7 @@ class BuildCheck:
     wheel: PristineWheel
     files: dict[str, PristineFile] = field(default_factory=dict)
     record_mismatch: tuple[str, ...] = ()  # installed bytes equal the wheel's; both RECORDs are stale
-    record_edited: tuple[Drift, ...] = ()  # authentic wheel disagrees with the installed RECORD
+    record_edited: tuple[Drift, ...] = ()  # the installed file itself disagrees with the installed RECORD
     unavailable: tuple[tuple[str, str], ...] = ()  # (path, reason): the wheel does not ship it
 
 
@@ -75,6 +75,17 @@ def check_same_build(
 
     Every file both RECORDs list (generated ones aside) must carry the same hash; every member needed
     for a `modified`/`missing` drift entry must hash to the installed RECORD's value.
+
+    A RECORD disagreement has two possible causes that the two RECORDs alone cannot tell apart: the
+    wheel is another build, or the installed RECORD was edited (to hide a patch). The rule:
+
+    - Only an *authentic* wheel may explain disagreements as "installed RECORD edited": its whole-file
+      sha256 equals the one pip recorded for this very install (direct_url.json). That wheel is the
+      installed file, so every line the installed RECORD disagrees on was changed after install.
+    - Any other wheel that disagrees is refused (WheelMismatch), however it was obtained: from a
+      wheelhouse, a cache, or an index, fetched whole or by range requests. A hash the index publishes
+      proves the file is what the index serves, not that it is the build that was installed; an index
+      may serve another build under the same file name. Nothing is written from a refused wheel.
     """
     index = wheel_index(wheel)
     by_path = {_normalize(e.path): e for e in installed.entries}
@@ -95,7 +106,8 @@ def check_same_build(
             raise WheelMismatch(
                 f"{wheel.origin} is another build: {path} is {mine} in the installed RECORD "
                 f"but {theirs} in the wheel's{more}",
-                hint="give --wheelhouse with the exact wheel that was installed",
+                hint="give --wheelhouse with the exact wheel that was installed "
+                "(or the installed RECORD was edited: only that wheel can tell)",
             )
         for path, mine, theirs in disagreements:
             edited.append(

@@ -32,6 +32,21 @@ def archive_hash(info: dict[str, object]) -> tuple[str, str] | None:
     return None
 
 
+def installed_sha256(dist: InstalledDist) -> str | None:
+    """The sha256 (hex) pip recorded, in direct_url.json, of the very archive it installed; else None.
+
+    Only this proves a wheel *is* the installed build: an index's published hash proves only that a
+    file is what the index publishes, and an index may publish another build under the same name.
+    """
+    info = dist.direct_url
+    if info is None:
+        return None
+    published = archive_hash(info)
+    if published is None or published[0] != "sha256":
+        return None
+    return published[1]
+
+
 class DirectUrlArchive:
     """A local wheel named by `file://` in direct_url.json, accepted only when its published hash matches.
 

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
+from patchaudit.pristine.direct_url import installed_sha256
 from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, redact, sha256_file, sha256_of
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_match
@@ -219,21 +220,27 @@ class PackageIndex:
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
         for item in self.candidates(dist):
-            return self.open(item)
+            return self.open(item, installed_sha256(dist))
         return None
 
-    def open(self, item: IndexFile) -> PristineWheel:
+    def open(self, item: IndexFile, installed: str | None = None) -> PristineWheel:
+        """Open `item`, checked against the hash the index publishes for it.
+
+        It is `authentic` only when that hash is also the one pip recorded for the install (`installed`,
+        from direct_url.json): the index vouches for its file, not for the build that was installed.
+        """
         where = redact(item.url)
         path = local_path(item.url)
+        is_installed = item.sha256 is not None and installed is not None and item.sha256.lower() == installed
         if path is not None:
-            authentic = item.sha256 is not None and sha256_file(path) == item.sha256
-            if item.sha256 is not None and not authentic:
+            matches = item.sha256 is not None and sha256_file(path) == item.sha256
+            if item.sha256 is not None and not matches:
                 raise PristineNotFound(f"{path}: sha256 differs from what the index publishes")
-            return open_local(path, "find-links", authentic=authentic)
+            return open_local(path, "find-links", authentic=matches and is_installed)
         if self.pip_cache is not None and item.sha256 is not None:
             body = self.pip_cache.body_for(item.url)
             if body is not None and sha256_file(body) == item.sha256:
-                return open_local(body, "pip http cache", authentic=True, filename=item.filename)
+                return open_local(body, "pip http cache", authentic=is_installed, filename=item.filename)
         spool = self.cache.root / "tmp" if self.cache is not None else None
         remote = RangeFile(item.url, self.transfer, spool_dir=spool)
         authentic = False
@@ -242,7 +249,7 @@ class PackageIndex:
             if sha256_of(whole) != item.sha256:
                 remote.close()
                 raise PristineNotFound(f"{where}: sha256 differs from what the index publishes")
-            authentic = True
+            authentic = is_installed
             if self.cache is not None:
                 self._keep_whole(item.filename, whole)
         on_read = None

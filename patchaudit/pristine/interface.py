@@ -22,7 +22,11 @@ class PristineWheel(Protocol):
 
     @property
     def authentic(self) -> bool:
-        """The whole wheel's sha256 matched what its index or direct_url.json publishes."""
+        """The whole wheel's sha256 equals the one pip recorded for this install in direct_url.json.
+
+        A hash an index publishes does not make a wheel authentic: it proves the file is what the index
+        serves, not that it is the build that was installed.
+        """
         ...
 
     def record(self) -> Record: ...
