@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime as _dt
 import errno
 import fcntl
@@ -438,6 +439,20 @@ def execute(env: Environment, plan: Plan, *, dry_run: bool = False, lock_wait: f
 
 
 def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
+    state, manifest = _prepare(env, plan)
+    run_dir = Path(state["run_dir"])
+    journal = env.state_dir / "journal" / f"{state['run_id']}.json"
+    unverified, changed = _commit(env, state, manifest)
+    _mark_manifest(manifest, changed, bool(unverified))
+    _atomic_json(run_dir / MANIFEST, manifest)
+    journal.unlink(missing_ok=True)
+    refused = plan.refused + tuple(Refusal(path=p, reason=CHANGED_MEANWHILE) for p in changed)
+    done = dataclasses.replace(plan, actions=tuple(a for a in plan.actions if a.path not in changed), refused=refused)
+    return _summary(done, state["run_id"], run_dir, unverified=tuple(unverified), recovered=recovered)
+
+
+def _prepare(env: Environment, plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Journal, quarantine and stage `plan`; on return the journal is in phase `commit`."""
     run_id = _new_run_id(plan.dist)
     run_dir = env.state_dir / "quarantine" / run_id
     journal = env.state_dir / "journal" / f"{run_id}.json"
@@ -479,11 +494,7 @@ def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
         ) from None
     state["phase"] = "commit"
     _atomic_json(journal, state)
-    unverified = _commit(env, state)
-    manifest["status"] = "complete"
-    _atomic_json(run_dir / MANIFEST, manifest)
-    journal.unlink(missing_ok=True)
-    return _summary(plan, run_id, run_dir, unverified=tuple(unverified), recovered=recovered)
+    return state, manifest
 
 
 def _quarantine(
@@ -568,29 +579,91 @@ def _stage(plan: Plan, entries: list[dict[str, Any]]) -> None:
         _fsync_dir(parent)
 
 
-def _commit(env: Environment, state: Mapping[str, Any]) -> list[str]:
-    """Replace, remove, drop bytecode, re-hash; idempotent, so recovery can run it again."""
+CHANGED_MEANWHILE = "changed since the run quarantined it: left as it is now (the quarantine keeps the older copy)"
+
+
+def _is_original(dest: Path, item: Mapping[str, Any] | None) -> bool:
+    """Is what is at `dest` now still what the run quarantined (its manifest entry `item`)?"""
+    if not isinstance(item, Mapping):
+        return False
+    kind, content, _mode = _snapshot(dest)
+    if kind != item.get("original"):
+        return False
+    if kind == "file":
+        assert isinstance(content, bytes)
+        return digest_of(content, "sha256") == item.get("original_digest")
+    if kind == "symlink":
+        return content == item.get("original_link")
+    return kind == "missing"
+
+
+def _is_new(dest: Path, entry: Mapping[str, Any]) -> bool:
+    """Is what is at `dest` already what the run writes there (or nothing, for a removal)?"""
+    got = hash_file(str(dest), (entry.get("digest") or "sha256=").partition("=")[0])
+    if entry["kind"] == "remove":
+        return got.missing
+    if entry["kind"] == "symlink":
+        return got.symlink == entry.get("link")
+    return got.digest == entry.get("digest")
+
+
+def _commit(
+    env: Environment, state: Mapping[str, Any], manifest: Mapping[str, Any] | None
+) -> tuple[list[str], list[str]]:
+    """Replace, remove, drop bytecode, re-hash; idempotent, so recovery can run it again.
+
+    Before a destination is replaced or removed, it must still hold what the run quarantined (the
+    manifest's original) or already what the run writes. Anything else was written after the run
+    quarantined it (for example between a crash and its recovery): it is left in place, the staged
+    file is dropped, and the path is returned in `changed`. Returns (unverified, changed).
+    """
+    files = manifest.get("files") if isinstance(manifest, Mapping) else None
+    originals = {str(f.get("dest")): f for f in files if isinstance(f, Mapping)} if isinstance(files, list) else {}
     parents = set()
+    changed: list[str] = []
     for entry in state["actions"]:
         dest = Path(entry["dest"])
         parents.add(dest.parent)
         if entry["kind"] == "remove":
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(dest)
+            if not os.path.lexists(dest):
+                pass
+            elif _is_original(dest, originals.get(str(dest))):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(dest)
+            else:
+                changed.append(entry["path"])
+                continue
         else:
             staged = Path(entry["staged"])
-            # a missing staged file was already moved in before an interruption; verified below
-            with contextlib.suppress(FileNotFoundError):
+            if not os.path.lexists(staged):
+                # already moved in before an interruption; verified below
+                pass
+            elif _is_original(dest, originals.get(str(dest))) or _is_new(dest, entry):
                 os.replace(staged, dest)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(staged)
+                changed.append(entry["path"])
+                continue
         _drop_bytecode(env, dest, state.get("roots") or ())
     for parent in parents:
         _fsync_dir(parent)
-    return _verify(state)
+    return _verify(state, skip=changed), changed
 
 
-def _verify(state: Mapping[str, Any]) -> list[str]:
+def _mark_manifest(manifest: dict[str, Any], changed: Collection[str], unverified: bool) -> None:
+    """Record the outcome in `manifest`: entries left alone are marked, so an undo leaves them too."""
+    for item in manifest.get("files") or []:
+        if isinstance(item, dict) and item.get("path") in changed:
+            item["skipped"] = CHANGED_MEANWHILE
+    manifest["status"] = "incomplete" if unverified or changed else "complete"
+
+
+def _verify(state: Mapping[str, Any], skip: Collection[str] = ()) -> list[str]:
     bad = []
     for entry in state["actions"]:
+        if entry["path"] in skip:
+            continue
         dest = Path(entry["dest"])
         got = hash_file(str(dest))
         if entry["kind"] == "remove":
@@ -631,39 +704,67 @@ def recover(env: Environment, *, lock_wait: float = 0.0) -> list[str]:
         return ["a revert is running in this environment right now; its files may be changing"]
 
 
+def _valid_journal(state: object) -> bool:
+    if not isinstance(state, dict) or not isinstance(state.get("run_dir"), str):
+        return False
+    if not isinstance(state.get("run_id"), str) or not isinstance(state.get("actions"), list):
+        return False
+    keys = ("path", "dest", "kind")
+    return all(isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in state["actions"])
+
+
+def _read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((run_dir / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
 def _recover_locked(env: Environment) -> list[str]:
     messages = []
     for path in sorted((env.state_dir / "journal").glob("*.json")):
         try:
             state = json.loads(path.read_bytes())
         except (OSError, ValueError):
+            state = None
+        if not _valid_journal(state):
             messages.append(f"ignored unreadable journal {path.name}")
             continue
         run_dir = Path(state["run_dir"])
+        op = state.get("op", "revert")
         if state.get("phase") == "commit":
-            bad = _commit(env, state)
-            _mark(run_dir, "complete" if not bad else "incomplete")
-            messages.append(
-                f"finished interrupted {state.get('op', 'revert')} {state['run_id']}"
-                + (f"; {len(bad)} file(s) do not verify: {', '.join(bad[:3])}" if bad else "")
-            )
+            manifest = _read_manifest(run_dir)
+            bad, changed = _commit(env, state, manifest)
+            if manifest is not None:
+                _mark_manifest(manifest, changed, bool(bad))
+                with contextlib.suppress(OSError):
+                    _atomic_json(run_dir / MANIFEST, manifest)
+            else:
+                _mark(run_dir, "incomplete" if bad or changed else "complete")
+            message = f"finished interrupted {op} {state['run_id']}"
+            if changed:
+                message += (
+                    f"; left {len(changed)} file(s) that changed after it began as they are now"
+                    f" (the quarantine keeps the older copies): {', '.join(changed[:3])}"
+                )
+            if bad:
+                message += f"; {len(bad)} file(s) do not verify: {', '.join(bad[:3])}"
+            messages.append(message)
         else:
             _rollback(state)
             _mark(run_dir, "rolled-back")
-            messages.append(
-                f"rolled back interrupted {state.get('op', 'revert')} {state['run_id']} (nothing had been changed)"
-            )
+            messages.append(f"rolled back interrupted {op} {state['run_id']} (nothing had been changed)")
         path.unlink(missing_ok=True)
     return messages
 
 
 def _mark(run_dir: Path, status: str) -> None:
     manifest_path = run_dir / MANIFEST
-    try:
-        manifest = json.loads(manifest_path.read_bytes())
-    except (OSError, ValueError):
-        if not run_dir.is_dir():
-            return
+    manifest = _read_manifest(run_dir)
+    if manifest is None:
+        if not run_dir.is_dir() or manifest_path.exists():
+            return  # an unreadable manifest is left as it is: `quarantine list` shows it
         manifest = {"schema": MANIFEST_SCHEMA, "run_id": run_dir.name, "files": []}
     manifest["status"] = status
     with contextlib.suppress(OSError):
@@ -715,6 +816,8 @@ def plan_undo(env: Environment, run_id: str) -> Plan:
     refused: list[Refusal] = []
     roots = tuple(manifest.get("roots") or ())
     for item in manifest.get("files", []):
+        if item.get("skipped"):
+            continue  # the run left it alone: there is nothing of it to put back
         dest = Path(item["dest"])
         reason = check_destination(env, dest, roots)
         if reason is not None:

@@ -485,3 +485,38 @@ def test_index_wheel_of_another_build_is_refused_with_or_without_ranges(tmp_path
     assert (site / "demo/mod0.py").read_bytes() == FILES["demo/mod0.py"]
     assert (site / "demo/mod1.py").read_bytes() == b"patched\n"
     assert not (python.parent.parent / ".patchaudit/quarantine").exists()
+
+
+def test_recovery_never_overwrites_bytes_written_after_the_crash(venv: tuple[Path, Path, Path]) -> None:
+    """A run killed after staging, before its first replace; then a file is edited again; then any
+    command (here the read-only `quarantine list`) recovers the run: the newer bytes must survive."""
+    from patchaudit import revert
+
+    python, site, wheelhouse = venv
+    (site / "demo/mod1.py").write_bytes(b"patch one\n")
+    (site / "demo/mod2.py").write_bytes(b"patch two\n")
+    (site / "demo/added.py").write_bytes(b"added\n")
+    env = environment.from_python(python)
+    (dist,) = environment.select(environment.distributions(env), ["demo"])
+    (report,) = verify(env, [dist]).distributions
+    plan = plan_revert(env, dist, report, wheelhouse=[wheelhouse])
+    with locked(env):
+        state, _manifest = revert._prepare(env, plan)  # the on-disk state a kill right after staging leaves
+    assert _journal_phase(python.parent.parent / ".patchaudit") == "commit"
+    (site / "demo/mod1.py").write_bytes(b"newer work, written after the crash\n")
+    (site / "demo/added.py").write_bytes(b"added, then edited after the crash\n")
+
+    proc = patchaudit("quarantine", "list", "--python", str(python))
+    assert proc.returncode == 0, proc.stderr
+    assert "finished interrupted revert" in proc.stderr and "demo/mod1.py" in proc.stderr
+    assert (site / "demo/mod1.py").read_bytes() == b"newer work, written after the crash\n"
+    assert (site / "demo/added.py").read_bytes() == b"added, then edited after the crash\n"
+    assert (site / "demo/mod2.py").read_bytes() == FILES["demo/mod2.py"]
+    assert b"patch one\n" in quarantined(python.parent.parent, "demo/mod1.py")
+    assert not list(site.glob("demo/.*.tmp"))
+    assert "incomplete" in proc.stdout
+    # undoing the run puts back only what it changed, and keeps the newer bytes in its own quarantine
+    proc = patchaudit("quarantine", "restore", state["run_id"], "--python", str(python), "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (site / "demo/mod2.py").read_bytes() == b"patch two\n"
+    assert (site / "demo/mod1.py").read_bytes() == b"newer work, written after the crash\n"
