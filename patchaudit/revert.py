@@ -29,10 +29,10 @@ from typing import Any
 
 from patchaudit.diff import read_installed, select_drift, unified
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.errors import LockBusy, QuarantineFailed, RunNotFound, UnsafePath
+from patchaudit.errors import LockBusy, PatchAuditError, QuarantineFailed, RunNotFound, UnsafePath
 from patchaudit.hashing import hash_file
-from patchaudit.pristine import Transfer, find_pristine
-from patchaudit.pristine.check import PristineFile
+from patchaudit.pristine import BuildCheck, Transfer, find_pristine
+from patchaudit.pristine.check import PristineFile, wheel_index
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.pristine.zipwheel import unsafe_member
@@ -306,14 +306,25 @@ def plan_revert(
         else:
             safe.append(item)
     needed = [d for d in safe if d.state is not DriftState.ADDED]
+    added = [d for d in safe if d.state is DriftState.ADDED]
     actions: list[Action] = []
     mismatch: tuple[str, ...] = ()
     origin = None
-    if needed:
-        check = find_pristine(
-            env, dist, drift=needed, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
-        )
+    shipped: set[str] = set()
+    check: BuildCheck | None = None
+    if needed or added:
         try:
+            check = find_pristine(
+                env, dist, drift=needed, wheelhouse=wheelhouse, sources=sources, environ=environ, transfer=transfer
+            )
+        except PatchAuditError:
+            if needed:
+                raise
+            check = None  # no wheel to ask: files no RECORD owns are removed, as always (and quarantined)
+    if check is not None:
+        try:
+            # a file the wheel ships is not "added" even when its installed RECORD line is gone
+            shipped = set(wheel_index(check.wheel))
             origin = check.wheel.origin
             mismatch = check.record_mismatch
             refused += [Refusal(path=p, reason=r) for p, r in check.unavailable]
@@ -334,9 +345,17 @@ def plan_revert(
             actions += _record_edited_actions(env, dist, check.record_edited, check.files, refused)
         finally:
             check.wheel.close()
-    for item in safe:
-        if item.state is DriftState.ADDED:
-            actions.append(Action(path=item.path, dest=_destination(dist.location, item.path), kind="remove"))
+    for item in added:
+        if os.path.normpath(item.path).replace(os.sep, "/") in shipped:
+            refused.append(
+                Refusal(
+                    path=item.path,
+                    reason="the pristine wheel ships this file but the installed RECORD does not list it "
+                    "(its RECORD line was removed); not removed",
+                )
+            )
+            continue
+        actions.append(Action(path=item.path, dest=_destination(dist.location, item.path), kind="remove"))
     return Plan(
         op="revert",
         dist=dist.name,

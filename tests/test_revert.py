@@ -520,3 +520,17 @@ def test_recovery_never_overwrites_bytes_written_after_the_crash(venv: tuple[Pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (site / "demo/mod2.py").read_bytes() == b"patch two\n"
     assert (site / "demo/mod1.py").read_bytes() == b"newer work, written after the crash\n"
+
+
+def test_file_the_wheel_ships_is_never_removed_when_its_record_line_is_gone(venv: tuple[Path, Path, Path]) -> None:
+    python, site, wheelhouse = venv
+    record = next(site.glob("demo-1.0.dist-info")) / "RECORD"
+    record.write_text("".join(ln for ln in record.read_text().splitlines(True) if not ln.startswith("demo/mod5.py,")))
+    (site / "demo/stray.py").write_bytes(b"no RECORD owns me\n")
+    code, out = run_json("revert", "demo", "--python", python, "--wheelhouse", wheelhouse)
+    assert code == 1
+    refused = {r["path"]: r["reason"] for r in out["refused"]}
+    assert "ships this file" in refused["demo/mod5.py"]
+    assert out["removed"] == ["demo/stray.py"]
+    assert (site / "demo/mod5.py").read_bytes() == FILES["demo/mod5.py"]
+    assert not (site / "demo/stray.py").exists()
