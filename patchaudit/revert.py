@@ -16,6 +16,7 @@ import dataclasses
 import datetime as _dt
 import errno
 import fcntl
+import hashlib
 import io
 import json
 import os
@@ -440,7 +441,9 @@ def _new_run_id(dist: str) -> str:
 
 
 def _staged_name(dest: Path, run_id: str) -> Path:
-    return dest.with_name(f".{dest.name}.patchaudit-{run_id}.tmp")
+    """A short name beside `dest` (any legal file name must still be stageable): `.pa-<hash>.tmp`."""
+    tag = hashlib.sha256(f"{run_id}\0{dest.name}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return dest.with_name(f".pa-{tag}.tmp")
 
 
 def execute(env: Environment, plan: Plan, *, dry_run: bool = False, lock_wait: float = LOCK_WAIT) -> Result:
@@ -505,6 +508,7 @@ def _prepare(env: Environment, plan: Plan) -> tuple[dict[str, Any], dict[str, An
         _stage(plan, entries)
     except OSError as exc:
         _rollback(state)
+        _mark(run_dir, "rolled-back")  # a manifest may already say `prepared`: it changed nothing
         journal.unlink(missing_ok=True)
         where = getattr(exc, "filename", None) or run_dir
         raise QuarantineFailed(

@@ -338,7 +338,7 @@ def _journal_phase(state: Path) -> str | None:
 
 
 def _staged(site: Path) -> int:
-    return sum(1 for _ in (site / "many").glob(".*.patchaudit-*.tmp"))
+    return sum(1 for _ in (site / "many").glob(".pa-*.tmp"))
 
 
 def _quarantined(state: Path) -> int:
@@ -534,3 +534,50 @@ def test_file_the_wheel_ships_is_never_removed_when_its_record_line_is_gone(venv
     assert out["removed"] == ["demo/stray.py"]
     assert (site / "demo/mod5.py").read_bytes() == FILES["demo/mod5.py"]
     assert not (site / "demo/stray.py").exists()
+
+
+def test_longest_legal_file_name_is_reverted(tmp_path: Path) -> None:
+    long = "demo/" + "L" * 250 + ".py"  # 253 characters: a legal name that leaves no room for a suffix
+    wheel = build_wheel(tmp_path / "wh", "demo", "1.0", {"demo/__init__.py": b"", long: b"Z = 1\n"})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    site = site_packages(python)
+    (site / long).write_bytes(b"Z = 'patched'\n")
+    code, out = run_json("revert", "demo", "--python", python, "--wheelhouse", wheel.parent)
+    assert code == 0 and out["restored"] == [long]
+    assert (site / long).read_bytes() == b"Z = 1\n"
+    assert not list((site / "demo").glob(".*.tmp"))
+
+
+def _run_with_file_size_limit(args: list[str], limit: int) -> subprocess.CompletedProcess[str]:
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "patchaudit", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=limit_file_size,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"},
+    )
+
+
+def test_run_that_fails_while_staging_is_listed_as_rolled_back(tmp_path: Path) -> None:
+    big = bytes(range(256)) * 256  # 64 KiB of binary: its patch is one line, staging it is not
+    wheel = build_wheel(tmp_path / "wh", "big", "1.0", {"big/__init__.py": b"", "big/blob.bin": big})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    site = site_packages(python)
+    (site / "big/blob.bin").write_bytes(b"\0small")
+    proc = _run_with_file_size_limit(
+        ["revert", "big", "--python", str(python), "--wheelhouse", str(wheel.parent), "--yes"], 16384
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "nothing was changed" in proc.stderr
+    assert (site / "big/blob.bin").read_bytes() == b"\0small"
+    code, runs = run_json("quarantine", "list", "--python", python)
+    assert [r["status"] for r in runs] == ["rolled-back"], runs
+    again = patchaudit("quarantine", "restore", runs[0]["run_id"], "--python", str(python), "--yes")
+    assert again.returncode == 2 and "rolled back" in again.stderr
