@@ -48,9 +48,13 @@ def patchaudit(
 class IndexServer:
     """A PEP 503 simple index on loopback that honours Range (unless told not to) and counts bytes."""
 
-    def __init__(self, wheels: list[Path], *, ranges: bool = True, json_api: bool = False) -> None:
+    def __init__(
+        self, wheels: list[Path], *, ranges: bool = True, json_api: bool = False, refuse_ranges: bool = False
+    ) -> None:
+        """`ranges=False`: Range is ignored (200, whole body); `refuse_ranges`: Range is answered 416."""
         self.files = {w.name: w for w in wheels}
         self.ranges = ranges
+        self.refuse_ranges = refuse_ranges
         self.json_api = json_api
         self.bytes_sent = 0
         self.requests: list[str] = []
@@ -115,6 +119,8 @@ class IndexServer:
             def _file(self, path: Path) -> None:
                 data = path.read_bytes()
                 rng = self.headers.get("Range")
+                if rng and server.refuse_ranges:
+                    return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
                 if rng and server.ranges:
                     m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
                     if m:

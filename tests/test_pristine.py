@@ -104,6 +104,23 @@ def test_index_without_range_support_falls_back_to_whole_file_and_caches_it(
         (site / "demo/mod6.py").write_bytes(old)
 
 
+def test_index_answering_416_to_ranges_falls_back_to_the_whole_file(installed: tuple[Path, Path, Path]) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod9.py")
+    try:
+        env, dist, drift = drift_for(python)
+        with IndexServer([wheel], refuse_ranges=True) as server:
+            transfer = Transfer()
+            check = find_pristine(
+                env, dist, drift=drift, sources=[PackageIndex(IndexConfig(index_url=server.url), transfer=transfer)]
+            )
+            assert any("bytes=" in r for r in server.requests)
+        assert check.files["demo/mod9.py"].data == old
+        assert transfer.whole_files == 1
+    finally:
+        (site / "demo/mod9.py").write_bytes(old)
+
+
 def test_range_fetched_members_are_cached_for_the_next_run(installed: tuple[Path, Path, Path], tmp_path: Path) -> None:
     wheel, python, site = installed
     old = patch(site, "demo/mod7.py")

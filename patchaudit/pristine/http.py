@@ -148,10 +148,7 @@ class RangeFile(io.RawIOBase):
 
     def _probe(self) -> int:
         """Learn the length with a first range request for the last block (where the zip index lives)."""
-        try:
-            resp = urllib.request.urlopen(_request(self.url, headers={"Range": f"bytes=-{BLOCK}"}), timeout=TIMEOUT)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {getattr(exc, 'reason', exc)}") from None
+        resp = self._open({"Range": f"bytes=-{BLOCK}"})
         with resp:
             self.transfer.requests += 1
             if resp.status == 206:
@@ -165,6 +162,18 @@ class RangeFile(io.RawIOBase):
             self._spool(resp)
             assert self._whole is not None
             return self._whole.seek(0, io.SEEK_END)
+
+    def _open(self, headers: dict[str, str]):  # type: ignore[no-untyped-def]
+        """GET with `headers`; a server that refuses the range (416) is asked for the whole file."""
+        try:
+            return urllib.request.urlopen(_request(self.url, headers=headers), timeout=TIMEOUT)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 416 or "Range" not in headers:
+                raise PristineNotFound(f"cannot fetch {redact(self.url)}: {exc.reason}") from None
+            exc.close()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {getattr(exc, 'reason', exc)}") from None
+        return self._open({k: v for k, v in headers.items() if k != "Range"})
 
     def _spool(self, resp: io.BufferedIOBase) -> None:
         self.transfer.whole_files += 1
@@ -223,12 +232,7 @@ class RangeFile(io.RawIOBase):
     def _fetch_blocks(self, lo: int, hi: int) -> None:
         begin = lo * BLOCK
         stop = min((hi + 1) * BLOCK, self.length) - 1
-        try:
-            resp = urllib.request.urlopen(
-                _request(self.url, headers={"Range": f"bytes={begin}-{stop}"}), timeout=TIMEOUT
-            )
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {getattr(exc, 'reason', exc)}") from None
+        resp = self._open({"Range": f"bytes={begin}-{stop}"})
         with resp:
             self.transfer.requests += 1
             if resp.status != 206:
