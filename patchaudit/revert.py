@@ -797,7 +797,50 @@ def _mark(run_dir: Path, status: str) -> None:
 # ---------------------------------------------------------------- quarantine: list and undo
 
 
+def _manifest_problem(manifest: object) -> str | None:
+    """Why a quarantine manifest cannot be used (None when it can)."""
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        return "no list of files"
+    for n, item in enumerate(files):
+        if not isinstance(item, dict):
+            return f"file entry {n} is not an object"
+        for key in ("path", "dest", "quarantine", "original"):
+            if not isinstance(item.get(key), str):
+                return f"file entry {n} has no {key}"
+        if item["original"] == "file" and not isinstance(item.get("original_digest"), str):
+            return f"file entry {n} has no original_digest"
+        if item["original"] == "symlink" and not isinstance(item.get("original_link"), str):
+            return f"file entry {n} has no original_link"
+        mode = item.get("original_mode")
+        if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777):
+            return f"file entry {n} has a bad original_mode"
+    for key in ("op", "dist", "version", "created", "status", "undo_of"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], str):
+            return f"{key} is not a string"
+    if manifest.get("roots") is not None and not (
+        isinstance(manifest["roots"], list) and all(isinstance(r, str) for r in manifest["roots"])
+    ):
+        return "roots is not a list of paths"
+    return None
+
+
+def _load_manifest(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(manifest, None), or (None, why it is unreadable)."""
+    try:
+        manifest = json.loads((run_dir / MANIFEST).read_bytes())
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    except ValueError as exc:
+        return None, f"not valid JSON ({exc})"
+    problem = _manifest_problem(manifest)
+    return (None, problem) if problem else (manifest, None)
+
+
 def list_runs(env: Environment) -> list[RunInfo]:
+    """Every run directory, oldest first; one whose manifest cannot be read is listed as `unreadable`."""
     root = env.state_dir / "quarantine"
     runs = []
     try:
@@ -805,20 +848,33 @@ def list_runs(env: Environment) -> list[RunInfo]:
     except OSError:
         return []
     for name in names:
-        try:
-            manifest = json.loads((root / name / MANIFEST).read_bytes())
-        except (OSError, ValueError):
+        if not (root / name).is_dir():
+            continue
+        manifest, problem = _load_manifest(root / name)
+        if manifest is None:
+            runs.append(
+                RunInfo(
+                    run_id=name,
+                    path=root / name,
+                    op="?",
+                    dist="?",
+                    version="?",
+                    created="",
+                    status=f"unreadable: {problem}",
+                    files=0,
+                )
+            )
             continue
         runs.append(
             RunInfo(
                 run_id=name,
                 path=root / name,
-                op=manifest.get("op", "revert"),
-                dist=manifest.get("dist", "?"),
-                version=manifest.get("version", "?"),
-                created=manifest.get("created", ""),
-                status=manifest.get("status", "?"),
-                files=len(manifest.get("files", [])),
+                op=manifest.get("op") or "revert",
+                dist=manifest.get("dist") or "?",
+                version=manifest.get("version") or "?",
+                created=manifest.get("created") or "",
+                status=manifest.get("status") or "?",
+                files=len(manifest["files"]),
                 undo_of=manifest.get("undo_of"),
             )
         )
@@ -832,13 +888,19 @@ def plan_undo(env: Environment, run_id: str) -> Plan:
         raise RunNotFound(
             f"no quarantine run {run_id!r} in {env.state_dir / 'quarantine'}", hint="see `patchaudit quarantine list`"
         )
-    manifest = json.loads((run_dir / MANIFEST).read_bytes())
+    manifest, problem = _load_manifest(run_dir)
+    if manifest is None:
+        raise QuarantineFailed(
+            f"quarantine run {run_id}: its manifest is unreadable ({problem}); nothing was changed",
+            hint=f"its files are still in {run_dir / FILES}",
+        )
     if manifest.get("status") == "rolled-back":
         raise RunNotFound(f"run {run_id} was rolled back: it changed nothing, so there is nothing to undo")
     actions: list[Action] = []
     refused: list[Refusal] = []
     roots = tuple(manifest.get("roots") or ())
-    for item in manifest.get("files", []):
+    files_dir = os.path.realpath(run_dir / FILES)
+    for item in manifest["files"]:
         if item.get("skipped"):
             continue  # the run left it alone: there is nothing of it to put back
         dest = Path(item["dest"])
@@ -847,18 +909,22 @@ def plan_undo(env: Environment, run_id: str) -> Plan:
             refused.append(Refusal(path=item["path"], reason=reason))
             continue
         stored = run_dir / item["quarantine"]
+        if not os.path.realpath(stored.parent).startswith(files_dir + os.sep) and item["original"] != "missing":
+            refused.append(Refusal(path=item["path"], reason="its quarantined copy lies outside the run directory"))
+            continue
         if item["original"] == "file":
             data = read_installed(stored)
             if not isinstance(data, bytes) or digest_of(data, "sha256") != item["original_digest"]:
                 refused.append(Refusal(path=item["path"], reason="quarantined copy does not match its manifest hash"))
                 continue
+            mode = item.get("original_mode")
             actions.append(
                 Action(
                     path=item["path"],
                     dest=dest,
                     kind="write",
                     data=data,
-                    mode=item.get("original_mode") or 0o644,
+                    mode=0o644 if mode is None else mode,
                     digest=item["original_digest"],
                 )
             )
@@ -868,8 +934,8 @@ def plan_undo(env: Environment, run_id: str) -> Plan:
             actions.append(Action(path=item["path"], dest=dest, kind="remove"))
     return Plan(
         op="undo",
-        dist=manifest.get("dist", "?"),
-        version=manifest.get("version", "?"),
+        dist=manifest.get("dist") or "?",
+        version=manifest.get("version") or "?",
         actions=tuple(actions),
         refused=tuple(refused),
         origin=f"quarantine {run_id}",

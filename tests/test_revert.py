@@ -581,3 +581,52 @@ def test_run_that_fails_while_staging_is_listed_as_rolled_back(tmp_path: Path) -
     assert [r["status"] for r in runs] == ["rolled-back"], runs
     again = patchaudit("quarantine", "restore", runs[0]["run_id"], "--python", str(python), "--yes")
     assert again.returncode == 2 and "rolled back" in again.stderr
+
+
+def test_malformed_manifests_are_listed_as_unreadable_and_refused_in_one_line(
+    venv: tuple[Path, Path, Path],
+) -> None:
+    python, site, wheelhouse = venv
+    (site / "demo/mod3.py").write_bytes(b"patched\n")
+    code, out = run_json("revert", "demo", "--python", python, "--wheelhouse", wheelhouse)
+    assert code == 0
+    root = python.parent.parent / ".patchaudit/quarantine"
+    (good,) = os.listdir(root)
+    bad = {
+        "a-list": b"[1, 2]",
+        "b-truncated": (root / good / "manifest.json").read_bytes()[:40],
+        "c-missing-keys": json.dumps({"files": [{"path": "demo/mod3.py"}]}).encode(),
+        "d-not-a-list": json.dumps({"files": 3}).encode(),
+    }
+    for name, text in bad.items():
+        (root / name).mkdir()
+        (root / name / "manifest.json").write_bytes(text)
+
+    proc = patchaudit("quarantine", "list", "--python", str(python))
+    assert proc.returncode == 0, proc.stderr
+    assert good in proc.stdout and "complete" in proc.stdout
+    for name in bad:
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(name))
+        assert "unreadable" in line
+    code, runs = run_json("quarantine", "list", "--python", python)
+    assert len(runs) == 5
+    for name in bad:
+        proc = patchaudit("quarantine", "restore", name, "--python", str(python), "--yes")
+        assert proc.returncode == 2, proc.stderr
+        assert "unreadable" in proc.stderr and "Traceback" not in proc.stderr
+    assert (site / "demo/mod3.py").read_bytes() == FILES["demo/mod3.py"]
+
+
+def test_restore_puts_back_mode_000_as_000(venv: tuple[Path, Path, Path]) -> None:
+    python, site, wheelhouse = venv
+    (site / "demo/mod6.py").write_bytes(b"patched\n")
+    code, out = run_json("revert", "demo", "--python", python, "--wheelhouse", wheelhouse)
+    assert code == 0
+    (run,) = (python.parent.parent / ".patchaudit/quarantine").iterdir()
+    manifest = json.loads((run / "manifest.json").read_bytes())
+    (item,) = manifest["files"]
+    item["original_mode"] = 0  # what a revert of a mode-000 file records
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    proc = patchaudit("quarantine", "restore", run.name, "--python", str(python), "--yes")
+    assert "put back demo/mod6.py" in proc.stdout, proc.stdout + proc.stderr
+    assert os.stat(site / "demo/mod6.py").st_mode & 0o7777 == 0
