@@ -195,3 +195,14 @@ def test_unified_counts_lines_at_newlines_only() -> None:
     text, binary = unified("a.py", old.encode(), new.encode())
     assert not binary
     assert text == "--- a.py\n+++ a.py\n@@ -1,3 +1,3 @@\n a\x0cb\n # \x1c\x1d\x1e\x85\n-\u2028x\n+y\n"
+
+
+def test_a_path_that_did_not_drift_is_named_on_stderr(venv: tuple[Path, Path, Path]) -> None:
+    python, site, wheelhouse = venv
+    (site / "demo/tail.py").write_bytes(b"LAST = 4\n")
+    proc = patchaudit(
+        "diff", "demo", "demo/tail.py", "demo/blob.bin", "--python", str(python), "--wheelhouse", str(wheelhouse)
+    )
+    assert proc.returncode == 1
+    assert "+LAST = 4" in proc.stdout
+    assert proc.stderr.strip().splitlines() == ["patchaudit: demo/blob.bin: not drifted"]

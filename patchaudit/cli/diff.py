@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,7 +36,12 @@ def diff(
     text = vcs.working_tree_diff(target, paths)
     if text is None:
         (report,) = verify(env, [target], every=every).distributions
-        text = "".join(d.text for d in diff_dist(env, target, report, paths=paths, wheelhouse=wheelhouse))
+        diffs = diff_dist(env, target, report, paths=paths, wheelhouse=wheelhouse)
+        text = "".join(d.text for d in diffs)
+        shown = {os.path.normpath(d.path).replace(os.sep, "/") for d in (*report.drift, *diffs)}
+        for path in paths:
+            if os.path.normpath(path).replace(os.sep, "/") not in shown:
+                click.echo(f"patchaudit: {path}: not drifted", err=True)
     if color is None:
         color = sys.stdout.isatty()
     if color and text:
