@@ -38,7 +38,9 @@ def diff(
         (report,) = verify(env, [target], every=every).distributions
         diffs = diff_dist(env, target, report, paths=paths, wheelhouse=wheelhouse)
         text = "".join(d.text for d in diffs)
-        shown = {os.path.normpath(d.path).replace(os.sep, "/") for d in (*report.drift, *diffs)}
+        shown = {
+            os.path.normpath(p).replace(os.sep, "/") for p in [d.path for d in report.drift] + [d.path for d in diffs]
+        }
         for path in paths:
             if os.path.normpath(path).replace(os.sep, "/") not in shown:
                 click.echo(f"patchaudit: {path}: not drifted", err=True)
