@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from patchaudit import environment
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import StatCache
+from patchaudit.hashing import StatCache, read_regular
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
 
 if TYPE_CHECKING:
@@ -167,12 +166,12 @@ def _with_hazards(
         files: list[tuple[str, bytes, bool]] = []
         drifted = {d.path for d in dist.drift if d.state is not DriftState.MISSING and d.path.endswith(".py")}
         for rel in sorted(drifted):
-            data = _read_regular(location, rel)
+            data = read_regular(location / rel)
             if data is not None:
                 files.append((rel, data, True))
         if options.all_files:
             for rel in _python_files(installed) - drifted:
-                data = _read_regular(location, rel)
+                data = read_regular(location / rel)
                 if data is not None:
                     files.append((rel, data, False))
         if not files:
@@ -204,18 +203,3 @@ def _python_files(dist: InstalledDist) -> set[str]:
         for e in record.entries
         if e.path.endswith(".py") and not e.path.startswith("..") and not os.path.isabs(e.path)
     }
-
-
-def _read_regular(location: Path, rel: str) -> bytes | None:
-    path = location / rel
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    finally:
-        os.close(fd)

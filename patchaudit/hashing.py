@@ -133,6 +133,23 @@ def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
     return h.digest()
 
 
+def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> bytes | None:
+    """A regular file's bytes (at most `limit`), never through a symlink; None for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read() if limit is None else fh.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def cached_state(path: str, algorithm: str, cache: StatCache) -> FileState | None:
     """The cached digest when lstat says the file is unchanged; one syscall, no open."""
     try:

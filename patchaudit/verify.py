@@ -7,13 +7,12 @@ import hashlib
 import os
 import posixpath
 import re
-import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import FileState, StatCache, hash_many
+from patchaudit.hashing import FileState, StatCache, hash_many, read_regular
 from patchaudit.record import Record, encode_digest, parse_record
 from patchaudit.report import (
     DistReport,
@@ -446,13 +445,13 @@ def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
             stem = entry.partition(".")[0]
             if not entry.endswith(".pyc") or stem not in names:
                 continue
-            header = _read_head(f"{cache_dir}/{entry}", 16)
+            header = read_regular(f"{cache_dir}/{entry}", 16) or b""
             if len(header) < 16 or int.from_bytes(header[4:8], "little") & 0b11 != _UNCHECKED_HASH:
                 continue
             import importlib.util
 
             rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
-            source = _read_head(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py", 1 << 30)
+            source = read_regular(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py") or b""
             if header[:4] != importlib.util.MAGIC_NUMBER:
                 reason = "unchecked-hash bytecode of another Python version: cannot compare it with its source"
                 foreign.append(Unverified(path=rel, reason=reason))
@@ -462,19 +461,6 @@ def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
                     Drift(path=rel, state=DriftState.MODIFIED, actual=_digest(Path(cache_dir, entry)), note=note)
                 )
     return drift, foreign
-
-
-def _read_head(path: str, size: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _closest_owner(item: _Loaded, rel: str, ownership: _Ownership) -> InstalledDist | None:
