@@ -142,7 +142,7 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
+        with open(fd, "rb", buffering=0, closefd=False) as fh:  # unbuffered: a header read reads the header
             return fh.read() if limit is None else fh.read(limit)
     except OSError:
         return None
