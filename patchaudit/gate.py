@@ -57,6 +57,7 @@ class GateOptions:
     fail_on: str | None = None  # "high" ... "info", "none"
     fail_open: bool = False
     use_cache: bool = True
+    workers: int | None = None  # None: the policy's, else every CPU this process may use
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -162,7 +163,8 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_files=[p for p in (options.policy, baseline) if p is not None],
         extra_roots=(*rule_dirs, _journal_dir(env)),
     )
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
+    workers = options.workers or (policy.workers if policy is not None else None)
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, workers)
     if options.use_cache:
         racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
         if newest < taken - racy:
@@ -190,6 +192,7 @@ def _verdict(
     fail_on: str,
     baseline_path: Path | None,
     use_cache: bool,
+    workers: int | None = None,
 ) -> Verdict:
     from patchaudit.audit import ScanOptions, scan
     from patchaudit.report import Severity
@@ -200,6 +203,7 @@ def _verdict(
         rule_dirs=policy.rule_dirs,
         severity_overrides=dict(policy.severity),
         use_cache=use_cache,
+        workers=workers,
     )
     report = scan(env, options)
     if baseline_path is not None:

@@ -279,7 +279,7 @@ def batches(jobs: Sequence[tuple[str, str]], sizes: Mapping[str, int] | None = N
     return out
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def pool_context() -> multiprocessing.context.BaseContext:
     """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
@@ -322,7 +322,7 @@ class Hashing:
         self._futures: list[tuple[list[tuple[str, str]], Future[list[Raw]]]] = []
         self._threads: list[threading.Thread] = []
         if self.processes:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_pool_context())
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=pool_context())
             try:
                 self._futures = [(b, self._pool.submit(hash_batch, b)) for b in batches(todo, sizes)]
             except BaseException:

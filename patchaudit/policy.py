@@ -24,6 +24,7 @@ POLICY_KEYS = frozenset(
         "severity",
         "baseline",
         "approved",
+        "workers",
     }
 )
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
@@ -70,6 +71,7 @@ class Policy:
     severity: Mapping[str, Severity] = field(default_factory=dict)
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
+    workers: int | None = None  # None: every CPU this process may use
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -148,6 +150,11 @@ class Policy:
             if entry is not None:
                 approved.append(entry)
 
+        workers = data.get("workers")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            bad(f"'workers' must be a whole number of at least 1, not {workers!r}")
+            workers = None
+
         baseline = string("baseline")
         policy = cls(
             source=source,
@@ -162,6 +169,7 @@ class Policy:
             severity=severity,
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
+            workers=workers,
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))

@@ -13,9 +13,11 @@ VALUE_OPTIONS = {
     "--policy": "policy",
     "--baseline": "baseline",
     "--fail-on": "fail_on",
+    "--workers": "workers",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 FAIL_ON = ("high", "medium", "low", "info", "none")
+MAX_WORKERS = 256
 
 
 def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
@@ -45,6 +47,9 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
             return None
     if values.get("fail_on", "high") not in FAIL_ON:
         return None
+    workers = values.get("workers", "1")
+    if not (workers.isascii() and workers.isdigit() and 1 <= int(workers) <= MAX_WORKERS):
+        return None
     return dists, values, flags
 
 
@@ -67,6 +72,7 @@ def fast_gate(args: list[str]) -> int | None:
         fail_on=values.get("fail_on"),
         fail_open="fail_open" in flags,
         no_cache="no_cache" in flags,
+        workers=int(values["workers"]) if "workers" in values else None,
     )
 
 
@@ -80,6 +86,7 @@ def run_gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    workers: int | None = None,
 ) -> int:
     """Run the gate core, print its journal lines to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -95,6 +102,7 @@ def run_gate(
             fail_on=fail_on,
             fail_open=fail_open,
             use_cache=not no_cache,
+            workers=workers,
         )
     )
     try:
