@@ -85,6 +85,7 @@ def findings_of(path: Path) -> list[object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", required=True)
+    parser.add_argument("--path", help="name the env to patchaudit by this site-packages directory instead")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--patchaudit", default="python3 -m patchaudit")
     parser.add_argument("--subset", default="transformers")
@@ -96,6 +97,7 @@ def main() -> int:
     bench = Bench(args.out, args.budget)
     n = cpus()
     pa = shlex.split(args.patchaudit)
+    target = ["--path", args.path] if args.path else ["--python", args.python]
     bench.results["host"] = {
         "cpus": n,
         "cpu_count": os.cpu_count(),
@@ -116,8 +118,7 @@ def main() -> int:
     bench.script(
         "scan",
         [
-            "--python",
-            args.python,
+            *target,
             "--rounds",
             str(args.rounds),
             "--procs",
@@ -128,7 +129,7 @@ def main() -> int:
         ],
         timeout=min(180, bench.left()),
     )
-    verify_cmd = [*pa, "scan", "--python", args.python, "--no-cache", "--no-hazards", "--format", "json"]
+    verify_cmd = [*pa, "scan", *target, "--no-cache", "--no-hazards", "--format", "json"]
     curve: dict[str, object] = {}
     for w in (1, 2, 4, 8, 16):
         if w > n or bench.left() < 60:
@@ -143,6 +144,7 @@ def main() -> int:
         [
             "--python",
             args.python,
+            *(["--path", args.path] if args.path else []),
             "--anchor",
             args.anchor,
             "--allow-drift",
@@ -154,13 +156,13 @@ def main() -> int:
     )
 
     # 3. --all-files over the whole env with every CPU
-    all_cmd = [*pa, "scan", "--python", args.python, "--all-files", "--no-cache", "--format", "json"]
+    all_cmd = [*pa, "scan", *target, "--all-files", "--no-cache", "--format", "json"]
     whole: dict[str, object] = {"skipped": "no time left"}
     if bench.left() > 150:
         whole = bench.timed(
             [*all_cmd, "--workers", str(n)], timeout=min(200, bench.left() - 120), out=args.out / "all.json"
         )
-    if (args.out / "all.json").exists() and whole.get("wall") is not None:
+    if (args.out / "all.json").exists() and whole.get("code") in (0, 1):
         report = json.loads((args.out / "all.json").read_text())
         whole["summary"] = report.get("summary")
     (args.out / "all.json").unlink(missing_ok=True)
@@ -168,7 +170,7 @@ def main() -> int:
     bench.save()
 
     # 4. the --all-files curve over the subset
-    sub_cmd = [*pa, "scan", args.subset, "--python", args.python, "--all-files", "--no-cache", "--format", "json"]
+    sub_cmd = [*pa, "scan", args.subset, *target, "--all-files", "--no-cache", "--format", "json"]
     sub: dict[str, object] = {}
     seen: dict[str, list[object]] = {}
     for w in (16, 1, 2, 4, 8):
@@ -176,7 +178,7 @@ def main() -> int:
             continue
         dest = args.out / f"sub-{w}.json"
         sub[str(w)] = bench.timed([*sub_cmd, "--workers", str(w)], timeout=bench.left() - 5, out=dest)
-        if dest.exists() and sub[str(w)].get("wall") is not None:  # type: ignore[union-attr]
+        if dest.exists() and sub[str(w)].get("code") in (0, 1):  # type: ignore[union-attr]
             seen[str(w)] = findings_of(dest)
         dest.unlink(missing_ok=True)
         bench.results["all_files_subset"] = sub

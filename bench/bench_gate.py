@@ -66,7 +66,8 @@ def edit_check(ours: list[str], python: str, dist: str) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--python", required=True)
+    parser.add_argument("--python", required=True, help="the env's interpreter (pip show runs with it)")
+    parser.add_argument("--path", help="give the gate this site-packages directory instead of --python")
     parser.add_argument("dists", nargs="*", help="what the gate guards (default: every distribution)")
     parser.add_argument("--anchor", default="vllm", help="the distribution `pip show` is asked about")
     parser.add_argument("--rounds", type=int, default=9)
@@ -81,7 +82,8 @@ def main() -> int:
     args = parser.parse_args()
 
     anchor = [args.python, "-m", "pip", "show", args.anchor]
-    ours = [*shlex.split(args.patchaudit), "gate", *args.dists, "--python", args.python]
+    target = ["--path", args.path] if args.path else ["--python", args.python]
+    ours = [*shlex.split(args.patchaudit), "gate", *args.dists, *target]
     ok = (0, 1) if args.allow_drift else (0,)
     print(f"anchor: {shlex.join(anchor)}")
     print(f"ours:   {shlex.join(ours)}", flush=True)
