@@ -7,7 +7,7 @@
    the peak RSS), then the cold-verify curve over --workers 1, 2, 4, 8, 16;
 2. the warm gate over every distribution against `pip show ANCHOR` (bench_gate.py);
 3. `scan --all-files --no-cache` of the whole env with every CPU;
-4. the `--all-files` curve over --workers 16, 1, 2, 4, 8 for the subset, checking that every
+4. the `--all-files` curve over --workers 16, 1, 8, 4, 2 for the subset, checking that every
    worker count reports the same findings.
 Each step is cut short when the budget runs out; DIR gets results.json after every step and a log.
 """
@@ -160,7 +160,7 @@ def main() -> int:
     whole: dict[str, object] = {"skipped": "no time left"}
     if bench.left() > 150:
         whole = bench.timed(
-            [*all_cmd, "--workers", str(n)], timeout=min(200, bench.left() - 120), out=args.out / "all.json"
+            [*all_cmd, "--workers", str(n)], timeout=min(150, bench.left() - 120), out=args.out / "all.json"
         )
     if (args.out / "all.json").exists() and whole.get("code") in (0, 1):
         report = json.loads((args.out / "all.json").read_text())
@@ -173,7 +173,7 @@ def main() -> int:
     sub_cmd = [*pa, "scan", args.subset, *target, "--all-files", "--no-cache", "--format", "json"]
     sub: dict[str, object] = {}
     seen: dict[str, list[object]] = {}
-    for w in (16, 1, 2, 4, 8):
+    for w in (16, 1, 8, 4, 2):
         if w > n or bench.left() < 10:
             continue
         dest = args.out / f"sub-{w}.json"

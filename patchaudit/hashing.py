@@ -298,8 +298,13 @@ class Hashing:
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
         sizes: Mapping[str, int] | None = None,
+        first: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]] = (),
     ) -> None:
+        """`first`: (function, args) to run on the workers before any hashing (module-level functions,
+        picklable arguments); `first_results()` gives what they returned, in order."""
         self._cache = cache
+        self._first = list(first)
+        self._first_futures: list[Future[Any]] = []
         self._progress = progress
         self.results: dict[tuple[str, str], FileState] = {}
         todo: list[tuple[str, str]] = []
@@ -324,6 +329,7 @@ class Hashing:
         if self.processes:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=pool_context())
             try:
+                self._first_futures = [self._pool.submit(fn, *args) for fn, args in self._first]
                 self._futures = [(b, self._pool.submit(hash_batch, b)) for b in batches(todo, sizes)]
             except BaseException:
                 self._pool.shutdown(cancel_futures=True)
@@ -352,6 +358,11 @@ class Hashing:
                 done = 0
         if self._progress is not None and done:
             self._progress(done)
+
+    def first_results(self) -> list[Any]:
+        if self._first_futures:
+            return [f.result() for f in self._first_futures]
+        return [fn(*args) for fn, args in self._first]
 
     def result(self) -> dict[tuple[str, str], FileState]:
         if self._pool is not None:

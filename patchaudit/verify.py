@@ -173,6 +173,10 @@ class _Ownership:
                 found.append(dist)
         return found
 
+    def files_at(self, location: Path) -> dict[str, list[InstalledDist]]:
+        """Every path some RECORD lists in this site directory, with its owners."""
+        return self._index().get(location, {})
+
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
         self._index()
         return self._dirs.get(location, {}).get(rel_dir, [])
@@ -195,6 +199,14 @@ def _is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], locatio
     source_dir = parent[: -len("__pycache__")].rstrip("/")
     source = (source_dir + "/" if source_dir else "") + name.split(".", 1)[0] + ".py"
     return owned(source) or (location / source).is_file()
+
+
+def _is_real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
+    return list(_walk(location, top))
 
 
 def _walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:
@@ -273,13 +285,25 @@ def verify(
         if progress is not None:
             progress(done, total)
 
-    hashing = Hashing(jobs, cache=cache, workers=workers, progress=tick if progress else None, sizes=sizes)
-    # While worker processes hash, this one walks the package directories for added files.
-    walks = _Walks(ownership)
+    # The workers first walk the package directories and look at bytecode, then hash; meanwhile
+    # this process matches what they found against the RECORDs.
+    with_record = [item for item in loaded.values() if item.record is not None]
+    roots = sorted({(item.dist.location, top) for item in with_record for top in _top_dirs(item)})
+    roots = [(location, top) for location, top in roots if _is_real_dir(location / top)]
+    sources = [(item.dist.location, _sources(item)) for item in with_record]
+    hashing = Hashing(
+        jobs,
+        cache=cache,
+        workers=workers,
+        progress=tick if progress else None,
+        sizes=sizes,
+        first=[(_walk_list, root) for root in roots] + [(_unchecked_bytecode_at, args) for args in sources],
+    )
+    found = hashing.first_results()
+    walks = _Walks(ownership, dict(zip(roots, found[: len(roots)], strict=True)))
+    bytecode = found[len(roots) :]
     found_here = {
-        meta: (_added_files(item, ownership, walks), _unchecked_bytecode(item))
-        for meta, item in loaded.items()
-        if item.record is not None
+        item.dist.meta_dir: (_added_files(item, ownership, walks), bytecode[n]) for n, item in enumerate(with_record)
     }
     states = hashing.result()
 
@@ -399,8 +423,9 @@ class _Walks:
     distribution, the same tree was read and every file in it looked up once for each of them.
     """
 
-    def __init__(self, ownership: _Ownership) -> None:
+    def __init__(self, ownership: _Ownership, walked: dict[tuple[Path, str], list[tuple[str, bool]]]) -> None:
         self._ownership = ownership
+        self._walked = walked  # (location, top) -> what a worker's walk found
         self._unowned: dict[tuple[Path, str], list[tuple[str, bool, InstalledDist | None]]] = {}
         self._drift: dict[tuple[Path, str], Drift] = {}
 
@@ -410,9 +435,10 @@ class _Walks:
         if found is not None:
             return found
         ownership = self._ownership
-        owned = lambda s: bool(ownership.owners(location, s))  # noqa: E731
+        owned = ownership.files_at(location).__contains__
         found = []
-        for rel, is_link in _walk(location, top):
+        walked = self._walked.get((location, top))
+        for rel, is_link in walked if walked is not None else _walk(location, top):
             if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
                 continue
             found.append((rel, is_link, _closest_owner(location, rel, ownership)))
@@ -459,18 +485,25 @@ def _added_files(item: _Loaded, ownership: _Ownership, walks: _Walks) -> tuple[l
 _UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, check_source off
 
 
+def _sources(item: _Loaded) -> list[str]:
+    """The distribution's .py files inside its location (the sources bytecode may stand for)."""
+    return [key for key in item.entries if key.endswith(".py") and not key.startswith(("../", "/"))]
+
+
 def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
+    return _unchecked_bytecode_at(item.dist.location, _sources(item))
+
+
+def _unchecked_bytecode_at(location: Path, sources: list[str]) -> tuple[list[Drift], list[Unverified]]:
     """Bytecode that Python runs without ever looking at its source, and that disagrees with it.
 
     Timestamp and checked-hash .pyc files are revalidated by the interpreter, so an edit of the source
     wins; an unchecked-hash .pyc (PEP 552) is used as it is, whatever the source now says.
     """
-    location = item.dist.location
     stems: dict[str, set[str]] = {}
-    for key in item.entries:
-        if key.endswith(".py") and not key.startswith(("../", "/")):
-            parent, _, name = key.rpartition("/")
-            stems.setdefault(parent, set()).add(name[:-3])
+    for key in sources:
+        parent, _, name = key.rpartition("/")
+        stems.setdefault(parent, set()).add(name[:-3])
     drift: list[Drift] = []
     foreign: list[Unverified] = []
     for parent, names in stems.items():
