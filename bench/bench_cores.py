@@ -92,6 +92,9 @@ def main() -> int:
     parser.add_argument("--anchor", default="torch", help="the distribution `pip show` is asked about")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--skip", default="", help="comma-separated steps to leave out: curve, gate")
+    parser.add_argument("--whole-timeout", type=float, default=150.0, help="seconds for --all-files of the env")
+    parser.add_argument("--subset-workers", default="16,1,8,4,2", help="the --all-files curve, in this order")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     bench = Bench(args.out, args.budget)
@@ -132,35 +135,38 @@ def main() -> int:
     verify_cmd = [*pa, "scan", *target, "--no-cache", "--no-hazards", "--format", "json"]
     curve: dict[str, object] = {}
     for w in (1, 2, 4, 8, 16):
-        if w > n or bench.left() < 60:
+        if w > n or bench.left() < 60 or "curve" in args.skip:
             continue
         curve[str(w)] = bench.timed([*verify_cmd, "--workers", str(w)], timeout=min(60, bench.left()))
     bench.results["verify_curve"] = curve
     bench.save()
 
     # 2. the warm gate over every distribution
-    bench.script(
-        "gate",
-        [
-            "--python",
-            args.python,
-            *(["--path", args.path] if args.path else []),
-            "--anchor",
-            args.anchor,
-            "--allow-drift",
-            "--no-edit-check",
-            "--patchaudit",
-            args.patchaudit,
-        ],
-        timeout=min(120, bench.left()),
-    )
+    if "gate" not in args.skip:
+        bench.script(
+            "gate",
+            [
+                "--python",
+                args.python,
+                *(["--path", args.path] if args.path else []),
+                "--anchor",
+                args.anchor,
+                "--allow-drift",
+                "--no-edit-check",
+                "--patchaudit",
+                args.patchaudit,
+            ],
+            timeout=min(120, bench.left()),
+        )
 
     # 3. --all-files over the whole env with every CPU
     all_cmd = [*pa, "scan", *target, "--all-files", "--no-cache", "--format", "json"]
     whole: dict[str, object] = {"skipped": "no time left"}
-    if bench.left() > 150:
+    if bench.left() > 30:
         whole = bench.timed(
-            [*all_cmd, "--workers", str(n)], timeout=min(150, bench.left() - 120), out=args.out / "all.json"
+            [*all_cmd, "--workers", str(n)],
+            timeout=min(args.whole_timeout, bench.left() - 20),
+            out=args.out / "all.json",
         )
     if (args.out / "all.json").exists() and whole.get("code") in (0, 1):
         report = json.loads((args.out / "all.json").read_text())
@@ -173,7 +179,7 @@ def main() -> int:
     sub_cmd = [*pa, "scan", args.subset, *target, "--all-files", "--no-cache", "--format", "json"]
     sub: dict[str, object] = {}
     seen: dict[str, list[object]] = {}
-    for w in (16, 1, 8, 4, 2):
+    for w in (int(x) for x in args.subset_workers.split(",")):
         if w > n or bench.left() < 10:
             continue
         dest = args.out / f"sub-{w}.json"
