@@ -70,3 +70,7 @@ class QuarantineFailed(PatchAuditError):
 
 class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
+
+
+class UnitNotFound(PatchAuditError):
+    """No cgroup or unit file exists for a systemd unit on this host."""

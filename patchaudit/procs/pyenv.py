@@ -1,0 +1,102 @@
+"""Which Python environment a running process uses, found without running anything of it.
+
+/proc/PID/exe names the resolved interpreter binary (a venv's `bin/python` is a symlink to it), so the
+environment comes from what Python itself looks at: the path the process was started as (argv[0],
+against its cwd or PATH) and a `pyvenv.cfg` beside it or one directory up. The site-packages of the
+extension modules it has mapped are added: they are the directories it really imports from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit.procs.proc import ProcInfo
+
+_SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
+_VERSION = re.compile(r"python(\d+\.\d+)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcEnv:
+    """Where a process's Python code comes from."""
+
+    executable: str | None  # as Python computes sys.executable (the venv's path, not the resolved binary)
+    prefix: str | None  # sys.prefix: the venv (pyvenv.cfg) or the interpreter's installation
+    site_dirs: tuple[str, ...]  # its site-packages, then those its extension modules came from
+
+
+def executable(proc: ProcInfo) -> str | None:
+    """sys.executable as the process computed it: argv[0] made absolute, or found on its PATH."""
+    argv0 = proc.argv[0] if proc.argv else ""
+    if "/" in argv0:
+        path = argv0 if argv0.startswith("/") else os.path.join(proc.cwd or "/", argv0)
+        return os.path.normpath(path)
+    if argv0 and proc.environ is not None:
+        for directory in proc.environ.get("PATH", "").split(":"):
+            candidate = os.path.join(directory or ".", argv0)
+            if directory.startswith("/") and os.access(candidate, os.X_OK):
+                return candidate
+    return proc.exe
+
+
+def locate(proc: ProcInfo) -> ProcEnv:
+    exe = executable(proc)
+    prefix: str | None = None
+    version: str | None = None
+    home = (proc.environ or {}).get("PYTHONHOME")
+    if exe is not None:
+        for directory in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
+            cfg = os.path.join(directory, "pyvenv.cfg")
+            if os.path.isfile(cfg):
+                prefix = directory
+                version = _cfg_version(cfg)
+                break
+    if prefix is None:
+        prefix = home.split(":")[0] if home else (os.path.dirname(os.path.dirname(proc.exe)) if proc.exe else None)
+    match = _VERSION.search(os.path.basename(proc.exe or ""))
+    version = version or (match.group(1) if match else None)
+    site: list[str] = []
+    if prefix is not None:
+        site.extend(_prefix_site_dirs(prefix, version))
+    for mapped in proc.maps:
+        found = _SITE.match(mapped.path)
+        if found and found.group(1) not in site:
+            site.append(found.group(1))
+    return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(site))
+
+
+def _cfg_version(cfg: str) -> str | None:
+    try:
+        text = Path(cfg).read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            parts = value.strip().split(".")
+            if len(parts) >= 2:
+                return ".".join(parts[:2])
+    return None
+
+
+def _prefix_site_dirs(prefix: str, version: str | None) -> Sequence[str]:
+    found: list[str] = []
+    for lib in ("lib", "lib64"):
+        pattern = f"python{version}" if version else None
+        base = os.path.join(prefix, lib)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("python") or (pattern is not None and name not in (pattern, pattern + "t")):
+                continue
+            for leaf in ("site-packages", "dist-packages"):
+                site = os.path.join(base, name, leaf)
+                if os.path.isdir(site) and not any(os.path.samefile(site, s) for s in found):
+                    found.append(site)
+    return found
