@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchaudit.procs import cgroup
 from patchaudit.procs.proc import ProcInfo, ProcState, all_pids, boot_time, read
@@ -174,6 +175,8 @@ class Assessor:
         for mapped in proc.maps:
             if not (mapped.path == proc.exe or _below(mapped.path, roots)):
                 continue
+            if mapped.deleted:
+                mapped = _with(mapped, path=_before_pip_moved_it(mapped.path))
             kind, when = _mapped_state(mapped.path, mapped.dev, mapped.inode, mapped.deleted, since_ns)
             previous = found.get(mapped.path)
             if kind is None and previous is None:
@@ -191,10 +194,28 @@ class Assessor:
         return tuple(sorted(found.values(), key=lambda c: (not c.mapped, c.path)))
 
 
-def _with(change: ChangedFile, **values: object) -> ChangedFile:
+def _with(change: Any, **values: object) -> Any:
     import dataclasses
 
     return dataclasses.replace(change, **values)  # type: ignore[arg-type]
+
+
+def _before_pip_moved_it(path: str) -> str:
+    """pip uninstalls by renaming a directory to `~<name minus its first letters>` before deleting it, so
+    a mapping of a file pip replaced names that directory: give back the path the file was loaded from."""
+    parts = path.split("/")
+    for n, part in enumerate(parts):
+        if not part.startswith("~"):
+            continue
+        tail = part.lstrip("~")
+        parent = "/".join(parts[:n]) or "/"
+        try:
+            names = [e for e in os.listdir(parent) if len(e) == len(part) and e.endswith(tail) and e[0] != "~"]
+        except OSError:
+            return path
+        if len(names) == 1:
+            return "/".join([*parts[:n], names[0], *parts[n + 1 :]])
+    return path
 
 
 def _below(path: str, roots: Iterable[str]) -> bool:

@@ -36,7 +36,7 @@ def unit_cgroups(unit: str, root: Path = CGROUP_ROOT) -> list[Path]:
     control = _control_group(unit) if systemd_running() and root == CGROUP_ROOT else None
     for hierarchy in HIERARCHIES:
         base = root / hierarchy if hierarchy else root
-        if hierarchy and not (base / "cgroup.procs").exists():
+        if not (base / "cgroup.procs").exists():
             continue
         if control:
             candidate = base / control.lstrip("/")
