@@ -197,7 +197,7 @@ class Assessor:
 def _with(change: Any, **values: object) -> Any:
     import dataclasses
 
-    return dataclasses.replace(change, **values)  # type: ignore[arg-type]
+    return dataclasses.replace(change, **values)
 
 
 def _before_pip_moved_it(path: str) -> str:
