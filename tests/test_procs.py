@@ -226,7 +226,8 @@ def test_unit_finds_every_process_in_its_cgroup(venv: tuple[Path, Path], running
         argv = [str(python), "-c", f"open('{group}/cgroup.procs', 'w').write('0')\n" + SERVICE, "spawn"]
         service = start(running, argv)
         worker = int(service.line())
-        assert patchaudit("ps", "--unit", unit).returncode == 0
+        first = patchaudit("ps", "--unit", unit)
+        assert first.returncode == 0, first.stdout + first.stderr
         reverted = patchaudit("revert", "svc", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes")
         assert reverted.returncode == 0, reverted.stderr  # nothing drifted: nothing to revert
         (site_packages(python) / "svc/engine.py").write_text(PATCHED)  # edited under the running service
@@ -238,7 +239,12 @@ def test_unit_finds_every_process_in_its_cgroup(venv: tuple[Path, Path], running
     finally:
         for r in running:
             r.stop()
-        group.rmdir()
+        for _ in range(100):  # killed processes leave the cgroup once reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
     missing = patchaudit("ps", "--unit", unit)
     assert missing.returncode == 2 and f"no cgroup named {unit}" in missing.stderr
 

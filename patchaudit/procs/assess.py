@@ -22,6 +22,7 @@ from patchaudit.procs.sitefiles import SiteFiles, load_site
 
 # A quarantine run's time is kept to the second: one that may have happened after the start counts.
 RUN_SLACK = 1.0
+TICK = 1 / os.sysconf("SC_CLK_TCK")
 
 
 class ProcStatus(enum.StrEnum):
@@ -155,7 +156,9 @@ class Assessor:
         return since
 
     def _changed(self, proc: ProcInfo, env: ProcEnv, since: float) -> tuple[ChangedFile, ...]:
-        since_ns = int(since * 1e9)
+        # The start time is truncated to a clock tick: the process began within the tick after it, and
+        # an interpreter imports nothing from site-packages that early, so count from the tick's end.
+        since_ns = int((since + TICK) * 1e9)
         found: dict[str, ChangedFile] = {}
         for site_dir in env.site_dirs:
             files = self.site(site_dir)

@@ -47,9 +47,25 @@ class ProcInfo:
     exe_deleted: bool = False
     argv: tuple[str, ...] = ()
     cwd: str | None = None
-    environ: Mapping[str, str] | None = None
+    environ_raw: bytes | None = None  # /proc/PID/environ as read; `environ` parses it
     cgroup: str | None = None
     maps: tuple[MappedFile, ...] = field(default_factory=tuple)
+
+    @property
+    def environ(self) -> Mapping[str, str] | None:
+        return parse_environ(self.environ_raw) if self.environ_raw is not None else None
+
+    def getenv(self, name: str) -> str | None:
+        """One variable, without parsing the whole environment."""
+        if self.environ_raw is None:
+            return None
+        key = os.fsencode(name) + b"="
+        raw = self.environ_raw
+        start = 0 if raw.startswith(key) else raw.find(b"\0" + key) + 1
+        if start == 0 and not raw.startswith(key):
+            return None
+        end = raw.find(b"\0", start)
+        return os.fsdecode(raw[start + len(key) : end if end >= 0 else len(raw)])
 
     @property
     def is_python(self) -> bool:
@@ -129,7 +145,7 @@ def read(pid: int, *, boot: float | None = None, python_only: bool = False) -> P
         return replace(
             info,
             cwd=os.readlink(f"{base}/cwd"),
-            environ=parse_environ(_read(f"{base}/environ")),
+            environ_raw=_read(f"{base}/environ"),
             cgroup=parse_cgroup(_read(f"{base}/cgroup")),
             maps=tuple(parse_maps(_read(f"{base}/maps"))),
         )
@@ -166,23 +182,23 @@ def parse_cgroup(raw: bytes) -> str | None:
 
 def parse_maps(raw: bytes) -> Iterable[MappedFile]:
     """Each file-backed mapping once: `addr perms offset major:minor inode path`."""
-    seen: set[tuple[str, int]] = set()
+    seen: set[bytes] = set()
     for line in raw.split(b"\n"):
-        parts = line.split(None, 5)
-        if len(parts) < 6 or parts[4] == b"0":
+        # A library is mapped four or five times: look at each distinct (device, inode, path) once.
+        at = line.find(b" ", line.find(b" ", line.find(b" ") + 1) + 1)
+        key = line[at + 1 :]
+        if key in seen or not key:
             continue
-        path = os.fsdecode(parts[5].strip())
-        if not path.startswith("/"):
+        seen.add(key)
+        parts = key.split(None, 2)
+        if len(parts) < 3 or parts[1] == b"0" or not parts[2].startswith(b"/"):
             continue
-        inode = int(parts[4])
-        if (path, inode) in seen:
-            continue
-        seen.add((path, inode))
-        major, _, minor = parts[3].partition(b":")
+        path = os.fsdecode(parts[2])
+        major, _, minor = parts[0].partition(b":")
         deleted = path.endswith(DELETED)
         yield MappedFile(
             path=path.removesuffix(DELETED),
             dev=os.makedev(int(major, 16), int(minor, 16)),
-            inode=inode,
+            inode=int(parts[1]),
             deleted=deleted,
         )

@@ -8,6 +8,7 @@ extension modules it has mapped are added: they are the directories it really im
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -32,22 +33,39 @@ class ProcEnv:
 def executable(proc: ProcInfo) -> str | None:
     """sys.executable as the process computed it: argv[0] made absolute, or found on its PATH."""
     argv0 = proc.argv[0] if proc.argv else ""
+    return _executable(argv0, proc.cwd, proc.getenv("PATH") if "/" not in argv0 else None, proc.exe)
+
+
+@functools.lru_cache(maxsize=1024)
+def _executable(argv0: str, cwd: str | None, search: str | None, exe: str | None) -> str | None:
     if "/" in argv0:
-        path = argv0 if argv0.startswith("/") else os.path.join(proc.cwd or "/", argv0)
+        path = argv0 if argv0.startswith("/") else os.path.join(cwd or "/", argv0)
         return os.path.normpath(path)
-    if argv0 and proc.environ is not None:
-        for directory in proc.environ.get("PATH", "").split(":"):
+    if argv0 and search is not None:
+        for directory in search.split(":"):
             candidate = os.path.join(directory or ".", argv0)
             if directory.startswith("/") and os.access(candidate, os.X_OK):
                 return candidate
-    return proc.exe
+    return exe
 
 
 def locate(proc: ProcInfo) -> ProcEnv:
     exe = executable(proc)
+    prefix, site = _prefix(exe, proc.exe, proc.getenv("PYTHONHOME"))
+    found = list(site)
+    for mapped in proc.maps:
+        match = _SITE.match(mapped.path)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(found))
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(exe: str | None, binary: str | None, home: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(sys.prefix, its site-packages) as site.py finds them: a pyvenv.cfg beside the executable or
+    one level up, else PYTHONHOME, else the installation the binary belongs to."""
     prefix: str | None = None
     version: str | None = None
-    home = (proc.environ or {}).get("PYTHONHOME")
     if exe is not None:
         for directory in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
             cfg = os.path.join(directory, "pyvenv.cfg")
@@ -56,19 +74,13 @@ def locate(proc: ProcInfo) -> ProcEnv:
                 version = _cfg_version(cfg)
                 break
     if prefix is None:
-        prefix = home.split(":")[0] if home else (os.path.dirname(os.path.dirname(proc.exe)) if proc.exe else None)
-    match = _VERSION.search(os.path.basename(proc.exe or ""))
+        prefix = home.split(":")[0] if home else (os.path.dirname(os.path.dirname(binary)) if binary else None)
+    match = _VERSION.search(os.path.basename(binary or ""))
     version = version or (match.group(1) if match else None)
-    site: list[str] = []
-    if prefix is not None:
-        site.extend(_prefix_site_dirs(prefix, version))
-    for mapped in proc.maps:
-        found = _SITE.match(mapped.path)
-        if found and found.group(1) not in site:
-            site.append(found.group(1))
-    return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(site))
+    return prefix, tuple(_prefix_site_dirs(prefix, version)) if prefix is not None else ()
 
 
+@functools.lru_cache(maxsize=256)
 def _cfg_version(cfg: str) -> str | None:
     try:
         text = Path(cfg).read_text(errors="replace")
@@ -83,6 +95,7 @@ def _cfg_version(cfg: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
 def _prefix_site_dirs(prefix: str, version: str | None) -> Sequence[str]:
     found: list[str] = []
     for lib in ("lib", "lib64"):

@@ -48,7 +48,7 @@ class SiteFiles:
 def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
     """stat every file the RECORDs in `site_dir` list (one pass); a directory that is gone is empty."""
     from patchaudit import environment
-    from patchaudit.record import parse_record
+    from patchaudit.record import record_paths
 
     try:
         env = environment.from_path(Path(site_dir))
@@ -57,20 +57,25 @@ def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
         return SiteFiles(site_dir=site_dir)
     rows: list[tuple[int, str, str]] = []
     seen: set[str] = set()
+    lstat, prefix = os.lstat, site_dir.rstrip("/") + "/"
     for dist in dists:
         if dist.record_path is None:
             continue
         try:
-            record = parse_record(dist.record_path.read_bytes())
+            paths = record_paths(dist.record_path.read_bytes())
         except OSError:
             continue
-        for entry in record.entries:
-            path = os.path.normpath(os.path.join(site_dir, entry.path))
+        listed = set(paths)
+        for rel in paths:
+            if _derived_bytecode(rel, listed):
+                continue
+            plain = not rel.startswith("/") and "/." not in rel and not rel.startswith(".")
+            path = prefix + rel if plain else os.path.normpath(os.path.join(site_dir, rel))
             if path in seen:
                 continue
             seen.add(path)
             try:
-                st = os.lstat(path)
+                st = lstat(path)
             except OSError:
                 continue
             rows.append((st.st_ctime_ns, path, dist.name))
@@ -81,6 +86,19 @@ def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
         entries=tuple((r[1], r[2]) for r in rows),
         runs=tuple(quarantine_runs(env)) if quarantine else (),
     )
+
+
+def _derived_bytecode(rel: str, listed: set[str]) -> bool:
+    """`pkg/__pycache__/mod.cpython-311.pyc` when `pkg/mod.py` is listed too: bytecode is rewritten from its
+    source, so a change that matters shows on the source (an unchecked-hash .pyc that disagrees with its
+    source is `scan`'s drift). Skipping them halves the stat calls on a large stack."""
+    if not rel.endswith(".pyc"):
+        return False
+    head, _, name = rel.rpartition("/__pycache__/")
+    if not head and not rel.startswith("__pycache__/"):
+        return False
+    source = name.split(".", 1)[0] + ".py"
+    return (f"{head}/{source}" if head else source) in listed
 
 
 def quarantine_runs(env: object) -> list[RunFiles]:
