@@ -180,25 +180,20 @@ def parse_cgroup(raw: bytes) -> str | None:
     return found.get("unified") or found.get("systemd")
 
 
+# `start-end perms offset major:minor inode   path`, file-backed lines only (inode > 0, absolute path).
+_MAPS_LINE = re.compile(
+    rb"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) ([1-9][0-9]*) +(/[^\n]*)$", re.MULTILINE
+)
+
+
 def parse_maps(raw: bytes) -> Iterable[MappedFile]:
-    """Each file-backed mapping once: `addr perms offset major:minor inode path`."""
-    seen: set[bytes] = set()
-    for line in raw.split(b"\n"):
-        # A library is mapped four or five times: look at each distinct (device, inode, path) once.
-        at = line.find(b" ", line.find(b" ", line.find(b" ") + 1) + 1)
-        key = line[at + 1 :]
-        if key in seen or not key:
-            continue
-        seen.add(key)
-        parts = key.split(None, 2)
-        if len(parts) < 3 or parts[1] == b"0" or not parts[2].startswith(b"/"):
-            continue
-        path = os.fsdecode(parts[2])
-        major, _, minor = parts[0].partition(b":")
+    """Each file-backed mapping once (a library is mapped four or five times), in address order."""
+    for major, minor, inode, raw_path in dict.fromkeys(_MAPS_LINE.findall(raw)):
+        path = os.fsdecode(raw_path)
         deleted = path.endswith(DELETED)
         yield MappedFile(
             path=path.removesuffix(DELETED),
             dev=os.makedev(int(major, 16), int(minor, 16)),
-            inode=int(parts[1]),
+            inode=int(inode),
             deleted=deleted,
         )
