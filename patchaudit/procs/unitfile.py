@@ -216,7 +216,8 @@ def _systemctl_show(unit: str) -> UnitFiles | None:
         unit=unit,
         fragment=Path(fragment) if fragment else None,
         drop_ins=drop_ins,
-        drop_in_dirs=tuple(sorted({p.parent for p in drop_ins})),
+        # where a new drop-in would appear, so that a cached gate verdict notices it
+        drop_in_dirs=tuple(sorted({p.parent for p in drop_ins} | {Path(d) / f"{unit}.d" for d in UNIT_DIRS})),
     )
 
 
