@@ -106,6 +106,7 @@ class Assessor:
 
     def __init__(self, *, quarantine: bool = True) -> None:
         self._sites: dict[str, SiteFiles] = {}
+        self._stats: dict[str, os.stat_result | None] = {}  # a library mapped by 500 workers is stat'ed once
         self._procs: dict[int, ProcInfo] = {}
         self._boot = boot_time()
         self._quarantine = quarantine
@@ -140,6 +141,14 @@ class Assessor:
         changed = self._changed(proc, env, since)
         status = ProcStatus.STALE if changed else ProcStatus.CURRENT
         return ProcessReport(status=status, unit=unit, code_since=since, env=env, changed=changed, **base)  # type: ignore[arg-type]
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        if path not in self._stats:
+            try:
+                self._stats[path] = os.stat(path)
+            except OSError:
+                self._stats[path] = None
+        return self._stats[path]
 
     def _code_since(self, proc: ProcInfo) -> float:
         """A child forked without exec runs the modules its parent had loaded: count from the parent."""
@@ -180,7 +189,7 @@ class Assessor:
                 continue
             if mapped.deleted:
                 mapped = _with(mapped, path=_before_pip_moved_it(mapped.path))
-            kind, when = _mapped_state(mapped.path, mapped.dev, mapped.inode, mapped.deleted, since_ns)
+            kind, when = _mapped_state(self._stat(mapped.path), mapped.dev, mapped.inode, mapped.deleted, since_ns)
             previous = found.get(mapped.path)
             if kind is None and previous is None:
                 continue
@@ -226,11 +235,9 @@ def _below(path: str, roots: Iterable[str]) -> bool:
 
 
 def _mapped_state(
-    path: str, dev: int, inode: int, deleted: bool, since_ns: int
+    st: os.stat_result | None, dev: int, inode: int, deleted: bool, since_ns: int
 ) -> tuple[ChangeKind | None, float | None]:
-    try:
-        st = os.stat(path)
-    except OSError:
+    if st is None:
         return ChangeKind.DELETED, None
     if deleted or st.st_ino != inode or st.st_dev != dev:
         return ChangeKind.REPLACED, st.st_ctime_ns / 1e9

@@ -46,21 +46,33 @@ class ProcInfo:
     exe: str | None = None
     exe_deleted: bool = False
     argv: tuple[str, ...] = ()
-    cwd: str | None = None
-    environ_raw: bytes | None = None  # /proc/PID/environ as read; `environ` parses it
     cgroup: str | None = None
     maps: tuple[MappedFile, ...] = field(default_factory=tuple)
 
-    @property
+    # The working directory and the environment are read only when asked for: most interpreters are
+    # started by absolute path from a venv, and need neither to be placed.
+    def cwd(self) -> str | None:
+        try:
+            return os.readlink(f"{PROC}/{self.pid}/cwd")
+        except OSError:
+            return None
+
     def environ(self) -> Mapping[str, str] | None:
-        return parse_environ(self.environ_raw) if self.environ_raw is not None else None
+        raw = self._environ_raw()
+        return parse_environ(raw) if raw is not None else None
+
+    def _environ_raw(self) -> bytes | None:
+        try:
+            return _read(f"{PROC}/{self.pid}/environ")
+        except OSError:
+            return None
 
     def getenv(self, name: str) -> str | None:
         """One variable, without parsing the whole environment."""
-        if self.environ_raw is None:
+        raw = self._environ_raw()
+        if raw is None:
             return None
         key = os.fsencode(name) + b"="
-        raw = self.environ_raw
         start = 0 if raw.startswith(key) else raw.find(b"\0" + key) + 1
         if start == 0 and not raw.startswith(key):
             return None
@@ -144,8 +156,6 @@ def read(pid: int, *, boot: float | None = None, python_only: bool = False) -> P
     try:
         return replace(
             info,
-            cwd=os.readlink(f"{base}/cwd"),
-            environ_raw=_read(f"{base}/environ"),
             cgroup=parse_cgroup(_read(f"{base}/cgroup")),
             maps=tuple(parse_maps(_read(f"{base}/maps"))),
         )

@@ -33,7 +33,8 @@ class ProcEnv:
 def executable(proc: ProcInfo) -> str | None:
     """sys.executable as the process computed it: argv[0] made absolute, or found on its PATH."""
     argv0 = proc.argv[0] if proc.argv else ""
-    return _executable(argv0, proc.cwd, proc.getenv("PATH") if "/" not in argv0 else None, proc.exe)
+    cwd = proc.cwd() if "/" in argv0 and not argv0.startswith("/") else None
+    return _executable(argv0, cwd, proc.getenv("PATH") if "/" not in argv0 else None, proc.exe)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -51,13 +52,23 @@ def _executable(argv0: str, cwd: str | None, search: str | None, exe: str | None
 
 def locate(proc: ProcInfo) -> ProcEnv:
     exe = executable(proc)
-    prefix, site = _prefix(exe, proc.exe, proc.getenv("PYTHONHOME"))
+    prefix, site = _prefix(exe, proc.exe, None)
+    if not _venv(exe):  # without a pyvenv.cfg, PYTHONHOME decides
+        prefix, site = _prefix(exe, proc.exe, proc.getenv("PYTHONHOME"))
     found = list(site)
     for mapped in proc.maps:
         match = _SITE.match(mapped.path)
         if match and match.group(1) not in found:
             found.append(match.group(1))
     return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(found))
+
+
+@functools.lru_cache(maxsize=1024)
+def _venv(exe: str | None) -> bool:
+    return exe is not None and any(
+        os.path.isfile(os.path.join(d, "pyvenv.cfg"))
+        for d in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe)))
+    )
 
 
 @functools.lru_cache(maxsize=1024)

@@ -207,9 +207,9 @@ def live_process(unit: str) -> tuple[int, Mapping[str, str]] | None:
         pids = unit_pids(unit)
     except UnitNotFound:
         return None
-    readable = [p for p in (read(pid) for pid in pids) if p.state is ProcState.OK and p.environ is not None]
-    if not readable:
-        return None
-    main = min(readable, key=lambda p: (p.started, p.pid))
-    assert main.environ is not None
-    return main.pid, main.environ
+    readable = [p for p in (read(pid) for pid in pids) if p.state is ProcState.OK]
+    for main in sorted(readable, key=lambda p: (p.started, p.pid)):
+        environ = main.environ()
+        if environ is not None:
+            return main.pid, environ
+    return None

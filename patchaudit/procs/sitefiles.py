@@ -84,7 +84,8 @@ def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
         site_dir=site_dir,
         ctimes=tuple(r[0] for r in rows),
         entries=tuple((r[1], r[2]) for r in rows),
-        runs=tuple(quarantine_runs(env)) if quarantine else (),
+        # The quarantine code is imported only for an environment that has runs.
+        runs=tuple(quarantine_runs(env)) if quarantine and (env.state_dir / "quarantine").is_dir() else (),
     )
 
 
