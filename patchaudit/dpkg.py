@@ -14,6 +14,12 @@ from patchaudit.report import Drift, DriftState, Unverified
 INFO_DIR = Path("/var/lib/dpkg/info")
 
 
+def may_own(location: Path) -> bool:
+    """Whether dpkg may have installed distributions in this site directory (below /usr, never /usr/local)."""
+    where = str(location)
+    return where.startswith("/usr/") and not where.startswith("/usr/local/") and INFO_DIR.is_dir()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OsPackage:
     """The dpkg package that installed one distribution, and what it says about that distribution's files."""

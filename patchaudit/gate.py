@@ -329,6 +329,8 @@ class _Plan:
                 # verify checks a distribution without RECORD against its OS package's files.
                 from patchaudit import dpkg
 
+                if not dpkg.may_own(dist.location):
+                    continue
                 os_db = os_db or dpkg.Dpkg()
                 owner = os_db.owner(dist.meta_dir, dist.location, dpkg.top_level(dist.meta_dir))
                 record_paths.update(owner.files if owner is not None else ())

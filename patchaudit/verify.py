@@ -353,8 +353,8 @@ class _OsPackages:
     def report(self, dist: InstalledDist) -> DistReport | None:
         from patchaudit import dpkg
 
-        if not dpkg.INFO_DIR.is_dir() or str(dist.location).startswith("/usr/local/"):
-            return None  # no dpkg here; Debian packages never install below /usr/local
+        if not dpkg.may_own(dist.location):
+            return None
         if not isinstance(self._db, dpkg.Dpkg):
             self._db = dpkg.Dpkg()
         checked = dpkg.verify(self._db, dist.meta_dir, dist.location, cache=self._cache, workers=self._workers)
