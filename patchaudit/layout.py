@@ -116,11 +116,14 @@ def _version_from_names(real: Path, prefix: Path) -> str | None:
 
 def _is_debian(prefix: Path, version: str) -> bool:
     """Debian and Ubuntu patch sysconfig: pip installs into /usr/local/lib/pythonX.Y/dist-packages."""
-    try:
-        with open(prefix / "lib" / f"python{version}" / "sysconfig.py", "rb") as fh:
-            return b"'posix_local'" in fh.read()
-    except OSError:
-        return False
+    stdlib = prefix / "lib" / f"python{version}"
+    for source in (stdlib / "sysconfig.py", stdlib / "sysconfig" / "__init__.py"):  # a package from 3.13
+        try:
+            with open(source, "rb") as fh:
+                return b"'posix_local'" in fh.read()
+        except OSError:
+            continue
+    return False
 
 
 def _scheme(prefix: Path, version: str, *, debian: bool) -> dict[str, Path]:

@@ -47,7 +47,7 @@ print(json.dumps({"executable": exe, "prefix": prefix, "venv": venv, "paths": pa
 
 
 # Stdlib packages the probe imports beside the frozen core (json, sysconfig, site); their bytecode too.
-_STDLIB_SUBDIRS = ("encodings", "json", "re", "collections", "importlib", "lib-dynload")
+_STDLIB_SUBDIRS = ("encodings", "json", "re", "collections", "importlib", "sysconfig", "lib-dynload")
 
 
 def foreign_input(exe: Path, version: str | None) -> str | None:
