@@ -201,3 +201,9 @@ def test_debian_record_that_disagrees_with_stripped_binaries_is_not_drift() -> N
     assert dist["os_package"] == {"manager": "dpkg", "name": "python3-yaml"}
     assert dist["drift"] == []
     assert dist["status"] == "unverifiable"
+
+
+def test_human_output_names_the_package() -> None:
+    proc = patchaudit("scan", "six", "--python", SYSTEM_PYTHON, "--no-hazards", "--no-cache")
+    line = next(ln for ln in proc.stdout.splitlines() if " six " in ln)
+    assert line.startswith("unverifiable") and "OS package python3-six, md5 only" in line
