@@ -5,7 +5,11 @@ Imported only when something is fetched over HTTP, so that the gate never import
 
 from __future__ import annotations
 
+import ssl
+from typing import Any
+
 import requests
+import requests.adapters
 import requests.auth
 from requests.utils import get_netrc_auth
 
@@ -36,6 +40,14 @@ class OriginAuth(requests.auth.AuthBase):
         return r
 
 
+class SystemTrustAdapter(requests.adapters.HTTPAdapter):
+    """HTTPS that also trusts the system's CA store (as urllib and pip do), not only certifi's bundle."""
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+        pool_kwargs.setdefault("ssl_context", ssl.create_default_context())
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+
+
 class OriginSession(requests.Session):
     """A session that re-decides Authorization on every redirect hop by the hop's own origin.
 
@@ -46,6 +58,7 @@ class OriginSession(requests.Session):
     def __init__(self) -> None:
         super().__init__()
         self.auth = OriginAuth(netrc=self.trust_env)
+        self.mount("https://", SystemTrustAdapter())
         self.headers.update({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
 
     def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
