@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from patchaudit.errors import ExitCode
+
 
 @click.group()
 def systemd() -> None:
@@ -32,4 +34,4 @@ def install(unit: str, policy: Path, root: Path, warn_only: bool) -> int:
     click.echo(f"wrote {path}")
     if root == Path("/"):
         click.echo(f"next: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
-    return 0
+    return ExitCode.CLEAN
