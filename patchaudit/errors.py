@@ -22,14 +22,6 @@ class DistributionNotFound(PatchAuditError):
     """A distribution named on the command line is not installed in the target."""
 
 
-class InvalidRecord(PatchAuditError):
-    """A RECORD file has lines that cannot be parsed; every problem is collected first."""
-
-    def __init__(self, path: str, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__(f"{path}: {len(problems)} malformed line(s): " + "; ".join(problems[:3]))
-
-
 class UnsafePath(PatchAuditError):
     """A path would escape the environment's own directories."""
 

@@ -8,9 +8,6 @@ import hashlib
 import io
 import re
 from dataclasses import dataclass
-from pathlib import Path
-
-from patchaudit.errors import InvalidRecord
 
 # Algorithms at least as strong as sha256; md5, sha1 and sha224 entries are not trusted.
 STRONG_ALGORITHMS = (
@@ -53,10 +50,6 @@ class RecordProblem:
 class Record:
     entries: tuple[RecordEntry, ...]
     problems: tuple[RecordProblem, ...]
-
-    def raise_for_problems(self, where: str) -> None:
-        if self.problems:
-            raise InvalidRecord(where, [str(p) for p in self.problems])
 
 
 _B64_URL = re.compile(r"[A-Za-z0-9_-]+")
@@ -141,10 +134,6 @@ def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> Record
         problems.append(RecordProblem(line=number, path=path or None, reason="; ".join(reasons)))
         return None
     return RecordEntry(path=path, hash=record_hash, size=size)
-
-
-def read_record(path: Path) -> Record:
-    return parse_record(path.read_bytes())
 
 
 def encode_digest(digest: bytes) -> str:
