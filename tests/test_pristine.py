@@ -377,6 +377,29 @@ def test_index_credentials_never_follow_a_redirect_to_another_origin(
         (site / "demo/mod13.py").write_bytes(old)
 
 
+def test_netrc_credentials_go_to_their_host_only(
+    installed: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod14.py")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password s@cret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    try:
+        env, dist, drift = drift_for(python)
+        with IndexServer([wheel]) as mirror:
+            elsewhere = mirror.origin.replace("127.0.0.1", "localhost")  # another host name, still loopback
+            with IndexServer([wheel], files_at=elsewhere) as index:
+                source = PackageIndex(IndexConfig(index_url=index.url))
+                check = find_pristine(env, dist, drift=drift, sources=[source])
+        assert check.files["demo/mod14.py"].data == old
+        assert index.authorizations and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in index.authorizations)
+        assert mirror.authorizations and not any(mirror.authorizations)
+    finally:
+        (site / "demo/mod14.py").write_bytes(old)
+
+
 def test_the_gate_never_imports_the_http_client(installed: tuple[Path, Path, Path]) -> None:
     _, python, _ = installed
     for args in (["--no-cache"], [], []):  # cold, then warm twice (the second reuses the verdict)
