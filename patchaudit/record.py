@@ -79,7 +79,11 @@ def parse_record(data: bytes) -> Record:
     """
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
-    reader = csv.reader(io.StringIO(data.decode("utf-8", "surrogateescape"), newline=""))
+    try:
+        text, mixed = data.decode("utf-8"), False
+    except UnicodeDecodeError:  # keep the rows that are UTF-8; the others become problems
+        text, mixed = data.decode("utf-8", "surrogateescape"), True
+    reader = csv.reader(io.StringIO(text, newline=""))
     number = 1
     while True:
         try:
@@ -93,7 +97,7 @@ def parse_record(data: bytes) -> Record:
         start, number = number, reader.line_num + 1
         if not "".join(row).strip() and len(row) <= 1:
             continue
-        if any(_undecodable(field) for field in row):
+        if mixed and any(_undecodable(field) for field in row):
             problems.append(RecordProblem(line=start, path=None, reason="not UTF-8"))
             continue
         entry = _entry(start, row, problems)
