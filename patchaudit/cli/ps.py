@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, write_output
+from patchaudit.cli.common import write_output
+from patchaudit.errors import ExitCode
 
 
 @click.command()
@@ -34,7 +35,7 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
     failing = {ProcStatus.STALE}
     if unit is not None or pids:
         failing.add(ProcStatus.UNINSPECTABLE)  # a named process that cannot be read cannot be vouched for
-    return EXIT_PROBLEMS if any(r.status in failing for r in reports) else EXIT_CLEAN
+    return ExitCode.PROBLEMS if any(r.status in failing for r in reports) else ExitCode.CLEAN
 
 
 def name_stale(env: Any) -> None:
