@@ -4,6 +4,7 @@ recorded by `baseline create --unit`, held against it by `baseline check` and `g
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,18 +50,23 @@ def service(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def verify(unit: Path) -> None:
+    """systemd's own verifier accepts the unit with its drop-ins; in CI (CI set) it must be there."""
     if SYSTEMD_ANALYZE is None:
+        if os.environ.get("CI"):
+            pytest.fail("systemd-analyze is not installed (Debian package: systemd), and CI must run this test")
         return
     ok = subprocess.run([SYSTEMD_ANALYZE, "verify", str(unit)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
 
 
-@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed (Debian package: systemd)")
 def test_systemd_reads_the_drop_in_we_parse(service: tuple[Path, Path, Path]) -> None:
     units, _, _ = service
+    if SYSTEMD_ANALYZE is None and not os.environ.get("CI"):
+        pytest.skip("systemd-analyze is not installed (Debian package: systemd)")
     verify(units / "vllm.service")
     # the drop-in is really part of the unit: a bad line in it makes systemd-analyze fail
     (units / "vllm.service.d" / "10-ib.conf").write_text("[Service]\nExecStartPre=/nonexistent/gate\n")
+    assert SYSTEMD_ANALYZE is not None
     bad = subprocess.run([SYSTEMD_ANALYZE, "verify", str(units / "vllm.service")], capture_output=True, text=True)
     assert bad.returncode != 0 and "/nonexistent/gate" in bad.stderr
 
