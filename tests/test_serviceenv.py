@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,47 @@ def test_unknown_unit_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "no unit file nope.service" in proc.stderr
     assert not (tmp_path / "b.json").exists()
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup/unified")
+
+
+@pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.access(CGROUP_ROOT, os.W_OK) and (CGROUP_ROOT / "cgroup.procs").exists()),
+    reason="needs root and a writable cgroup2 hierarchy",
+)
+def test_the_live_service_adds_what_no_unit_file_sets(tmp_path: Path) -> None:
+    """A variable the running service got from elsewhere (the manager's environment, a wrapper) is
+    recorded from its /proc/PID/environ, found through the unit's cgroup."""
+    import uuid
+
+    units = tmp_path / "units"
+    units.mkdir()
+    unit = f"pa-env-{uuid.uuid4().hex[:8]}.service"
+    (units / unit).write_text("[Service]\nEnvironment=NCCL_DEBUG=WARN\nExecStart=/bin/sleep infinity\n")
+    python = make_venv(tmp_path / "venv")
+    group = CGROUP_ROOT / unit
+    group.mkdir()
+    env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "spawn", "NCCL_DEBUG": "WARN"}
+    argv = [str(python), "-c", f"open('{group}/cgroup.procs', 'w').write('0'); print('in', flush=True); input()"]
+    service = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert service.stdout is not None and service.stdout.readline().strip() == "in"
+        baseline = tmp_path / "b.json"
+        made = patchaudit(
+            "baseline", "create", "--python", python, "--out", baseline, "--unit", unit, "--unit-dir", units
+        )
+        assert made.returncode == 0, made.stderr
+        assert f"{unit}: VLLM_WORKER_MULTIPROC_METHOD=spawn (process pid {service.pid})" in made.stdout
+        assert f"{unit}: NCCL_DEBUG=WARN (unit {units / unit}:2)" in made.stdout
+        # Only declared sources are held against the baseline: the next start is judged by its unit files.
+        assert patchaudit("baseline", "check", baseline).returncode == 0
+    finally:
+        service.kill()
+        service.wait()
+        for _ in range(100):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
