@@ -30,6 +30,14 @@ RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
 
 
+def racy_window_ns(timestamp_ns: int) -> int:
+    """How long after `timestamp_ns` a file may change again without its ctime moving (git's racy entries).
+
+    A digest or verdict taken within this window of a file's newest timestamp is not kept.
+    """
+    return RACY_COARSE_NS if timestamp_ns % 1_000_000_000 == 0 else RACY_NS
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FileState:
     """What hashing one path found: a regular file's digest, or why there is none."""
@@ -195,9 +203,8 @@ def _hash_path(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
         os.close(fd)
     # A file changed within a timestamp tick of being read could change again without its ctime
     # moving; such a digest is not kept (git calls these entries racy).
-    window = RACY_COARSE_NS if st.st_ctime_ns % 1_000_000_000 == 0 else RACY_NS
     key = None
-    if max(st.st_mtime_ns, st.st_ctime_ns) < started - window:
+    if max(st.st_mtime_ns, st.st_ctime_ns) < started - racy_window_ns(st.st_ctime_ns):
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
     return digest, st.st_size, st.st_nlink, key
 
