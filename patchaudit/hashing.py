@@ -5,20 +5,21 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import multiprocessing
-import multiprocessing.context
 import os
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchaudit.cpus import available_cpus
 from patchaudit.record import encode_digest
+
+if TYPE_CHECKING:  # multiprocessing is imported only when a pool starts: revert and diff hash a few files
+    import multiprocessing.context
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 CHUNK = 1 << 20  # read buffer: a file below this size is read with one system call
 POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
@@ -288,6 +289,8 @@ def batches(jobs: Sequence[tuple[str, str]], sizes: Mapping[str, int] | None = N
 
 def pool_context() -> multiprocessing.context.BaseContext:
     """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -334,6 +337,8 @@ class Hashing:
         self._futures: list[tuple[list[tuple[str, str]], Future[list[Raw]]]] = []
         self._threads: list[threading.Thread] = []
         if self.processes:
+            from concurrent.futures import ProcessPoolExecutor
+
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=pool_context())
             try:
                 self._first_futures = [self._pool.submit(fn, *args) for fn, args in self._first]
