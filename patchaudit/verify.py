@@ -467,23 +467,38 @@ class _Walks:
     def __init__(self, ownership: _Ownership, walked: dict[tuple[Path, str], list[tuple[str, bool]]]) -> None:
         self._ownership = ownership
         self._walked = walked  # (location, top) -> what a worker's walk found
-        self._unowned: dict[tuple[Path, str], list[tuple[str, bool, InstalledDist | None]]] = {}
+        # (location, path) -> (closest owner,) for a file no RECORD owns, None for an owned one
+        self._judged: dict[tuple[Path, str], tuple[InstalledDist | None] | None] = {}
         self._drift: dict[tuple[Path, str], Drift] = {}
 
-    def unowned(self, location: Path, top: str) -> list[tuple[str, bool, InstalledDist | None]]:
-        """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns."""
-        found = self._unowned.get((location, top))
-        if found is not None:
-            return found
-        ownership = self._ownership
-        owned = ownership.files_at(location).__contains__
-        found = []
+    def unowned(
+        self, location: Path, top: str, own: dict[str, str | None]
+    ) -> list[tuple[str, bool, InstalledDist | None]]:
+        """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns.
+
+        Files the asking distribution owns are passed over first: the index of every RECORD in the
+        environment is built only when some file is not its own.
+        """
         walked = self._walked.get((location, top))
-        for rel, is_link in walked if walked is not None else _walk(location, top):
-            if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
+        if walked is None:
+            walked = self._walked[location, top] = list(_walk(location, top))
+        mine = own.__contains__
+        found = []
+        for rel, is_link in walked:
+            if rel in own or _is_bytecode_of_known_source(rel, mine, location):
                 continue
-            found.append((rel, is_link, _closest_owner(location, rel, ownership)))
-        self._unowned[location, top] = found
+            judged: tuple[InstalledDist | None] | None
+            if (location, rel) in self._judged:
+                judged = self._judged[location, rel]
+            else:
+                owned = self._ownership.files_at(location).__contains__
+                if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
+                    judged = None
+                else:
+                    judged = (_closest_owner(location, rel, self._ownership),)
+                self._judged[location, rel] = judged
+            if judged is not None:
+                found.append((rel, is_link, judged[0]))
         return found
 
     def drift(self, location: Path, rel: str, is_link: bool) -> Drift:
@@ -513,7 +528,7 @@ def _added_files(item: _Loaded, ownership: _Ownership, walks: _Walks) -> tuple[l
             continue
         if not root.is_dir():
             continue
-        for rel, is_link, owner in walks.unowned(location, top):
+        for rel, is_link, owner in walks.unowned(location, top, own):
             if rel in own:
                 continue
             if owner is item.dist:
