@@ -70,3 +70,8 @@ class QuarantineFailed(PatchAuditError):
 
 class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
+
+
+class StateRefused(PatchAuditError):
+    """A journal or manifest under `<prefix>/.patchaudit/` names something no run of this environment would
+    write (a path outside it, a staged file or run directory under another name); it is left as it is."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.record import encode_digest
 
 CHUNK = 1 << 20
@@ -102,14 +103,11 @@ class StatCache:
                 for name, (k, digest) in self._entries.items()
             },
         }
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, separators=(",", ":")))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data, separators=(",", ":")), durable=False)
             self._dirty = False
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass
 
 
 def _read_digest(fd: int, size: int, algorithm: str) -> bytes:

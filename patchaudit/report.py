@@ -149,12 +149,16 @@ class EnvironmentReport:
 
     drift: tuple[Drift, ...] = ()
     findings: tuple[Finding, ...] = ()
+    interrupted_runs: tuple[str, ...] = ()  # revert runs a kill interrupted: their files may be half restored
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "drift": [d.to_dict() for d in self.drift],
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
         }
+        if self.interrupted_runs:
+            out["interrupted_runs"] = list(self.interrupted_runs)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,6 +12,7 @@ from patchaudit.cli.common import (
     EXIT_CLEAN,
     EXIT_PROBLEMS,
     fail_on_option,
+    interrupted_runs,
     open_environment,
     severity_or_none,
     target_options,
@@ -80,6 +81,12 @@ def scan(
         report = _scan_with_progress(env, options)
     else:
         report = run_scan(env, options)
+    pending = interrupted_runs(env)
+    if pending:
+        import dataclasses
+
+        environment = dataclasses.replace(report.environment, interrupted_runs=tuple(pending))
+        report = dataclasses.replace(report, environment=environment)
 
     if fmt == "json":
         from patchaudit.render.json import render_json

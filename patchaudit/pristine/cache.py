@@ -16,10 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import urllib.parse
 from collections.abc import Collection
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
 from patchaudit.pristine.direct_url import installed_sha256
@@ -27,14 +29,6 @@ from patchaudit.pristine.http import sha256_file
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_matches
 from patchaudit.record import Record, parse_record
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 class CachedWheel:
@@ -141,12 +135,8 @@ class OwnCache:
         """Keep a whole wheel whose hash matched its index (a hard link or copy of `source`)."""
         target = self.root / "wheels" / filename
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
-            with open(source, "rb") as src, open(tmp, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-            os.replace(tmp, target)
+            with open(source, "rb") as src:
+                atomic_write(target, lambda dst: shutil.copyfileobj(src, dst, 1 << 20), durable=False)
         except OSError:
             pass
 
@@ -157,9 +147,9 @@ class OwnCache:
         def on_read(member: str, data: bytes, mode: int) -> None:
             try:
                 if member == record_name:
-                    _atomic_write(directory / "RECORD", data)
+                    atomic_write(directory / "RECORD", data, durable=False)
                     return
-                _atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data)
+                atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data, durable=False)
                 modes_path = directory / "modes.json"
                 try:
                     modes = json.loads(modes_path.read_text())
@@ -167,7 +157,7 @@ class OwnCache:
                     modes = {}
                 if modes.get(member) != mode:
                     modes[member] = mode
-                    _atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode())
+                    atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode(), durable=False)
             except OSError:
                 pass  # a cache that cannot be written is simply not kept
 
