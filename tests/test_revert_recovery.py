@@ -137,7 +137,12 @@ def test_planted_journal_outside_the_env_is_refused_by_every_command(
     assert "interrupted-revert planted" in proc.stdout and "patchaudit revert --resume" in proc.stdout
 
     # commands that write refuse the journal in one line, exit 2, and change nothing either
-    for args in (("revert", "--resume"), ("revert", "demo", "--wheelhouse", str(wheelhouse), "--yes")):
+    writers = (
+        ("revert", "--resume"),
+        ("revert", "demo", "--wheelhouse", str(wheelhouse), "--yes"),
+        ("quarantine", "restore", "any-run", "--yes"),
+    )
+    for args in writers:
         proc = patchaudit(*args, "--python", str(python))
         assert proc.returncode == 2, proc.stdout + proc.stderr
         (line,) = proc.stderr.splitlines()
