@@ -17,10 +17,10 @@ PACKAGE = ROOT / "patchaudit"
 # Top to bottom. A module may import its own layer and any layer below it.
 LAYERS: list[set[str]] = [
     {"cli", "__main__"},
-    {"render"},  # what the CLI prints: reports, verdicts, SARIF
+    {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
     {"audit"},
-    {"verify", "vcs"},
+    {"verify", "vcs", "fingerprint"},
     {"revert", "diff"},
     {"hazards", "rule"},
     {"pristine"},
@@ -48,7 +48,8 @@ def _imports(path: Path, package: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             if base == "patchaudit":
                 # `from patchaudit import vcs` imports the module patchaudit.vcs
                 for alias in node.names:
