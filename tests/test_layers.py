@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"revert", "diff"},
     {"hazards", "rule"},
     {"pristine"},
-    {"hashing", "record", "environment", "policy", "atomic"},
+    {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_for_change, target_options, wheelhouse_option
+from patchaudit.cli.common import open_for_change, target_options, wheelhouse_option
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.revert import Plan, Result
@@ -47,7 +48,7 @@ def revert(
         raise click.UsageError("missing argument DIST (or --resume)")
     env, every, roots = open_for_change(python, site_path)
     if dist is None:
-        return EXIT_CLEAN
+        return ExitCode.CLEAN
     (target,) = environment.select(every, [dist])[:1]
     tree = vcs.working_tree_restore(target, paths)
     if tree is not None:
@@ -60,7 +61,7 @@ def revert(
         click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
     result = core.execute(env, plan, dry_run=dry_run, roots=roots)
     _show_result(result, fmt)
-    return EXIT_PROBLEMS if result.refused or result.unverified or result.record_mismatch else EXIT_CLEAN
+    return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
 
 
 def _show_plan(plan: Plan) -> None:

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from patchaudit.cli.common import (
-    EXIT_CLEAN,
-    EXIT_PROBLEMS,
     fail_on_option,
     interrupted_runs,
     open_environment,
@@ -19,6 +17,7 @@ from patchaudit.cli.common import (
     wheelhouse_option,
     write_output,
 )
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.audit import ScanOptions
@@ -123,7 +122,7 @@ def scan(
                 from patchaudit.errors import PatchAuditError
 
                 raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
-    return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
+    return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:

@@ -18,13 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit import __version__
-from patchaudit.errors import PatchAuditError
-from patchaudit.gate.cache import RACY_COARSE_NS, RACY_NS, FilePlan, VerdictCache
+from patchaudit.errors import ExitCode, PatchAuditError
+from patchaudit.gate.cache import FilePlan, VerdictCache
 from patchaudit.gate.verdict import (
-    EXIT_INPUT,
-    EXIT_INTERNAL,
-    EXIT_OK,
-    EXIT_PROBLEMS,
     Problem,
     Verdict,
     error,
@@ -66,15 +62,15 @@ def run(options: GateOptions) -> Verdict:
         verdict = _run(options, policy)
     except PatchAuditError as exc:
         hint = f" (hint: {exc.hint})" if exc.hint else ""
-        verdict = Verdict(exit_code=EXIT_INPUT, problems=(error(f"{exc}{hint}"),))
+        verdict = Verdict(exit_code=ExitCode.USAGE, problems=(error(f"{exc}{hint}"),))
     except Exception as exc:  # fail closed on a bug, but say what it was
         import traceback
 
         where = traceback.extract_tb(exc.__traceback__)[-1]
         detail = f"internal error: {type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
-        verdict = Verdict(exit_code=EXIT_INTERNAL, problems=(error(detail),))
-    if verdict.exit_code in (EXIT_INPUT, EXIT_INTERNAL) and fail_open:
-        verdict = replace(verdict, exit_code=EXIT_OK, failed_open=True)
+        verdict = Verdict(exit_code=ExitCode.INTERNAL, problems=(error(detail),))
+    if verdict.exit_code in (ExitCode.USAGE, ExitCode.INTERNAL) and fail_open:
+        verdict = replace(verdict, exit_code=ExitCode.CLEAN, failed_open=True)
     return replace(verdict, seconds=time.perf_counter() - start)
 
 
@@ -120,8 +116,10 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
-        racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
-        if newest < taken - racy:
+        from patchaudit.hashing import racy_window_ns
+
+        # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
+        if newest < taken - racy_window_ns(newest):
             VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
 
@@ -172,7 +170,7 @@ def _verdict(
         # the gate reads, it never finishes a revert itself.
         where = f"--python {env.python}" if env.python else f"--path {env.site_dirs[0]}"
         problem = interrupted(pending, f"{RESUME_COMMAND} {where}")
-        verdict = replace(verdict, exit_code=EXIT_PROBLEMS, problems=(problem, *verdict.problems))
+        verdict = replace(verdict, exit_code=ExitCode.PROBLEMS, problems=(problem, *verdict.problems))
     return verdict
 
 
@@ -180,14 +178,4 @@ def _journal_dir(env: Environment) -> Path:
     return env.state_dir / "journal"
 
 
-__all__ = [
-    "EXIT_INPUT",
-    "EXIT_INTERNAL",
-    "EXIT_OK",
-    "EXIT_PROBLEMS",
-    "GateOptions",
-    "Problem",
-    "Verdict",
-    "judge",
-    "run",
-]
+__all__ = ["GateOptions", "Problem", "Verdict", "judge", "run"]

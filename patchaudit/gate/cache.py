@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 CACHE_NAME = "gate-v1.json"
 CACHE_VERSION = 1
 CACHE_KEEP = 8
-# A file changed within this long before the fingerprint was taken may change again inside one
-# timestamp tick without its ctime moving; such a verdict is not kept.
-RACY_NS = 50_000_000
-RACY_COARSE_NS = 2_000_000_000
 
 
 # --- the fingerprint: everything the audit reads, by stat ---
@@ -57,6 +53,7 @@ class FilePlan:
         chosen = environment.select(environment.distributions(env), names)
         roots: set[str] = set()
         record_paths: set[str] = set()
+        os_db = None
         for dist in chosen:
             location = str(dist.location)
             roots.add(str(dist.meta_dir))
@@ -67,11 +64,19 @@ class FilePlan:
                 co = vcs.checkout(dist)
                 if co is not None:
                     roots.add(str(co.root))
-            if dist.record_path is None:
-                continue
             try:
+                if dist.record_path is None:
+                    raise FileNotFoundError
                 record = parse_record(dist.record_path.read_bytes())
             except OSError:
+                # verify checks a distribution without RECORD against its OS package's files.
+                from patchaudit import dpkg
+
+                if not dpkg.may_own(dist.location):
+                    continue
+                os_db = os_db or dpkg.Dpkg()
+                owner = os_db.owner(dist.meta_dir, dist.location, dpkg.top_level(dist.meta_dir))
+                record_paths.update(owner.files if owner is not None else ())
                 continue
             for entry in record.entries:
                 record_paths.add(os.path.normpath(os.path.join(location, entry.path)))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from patchaudit.errors import ExitCode
+
 # typing costs the warm gate milliseconds; annotations are strings (PEP 563) and need it only for checkers.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,11 +16,6 @@ if TYPE_CHECKING:
 
     from patchaudit.policy import Policy
     from patchaudit.report import DistReport, Drift, Finding, Report, Severity
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_INPUT = 2
-EXIT_INTERNAL = 3
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,7 +35,7 @@ class Problem:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Verdict:
-    exit_code: int
+    exit_code: ExitCode
     problems: tuple[Problem, ...] = ()
     distributions: int = 0
     files_checked: int = 0
@@ -51,7 +48,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
+        return self.exit_code == ExitCode.CLEAN
 
 
 def replace(verdict: Verdict, **changes: Any) -> Verdict:
@@ -108,13 +105,18 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
                         severity=f.severity.value,
                     )
                 )
-        if dist is not None and policy.fail_unverifiable and dist.status is DistStatus.UNVERIFIABLE:
+        if (
+            dist is not None
+            and policy.fail_unverifiable
+            and dist.status is DistStatus.UNVERIFIABLE
+            and (policy.fail_os_packages or not dist.os_packaged)
+        ):
             reasons = dist.unverified
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
     return Verdict(
-        exit_code=EXIT_PROBLEMS if problems else EXIT_OK,
+        exit_code=ExitCode.PROBLEMS if problems else ExitCode.CLEAN,
         problems=tuple(problems),
         distributions=len(report.distributions),
         files_checked=sum(d.files_checked for d in report.distributions),
@@ -147,8 +149,8 @@ def from_dict(d: dict[str, Any]) -> Verdict:
     problems = tuple(
         Problem(kind=k, where=w, path=p, detail=t, rule=r, severity=s) for k, w, p, t, r, s in d["problems"]
     )
-    code = int(d["exit_code"])
-    if code not in (EXIT_OK, EXIT_PROBLEMS):
+    code = ExitCode(int(d["exit_code"]))
+    if code not in (ExitCode.CLEAN, ExitCode.PROBLEMS):
         raise ValueError(code)
     if int(d["distributions"]) < 1:  # kept by an older gate that let an empty directory pass
         raise ValueError(d["distributions"])

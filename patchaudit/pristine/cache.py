@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import urllib.parse
 from collections.abc import Collection
 from pathlib import Path
@@ -130,15 +129,6 @@ class OwnCache:
                 except OSError:
                     continue
         return None
-
-    def store_whole(self, filename: str, source: Path) -> None:
-        """Keep a whole wheel whose hash matched its index (a hard link or copy of `source`)."""
-        target = self.root / "wheels" / filename
-        try:
-            with open(source, "rb") as src:
-                atomic_write(target, lambda dst: shutil.copyfileobj(src, dst, 1 << 20), durable=False)
-        except OSError:
-            pass
 
     def recorder(self, filename: str, record_name: str):  # type: ignore[no-untyped-def]
         """A callback for ZipWheel(on_read=...) that keeps the RECORD and every member read."""
