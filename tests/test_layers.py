@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"cli", "__main__"},
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
-    {"audit"},
+    {"audit", "procs"},  # procs: running processes and service environments, held to what is installed
     {"verify", "vcs", "fingerprint"},
     {"revert", "diff"},
     {"hazards", "rule"},

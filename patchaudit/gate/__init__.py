@@ -108,11 +108,12 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()
+    unit_files, unit_dirs = _unit_paths(baseline)
     plan, fingerprint, newest = FilePlan.build(
         env,
         names,
-        extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=(*rule_dirs, _journal_dir(env)),
+        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
+        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs),
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
@@ -122,6 +123,20 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         if newest < taken - racy_window_ns(newest):
             VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
+
+
+def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The unit files a baseline's service environment is read from: the verdict depends on them too."""
+    if baseline_path is None:
+        return (), ()
+    from patchaudit import baseline
+    from patchaudit.procs.unitfile import find, watched_paths
+
+    try:
+        held = baseline.load(baseline_path).service
+        return watched_paths(find(held.unit, held.unit_dirs)) if held is not None else ((), ())
+    except PatchAuditError:
+        return (), ()  # the verdict itself reports it
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:

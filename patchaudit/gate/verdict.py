@@ -115,6 +115,12 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
+    if report.environment.variables:
+        from patchaudit.procs.serviceenv import detail as variable_detail
+
+        for v in report.environment.variables:
+            kind = {"added": "env-added", "missing": "env-removed"}.get(v.state.value, "env-changed")
+            problems.append(Problem(kind=kind, where=v.unit or "environment", path=v.name, detail=variable_detail(v)))
     return Verdict(
         exit_code=ExitCode.PROBLEMS if problems else ExitCode.CLEAN,
         problems=tuple(problems),
