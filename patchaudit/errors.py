@@ -70,3 +70,7 @@ class QuarantineFailed(PatchAuditError):
 
 class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
+
+
+class ModelNotFound(PatchAuditError):
+    """A model directory, repo id or revision that is not on disk, or a directory of no known layout."""
