@@ -141,8 +141,11 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         baseline = baseline or policy.baseline
         rule_dirs = policy.rule_dirs
     fail_on = fail_on or "high"
+    models = _model_targets(policy)
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
+    if models:
+        key += repr([(str(m.root), m.revision) for m in models])
 
     cache = _VerdictCache.open(python, site_path) if options.use_cache else None
     if cache is not None:
@@ -160,14 +163,23 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         env,
         names,
         extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=(*rule_dirs, _journal_dir(env)),
+        extra_roots=(*rule_dirs, _journal_dir(env), *(m.root for m in models)),
     )
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models)
     if options.use_cache:
         racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
         if newest < taken - racy:
             _VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
+
+
+def _model_targets(policy: Policy | None) -> list[Any]:
+    """The policy's model directories, resolved (a few stats; nothing hashed); a bad one is exit 2."""
+    if policy is None or not policy.models:
+        return []
+    from patchaudit.models.layout import resolve
+
+    return [resolve(m.spec, revision=m.revision, cache_dir=m.cache_dir) for m in policy.models]
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
@@ -190,7 +202,10 @@ def _verdict(
     fail_on: str,
     baseline_path: Path | None,
     use_cache: bool,
+    models: Sequence[Any] = (),
 ) -> Verdict:
+    import dataclasses
+
     from patchaudit.audit import ScanOptions, scan
     from patchaudit.report import Severity
 
@@ -207,9 +222,14 @@ def _verdict(
 
         held = baseline.load(baseline_path)
         report = baseline.check(held, report, baseline.record_paths(env, names), names)
+    if models:
+        from patchaudit.models.scan import ModelScanOptions, scan_model
+
+        model_options = ModelScanOptions(use_cache=use_cache, severity_overrides=dict(policy.severity))
+        report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
     threshold = None if fail_on == "none" else Severity(fail_on)
     verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
-    pending = _pending_reverts(env)
+    pending = _pending_reverts(env) + [p for m in models for p in _pending_in(m.state_dir / "journal")]
     if pending:
         # Files may be half restored: say so rather than leave only drift lines to puzzle over.
         problem = Problem(
@@ -227,8 +247,12 @@ def _journal_dir(env: Environment) -> Path:
 
 
 def _pending_reverts(env: Environment) -> list[str]:
+    return _pending_in(_journal_dir(env))
+
+
+def _pending_in(journal: Path) -> list[str]:
     try:
-        return sorted(n for n in os.listdir(_journal_dir(env)) if n.endswith(".json"))
+        return sorted(n for n in os.listdir(journal) if n.endswith(".json"))
     except OSError:
         return []
 
@@ -242,6 +266,7 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
     sections: list[tuple[str, tuple[Drift, ...], tuple[Finding, ...], DistReport | None]]
     sections = [(d.name, d.drift, d.findings, d) for d in report.distributions]
     sections.append(("environment", report.environment.drift, report.environment.findings, None))
+    sections += [(f"model:{m.name}", m.drift, m.findings, None) for m in report.models]
     for where, drift, findings, dist in sections:
         owner = None if dist is None else dist.name
         approved_paths: set[str] = set()
@@ -263,6 +288,9 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
+    for m in report.models:
+        if policy.fail_unverifiable and m.status is DistStatus.UNVERIFIABLE:
+            problems.append(Problem(kind="unverifiable", where=f"model:{m.name}", path=m.location, detail="no files"))
     return Verdict(
         exit_code=EXIT_PROBLEMS if problems else EXIT_OK,
         problems=tuple(problems),

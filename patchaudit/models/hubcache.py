@@ -268,7 +268,8 @@ def _judge(
     name = _blob_name(blobs_dir, path)
     if name is None:
         return _replace(base, state=DriftState.MODIFIED, note=f"links to {target}, not into blobs/", blob=expected_blob)
-    digest = blob_names[name]
+    digest = blob_names.get(name) or Digest.from_name(name)
+    assert digest is not None  # _blob_name returns only digest-shaped names
     if expected is not None and expected != digest:
         return _replace(
             base,
