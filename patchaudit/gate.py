@@ -141,11 +141,13 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         baseline = baseline or policy.baseline
         rule_dirs = policy.rule_dirs
     fail_on = fail_on or "high"
-    models = _model_targets(policy)
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
-    if models:
-        key += repr([(str(m.root), m.revision) for m in models])
+    if policy is not None and policy.models:
+        # Where a model resolves to depends on these and on the model's own files (in the fingerprint).
+        env_keys = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
+        key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
+        key += repr([os.environ.get(k) for k in env_keys])
 
     cache = _VerdictCache.open(python, site_path) if options.use_cache else None
     if cache is not None:
@@ -156,6 +158,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit import environment
     from patchaudit.policy import Policy
 
+    models = _model_targets(policy)
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()

@@ -9,14 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
-from patchaudit.models.digests import HEX40, Digest
-from patchaudit.report import DriftState
+
+# The gate resolves its models on the warm path: only what resolving needs is imported here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from patchaudit.models.digests import Digest
+    from patchaudit.report import DriftState
 
 STATE_DIR = ".patchaudit"
 MANIFEST_NAME = "model-manifest.json"
 HF_LOCAL = Path(".cache") / "huggingface"
 REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _REPO_ID = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class ModelKind(enum.StrEnum):
@@ -143,4 +148,4 @@ def _subdirs(path: Path) -> list[Path]:
 
 
 def is_commit(value: str) -> bool:
-    return HEX40.fullmatch(value) is not None
+    return _COMMIT.fullmatch(value) is not None
