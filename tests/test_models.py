@@ -258,3 +258,49 @@ def test_config_rule_examples_hold() -> None:
     from patchaudit.models.configrules import example_problems
 
     assert example_problems() == []
+
+
+def test_sarif_carries_config_findings(hub: dict[str, object]) -> None:
+    import jsonschema
+
+    subprocess.run(["sed", "-i", "/kv_cache_quant_algo/d", str(snap(hub, "first", "hf_quant_config.json"))], check=True)
+    proc = run("model", "scan", REPO_ID, "--format", "sarif", env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 1
+    sarif = json.loads(proc.stdout)
+    schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.validate(sarif, schema)
+    (result,) = sarif["runs"][0]["results"]
+    assert (result["ruleId"], result["level"], result["message"]["text"]) == (
+        "config-quantization",
+        "error",
+        FIELD_EDIT,
+    )
+    location = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location["uri"] == f"snapshots/{hub['first']}/hf_quant_config.json"
+    base = sarif["runs"][0]["originalUriBaseIds"][location["uriBaseId"]]["uri"]
+    assert base.endswith("models--acme--tiny-fp8/")
+
+
+def test_a_file_the_commit_does_not_list_is_added_and_removed_by_revert(hub: dict[str, object]) -> None:
+    extra = snap(hub, "first", "debug_dump.json")
+    extra.write_text("{}")
+    code, report = scan_json(hub, REPO_ID, "--revision", str(hub["first"])[:10])
+    assert code == 1
+    (drift,) = report["models"][0]["drift"]
+    assert (drift["path"], drift["state"]) == (f"snapshots/{hub['first']}/debug_dump.json", "added")
+    proc = run("model", "revert", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 0 and not extra.exists()
+
+
+def test_local_dir_without_a_pristine_copy_prints_the_download_command(hub: dict[str, object]) -> None:
+    local = Path(str(hub["local"]))
+    (local / "config.json").write_text("{}")
+    # the hub cache holds the same blob and would be used: point the lookup at an empty one
+    env = {**hub["env"], "HF_HOME": str(Path(str(hub["tmp"])) / "empty")}  # type: ignore[dict-item]
+    proc = run("model", "revert", local, env=env)
+    assert proc.returncode == 1
+    command = f"hf download REPO_ID config.json --revision {hub['first']} --local-dir {local} --force-download"
+    assert command in proc.stdout
+    assert (local / "config.json").read_text() == "{}"  # nothing was changed
+    restored = run("model", "revert", local, env=hub["env"])  # type: ignore[arg-type]
+    assert restored.returncode == 0 and "restore config.json" in restored.stdout
