@@ -67,9 +67,11 @@ class Problem:
     where: str  # distribution name, or "environment"
     path: str
     detail: str = ""
+    rule: str = ""  # findings only: the rule and its severity, for metrics
+    severity: str = ""
 
     def to_list(self) -> list[str]:
-        return [self.kind, self.where, self.path, self.detail]
+        return [self.kind, self.where, self.path, self.detail, self.rule, self.severity]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -285,7 +287,16 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
                 if f.suppressed or f.path in approved_paths or not f.severity.at_least(fail_on):
                     continue
                 detail = f"{f.severity.value} {f.rule}: {f.message}"
-                problems.append(Problem(kind="finding", where=where, path=f"{f.path}:{f.line}", detail=detail))
+                problems.append(
+                    Problem(
+                        kind="finding",
+                        where=where,
+                        path=f"{f.path}:{f.line}",
+                        detail=detail,
+                        rule=f.rule,
+                        severity=f.severity.value,
+                    )
+                )
         if dist is not None and policy.fail_unverifiable and dist.status is DistStatus.UNVERIFIABLE:
             reasons = dist.unverified
             first = reasons[0].reason if reasons else "nothing to verify against"
@@ -569,7 +580,9 @@ def _verdict_to_dict(v: Verdict) -> dict[str, Any]:
 
 
 def _verdict_from_dict(d: dict[str, Any]) -> Verdict:
-    problems = tuple(Problem(kind=k, where=w, path=p, detail=t) for k, w, p, t in d["problems"])
+    problems = tuple(
+        Problem(kind=k, where=w, path=p, detail=t, rule=r, severity=s) for k, w, p, t, r, s in d["problems"]
+    )
     code = int(d["exit_code"])
     if code not in (EXIT_OK, EXIT_PROBLEMS):
         raise ValueError(code)

@@ -22,6 +22,14 @@ from patchaudit.cli.fastgate import run_gate
 )
 @click.option("--fail-open", is_flag=True, help="Let an internal error or unreadable input pass (exit 0).")
 @click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["journal", "prometheus"]),
+    default="journal",
+    show_default=True,
+    help="Journal lines, or node_exporter textfile text.",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -31,6 +39,7 @@ def gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    fmt: str,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -42,4 +51,5 @@ def gate(
         fail_on=fail_on,
         fail_open=fail_open,
         no_cache=no_cache,
+        fmt=fmt,
     )

@@ -30,7 +30,9 @@ PROGRESS_THRESHOLD = 2000
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
-@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]), default="human", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
+)
 @click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
 @click.option("--no-hazards", is_flag=True, help="Skip the hazard rules; report drift only.")
 @click.option("--all-files", is_flag=True, help="Run the hazard rules over every file, not only drifted ones.")
@@ -85,6 +87,12 @@ def scan(
         from patchaudit.render.json import render_json
 
         write_output(render_json(report), out)
+    elif fmt == "prometheus":
+        from patchaudit.render.prometheus import from_report, render_prometheus
+
+        ok = not report.fails(severity_or_none(fail_on))
+        target = str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
+        write_output(render_prometheus(from_report(report, ok=ok, target=target)), out)
     elif fmt == "sarif":
         import json
 
