@@ -100,6 +100,7 @@ def main() -> None:
         action="store_true",
         help="Skip the gate part and call the scan through `python -c` (no console script or click needed).",
     )
+    parser.add_argument("--gate-only", action="store_true", help="Skip the --deep comparison.")
     args = parser.parse_args()
 
     patchaudit = str(Path(sys.executable).parent / "patchaudit")
@@ -114,7 +115,8 @@ def main() -> None:
         env = {**os.environ, "PATCHAUDIT_CACHE_DIR": str(base / "pacache")}
         if not args.deep_only:
             gate_part(base, repo, patchaudit, env, args.rounds, total)
-        deep_part(repo, blobs, patchaudit, env, args.rounds, total, inproc=args.deep_only)
+        if not args.gate_only:
+            deep_part(repo, blobs, patchaudit, env, args.rounds, total, inproc=args.deep_only)
     finally:
         if args.keep:
             print(f"kept {base}")
