@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, fail_on_option, severity_or_none, write_output
+from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, F, fail_on_option, severity_or_none, write_output
 
 if TYPE_CHECKING:
     from patchaudit.models.layout import ModelTarget
     from patchaudit.models.scan import ModelScan, ModelScanOptions
 
 
-def _target_options(func):  # type: ignore[no-untyped-def]
+def _target_options(func: F) -> F:
     func = click.option(
         "--source",
         "sources",
@@ -112,7 +112,7 @@ def diff(
     """What changed in TARGET's files: JSON configs by key path, other text as a unified diff."""
     from patchaudit.diff import unified
     from patchaudit.models.configdiff import is_config
-    from patchaudit.models.revert import _selected
+    from patchaudit.models.revert import selected
     from patchaudit.models.scan import ModelScanOptions, current_bytes
 
     found = _scan(_resolve(target, revision, cache_dir), ModelScanOptions(sources=sources))
@@ -121,7 +121,7 @@ def diff(
         changes.setdefault(change.file, []).append(change.text())
     shown = 0
     for item in found.layout.files:
-        if item.state is None or not _selected(item, paths):
+        if item.state is None or not selected(item, paths):
             continue
         shown += 1
         click.echo(f"{item.state.value} {item.path}" + (f"  ({item.note})" if item.note else ""))

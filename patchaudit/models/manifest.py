@@ -1,8 +1,9 @@
 """A plain model directory (a copied checkpoint) held to a manifest that `baseline create --model` wrote.
 
-The manifest keeps every file's sha256 and size, and the text of small JSON configs, so a later change
-to a config can be shown key by key and put back. It lives in the directory's `.patchaudit/`: whoever
-can rewrite the model can rewrite it too, as with any baseline kept beside what it guards.
+The manifest keeps every file's sha256 and size, and the text of small JSON configs and chat
+templates, so a later change to a config can be shown key by key and put back. It lives in the
+directory's `.patchaudit/`: whoever can rewrite the model can rewrite it too, as with any baseline
+kept beside what it guards.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from patchaudit.atomic import write_json
 from patchaudit.errors import ModelNotFound, PatchAuditError
 from patchaudit.hashing import StatCache
+from patchaudit.models.configdiff import is_config
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
@@ -88,7 +90,7 @@ def create(root: Path, *, workers: int | None = None) -> tuple[Path, int]:
         if digest is None:
             raise PatchAuditError(f"cannot read {path}")
         files[rel] = {"sha256": digest.hex, "size": st.st_size}
-        if rel.endswith(".json") and st.st_size <= CONFIG_LIMIT:
+        if is_config(rel) and st.st_size <= CONFIG_LIMIT:
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 configs[rel] = path.read_text("utf-8")
     data = {

@@ -17,8 +17,11 @@ from pathlib import Path
 
 from patchaudit import revert
 from patchaudit.environment import Environment
+from patchaudit.models.digests import Algorithm
 from patchaudit.models.layout import ModelKind, ModelTarget, Tracked, hub_cache_dir
+from patchaudit.models.pristine import digest_of
 from patchaudit.models.scan import ModelScan
+from patchaudit.record import encode_digest
 from patchaudit.report import DriftState
 
 BLOB_MODE = 0o644
@@ -36,7 +39,7 @@ def environment(target: ModelTarget) -> Environment:
     return Environment(python=None, prefix=target.root, site_dirs=(target.root,), scheme={})
 
 
-def _selected(item: Tracked, paths: Collection[str]) -> bool:
+def selected(item: Tracked, paths: Collection[str]) -> bool:
     if not paths:
         return True
     return any(p in (item.path, item.repo_path) or item.path.endswith("/" + p.lstrip("/")) for p in paths)
@@ -69,10 +72,7 @@ def plan(scan: ModelScan, paths: Collection[str] = ()) -> ModelPlan:
     def write(path: str, dest: Path, data: bytes, mode: int) -> None:
         if dest not in written:
             written.add(dest)
-            from patchaudit.models.digests import Algorithm
-            from patchaudit.models.pristine import digest_of
-
-            digest = "sha256=" + _b64(digest_of(data, Algorithm.SHA256).hex)
+            digest = "sha256=" + encode_digest(bytes.fromhex(digest_of(data, Algorithm.SHA256).hex))
             actions.append(revert.Action(path=path, dest=dest, kind="write", data=data, mode=mode, digest=digest))
 
     def cannot(item: Tracked, why: str) -> None:
@@ -81,9 +81,9 @@ def plan(scan: ModelScan, paths: Collection[str] = ()) -> ModelPlan:
         commands.append(command)
 
     for item in scan.layout.files:
-        if item.state is None or not _selected(item, paths):
+        if item.state is None or not selected(item, paths):
             continue
-        matched.update(p for p in paths if _selected(item, [p]))
+        matched.update(p for p in paths if selected(item, [p]))
         if item.state is DriftState.ADDED:
             actions.append(revert.Action(path=item.path, dest=item.disk, kind="remove"))
             continue
@@ -142,12 +142,6 @@ def _mode(path: Path) -> int:
         return os.lstat(path).st_mode & 0o7777 if os.path.isfile(path) and not os.path.islink(path) else BLOB_MODE
     except OSError:
         return BLOB_MODE
-
-
-def _b64(hex_digest: str) -> str:
-    from patchaudit.record import encode_digest
-
-    return encode_digest(bytes.fromhex(hex_digest))
 
 
 def execute(target: ModelTarget, made: ModelPlan, *, dry_run: bool = False) -> revert.Result:

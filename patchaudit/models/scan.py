@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,7 +144,3 @@ def _config_changes(item: Tracked, sources: Sources) -> tuple[bytes, bytes, list
     if changes is None:
         return None
     return old, new, [ConfigChange(file=item.path, key=c.key, change=c.change, old=c.old, new=c.new) for c in changes]
-
-
-def scan_models(targets: Sequence[ModelTarget], options: ModelScanOptions = ModelScanOptions()) -> list[ModelScan]:
-    return [scan_model(t, options) for t in targets]
