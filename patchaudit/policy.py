@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.errors import InvalidPolicy
-from patchaudit.report import Severity
+from patchaudit.report import FAIL_ON_CHOICES, Severity
 
 POLICY_KEYS = frozenset(
     {
@@ -19,6 +19,7 @@ POLICY_KEYS = frozenset(
         "fail_on",
         "fail_open",
         "fail_unverifiable",
+        "fail_os_packages",
         "hazards",
         "rule_dirs",
         "severity",
@@ -29,7 +30,6 @@ POLICY_KEYS = frozenset(
 )
 MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
-FAIL_ON_CHOICES = ("high", "medium", "low", "info", "none")
 # An approved patch that deletes a file says so with this instead of a digest.
 ABSENT = "absent"
 
@@ -76,6 +76,7 @@ class Policy:
     fail_on: Severity | None = Severity.HIGH
     fail_open: bool = False
     fail_unverifiable: bool = True
+    fail_os_packages: bool = False  # OS-packaged distributions (md5 only) count as unverifiable
     hazards: bool = True
     rule_dirs: tuple[Path, ...] = ()
     severity: Mapping[str, Severity] = field(default_factory=dict)
@@ -145,8 +146,8 @@ class Policy:
             bad("'severity' must be a table of rule-id = severity")
         else:
             for rule, value in raw_severity.items():
-                if value not in ("high", "medium", "low", "info"):
-                    bad(f"severity.{rule} must be high, medium, low or info, not {value!r}")
+                if value not in tuple(Severity):
+                    bad(f"severity.{rule} must be one of {', '.join(Severity)}, not {value!r}")
                 else:
                     severity[rule] = Severity(value)
 
@@ -179,6 +180,7 @@ class Policy:
             fail_on=fail_on,
             fail_open=boolean("fail_open", False),
             fail_unverifiable=boolean("fail_unverifiable", True),
+            fail_os_packages=boolean("fail_os_packages", False),
             hazards=boolean("hazards", True),
             rule_dirs=tuple(path_of(d) for d in rule_dirs),
             severity=severity,

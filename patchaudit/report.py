@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # no typing import: the fast gate reads the severities from here
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "patchaudit/report/v1"
 
@@ -31,6 +34,8 @@ class Severity(enum.StrEnum):
 
 
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
+# --fail-on and a policy's fail_on: a severity, or "none" (only drift fails)
+FAIL_ON_CHOICES: tuple[str, ...] = (*(s.value for s in Severity), "none")
 
 
 class DistStatus(enum.StrEnum):
@@ -120,6 +125,12 @@ class DistReport:
     findings: tuple[Finding, ...] = ()
     files_checked: int = 0
     verifiable: bool = True
+    os_package: str | None = None  # the dpkg package that installed it, for a distribution without RECORD
+
+    @property
+    def os_packaged(self) -> bool:
+        """Installed by the OS package manager and, as far as its weak hashes tell, untouched."""
+        return self.os_package is not None and not self.drift
 
     @property
     def status(self) -> DistStatus:
@@ -130,7 +141,7 @@ class DistReport:
         return DistStatus.CLEAN
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "location": self.location,
@@ -141,6 +152,9 @@ class DistReport:
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
             "files_checked": self.files_checked,
         }
+        if self.os_package is not None:
+            out["os_package"] = {"manager": "dpkg", "name": self.os_package}
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -273,11 +287,19 @@ class Report:
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
         }
 
-    def fails(self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True) -> bool:
-        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on."""
+    def fails(
+        self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True, os_packages: bool = False
+    ) -> bool:
+        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on.
+
+        A distribution the OS package manager installed, whose files agree with its weak hashes, counts
+        as unverifiable only when `os_packages` asks for it.
+        """
         if any(True for _ in self.all_drift()):
             return True
-        if unverifiable and any(d.status is DistStatus.UNVERIFIABLE for d in self.distributions):
+        if unverifiable and any(
+            d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions
+        ):
             return True
         if unverifiable and any(m.status is DistStatus.UNVERIFIABLE for m in self.models):
             return True

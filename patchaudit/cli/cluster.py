@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, target_options, write_output
+from patchaudit.cli.common import target_options, write_output
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.cluster.driver import ClusterResult, NodeResult
@@ -118,7 +119,7 @@ def _finish(result: ClusterResult, fmt: str, out: Path | None, *, quiet: bool) -
         write_output(json.dumps(result.to_dict(), indent=2) + "\n", out)
     else:
         write_output(_render(result, quiet=quiet), out)
-    return EXIT_CLEAN if result.ok else EXIT_PROBLEMS
+    return ExitCode.CLEAN if result.ok else ExitCode.PROBLEMS
 
 
 @cluster.command("scan")
@@ -166,4 +167,4 @@ def node_cmd(
 
     data = node_report(python=python, site_path=site_path, names=dists, policy_path=policy, detail=detail)
     sys.stdout.write(json.dumps(data, separators=(",", ":")) + "\n")
-    return EXIT_CLEAN if data["verdict"]["exit_code"] == 0 else EXIT_PROBLEMS
+    return ExitCode.CLEAN if data["verdict"]["exit_code"] == ExitCode.CLEAN else ExitCode.PROBLEMS

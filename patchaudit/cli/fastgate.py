@@ -15,7 +15,6 @@ VALUE_OPTIONS = {
     "--fail-on": "fail_on",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
-FAIL_ON = ("high", "medium", "low", "info", "none")
 
 
 def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
@@ -43,7 +42,9 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
             values[VALUE_OPTIONS[name]] = value
         else:
             return None
-    if values.get("fail_on", "high") not in FAIL_ON:
+    from patchaudit.report import FAIL_ON_CHOICES
+
+    if values.get("fail_on", "high") not in FAIL_ON_CHOICES:
         return None
     return dists, values, flags
 

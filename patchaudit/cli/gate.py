@@ -8,6 +8,7 @@ import click
 
 from patchaudit.cli.common import target_options
 from patchaudit.cli.fastgate import run_gate
+from patchaudit.report import FAIL_ON_CHOICES
 
 
 @click.command()
@@ -17,7 +18,7 @@ from patchaudit.cli.fastgate import run_gate
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
 @click.option(
     "--fail-on",
-    type=click.Choice(["high", "medium", "low", "info", "none"]),
+    type=click.Choice(FAIL_ON_CHOICES),
     help="Lowest finding severity that fails the gate (default: the policy's, else high).",
 )
 @click.option("--fail-open", is_flag=True, help="Let an internal error or unreadable input pass (exit 0).")

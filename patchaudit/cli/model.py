@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, F, fail_on_option, severity_or_none, write_output
+from patchaudit.cli.common import F, fail_on_option, severity_or_none, write_output
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.models.layout import ModelTarget
@@ -99,7 +100,7 @@ def scan(
 
         lines = [line for m in models for line in model_lines(m, verbose=verbose)]
         write_output("\n".join(lines) + "\n", out)
-    return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
+    return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
 @model.command()
@@ -143,7 +144,7 @@ def diff(
             )
     if not shown:
         click.echo("no drift")
-    return EXIT_PROBLEMS if shown else EXIT_CLEAN
+    return ExitCode.PROBLEMS if shown else ExitCode.CLEAN
 
 
 @model.command()
@@ -188,4 +189,4 @@ def revert(
             click.echo(f"  {command}")
     if not (result.restored or result.removed or result.refused):
         click.echo("nothing to revert")
-    return EXIT_PROBLEMS if result.refused or result.unverified else EXIT_CLEAN
+    return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN

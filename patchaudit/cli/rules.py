@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.models.configrules import ConfigRule
@@ -37,7 +37,7 @@ def list_(rule_dirs: tuple[Path, ...]) -> int:
         click.echo(f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}")
     for config_rule in catalog():
         click.echo(f"{config_rule.ID:<20} {config_rule.SEVERITY.value:<7} {config_rule.MESSAGE}")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @rules.command("explain")
@@ -57,7 +57,7 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
         config_rule = next((r for r in catalog() if rule_id == r.ID), None)
         if config_rule is not None:
             _explain_config(config_rule)
-            return EXIT_CLEAN
+            return ExitCode.CLEAN
         raise PatchAuditError(f"no rule {rule_id!r}", hint="`patchaudit rules list` shows the ids")
     click.echo(f"{rule.ID} ({rule.SEVERITY.value}): {rule.MESSAGE}\n")
     click.echo(rule.EXPLANATION.strip() + "\n")
@@ -67,7 +67,7 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
             code = example.code if isinstance(example, Example) else example
             click.echo("    " + code.rstrip("\n").replace("\n", "\n    "))
             click.echo("    ---")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 def _explain_config(rule: ConfigRule) -> None:
@@ -102,4 +102,4 @@ def test(directory: Path | None) -> int:
         for problem in config_failed:
             click.echo(f"FAIL {problem}")
     click.echo(f"{len(pack)} rules, {len(results) - len(failed)} passed, {len(failed)} failed")
-    return EXIT_PROBLEMS if failed or config_failed else EXIT_CLEAN
+    return ExitCode.PROBLEMS if failed or config_failed else ExitCode.CLEAN

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from patchaudit.cli.common import (
-    EXIT_CLEAN,
-    EXIT_PROBLEMS,
     fail_on_option,
     open_environment,
     severity_or_none,
@@ -18,6 +16,7 @@ from patchaudit.cli.common import (
     wheelhouse_option,
     write_output,
 )
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.audit import ScanOptions
@@ -116,7 +115,7 @@ def scan(
                 from patchaudit.errors import PatchAuditError
 
                 raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
-    return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
+    return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from patchaudit.errors import ExitCode
+
 
 @click.group()
 def systemd() -> None:
@@ -50,4 +52,4 @@ def install(
         click.echo(f"next: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
         if timers:
             click.echo(f"and: systemctl enable --now {timers[-1].name}")
-    return 0
+    return ExitCode.CLEAN

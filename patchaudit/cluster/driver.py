@@ -10,7 +10,7 @@ from typing import Any
 
 from patchaudit.cluster import task
 from patchaudit.cluster.compare import Outlier, disagreeing, merge_detail, node_labels, outliers
-from patchaudit.errors import PatchAuditError
+from patchaudit.errors import ExitCode, PatchAuditError
 
 SCHEMA = "patchaudit/cluster/v1"
 EXTRA_HINT = "pip install 'patchaudit[ray]'"
@@ -33,7 +33,7 @@ class NodeResult:
     def exit_code(self) -> int | None:
         if self.data is None:
             return None
-        return int(self.data.get("verdict", {}).get("exit_code", 3))
+        return int(self.data.get("verdict", {}).get("exit_code", ExitCode.INTERNAL))
 
     def to_dict(self) -> dict[str, Any]:
         data = self.data or {}
@@ -60,14 +60,14 @@ class ClusterResult:
 
     @property
     def ok(self) -> bool:
-        return not self.outliers and all(n.status == "answered" and n.exit_code == 0 for n in self.nodes)
+        return not self.outliers and all(n.status == "answered" and n.exit_code == ExitCode.CLEAN for n in self.nodes)
 
     def summary(self) -> dict[str, int]:
         answered = [n for n in self.nodes if n.status == "answered"]
         return {
             "nodes": len(self.nodes),
             "answered": len(answered),
-            "failing": sum(1 for n in answered if n.exit_code != 0),
+            "failing": sum(1 for n in answered if n.exit_code != ExitCode.CLEAN),
             "unanswered": len(self.nodes) - len(answered),
             "outliers": len(self.outliers),
         }
