@@ -156,11 +156,12 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()
+    unit_files, unit_dirs = _unit_paths(baseline)
     plan, fingerprint, newest = _Plan.build(
         env,
         names,
-        extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=(*rule_dirs, _journal_dir(env), *(m.root for m in models)),
+        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
+        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models)
     if options.use_cache:
@@ -179,6 +180,20 @@ def _model_targets(policy: Policy | None) -> list[Any]:
     from patchaudit.models.layout import resolve
 
     return [resolve(m.spec, revision=m.revision, cache_dir=m.cache_dir) for m in policy.models]
+
+
+def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The unit files a baseline's service environment is read from: the verdict depends on them too."""
+    if baseline_path is None:
+        return (), ()
+    from patchaudit import baseline
+    from patchaudit.procs.unitfile import find, watched_paths
+
+    try:
+        held = baseline.load(baseline_path).service
+        return watched_paths(find(held.unit, held.unit_dirs)) if held is not None else ((), ())
+    except PatchAuditError:
+        return (), ()  # the verdict itself reports it
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
@@ -304,6 +319,12 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
     for m in report.models:
         if policy.fail_unverifiable and m.status is DistStatus.UNVERIFIABLE:
             problems.append(Problem(kind="unverifiable", where=f"model:{m.name}", path=m.location, detail="no files"))
+    if report.environment.variables:
+        from patchaudit.procs.serviceenv import detail as variable_detail
+
+        for v in report.environment.variables:
+            kind = {"added": "env-added", "missing": "env-removed"}.get(v.state.value, "env-changed")
+            problems.append(Problem(kind=kind, where=v.unit or "environment", path=v.name, detail=variable_detail(v)))
     return Verdict(
         exit_code=ExitCode.PROBLEMS if problems else ExitCode.CLEAN,
         problems=tuple(problems),

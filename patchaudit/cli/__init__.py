@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "quarantine": "patchaudit.cli.quarantine:quarantine",
     "rules": "patchaudit.cli.rules:rules",
     "model": "patchaudit.cli.model:model",
+    "ps": "patchaudit.cli.ps:ps",
     "metrics": "patchaudit.cli.metrics:metrics",
     "cluster": "patchaudit.cli.cluster:cluster",
 }

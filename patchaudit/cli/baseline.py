@@ -25,6 +25,14 @@ def baseline() -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Instead: record a plain model directory's manifest (in DIR/.patchaudit/) for `model scan` and the gate.",
 )
+@click.option("--unit", help="Also record the steering variables this systemd unit gives its service.")
+@click.option(
+    "--unit-dir",
+    "unit_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Read unit files from DIR instead of the system's unit directories (repeatable).",
+)
 def create(
     dists: tuple[str, ...],
     python: Path | None,
@@ -32,13 +40,15 @@ def create(
     out: Path | None,
     include_drift: bool,
     model: Path | None,
+    unit: str | None,
+    unit_dirs: tuple[str, ...],
 ) -> int:
     """Snapshot DISTS (default: all) of the target environment into a baseline file."""
     from patchaudit import baseline as core
 
     if model is not None:
-        if dists or out is not None or python is not None or site_path is not None:
-            raise click.UsageError("--model takes no distributions, --out, --python or --path")
+        if dists or out is not None or python is not None or site_path is not None or unit is not None:
+            raise click.UsageError("--model takes no distributions, --out, --python, --path or --unit")
         from patchaudit.models.manifest import create as create_manifest
 
         written, count = create_manifest(model)
@@ -46,13 +56,30 @@ def create(
         return ExitCode.CLEAN
     if out is None:
         raise click.UsageError("Missing option '--out'.")
+    if unit_dirs and unit is None:
+        raise click.UsageError("--unit-dir needs --unit")
+    if unit is not None:
+        from patchaudit.systemd import unit_name
 
+        unit = unit_name(unit)
     env = open_environment(python, site_path)
-    made, left_out, commit = core.create(env, out, names=dists, include_drift=include_drift)
+    made, left_out, commit = core.create(
+        env,
+        out,
+        names=dists,
+        include_drift=include_drift,
+        unit=unit,
+        unit_dirs=tuple(str(Path(d).absolute()) for d in unit_dirs),
+    )
     for where, drift in left_out:
         click.echo(f"patchaudit: {where or 'environment'}: {drift.state.value} {drift.path} left out of the baseline")
     files = sum(len(d.files) for d in made.distributions)
     tail = f"; committed {commit[:12]}" if commit else ""
+    if made.service is not None:
+        from patchaudit.render.journal import escape
+
+        for v in made.service.variables.values():
+            click.echo(f"{escape(made.service.unit)}: {v.name}={escape(v.shown)} ({v.origin.value} {escape(v.where)})")
     click.echo(f"wrote {out}: {len(made.distributions)} distributions, {files} files{tail}")
     if left_out:
         click.echo(
