@@ -42,6 +42,21 @@ needs_debian_python = pytest.mark.skipif(
 
 
 def _pip(python: Path, *wheels: Path, extra: tuple[str, ...] = ()) -> None:
+    """Install with the test runner's pip; uv where that pip no longer supports the target's Python
+    (pip's Requires-Python moves on, old interpreters stay in the field)."""
+    from importlib.metadata import metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    supported = SpecifierSet(metadata("pip")["Requires-Python"] or "")
+    if _minor(python) not in supported:
+        subprocess.run(
+            [str(BIN / "uv"), "pip", "install", "-q", "--python", str(python), "--no-index", "--no-deps"]
+            + [*extra, *map(str, wheels)],
+            check=True,
+            env=_uv_env(None),
+        )
+        return
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", "--no-deps"]
         + ["--no-cache-dir", "--disable-pip-version-check", *extra, *map(str, wheels)],
