@@ -83,3 +83,7 @@ class ExitCode(enum.IntEnum):
 class StateRefused(PatchAuditError):
     """A journal or manifest under `<prefix>/.patchaudit/` names something no run of this environment would
     write (a path outside it, a staged file or run directory under another name); it is left as it is."""
+
+
+class ModelNotFound(PatchAuditError):
+    """A model directory, repo id or revision that is not on disk, or a directory of no known layout."""

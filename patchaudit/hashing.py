@@ -21,6 +21,8 @@ WHOLE_READ_LIMIT = 8 << 20
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
+# Git's blob id: sha1 over "blob <size>\0" and the content (the Hub names small files' blobs by it).
+GIT_SHA1 = "git-sha1"
 
 
 def racy_window_ns(timestamp_ns: int) -> int:
@@ -118,8 +120,15 @@ class StatCache:
             pass
 
 
+def new_hash(algorithm: str, size: int) -> hashlib._Hash:
+    """A hash object for `algorithm`; GIT_SHA1 is primed with git's blob header for `size` bytes."""
+    if algorithm == GIT_SHA1:
+        return hashlib.sha1(b"blob %d\0" % size)
+    return hashlib.new(algorithm)
+
+
 def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
-    h = hashlib.new(algorithm)
+    h = new_hash(algorithm, size)
     if size <= WHOLE_READ_LIMIT:
         chunks: list[bytes] = []
         while True:

@@ -203,6 +203,72 @@ class EnvironmentReport:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigChange:
+    """One key of a JSON config that differs from the pristine file, by its key path."""
+
+    file: str
+    key: str  # `quantization.kv_cache_quant_algo`, `layers[3].bias`
+    change: str  # "removed" | "added" | "changed"
+    old: Any = None
+    new: Any = None
+
+    def text(self) -> str:
+        if self.change == "removed":
+            return f"{self.key}: removed (was {_show(self.old)})"
+        if self.change == "added":
+            return f"{self.key}: added ({_show(self.new)})"
+        return f"{self.key}: changed {_show(self.old)} -> {_show(self.new)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "key": self.key, "change": self.change, "old": self.old, "new": self.new}
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(text) <= limit:
+        return text
+    kind = "chars" if isinstance(value, str) else "bytes of JSON"
+    return f"{text[: limit - 20]}... ({len(text)} {kind})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelReport:
+    """One model directory: a Hub cache repo, an `hf download --local-dir` tree, or a manifest'd directory."""
+
+    name: str
+    kind: str  # "hub-cache" | "local-dir" | "manifest"
+    location: str
+    revisions: tuple[str, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    changes: tuple[ConfigChange, ...] = ()
+    notes: tuple[str, ...] = ()
+    files_checked: int = 0
+
+    @property
+    def status(self) -> DistStatus:
+        if self.drift:
+            return DistStatus.DRIFTED
+        return DistStatus.CLEAN if self.files_checked else DistStatus.UNVERIFIABLE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "location": self.location,
+            "revisions": list(self.revisions),
+            "status": self.status.value,
+            "drift": [d.to_dict() for d in self.drift],
+            "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+            "changes": [c.to_dict() for c in self.changes],
+            "notes": list(self.notes),
+            "files_checked": self.files_checked,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Target:
     python: str | None
     paths: tuple[str, ...]
@@ -213,16 +279,21 @@ class Report:
     target: Target
     distributions: tuple[DistReport, ...]
     environment: EnvironmentReport = field(default_factory=EnvironmentReport)
+    models: tuple[ModelReport, ...] = ()
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
             yield from dist.drift
         yield from self.environment.drift
+        for model in self.models:
+            yield from model.drift
 
     def all_findings(self, *, suppressed: bool = False) -> Iterable[Finding]:
         for dist in self.distributions:
             yield from dist.findings
         yield from self.environment.findings
+        for model in self.models:
+            yield from model.findings
 
     def active_findings(self) -> list[Finding]:
         return [f for f in self.all_findings() if not f.suppressed]
@@ -237,6 +308,8 @@ class Report:
         return {
             "distributions": len(self.distributions),
             "files_checked": sum(d.files_checked for d in self.distributions),
+            "models": len(self.models),
+            "model_files_checked": sum(m.files_checked for m in self.models),
             "modified": counts[DriftState.MODIFIED],
             "missing": counts[DriftState.MISSING],
             "added": counts[DriftState.ADDED],
@@ -259,6 +332,8 @@ class Report:
             d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions
         ):
             return True
+        if unverifiable and any(m.status is DistStatus.UNVERIFIABLE for m in self.models):
+            return True
         if fail_on is None:
             return False
         return any(f.severity.at_least(fail_on) for f in self.active_findings())
@@ -269,5 +344,6 @@ class Report:
             "target": {"python": self.target.python, "paths": list(self.target.paths)},
             "distributions": [d.to_dict() for d in self.distributions],
             "environment": self.environment.to_dict(),
+            "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }

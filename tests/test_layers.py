@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"cli", "__main__"},
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
-    {"audit", "procs"},  # procs: running processes and service environments, held to what is installed
+    {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     {"verify", "vcs", "fingerprint"},
     {"revert", "diff"},
     {"hazards", "rule"},

@@ -95,6 +95,11 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     fail_on = fail_on or "high"
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
+    if policy is not None and policy.models:
+        # Where a model resolves to depends on these and on the model's own files (in the fingerprint).
+        env_keys = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
+        key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
+        key += repr([os.environ.get(k) for k in env_keys])
 
     cache = VerdictCache.open(python, site_path) if options.use_cache else None
     if cache is not None:
@@ -105,6 +110,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit import environment
     from patchaudit.policy import Policy
 
+    models = _model_targets(policy)
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()
@@ -113,9 +119,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         env,
         names,
         extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
-        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs),
+        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models)
     if options.use_cache:
         from patchaudit.hashing import racy_window_ns
 
@@ -123,6 +129,15 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         if newest < taken - racy_window_ns(newest):
             VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
+
+
+def _model_targets(policy: Policy | None) -> list[Any]:
+    """The policy's model directories, resolved (a few stats; nothing hashed); a bad one is exit 2."""
+    if policy is None or not policy.models:
+        return []
+    from patchaudit.models.layout import resolve
+
+    return [resolve(m.spec, revision=m.revision, cache_dir=m.cache_dir) for m in policy.models]
 
 
 def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
@@ -159,7 +174,10 @@ def _verdict(
     fail_on: str,
     baseline_path: Path | None,
     use_cache: bool,
+    models: Sequence[Any] = (),
 ) -> Verdict:
+    import dataclasses
+
     from patchaudit.audit import ScanOptions, scan
     from patchaudit.report import Severity
     from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
@@ -177,9 +195,14 @@ def _verdict(
 
         held = baseline.load(baseline_path)
         report = baseline.check(held, report, baseline.record_paths(env, names), names)
+    if models:
+        from patchaudit.models.scan import ModelScanOptions, scan_model
+
+        model_options = ModelScanOptions(use_cache=use_cache, severity_overrides=dict(policy.severity))
+        report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
     threshold = None if fail_on == "none" else Severity(fail_on)
     verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
-    pending = pending_runs(env)
+    pending = pending_runs(env) + [p for m in models for p in _pending_in(m.state_dir / "journal")]
     if pending:
         # Files may be half restored: say so (and how to finish it) rather than leave drift lines to puzzle over;
         # the gate reads, it never finishes a revert itself.
@@ -191,6 +214,14 @@ def _verdict(
 
 def _journal_dir(env: Environment) -> Path:
     return env.state_dir / "journal"
+
+
+def _pending_in(journal: Path) -> list[str]:
+    """Interrupted model reverts: their journals, by name (recovery itself is `model revert`'s)."""
+    try:
+        return sorted(n for n in os.listdir(journal) if n.endswith(".json"))
+    except OSError:
+        return []
 
 
 __all__ = ["GateOptions", "Problem", "Verdict", "judge", "run"]

@@ -80,6 +80,7 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
     sections: list[tuple[str, tuple[Drift, ...], tuple[Finding, ...], DistReport | None]]
     sections = [(d.name, d.drift, d.findings, d) for d in report.distributions]
     sections.append(("environment", report.environment.drift, report.environment.findings, None))
+    sections += [(f"model:{m.name}", m.drift, m.findings, None) for m in report.models]
     for where, drift, findings, dist in sections:
         owner = None if dist is None else dist.name
         approved_paths: set[str] = set()
@@ -115,6 +116,9 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
+    for m in report.models:
+        if policy.fail_unverifiable and m.status is DistStatus.UNVERIFIABLE:
+            problems.append(Problem(kind="unverifiable", where=f"model:{m.name}", path=m.location, detail="no files"))
     if report.environment.variables:
         from patchaudit.procs.serviceenv import detail as variable_detail
 
