@@ -146,7 +146,7 @@ def _without_wheel(dist: DistReport, refusal: Refusal) -> DistReport:
         if "tried " in refusal.reason:
             note += " (" + refusal.reason[refusal.reason.index("tried ") :].split(")")[0] + ")"
     drift = tuple(
-        dataclasses.replace(d, note=note if d.note is None else f"{d.note}; {note}")
+        dataclasses.replace(d, note=_join(d.note, note))
         if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)
         else d
         for d in dist.drift
@@ -185,9 +185,21 @@ def _apply_build_check(dist: DistReport, check: BuildCheck) -> DistReport:
         for d in dist.drift
         if d.path in stale
     ]
+    # the wheel could not give these bytes: a patch cannot be told from a wrong RECORD, so say why
+    missing = dict(check.unavailable)
+    drift = [
+        dataclasses.replace(d, note=_join(d.note, f"no pristine bytes: {missing[d.path]}"))
+        if d.path in missing and d.state is DriftState.MODIFIED
+        else d
+        for d in drift
+    ]
     known = {d.path for d in drift}
     drift += [d for d in check.record_edited if d.path not in known]
     return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
+
+
+def _join(note: str | None, more: str) -> str:
+    return more if not note else f"{note}; {more}"
 
 
 def _with_hazards(

@@ -359,7 +359,8 @@ def _facts(item: _Loaded, drift: list[Drift], ownership: _Ownership) -> tuple[li
         return [
             (f"{owner.name} {owner.version}", ownership.recorded(owner, key))
             for owner in ownership.owners(location, key)
-            if owner.meta_dir != item.dist.meta_dir
+            # a twin dist-info of the same project is a crashed upgrade: flagged as such, not as a fact
+            if owner.key != item.dist.key
         ]
 
     def verified(path: str) -> bool:

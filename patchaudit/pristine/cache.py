@@ -199,7 +199,7 @@ class PipCache:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def candidates(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
+    def all_wheels(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
         """Every wheel pip built of this name, version and build; exact tags first."""
         built = self.root / "wheels"
         if not built.is_dir():
@@ -213,7 +213,7 @@ class PipCache:
             yield open_local(Path(dirpath) / name, "pip wheel cache")
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
-        return next(iter(self.candidates(dist, needed)), None)
+        return next(iter(self.all_wheels(dist, needed)), None)
 
     def body_for(self, url: str) -> Path | None:
         hashed = hashlib.sha224(normalize_url(url).encode()).hexdigest()

@@ -58,9 +58,9 @@ def candidates(source: PristineSource, dist: InstalledDist, needed: Collection[s
     """Every wheel a source holds for `dist`, best first; a source that knows only one gives `find`'s.
 
     Several wheels of one version may sit side by side (other tags, another build): a source that can
-    tell them apart has `candidates()`, and each is checked in turn until one is the installed build.
+    tell them apart has `all_wheels()`, and each is checked in turn until one is the installed build.
     """
-    many = getattr(source, "candidates", None)
+    many = getattr(source, "all_wheels", None)
     if many is not None:
         yield from many(dist, needed)
         return

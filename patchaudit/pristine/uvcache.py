@@ -80,10 +80,22 @@ class UvWheel:
         return self.root / member
 
     def has(self, member: str) -> bool:
+        """A regular file that is not the installed file itself (so another source may be asked)."""
         try:
-            return stat.S_ISREG(os.lstat(self._path(member)).st_mode)
+            st = os.lstat(self._path(member))
         except (OSError, UnsafePath):
             return False
+        return stat.S_ISREG(st.st_mode) and not self._is_installed(member, st)
+
+    def _is_installed(self, member: str, st: os.stat_result) -> bool:
+        target = member_for(member)
+        if target is None:
+            return False
+        try:
+            installed = os.lstat(self._location / target)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == (installed.st_dev, installed.st_ino)
 
     def mode(self, member: str) -> int:
         try:
@@ -95,18 +107,12 @@ class UvWheel:
         path = self._path(member)
         if os.path.realpath(path.parent) != os.path.realpath(self.root / os.path.dirname(member)):
             raise UnsafePath(f"{self.origin}: {member} lies behind a symlinked directory")
-        target = member_for(member)
         try:
             mine = os.lstat(path)
-            theirs = os.lstat(self._location / target) if target is not None else None
-        except FileNotFoundError:
-            theirs = None
         except OSError as exc:
             raise PristineNotFound(f"{self.origin}: cannot read {member}: {exc.strerror}") from None
-        if theirs is not None and (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino):
-            raise PristineNotFound(
-                f"{self.origin}: {member} is a hard link to the installed file itself, not evidence about it"
-            )
+        if self._is_installed(member, mine):
+            raise PristineNotFound("the uv cache's copy is this very file (a hard link), not evidence about it")
         limit = min(limit, MEMBER_CAP)
         data = read_regular(path, limit + 1)
         if data is None:
@@ -162,7 +168,7 @@ class UvCache:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def candidates(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[UvWheel]:
+    def all_wheels(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[UvWheel]:
         try:
             version = Version(dist.version)
         except InvalidVersion:
@@ -180,4 +186,4 @@ class UvCache:
             yield wheel
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> UvWheel | None:
-        return next(iter(self.candidates(dist, needed)), None)
+        return next(iter(self.all_wheels(dist, needed)), None)

@@ -27,7 +27,7 @@ class Wheelhouse:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def candidates(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
+    def all_wheels(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
         """Every wheel of this name, version and build; the installed WHEEL file's exact tags first."""
         try:
             names = sorted(os.listdir(self.directory))
@@ -43,4 +43,4 @@ class Wheelhouse:
                 continue  # unreadable: the next candidate may be the one
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
-        return next(iter(self.candidates(dist, needed)), None)
+        return next(iter(self.all_wheels(dist, needed)), None)
