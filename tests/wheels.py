@@ -53,7 +53,9 @@ def build_wheel(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for path, data in members.items():
-        writer.writerow([path, (record_hashes or {}).get(path, record_hash(data)), (record_sizes or {}).get(path, len(data))])
+        writer.writerow(
+            [path, (record_hashes or {}).get(path, record_hash(data)), (record_sizes or {}).get(path, len(data))]
+        )
     writer.writerow([f"{info}/RECORD", "", ""])
     members[f"{info}/RECORD"] = out.getvalue().encode()
     wheel = dest / f"{dist}-{version}-{tag}.whl"
