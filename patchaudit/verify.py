@@ -363,8 +363,13 @@ def _facts(item: _Loaded, drift: list[Drift], ownership: _Ownership) -> tuple[li
             if owner.key != item.dist.key
         ]
 
+    record = item.record
+    hashed = {e.path for e in record.entries if e.hash is not None and e.hash.trusted} if record else set()
+
     def verified(path: str) -> bool:
-        return path in item.entries and path not in drifted and item.entries[path] not in drifted
+        """Listed with a trusted hash that the file matches (it is not among this dist's drift)."""
+        raw = item.entries.get(path)
+        return raw is not None and raw in hashed and raw not in drifted and path not in drifted
 
     return facts.classify(str(location), drift, others=others, verified_sources=verified)
 

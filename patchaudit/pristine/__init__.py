@@ -108,6 +108,8 @@ def find_pristine(
             try:
                 index = wheel_index(wheel)
                 if not all(wheel.has(index[p][0]) for p in needed if p in index):
+                    # uv's cache, for one, may hold only a hard link of the installed file: not evidence
+                    tried[-1] += " (its copy of a needed file is missing or is the installed file itself)"
                     wheel.close()
                     continue
                 return check_same_build(dist, record, wheel, drift)
