@@ -147,7 +147,7 @@ def _without_wheel(dist: DistReport, refusal: Refusal) -> DistReport:
             note += " (" + refusal.reason[refusal.reason.index("tried ") :].split(")")[0] + ")"
     drift = tuple(
         dataclasses.replace(d, note=_join(d.note, note))
-        if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)
+        if d.state is DriftState.MODIFIED and d.actual is not None and not os.path.isabs(d.path)
         else d
         for d in dist.drift
     )
@@ -189,7 +189,7 @@ def _apply_build_check(dist: DistReport, check: BuildCheck) -> DistReport:
     missing = dict(check.unavailable)
     drift = [
         dataclasses.replace(d, note=_join(d.note, f"no pristine bytes: {missing[d.path]}"))
-        if d.path in missing and d.state is DriftState.MODIFIED
+        if d.path in missing and d.state is DriftState.MODIFIED and d.actual is not None
         else d
         for d in drift
     ]
