@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -140,9 +139,6 @@ def _unique_dirs(candidates: Iterable[Path | None]) -> tuple[Path, ...]:
     return tuple(seen)
 
 
-_META_LINE = re.compile(rb"^(Name|Version):[ \t]*(.*?)\s*$", re.MULTILINE | re.IGNORECASE)
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstalledDist:
     """One *.dist-info or *.egg-info directory found in a site directory."""
@@ -185,16 +181,12 @@ class InstalledDist:
 
 
 def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
-    metadata = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
-    try:
-        with open(metadata, "rb") as fh:
-            head = fh.read(16384)
-    except OSError:
-        head = b""
-    head = head.split(b"\n\n", 1)[0]
-    found = {m.group(1).lower(): m.group(2) for m in _META_LINE.finditer(head)}
-    if b"name" in found and b"version" in found:
-        return found[b"name"].decode("utf-8", "replace"), found[b"version"].decode("utf-8", "replace")
+    """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
+    from patchaudit.metadata import installed_metadata
+
+    found = installed_metadata(meta_dir)
+    if found is not None and found.get("Name") and found.get("Version"):
+        return found["Name"], found["Version"]
     stem = meta_dir.name.rsplit(".", 1)[0]
     name, sep, version = stem.partition("-")
     if not sep:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit import __version__
-from patchaudit.errors import PatchAuditError
+from patchaudit.errors import ExitCode, PatchAuditError
 
 # typing costs the warm gate milliseconds; annotations are strings (PEP 563) and need it only for checkers.
 TYPE_CHECKING = False
@@ -31,18 +31,10 @@ if TYPE_CHECKING:
     from patchaudit.policy import Policy
     from patchaudit.report import DistReport, Drift, Finding, Report, Severity
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_INPUT = 2
-EXIT_INTERNAL = 3
 
 CACHE_NAME = "gate-v1.json"
 CACHE_VERSION = 1
 CACHE_KEEP = 8
-# A file changed within this long before the fingerprint was taken may change again inside one
-# timestamp tick without its ctime moving; such a verdict is not kept.
-RACY_NS = 50_000_000
-RACY_COARSE_NS = 2_000_000_000
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,14 +59,16 @@ class Problem:
     where: str  # distribution name, or "environment"
     path: str
     detail: str = ""
+    rule: str = ""  # findings only: the rule and its severity, for metrics
+    severity: str = ""
 
     def to_list(self) -> list[str]:
-        return [self.kind, self.where, self.path, self.detail]
+        return [self.kind, self.where, self.path, self.detail, self.rule, self.severity]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Verdict:
-    exit_code: int
+    exit_code: ExitCode
     problems: tuple[Problem, ...] = ()
     distributions: int = 0
     files_checked: int = 0
@@ -87,7 +81,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
+        return self.exit_code == ExitCode.CLEAN
 
 
 def run(options: GateOptions) -> Verdict:
@@ -100,15 +94,15 @@ def run(options: GateOptions) -> Verdict:
         verdict = _run(options, policy)
     except PatchAuditError as exc:
         hint = f" (hint: {exc.hint})" if exc.hint else ""
-        verdict = Verdict(exit_code=EXIT_INPUT, problems=(_error(f"{exc}{hint}"),))
+        verdict = Verdict(exit_code=ExitCode.USAGE, problems=(_error(f"{exc}{hint}"),))
     except Exception as exc:  # fail closed on a bug, but say what it was
         import traceback
 
         where = traceback.extract_tb(exc.__traceback__)[-1]
         detail = f"internal error: {type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
-        verdict = Verdict(exit_code=EXIT_INTERNAL, problems=(_error(detail),))
-    if verdict.exit_code in (EXIT_INPUT, EXIT_INTERNAL) and fail_open:
-        verdict = _replace(verdict, exit_code=EXIT_OK, failed_open=True)
+        verdict = Verdict(exit_code=ExitCode.INTERNAL, problems=(_error(detail),))
+    if verdict.exit_code in (ExitCode.USAGE, ExitCode.INTERNAL) and fail_open:
+        verdict = _replace(verdict, exit_code=ExitCode.CLEAN, failed_open=True)
     return _replace(verdict, seconds=time.perf_counter() - start)
 
 
@@ -164,8 +158,10 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
-        racy = RACY_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_NS
-        if newest < taken - racy:
+        from patchaudit.hashing import racy_window_ns
+
+        # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
+        if newest < taken - racy_window_ns(newest):
             _VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
 
@@ -218,7 +214,7 @@ def _verdict(
             path=pending[0],
             detail="a revert was interrupted; `patchaudit scan` on this env finishes or rolls it back",
         )
-        verdict = _replace(verdict, exit_code=EXIT_PROBLEMS, problems=(problem, *verdict.problems))
+        verdict = _replace(verdict, exit_code=ExitCode.PROBLEMS, problems=(problem, *verdict.problems))
     return verdict
 
 
@@ -257,14 +253,23 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
                 if f.suppressed or f.path in approved_paths or not f.severity.at_least(fail_on):
                     continue
                 detail = f"{f.severity.value} {f.rule}: {f.message}"
-                problems.append(Problem(kind="finding", where=where, path=f"{f.path}:{f.line}", detail=detail))
+                problems.append(
+                    Problem(
+                        kind="finding",
+                        where=where,
+                        path=f"{f.path}:{f.line}",
+                        detail=detail,
+                        rule=f.rule,
+                        severity=f.severity.value,
+                    )
+                )
         if dist is not None and policy.fail_unverifiable and dist.status is DistStatus.UNVERIFIABLE:
             reasons = dist.unverified
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
     return Verdict(
-        exit_code=EXIT_PROBLEMS if problems else EXIT_OK,
+        exit_code=ExitCode.PROBLEMS if problems else ExitCode.CLEAN,
         problems=tuple(problems),
         distributions=len(report.distributions),
         files_checked=sum(d.files_checked for d in report.distributions),
@@ -538,9 +543,11 @@ def _verdict_to_dict(v: Verdict) -> dict[str, Any]:
 
 
 def _verdict_from_dict(d: dict[str, Any]) -> Verdict:
-    problems = tuple(Problem(kind=k, where=w, path=p, detail=t) for k, w, p, t in d["problems"])
-    code = int(d["exit_code"])
-    if code not in (EXIT_OK, EXIT_PROBLEMS):
+    problems = tuple(
+        Problem(kind=k, where=w, path=p, detail=t, rule=r, severity=s) for k, w, p, t, r, s in d["problems"]
+    )
+    code = ExitCode(int(d["exit_code"]))
+    if code not in (ExitCode.CLEAN, ExitCode.PROBLEMS):
         raise ValueError(code)
     if int(d["distributions"]) < 1:  # kept by an older gate that let an empty directory pass
         raise ValueError(d["distributions"])

@@ -22,6 +22,14 @@ RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
 
 
+def racy_window_ns(timestamp_ns: int) -> int:
+    """How long after `timestamp_ns` a file may change again without its ctime moving (git's racy entries).
+
+    A digest or verdict taken within this window of a file's newest timestamp is not kept.
+    """
+    return RACY_COARSE_NS if timestamp_ns % 1_000_000_000 == 0 else RACY_NS
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FileState:
     """What hashing one path found: a regular file's digest, or why there is none."""
@@ -190,8 +198,7 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
         digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm))}"
         # A file changed within a timestamp tick of being read could change again without its ctime
         # moving; such a digest is not kept (git calls these entries racy).
-        window = RACY_COARSE_NS if st.st_ctime_ns % 1_000_000_000 == 0 else RACY_NS
-        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - window:
+        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - racy_window_ns(st.st_ctime_ns):
             cache.put(path, key, digest)
         return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
     except OSError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.errors import InvalidPolicy
-from patchaudit.report import Severity
+from patchaudit.report import FAIL_ON_CHOICES, Severity
 
 POLICY_KEYS = frozenset(
     {
@@ -27,7 +27,6 @@ POLICY_KEYS = frozenset(
     }
 )
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
-FAIL_ON_CHOICES = ("high", "medium", "low", "info", "none")
 # An approved patch that deletes a file says so with this instead of a digest.
 ABSENT = "absent"
 
@@ -133,8 +132,8 @@ class Policy:
             bad("'severity' must be a table of rule-id = severity")
         else:
             for rule, value in raw_severity.items():
-                if value not in ("high", "medium", "low", "info"):
-                    bad(f"severity.{rule} must be high, medium, low or info, not {value!r}")
+                if value not in tuple(Severity):
+                    bad(f"severity.{rule} must be one of {', '.join(Severity)}, not {value!r}")
                 else:
                     severity[rule] = Severity(value)
 

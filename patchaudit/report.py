@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # no typing import: the fast gate reads the severities from here
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "patchaudit/report/v1"
 
@@ -42,6 +45,8 @@ class Severity(enum.StrEnum):
 
 
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
+# --fail-on and a policy's fail_on: a severity, or "none" (only drift fails)
+FAIL_ON_CHOICES: tuple[str, ...] = (*(s.value for s in Severity), "none")
 
 
 class DistStatus(enum.StrEnum):

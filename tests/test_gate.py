@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
-from patchaudit.gate import EXIT_INTERNAL, EXIT_OK, GateOptions, run
+from patchaudit.errors import ExitCode
+from patchaudit.gate import GateOptions, run
 
 CORE = "def answer():\n    return 42\n"
 
@@ -183,10 +184,10 @@ def test_help_goes_through_click() -> None:
 def test_internal_error_is_exit_three_and_fails_open_when_told(env: Path) -> None:
     broken = GateOptions(names=(42,), python=env, use_cache=False)  # type: ignore[arg-type]
     verdict = run(broken)
-    assert verdict.exit_code == EXIT_INTERNAL
+    assert verdict.exit_code == ExitCode.INTERNAL
     assert verdict.problems[0].kind == "error" and "internal error" in verdict.problems[0].detail
     opened = run(GateOptions(names=(42,), python=env, use_cache=False, fail_open=True))  # type: ignore[arg-type]
-    assert opened.exit_code == EXIT_OK and opened.failed_open
+    assert opened.exit_code == ExitCode.CLEAN and opened.failed_open
 
 
 def test_fast_path_parses_what_click_would_and_hands_the_rest_to_click() -> None:

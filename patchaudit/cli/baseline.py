@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import open_environment, target_options
+from patchaudit.errors import ExitCode
 
 
 @click.group()
@@ -34,7 +35,7 @@ def create(dists: tuple[str, ...], python: Path | None, site_path: Path | None, 
         click.echo(
             f"{len(left_out)} drifted file(s) left out: accept them one by one with `patchaudit baseline accept`"
         )
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @baseline.command()
@@ -57,7 +58,7 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
         from patchaudit.render.json import render_json
 
         click.echo(render_json(report), nl=False)
-        return EXIT_PROBLEMS if any(True for _ in report.all_drift()) else EXIT_CLEAN
+        return ExitCode.PROBLEMS if any(True for _ in report.all_drift()) else ExitCode.CLEAN
     from patchaudit.render.journal import render_journal
 
     verdict = judge(report, Policy(fail_unverifiable=False), None, baseline=str(file))
@@ -80,4 +81,4 @@ def accept(file: Path, paths: tuple[str, ...], reason: str, distribution: str | 
         click.echo(f"accepted {a.distribution or 'environment'}: {a.path} {a.previous or 'absent'} -> {a.hash}")
     if commit:
         click.echo(f"committed {commit[:12]}")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN

@@ -1,4 +1,4 @@
-"""What every command shares: target options, error mapping, exit codes."""
+"""What every command shares: target options, error mapping to exit codes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from patchaudit.errors import PatchAuditError
-
-EXIT_CLEAN = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+from patchaudit.errors import ExitCode, PatchAuditError
+from patchaudit.report import FAIL_ON_CHOICES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,27 +41,27 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
         if exc.hint:
             message += f" (hint: {exc.hint})"
         click.echo(message, err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
         click.echo("patchaudit: aborted", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("patchaudit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
-        sys.exit(EXIT_PROBLEMS)
+        sys.exit(ExitCode.PROBLEMS)
     except Exception:
         import traceback
 
         traceback.print_exc()
         click.echo("patchaudit: internal error (this is a bug)", err=True)
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(rv if isinstance(rv, int) and 0 <= rv <= 3 else EXIT_CLEAN)
+        sys.exit(ExitCode.INTERNAL)
+    sys.exit(rv if isinstance(rv, int) and ExitCode.CLEAN <= rv <= ExitCode.INTERNAL else ExitCode.CLEAN)
 
 
 def open_environment(python: Path | None, site_path: Path | None) -> Any:
@@ -94,7 +90,7 @@ def wheelhouse_option(func: F) -> F:
 def fail_on_option(func: F) -> F:
     return click.option(
         "--fail-on",
-        type=click.Choice(["high", "medium", "low", "info", "none"]),
+        type=click.Choice(FAIL_ON_CHOICES),
         default="high",
         show_default=True,
         help="Lowest finding severity that makes the exit code 1 (drift always does).",

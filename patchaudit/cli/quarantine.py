@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import open_environment, target_options
+from patchaudit.errors import ExitCode
 
 
 @click.group()
@@ -40,13 +41,13 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
             for r in runs
         ]
         click.echo(json.dumps(rows, indent=2))
-        return EXIT_CLEAN
+        return ExitCode.CLEAN
     for r in runs:
         extra = f" (undo of {r.undo_of})" if r.undo_of else ""
         click.echo(f"{r.run_id}  {r.created}  {r.op:<6} {r.dist} {r.version}  {r.files} file(s)  {r.status}{extra}")
     if not runs:
         click.echo("no quarantine runs")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @quarantine.command("restore")
@@ -74,4 +75,4 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:
             click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
-    return EXIT_PROBLEMS if result.refused or result.unverified else EXIT_CLEAN
+    return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN

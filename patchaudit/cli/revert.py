@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options, wheelhouse_option
+from patchaudit.cli.common import open_environment, target_options, wheelhouse_option
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.revert import Plan, Result
@@ -50,7 +51,7 @@ def revert(
         click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
     result = core.execute(env, plan, dry_run=dry_run)
     _show_result(result, fmt)
-    return EXIT_PROBLEMS if result.refused or result.unverified or result.record_mismatch else EXIT_CLEAN
+    return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
 
 
 def _show_plan(plan: Plan) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS
+from patchaudit.errors import ExitCode
 
 _RULES_OPTION = click.option(
     "--rules",
@@ -30,7 +30,7 @@ def list_(rule_dirs: tuple[Path, ...]) -> int:
 
     for rule in load_rules(rule_dirs):
         click.echo(f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @rules.command("explain")
@@ -54,7 +54,7 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
             code = example.code if isinstance(example, Example) else example
             click.echo("    " + code.rstrip("\n").replace("\n", "\n    "))
             click.echo("    ---")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @rules.command("test")
@@ -70,4 +70,4 @@ def test(directory: Path | None) -> int:
         where = f"{result.kind.upper()}[{result.index}]" if result.index >= 0 else result.kind.upper()
         click.echo(f"FAIL {result.rule} {where}: {result.problem}")
     click.echo(f"{len(pack)} rules, {len(results) - len(failed)} passed, {len(failed)} failed")
-    return EXIT_PROBLEMS if failed else EXIT_CLEAN
+    return ExitCode.PROBLEMS if failed else ExitCode.CLEAN

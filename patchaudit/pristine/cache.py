@@ -137,19 +137,6 @@ class OwnCache:
                     continue
         return None
 
-    def store_whole(self, filename: str, source: Path) -> None:
-        """Keep a whole wheel whose hash matched its index (a hard link or copy of `source`)."""
-        target = self.root / "wheels" / filename
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
-            with open(source, "rb") as src, open(tmp, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-            os.replace(tmp, target)
-        except OSError:
-            pass
-
     def recorder(self, filename: str, record_name: str):  # type: ignore[no-untyped-def]
         """A callback for ZipWheel(on_read=...) that keeps the RECORD and every member read."""
         directory = self.root / "partial" / filename
