@@ -230,7 +230,9 @@ def _with_hazards(
             continue
         from patchaudit import hazards
 
-        before = pristine.get(installed.meta_dir, {})
+        # a path several distributions ship may hold any of their files: never diff it against this one's
+        shared = {d.path for d in dist.drift if d.co_owners}
+        before = {p: b for p, b in pristine.get(installed.meta_dir, {}).items() if p not in shared}
         findings = hazards.check_files(
             [hazards.SourceFile(path=p, installed=b, pristine=before.get(p), drifted=d) for p, b, d in files],
             rule_dirs=options.rule_dirs,

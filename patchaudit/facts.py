@@ -57,10 +57,11 @@ def _overwritten(item: Drift, owners: Sequence[tuple[str, str | None]]) -> Drift
 
 def _with_co_owners(item: Drift, owners: Sequence[tuple[str, str | None]]) -> Drift:
     """A patch of a shared path stays drift; say who else ships the path."""
-    if not owners or item.note:
+    if not owners:
         return item
-    names = ", ".join(owner for owner, _ in owners)
-    return dataclasses.replace(item, note=f"also installed by {names}; equals neither RECORD line")
+    names = tuple(owner for owner, _ in owners)
+    note = f"also installed by {', '.join(names)}; equals no owner's RECORD line"
+    return dataclasses.replace(item, co_owners=names, note=f"{item.note}; {note}" if item.note else note)
 
 
 def _regenerated(location: str, item: Drift, verified_sources: Callable[[str], bool]) -> Drift | None:

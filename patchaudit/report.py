@@ -74,6 +74,7 @@ class Drift:
     note: str | None = None
     winner: str | None = None  # overwritten: "name version" of the distribution whose file is installed
     wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
+    co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -90,6 +91,8 @@ class Drift:
             out["winner"] = self.winner
         if self.wheel:
             out["wheel"] = self.wheel
+        if self.co_owners:
+            out["co_owners"] = list(self.co_owners)
         return out
 
 
