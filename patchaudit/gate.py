@@ -263,7 +263,12 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
                         severity=f.severity.value,
                     )
                 )
-        if dist is not None and policy.fail_unverifiable and dist.status is DistStatus.UNVERIFIABLE:
+        if (
+            dist is not None
+            and policy.fail_unverifiable
+            and dist.status is DistStatus.UNVERIFIABLE
+            and (policy.fail_os_packages or not dist.os_packaged)
+        ):
             reasons = dist.unverified
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
@@ -310,6 +315,7 @@ class _Plan:
         chosen = environment.select(environment.distributions(env), names)
         roots: set[str] = set()
         record_paths: set[str] = set()
+        os_db = None
         for dist in chosen:
             location = str(dist.location)
             roots.add(str(dist.meta_dir))
@@ -320,11 +326,19 @@ class _Plan:
                 co = vcs.checkout(dist)
                 if co is not None:
                     roots.add(str(co.root))
-            if dist.record_path is None:
-                continue
             try:
+                if dist.record_path is None:
+                    raise FileNotFoundError
                 record = parse_record(dist.record_path.read_bytes())
             except OSError:
+                # verify checks a distribution without RECORD against its OS package's files.
+                from patchaudit import dpkg
+
+                if not dpkg.may_own(dist.location):
+                    continue
+                os_db = os_db or dpkg.Dpkg()
+                owner = os_db.owner(dist.meta_dir, dist.location, dpkg.top_level(dist.meta_dir))
+                record_paths.update(owner.files if owner is not None else ())
                 continue
             for entry in record.entries:
                 record_paths.add(os.path.normpath(os.path.join(location, entry.path)))

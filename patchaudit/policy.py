@@ -19,6 +19,7 @@ POLICY_KEYS = frozenset(
         "fail_on",
         "fail_open",
         "fail_unverifiable",
+        "fail_os_packages",
         "hazards",
         "rule_dirs",
         "severity",
@@ -64,6 +65,7 @@ class Policy:
     fail_on: Severity | None = Severity.HIGH
     fail_open: bool = False
     fail_unverifiable: bool = True
+    fail_os_packages: bool = False  # OS-packaged distributions (md5 only) count as unverifiable
     hazards: bool = True
     rule_dirs: tuple[Path, ...] = ()
     severity: Mapping[str, Severity] = field(default_factory=dict)
@@ -156,6 +158,7 @@ class Policy:
             fail_on=fail_on,
             fail_open=boolean("fail_open", False),
             fail_unverifiable=boolean("fail_unverifiable", True),
+            fail_os_packages=boolean("fail_os_packages", False),
             hazards=boolean("hazards", True),
             rule_dirs=tuple(path_of(d) for d in rule_dirs),
             severity=severity,

@@ -146,6 +146,12 @@ class DistReport:
     files_checked: int = 0
     verifiable: bool = True
     facts: tuple[Drift, ...] = ()  # packaging facts (overwritten, record-mismatch, regenerated): not drift
+    os_package: str | None = None  # the dpkg package that installed it, for a distribution without RECORD
+
+    @property
+    def os_packaged(self) -> bool:
+        """Installed by the OS package manager and, as far as its weak hashes tell, untouched."""
+        return self.os_package is not None and not self.drift
 
     @property
     def status(self) -> DistStatus:
@@ -156,7 +162,7 @@ class DistReport:
         return DistStatus.CLEAN
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "location": self.location,
@@ -167,6 +173,9 @@ class DistReport:
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
             "files_checked": self.files_checked,
         }
+        if self.os_package is not None:
+            out["os_package"] = {"manager": "dpkg", "name": self.os_package}
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,11 +244,19 @@ class Report:
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
         }
 
-    def fails(self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True) -> bool:
-        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on."""
+    def fails(
+        self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True, os_packages: bool = False
+    ) -> bool:
+        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on.
+
+        A distribution the OS package manager installed, whose files agree with its weak hashes, counts
+        as unverifiable only when `os_packages` asks for it.
+        """
         if any(True for _ in self.all_drift()):
             return True
-        if unverifiable and any(d.status is DistStatus.UNVERIFIABLE for d in self.distributions):
+        if unverifiable and any(
+            d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions
+        ):
             return True
         if fail_on is None:
             return False

@@ -69,6 +69,12 @@ def open_environment(python: Path | None, site_path: Path | None) -> Any:
     from patchaudit import environment
 
     env = environment.resolve(python, site_path)
+    if env.not_executed is not None:
+        click.echo(
+            f"patchaudit: layout read from pyvenv.cfg and the directory tree; {env.python} was not run"
+            f" as root because {env.not_executed}",
+            err=True,
+        )
     if (env.state_dir / "journal").exists():
         from patchaudit import revert
 

@@ -165,7 +165,9 @@ def _dist_line(dist: DistReport) -> Text:
     details = [_plural(dist.files_checked, "file") + " checked"]
     counts = Counter(d.state.value for d in (*dist.drift, *dist.facts))
     details += [f"{n} {state}" for state, n in sorted(counts.items())]
-    if dist.source.value != "wheel":
+    if dist.os_package is not None:
+        details.append(f"OS package {dist.os_package}, md5 only")
+    elif dist.source.value != "wheel":
         details.append(dist.source.value)
     text.append("  (" + ", ".join(details) + ")", style="dim")
     return text
