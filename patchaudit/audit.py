@@ -122,6 +122,7 @@ class Refusal:
     """No wheel was accepted for a distribution: why, in one line."""
 
     reason: str
+    tried: tuple[str, ...] = ()
 
 
 def _find_wheel(
@@ -129,10 +130,12 @@ def _find_wheel(
 ) -> BuildCheck | Refusal:
     """The accepted wheel, or why there is none (another build; nothing found, naming what was tried)."""
     from patchaudit import pristine
-    from patchaudit.errors import PatchAuditError
+    from patchaudit.errors import PatchAuditError, PristineNotFound
 
     try:
         return pristine.find_pristine(env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch)
+    except PristineNotFound as exc:
+        return Refusal(reason=str(exc), tried=exc.tried)
     except PatchAuditError as exc:
         return Refusal(reason=str(exc))
 
@@ -143,8 +146,8 @@ def _without_wheel(dist: DistReport, refusal: Refusal) -> DistReport:
         note = "the only wheel found is another build: a patch cannot be told from a wheel whose RECORD is wrong"
     else:
         note = "no wheel at hand to tell a patch from a wheel whose RECORD is wrong"
-        if "tried " in refusal.reason:
-            note += " (" + refusal.reason[refusal.reason.index("tried ") :].split(")")[0] + ")"
+        if refusal.tried:
+            note += f" (tried {', '.join(refusal.tried)})"
     drift = tuple(
         dataclasses.replace(d, note=_join(d.note, note))
         if d.state is DriftState.MODIFIED and d.actual is not None and not os.path.isabs(d.path)

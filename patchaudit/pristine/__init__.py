@@ -121,8 +121,10 @@ def find_pristine(
             if isinstance(refusal, kind):
                 raise refusal
     detail = "; ".join(str(e) for e in refusals[:2])
-    raise PristineNotFound(
+    missing = PristineNotFound(
         f"no pristine wheel for {dist.name} {dist.version} (tried {', '.join(tried) or 'nothing'})"
         + (f": {detail}" if detail else ""),
         hint="give --wheelhouse DIR holding the installed wheel",
     )
+    missing.tried = tuple(tried)
+    raise missing
