@@ -68,6 +68,10 @@ class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
 
 
+class UnitNotFound(PatchAuditError):
+    """No cgroup or unit file exists for a systemd unit on this host."""
+
+
 class ExitCode(enum.IntEnum):
     """The exit status of every command (the gate's included); stable, never a count."""
 

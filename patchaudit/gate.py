@@ -150,11 +150,12 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     taken = time.time_ns()
+    unit_files, unit_dirs = _unit_paths(baseline)
     plan, fingerprint, newest = _Plan.build(
         env,
         names,
-        extra_files=[p for p in (options.policy, baseline) if p is not None],
-        extra_roots=(*rule_dirs, _journal_dir(env)),
+        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
+        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs),
     )
     verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache)
     if options.use_cache:
@@ -164,6 +165,20 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         if newest < taken - racy_window_ns(newest):
             _VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
     return verdict
+
+
+def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The unit files a baseline's service environment is read from: the verdict depends on them too."""
+    if baseline_path is None:
+        return (), ()
+    from patchaudit import baseline
+    from patchaudit.procs.unitfile import find, watched_paths
+
+    try:
+        held = baseline.load(baseline_path).service
+        return watched_paths(find(held.unit, held.unit_dirs)) if held is not None else ((), ())
+    except PatchAuditError:
+        return (), ()  # the verdict itself reports it
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
@@ -273,6 +288,12 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
             first = reasons[0].reason if reasons else "nothing to verify against"
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             problems.append(Problem(kind="unverifiable", where=where, path=dist.version, detail=first + more))
+    if report.environment.variables:
+        from patchaudit.procs.serviceenv import detail as variable_detail
+
+        for v in report.environment.variables:
+            kind = {"added": "env-added", "missing": "env-removed"}.get(v.state.value, "env-changed")
+            problems.append(Problem(kind=kind, where=v.unit or "environment", path=v.name, detail=variable_detail(v)))
     return Verdict(
         exit_code=ExitCode.PROBLEMS if problems else ExitCode.CLEAN,
         problems=tuple(problems),

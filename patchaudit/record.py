@@ -142,3 +142,13 @@ def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> Record
 
 def encode_digest(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def record_paths(data: bytes) -> list[str]:
+    """Only the paths a RECORD lists, for callers that need no hash (one C-level csv pass); the same
+    paths `parse_record` accepts, lines it rejects included (a stat of a bad path costs nothing)."""
+    text = data.decode("utf-8", "surrogateescape")
+    try:
+        return [row[0] for row in csv.reader(text.splitlines()) if row and row[0] and "\x00" not in row[0]]
+    except csv.Error:
+        return [e.path for e in parse_record(data).entries]

@@ -179,17 +179,45 @@ class DistReport:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class EnvironmentReport:
-    """Startup hooks and files that no distribution owns."""
+class VariableChange:
+    """A variable of a service's environment that differs from its baseline; secrets appear hashed."""
 
-    drift: tuple[Drift, ...] = ()
-    findings: tuple[Finding, ...] = ()
+    name: str
+    state: DriftState  # added | modified | missing
+    unit: str | None
+    expected: str | None = None  # the baseline's value (or hash), None when added
+    actual: str | None = None  # the value (or hash) now, None when missing
+    origin: str | None = None  # unit | drop-in | environment-file | hook | process
+    where: str | None = None  # path:line of the setting now (the baseline's, when missing)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "name": self.name,
+            "state": self.state.value,
+            "unit": self.unit,
+            "expected": self.expected,
+            "actual": self.actual,
+            "origin": self.origin,
+            "where": self.where,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvironmentReport:
+    """Startup hooks and files that no distribution owns; a service's environment against its baseline."""
+
+    drift: tuple[Drift, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    variables: tuple[VariableChange, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "drift": [d.to_dict() for d in self.drift],
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
         }
+        if self.variables:
+            out["variables"] = [v.to_dict() for v in self.variables]
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -252,7 +280,7 @@ class Report:
         A distribution the OS package manager installed, whose files agree with its weak hashes, counts
         as unverifiable only when `os_packages` asks for it.
         """
-        if any(True for _ in self.all_drift()):
+        if any(True for _ in self.all_drift()) or self.environment.variables:
             return True
         if unverifiable and any(
             d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions

@@ -20,16 +20,50 @@ def baseline() -> None:
 @target_options
 @click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
 @click.option("--include-drift", is_flag=True, help="Take files that already differ from RECORD in as approved.")
-def create(dists: tuple[str, ...], python: Path | None, site_path: Path | None, out: Path, include_drift: bool) -> int:
+@click.option("--unit", help="Also record the steering variables this systemd unit gives its service.")
+@click.option(
+    "--unit-dir",
+    "unit_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Read unit files from DIR instead of the system's unit directories (repeatable).",
+)
+def create(
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    out: Path,
+    include_drift: bool,
+    unit: str | None,
+    unit_dirs: tuple[str, ...],
+) -> int:
     """Snapshot DISTS (default: all) of the target environment into a baseline file."""
     from patchaudit import baseline as core
 
+    if unit_dirs and unit is None:
+        raise click.UsageError("--unit-dir needs --unit")
+    if unit is not None:
+        from patchaudit.systemd import unit_name
+
+        unit = unit_name(unit)
     env = open_environment(python, site_path)
-    made, left_out, commit = core.create(env, out, names=dists, include_drift=include_drift)
+    made, left_out, commit = core.create(
+        env,
+        out,
+        names=dists,
+        include_drift=include_drift,
+        unit=unit,
+        unit_dirs=tuple(str(Path(d).absolute()) for d in unit_dirs),
+    )
     for where, drift in left_out:
         click.echo(f"patchaudit: {where or 'environment'}: {drift.state.value} {drift.path} left out of the baseline")
     files = sum(len(d.files) for d in made.distributions)
     tail = f"; committed {commit[:12]}" if commit else ""
+    if made.service is not None:
+        from patchaudit.render.journal import escape
+
+        for v in made.service.variables.values():
+            click.echo(f"{escape(made.service.unit)}: {v.name}={escape(v.shown)} ({v.origin.value} {escape(v.where)})")
     click.echo(f"wrote {out}: {len(made.distributions)} distributions, {files} files{tail}")
     if left_out:
         click.echo(

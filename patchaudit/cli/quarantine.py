@@ -75,4 +75,8 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:
             click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
+    if result.restored or result.removed:
+        from patchaudit.cli.ps import name_stale
+
+        name_stale(env)
     return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN

@@ -51,6 +51,10 @@ def revert(
         click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
     result = core.execute(env, plan, dry_run=dry_run)
     _show_result(result, fmt)
+    if (result.restored or result.removed) and not dry_run:
+        from patchaudit.cli.ps import name_stale
+
+        name_stale(env)
     return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
 
 
