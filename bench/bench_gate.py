@@ -2,6 +2,7 @@
 
 Run by hand (on a copy COPY of the env: the edit check changes one byte of one file and puts it back):
     python bench/bench_gate.py --python COPY/bin/python vllm [--rounds 9]
+    python bench/bench_gate.py --python ENV/bin/python vllm --all --no-edit-check   # gate every distribution
 The env needs pip for the anchor (`PY -m ensurepip` in the copy). Both commands run pair by pair in
 one process after one warm-up each; prints every pair and the median ratio (target <= 0.33x).
 Then it changes one byte of a file of DIST keeping its size and mtime (as `touch -r` would) and
@@ -72,11 +73,12 @@ def main() -> None:
     parser.add_argument("dist")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--no-edit-check", action="store_true")
+    parser.add_argument("--all", action="store_true", help="gate every distribution (no names), anchor unchanged")
     args = parser.parse_args()
 
     patchaudit = shutil.which("patchaudit") or str(Path(sys.executable).parent / "patchaudit")
     anchor = [args.python, "-m", "pip", "show", args.dist]
-    ours = [patchaudit, "gate", args.dist, "--python", args.python]
+    ours = [patchaudit, "gate", *([] if args.all else [args.dist]), "--python", args.python]
 
     _, code = timed(anchor)
     if code != 0:

@@ -29,6 +29,8 @@ class UnsafePath(PatchAuditError):
 class PristineNotFound(PatchAuditError):
     """No source of pristine bytes could provide the distribution."""
 
+    tried: tuple[str, ...] = ()  # the sources asked, as messages name them
+
 
 class WheelMismatch(PatchAuditError):
     """A candidate wheel is another build than the one installed."""

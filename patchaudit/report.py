@@ -17,6 +17,17 @@ class DriftState(enum.StrEnum):
     MODIFIED = "modified"
     MISSING = "missing"
     ADDED = "added"
+    # Packaging facts: the file is not as its RECORD says, and no patch explains it (not drift).
+    OVERWRITTEN = "overwritten"  # another distribution installed the same path later; names the winner
+    RECORD_MISMATCH = "record-mismatch"  # the wheel's own RECORD disagrees with its member; names the wheel
+    REGENERATED = "regenerated"  # bytecode the installer recompiled from the verified source
+
+    @property
+    def is_fact(self) -> bool:
+        return self in FACT_STATES
+
+
+FACT_STATES = frozenset({DriftState.OVERWRITTEN, DriftState.RECORD_MISMATCH, DriftState.REGENERATED})
 
 
 class Severity(enum.StrEnum):
@@ -61,6 +72,9 @@ class Drift:
     actual: str | None = None
     nlink: int = 1
     note: str | None = None
+    winner: str | None = None  # overwritten: "name version" of the distribution whose file is installed
+    wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
+    co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -73,6 +87,12 @@ class Drift:
             out["nlink"] = self.nlink
         if self.note:
             out["note"] = self.note
+        if self.winner:
+            out["winner"] = self.winner
+        if self.wheel:
+            out["wheel"] = self.wheel
+        if self.co_owners:
+            out["co_owners"] = list(self.co_owners)
         return out
 
 
@@ -125,6 +145,7 @@ class DistReport:
     findings: tuple[Finding, ...] = ()
     files_checked: int = 0
     verifiable: bool = True
+    facts: tuple[Drift, ...] = ()  # packaging facts (overwritten, record-mismatch, regenerated): not drift
     os_package: str | None = None  # the dpkg package that installed it, for a distribution without RECORD
 
     @property
@@ -147,7 +168,7 @@ class DistReport:
             "location": self.location,
             "source": self.source.value,
             "status": self.status.value,
-            "drift": [d.to_dict() for d in self.drift],
+            "drift": [d.to_dict() for d in (*self.drift, *self.facts)],
             "unverified": [u.to_dict() for u in self.unverified],
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
             "files_checked": self.files_checked,
@@ -288,6 +309,10 @@ class Report:
         for model in self.models:
             yield from model.drift
 
+    def all_facts(self) -> Iterable[Drift]:
+        for dist in self.distributions:
+            yield from dist.facts
+
     def all_findings(self, *, suppressed: bool = False) -> Iterable[Finding]:
         for dist in self.distributions:
             yield from dist.findings
@@ -302,6 +327,8 @@ class Report:
         counts = {state: 0 for state in DriftState}
         for drift in self.all_drift():
             counts[drift.state] += 1
+        for fact in self.all_facts():
+            counts[fact.state] += 1
         severities = {sev.value: 0 for sev in Severity}
         for finding in self.active_findings():
             severities[finding.severity.value] += 1
@@ -313,6 +340,9 @@ class Report:
             "modified": counts[DriftState.MODIFIED],
             "missing": counts[DriftState.MISSING],
             "added": counts[DriftState.ADDED],
+            "overwritten": counts[DriftState.OVERWRITTEN],
+            "record-mismatch": counts[DriftState.RECORD_MISMATCH],
+            "regenerated": counts[DriftState.REGENERATED],
             "unverifiable": sum(1 for d in self.distributions if d.status is DistStatus.UNVERIFIABLE),
             "findings": severities,
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
