@@ -20,10 +20,11 @@ LAYERS: list[set[str]] = [
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
-    {"verify", "vcs", "fingerprint"},
+    {"verify", "vcs", "fingerprint", "facts"},  # facts: packaging facts (overwritten, regenerated) beside drift
     {"revert", "diff"},
     {"hazards", "rule"},
     {"pristine"},
+    {"bytecode"},
     {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"},
     {"report", "errors", "__init__"},
 ]
