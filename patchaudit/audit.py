@@ -67,7 +67,18 @@ def scan(
         report, pristine = _with_pristine(env, report, chosen, options)
     if options.hazards:
         report = _with_hazards(env, report, chosen, options, pristine)
-    return report
+    return _with_fact_findings(report, options.severity_overrides)
+
+
+def _with_fact_findings(report: Report, overrides: Mapping[str, Severity]) -> Report:
+    """Each packaging fact as a finding of its state's name: `info` unless the policy raises it."""
+    from patchaudit import facts
+
+    dists = [
+        dataclasses.replace(d, findings=d.findings + facts.findings(d.facts, dict(overrides))) if d.facts else d
+        for d in report.distributions
+    ]
+    return dataclasses.replace(report, distributions=tuple(dists))
 
 
 def _with_pristine(
@@ -95,33 +106,55 @@ def _with_pristine(
             dists.append(dist)
             continue
         check = _find_wheel(env, installed, modified, options)
-        if isinstance(check, str):
+        if isinstance(check, Refusal):
             if explicit:
-                note = Unverified(path=installed.meta_dir.name, reason=check)
+                note = Unverified(path=installed.meta_dir.name, reason=check.reason)
                 dist = dataclasses.replace(dist, unverified=(*dist.unverified, note))
-            dists.append(dist)
-            continue
-        if check is None:
-            dists.append(dist)
+            dists.append(_without_wheel(dist, check))
             continue
         found[installed.meta_dir] = {path: f.data for path, f in check.files.items()}
         dists.append(_apply_build_check(dist, check))
     return dataclasses.replace(report, distributions=tuple(dists)), found
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Refusal:
+    """No wheel was accepted for a distribution: why, in one line."""
+
+    reason: str
+    tried: tuple[str, ...] = ()
+
+
 def _find_wheel(
     env: Environment, dist: InstalledDist, drift: Sequence[Drift], options: ScanOptions
-) -> BuildCheck | str | None:
-    """The accepted wheel; the refusal's message when the only candidates are another build; else None."""
+) -> BuildCheck | Refusal:
+    """The accepted wheel, or why there is none (another build; nothing found, naming what was tried)."""
     from patchaudit import pristine
-    from patchaudit.errors import PatchAuditError, WheelMismatch
+    from patchaudit.errors import PatchAuditError, PristineNotFound
 
     try:
         return pristine.find_pristine(env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch)
-    except WheelMismatch as exc:
-        return str(exc)
-    except PatchAuditError:
-        return None
+    except PristineNotFound as exc:
+        return Refusal(reason=str(exc), tried=exc.tried)
+    except PatchAuditError as exc:
+        return Refusal(reason=str(exc))
+
+
+def _without_wheel(dist: DistReport, refusal: Refusal) -> DistReport:
+    """Modified files stay modified without a wheel; say that a wrong RECORD cannot be told from a patch."""
+    if "another build" in refusal.reason:
+        note = "the only wheel found is another build: a patch cannot be told from a wheel whose RECORD is wrong"
+    else:
+        note = "no wheel at hand to tell a patch from a wheel whose RECORD is wrong"
+        if refusal.tried:
+            note += f" (tried {', '.join(refusal.tried)})"
+    drift = tuple(
+        dataclasses.replace(d, note=_join(d.note, note))
+        if d.state is DriftState.MODIFIED and d.actual is not None and not os.path.isabs(d.path)
+        else d
+        for d in dist.drift
+    )
+    return dataclasses.replace(dist, drift=drift)
 
 
 def _from_checkout(dist: InstalledDist, drift: Sequence[Drift]) -> dict[str, bytes]:
@@ -144,13 +177,32 @@ def _apply_build_check(dist: DistReport, check: BuildCheck) -> DistReport:
     an authentic wheel that shows the installed RECORD was edited adds that drift."""
     stale = set(check.record_mismatch)
     drift = [d for d in dist.drift if d.path not in stale]
-    unverified = list(dist.unverified) + [
-        Unverified(path=p, reason="record-mismatch: installed bytes equal the pristine wheel's; RECORD is stale")
-        for p in sorted(stale)
+    wheel = check.wheel.filename
+    facts = [
+        dataclasses.replace(
+            d,
+            state=DriftState.RECORD_MISMATCH,
+            wheel=wheel,
+            note=f"installed bytes equal the member of {check.wheel.origin}; its RECORD is wrong about them",
+        )
+        for d in dist.drift
+        if d.path in stale
+    ]
+    # the wheel could not give these bytes: a patch cannot be told from a wrong RECORD, so say why
+    missing = dict(check.unavailable)
+    drift = [
+        dataclasses.replace(d, note=_join(d.note, f"no pristine bytes: {missing[d.path]}"))
+        if d.path in missing and d.state is DriftState.MODIFIED and d.actual is not None
+        else d
+        for d in drift
     ]
     known = {d.path for d in drift}
     drift += [d for d in check.record_edited if d.path not in known]
-    return dataclasses.replace(dist, drift=tuple(drift), unverified=tuple(unverified))
+    return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
+
+
+def _join(note: str | None, more: str) -> str:
+    return more if not note else f"{note}; {more}"
 
 
 def _with_hazards(
@@ -167,10 +219,13 @@ def _with_hazards(
         drifted = {d.path for d in dist.drift if d.state is not DriftState.MISSING and d.path.endswith(".py")}
         files = [(rel, True) for rel in sorted(drifted)]
         if options.all_files:
-            files += [(rel, False) for rel in sorted(_python_files(installed) - drifted)]
-        jobs.append(
-            HazardJob(location=Path(dist.location), files=tuple(files), pristine=pristine.get(installed.meta_dir, {}))
-        )
+            # another distribution's file sits at an overwritten path: never judge it as this one's
+            theirs = {f.path for f in dist.facts if f.state is DriftState.OVERWRITTEN}
+            files += [(rel, False) for rel in sorted(_python_files(installed) - drifted - theirs)]
+        # a path several distributions ship may hold any of their files: never diff it against this one's
+        shared = {d.path for d in dist.drift if d.co_owners}
+        before = {p: b for p, b in pristine.get(installed.meta_dir, {}).items() if p not in shared}
+        jobs.append(HazardJob(location=Path(dist.location), files=tuple(files), pristine=before))
     found = check_jobs(
         jobs,
         rule_dirs=options.rule_dirs,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchaudit.atomic import atomic_write
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
 from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report
 
@@ -189,16 +190,9 @@ def load(path: Path) -> Baseline:
 def save(baseline: Baseline, path: Path) -> None:
     """Write atomically, with sorted keys, so that a diff between two versions shows only what changed."""
     text = json.dumps(baseline.to_dict(), indent=1) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
 
 

@@ -29,6 +29,8 @@ class UnsafePath(PatchAuditError):
 class PristineNotFound(PatchAuditError):
     """No source of pristine bytes could provide the distribution."""
 
+    tried: tuple[str, ...] = ()  # the sources asked, as messages name them
+
 
 class WheelMismatch(PatchAuditError):
     """A candidate wheel is another build than the one installed."""
@@ -78,3 +80,12 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # usage or input error: a PatchAuditError, one line on stderr
     INTERNAL = 3  # a bug
     INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+
+
+class StateRefused(PatchAuditError):
+    """A journal or manifest under `<prefix>/.patchaudit/` names something no run of this environment would
+    write (a path outside it, a staged file or run directory under another name); it is left as it is."""
+
+
+class ModelNotFound(PatchAuditError):
+    """A model directory, repo id or revision that is not on disk, or a directory of no known layout."""

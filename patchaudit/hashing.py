@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchaudit.atomic import atomic_write
 from patchaudit.cpus import available_cpus
 from patchaudit.record import encode_digest
 
@@ -29,6 +30,8 @@ BIG_FILE = 4 << 20  # files at least this big (by their RECORD size) are started
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
+# Git's blob id: sha1 over "blob <size>\0" and the content (the Hub names small files' blobs by it).
+GIT_SHA1 = "git-sha1"
 
 
 def racy_window_ns(timestamp_ns: int) -> int:
@@ -122,14 +125,18 @@ class StatCache:
                 for name, (k, digest) in self._entries.items()
             },
         }
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, separators=(",", ":")))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data, separators=(",", ":")), durable=False)
             self._dirty = False
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass
+
+
+def new_hash(algorithm: str, size: int) -> hashlib._Hash:
+    """A hash object for `algorithm`; GIT_SHA1 is primed with git's blob header for `size` bytes."""
+    if algorithm == GIT_SHA1:
+        return hashlib.sha1(b"blob %d\0" % size)
+    return hashlib.new(algorithm)
 
 
 _CONSTRUCTORS: dict[str, Callable[[], Any]] = {
@@ -139,14 +146,14 @@ _CONSTRUCTORS: dict[str, Callable[[], Any]] = {
 }
 
 
-def _hasher(algorithm: str) -> Any:
+def _hasher(algorithm: str, size: int) -> Any:
     make = _CONSTRUCTORS.get(algorithm)
-    return make() if make is not None else hashlib.new(algorithm)
+    return make() if make is not None else new_hash(algorithm, size)
 
 
 def _read_digest(fd: int, size: int, algorithm: str, buf: bytearray) -> bytes:
     """Digest of what `fd` holds, read into `buf`: one read for a file smaller than the buffer."""
-    h = _hasher(algorithm)
+    h = _hasher(algorithm, size)
     view = memoryview(buf)
     if size < len(buf):
         n = os.readv(fd, [view[: size + 1]])

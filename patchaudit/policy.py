@@ -26,8 +26,10 @@ POLICY_KEYS = frozenset(
         "baseline",
         "approved",
         "workers",
+        "models",
     }
 )
+MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
 # An approved patch that deletes a file says so with this instead of a digest.
 ABSENT = "absent"
@@ -56,6 +58,15 @@ class ApprovedPatch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    """A model directory the gate checks: a path, or a repo id in a hub cache; optionally one revision."""
+
+    spec: str  # a path (absolute once validated) or a repo id
+    revision: str | None = None
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:
     """What the gate guards, and what makes it fail."""
 
@@ -73,6 +84,7 @@ class Policy:
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
     workers: int | None = None  # None: every CPU this process may use
+    models: tuple[ModelSpec, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -155,6 +167,15 @@ class Policy:
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             bad(f"'workers' must be a whole number of at least 1, not {workers!r}")
             workers = None
+        models: list[ModelSpec] = []
+        raw_models = data.get("models", [])
+        if not isinstance(raw_models, list):
+            bad("'models' must be a list of paths, repo ids or tables {path|repo, revision, cache_dir}")
+            raw_models = []
+        for n, item in enumerate(raw_models, start=1):
+            spec = _model(item, n, bad, path_of)
+            if spec is not None:
+                models.append(spec)
 
         baseline = string("baseline")
         policy = cls(
@@ -172,10 +193,38 @@ class Policy:
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
             workers=workers,
+            models=tuple(models),
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))
         return policy
+
+
+def _model(item: Any, n: int, bad: Any, path_of: Any) -> ModelSpec | None:
+    """A string is a path when it starts with `/`, `.` or `~` (relative to the policy file), else a repo id."""
+    if isinstance(item, str) and item:
+        item = {"path": item} if item.startswith(("/", ".", "~")) else {"repo": item}
+    if not isinstance(item, dict):
+        bad(f"models[{n}] must be a path, a repo id or a table")
+        return None
+    unknown = [k for k in item if k not in MODEL_KEYS]
+    for key in unknown:
+        bad(f"unknown key {key!r} in models[{n}]")
+    values = {k: item.get(k) for k in MODEL_KEYS}
+    if any(v is not None and (not isinstance(v, str) or not v) for v in values.values()):
+        bad(f"models[{n}]: every value must be a non-empty string")
+        return None
+    if (values["path"] is None) == (values["repo"] is None):
+        bad(f"models[{n}] needs exactly one of 'path' or 'repo'")
+        return None
+    if unknown:
+        return None
+    spec = str(path_of(values["path"])) if values["path"] else str(values["repo"])
+    return ModelSpec(
+        spec=spec,
+        revision=values["revision"],
+        cache_dir=path_of(values["cache_dir"]) if values["cache_dir"] else None,
+    )
 
 
 def _approved(item: Any, n: int, bad: Any) -> ApprovedPatch | None:

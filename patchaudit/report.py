@@ -17,6 +17,17 @@ class DriftState(enum.StrEnum):
     MODIFIED = "modified"
     MISSING = "missing"
     ADDED = "added"
+    # Packaging facts: the file is not as its RECORD says, and no patch explains it (not drift).
+    OVERWRITTEN = "overwritten"  # another distribution installed the same path later; names the winner
+    RECORD_MISMATCH = "record-mismatch"  # the wheel's own RECORD disagrees with its member; names the wheel
+    REGENERATED = "regenerated"  # bytecode the installer recompiled from the verified source
+
+    @property
+    def is_fact(self) -> bool:
+        return self in FACT_STATES
+
+
+FACT_STATES = frozenset({DriftState.OVERWRITTEN, DriftState.RECORD_MISMATCH, DriftState.REGENERATED})
 
 
 class Severity(enum.StrEnum):
@@ -61,6 +72,9 @@ class Drift:
     actual: str | None = None
     nlink: int = 1
     note: str | None = None
+    winner: str | None = None  # overwritten: "name version" of the distribution whose file is installed
+    wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
+    co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -73,6 +87,12 @@ class Drift:
             out["nlink"] = self.nlink
         if self.note:
             out["note"] = self.note
+        if self.winner:
+            out["winner"] = self.winner
+        if self.wheel:
+            out["wheel"] = self.wheel
+        if self.co_owners:
+            out["co_owners"] = list(self.co_owners)
         return out
 
 
@@ -125,6 +145,7 @@ class DistReport:
     findings: tuple[Finding, ...] = ()
     files_checked: int = 0
     verifiable: bool = True
+    facts: tuple[Drift, ...] = ()  # packaging facts (overwritten, record-mismatch, regenerated): not drift
     os_package: str | None = None  # the dpkg package that installed it, for a distribution without RECORD
 
     @property
@@ -147,7 +168,7 @@ class DistReport:
             "location": self.location,
             "source": self.source.value,
             "status": self.status.value,
-            "drift": [d.to_dict() for d in self.drift],
+            "drift": [d.to_dict() for d in (*self.drift, *self.facts)],
             "unverified": [u.to_dict() for u in self.unverified],
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
             "files_checked": self.files_checked,
@@ -188,6 +209,7 @@ class EnvironmentReport:
     drift: tuple[Drift, ...] = ()
     findings: tuple[Finding, ...] = ()
     variables: tuple[VariableChange, ...] = ()
+    interrupted_runs: tuple[str, ...] = ()  # revert runs a kill interrupted: their files may be half restored
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -196,7 +218,75 @@ class EnvironmentReport:
         }
         if self.variables:
             out["variables"] = [v.to_dict() for v in self.variables]
+        if self.interrupted_runs:
+            out["interrupted_runs"] = list(self.interrupted_runs)
         return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigChange:
+    """One key of a JSON config that differs from the pristine file, by its key path."""
+
+    file: str
+    key: str  # `quantization.kv_cache_quant_algo`, `layers[3].bias`
+    change: str  # "removed" | "added" | "changed"
+    old: Any = None
+    new: Any = None
+
+    def text(self) -> str:
+        if self.change == "removed":
+            return f"{self.key}: removed (was {_show(self.old)})"
+        if self.change == "added":
+            return f"{self.key}: added ({_show(self.new)})"
+        return f"{self.key}: changed {_show(self.old)} -> {_show(self.new)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "key": self.key, "change": self.change, "old": self.old, "new": self.new}
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(text) <= limit:
+        return text
+    kind = "chars" if isinstance(value, str) else "bytes of JSON"
+    return f"{text[: limit - 20]}... ({len(text)} {kind})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelReport:
+    """One model directory: a Hub cache repo, an `hf download --local-dir` tree, or a manifest'd directory."""
+
+    name: str
+    kind: str  # "hub-cache" | "local-dir" | "manifest"
+    location: str
+    revisions: tuple[str, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    changes: tuple[ConfigChange, ...] = ()
+    notes: tuple[str, ...] = ()
+    files_checked: int = 0
+
+    @property
+    def status(self) -> DistStatus:
+        if self.drift:
+            return DistStatus.DRIFTED
+        return DistStatus.CLEAN if self.files_checked else DistStatus.UNVERIFIABLE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "location": self.location,
+            "revisions": list(self.revisions),
+            "status": self.status.value,
+            "drift": [d.to_dict() for d in self.drift],
+            "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+            "changes": [c.to_dict() for c in self.changes],
+            "notes": list(self.notes),
+            "files_checked": self.files_checked,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -210,16 +300,25 @@ class Report:
     target: Target
     distributions: tuple[DistReport, ...]
     environment: EnvironmentReport = field(default_factory=EnvironmentReport)
+    models: tuple[ModelReport, ...] = ()
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
             yield from dist.drift
         yield from self.environment.drift
+        for model in self.models:
+            yield from model.drift
+
+    def all_facts(self) -> Iterable[Drift]:
+        for dist in self.distributions:
+            yield from dist.facts
 
     def all_findings(self, *, suppressed: bool = False) -> Iterable[Finding]:
         for dist in self.distributions:
             yield from dist.findings
         yield from self.environment.findings
+        for model in self.models:
+            yield from model.findings
 
     def active_findings(self) -> list[Finding]:
         return [f for f in self.all_findings() if not f.suppressed]
@@ -228,15 +327,22 @@ class Report:
         counts = {state: 0 for state in DriftState}
         for drift in self.all_drift():
             counts[drift.state] += 1
+        for fact in self.all_facts():
+            counts[fact.state] += 1
         severities = {sev.value: 0 for sev in Severity}
         for finding in self.active_findings():
             severities[finding.severity.value] += 1
         return {
             "distributions": len(self.distributions),
             "files_checked": sum(d.files_checked for d in self.distributions),
+            "models": len(self.models),
+            "model_files_checked": sum(m.files_checked for m in self.models),
             "modified": counts[DriftState.MODIFIED],
             "missing": counts[DriftState.MISSING],
             "added": counts[DriftState.ADDED],
+            "overwritten": counts[DriftState.OVERWRITTEN],
+            "record-mismatch": counts[DriftState.RECORD_MISMATCH],
+            "regenerated": counts[DriftState.REGENERATED],
             "unverifiable": sum(1 for d in self.distributions if d.status is DistStatus.UNVERIFIABLE),
             "findings": severities,
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
@@ -256,6 +362,8 @@ class Report:
             d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions
         ):
             return True
+        if unverifiable and any(m.status is DistStatus.UNVERIFIABLE for m in self.models):
+            return True
         if fail_on is None:
             return False
         return any(f.severity.at_least(fail_on) for f in self.active_findings())
@@ -266,5 +374,6 @@ class Report:
             "target": {"python": self.target.python, "paths": list(self.target.paths)},
             "distributions": [d.to_dict() for d in self.distributions],
             "environment": self.environment.to_dict(),
+            "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }

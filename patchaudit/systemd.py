@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.errors import InvalidUnit, PatchAuditError
 
 DROP_IN_NAME = "patchaudit.conf"
@@ -72,14 +73,9 @@ def install(
     text = drop_in(policy=policy, command=(command or executable()).absolute(), warn_only=warn_only)
     directory = root / UNIT_DIR / f"{name}.d"
     target = directory / DROP_IN_NAME
-    tmp = directory / f".{DROP_IN_NAME}.{os.getpid()}.tmp"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        atomic_write(target, text, mode=0o644)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise PatchAuditError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
 
@@ -137,14 +133,9 @@ def install_timer(
     written = []
     for name, text in units.items():
         target = directory / name
-        tmp = directory / f".{name}.{os.getpid()}.tmp"
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            atomic_write(target, text, mode=0o644)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise PatchAuditError(f"cannot write {target}: {exc.strerror or exc}") from None
         written.append(target)
     return written

@@ -73,6 +73,7 @@ class _Loaded:
     dist: InstalledDist
     record: Record | None
     entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
+    hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
 
 
 def _normalize(path: str) -> str:
@@ -176,6 +177,15 @@ class _Ownership:
     def files_at(self, location: Path) -> dict[str, list[InstalledDist]]:
         """Every path some RECORD lists in this site directory, with its owners."""
         return self._index().get(location, {})
+
+    def recorded(self, dist: InstalledDist, key: str) -> str | None:
+        """`dist`'s RECORD hash for `key` ("sha256=..."), once its RECORD is loaded; None if it has none."""
+        item = self._loaded.get(dist.meta_dir)
+        if item is None or item.record is None:
+            return None
+        if item.hashes is None:
+            item.hashes = {_normalize(e.path): str(e.hash) for e in item.record.entries if e.hash is not None}
+        return item.hashes.get(key)
 
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
         self._index()
@@ -348,6 +358,7 @@ def verify(
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
                 unverified.append(verdict)
+        drift, facts = _facts(item, drift, ownership)
         (added, shared), (stale, foreign) = found_here[dist.meta_dir]
         drift.extend(added)
         drift.extend(stale)
@@ -362,6 +373,7 @@ def verify(
             unverified=tuple(unverified),
             files_checked=checked,
             verifiable=checked > 0,
+            facts=tuple(facts),
         )
         if dist.source in (Source.EDITABLE, Source.VCS):
             report = _with_working_tree(report, dist)
@@ -381,6 +393,35 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+def _facts(item: _Loaded, drift: list[Drift], ownership: _Ownership) -> tuple[list[Drift], list[Drift]]:
+    """Packaging facts among the modified files (see facts.py); nothing is read for a clean dist."""
+    if not any(d.state is DriftState.MODIFIED for d in drift):
+        return drift, []
+    from patchaudit import facts
+
+    location = item.dist.location
+    drifted = {d.path for d in drift}
+
+    def others(path: str) -> list[tuple[str, str | None]]:
+        key = _normalize(path)
+        return [
+            (f"{owner.name} {owner.version}", ownership.recorded(owner, key))
+            for owner in ownership.owners(location, key)
+            # a twin dist-info of the same project is a crashed upgrade: flagged as such, not as a fact
+            if owner.key != item.dist.key
+        ]
+
+    record = item.record
+    hashed = {e.path for e in record.entries if e.hash is not None and e.hash.trusted} if record else set()
+
+    def verified(path: str) -> bool:
+        """Listed with a trusted hash that the file matches (it is not among this dist's drift)."""
+        raw = item.entries.get(path)
+        return raw is not None and raw in hashed and raw not in drifted and path not in drifted
+
+    return facts.classify(str(location), drift, others=others, verified_sources=verified)
 
 
 class _OsPackages:
@@ -575,14 +616,16 @@ def _unchecked_bytecode_at(location: Path, sources: list[str]) -> tuple[list[Dri
             header = read_regular(f"{cache_dir}/{entry}", 16) or b""
             if len(header) < 16 or int.from_bytes(header[4:8], "little") & 0b11 != _UNCHECKED_HASH:
                 continue
-            import importlib.util
+            from patchaudit import bytecode
 
             rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
+            pyc_name = bytecode.parse_pyc_path(rel)
+            magic = bytecode.magic_for(pyc_name.cache_tag) if pyc_name is not None else None
             source = read_regular(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py") or b""
-            if header[:4] != importlib.util.MAGIC_NUMBER:
-                reason = "unchecked-hash bytecode of another Python version: cannot compare it with its source"
+            if magic is None or header[:4] != magic:
+                reason = "unchecked-hash bytecode of a Python version it is not named for, or one unknown here"
                 foreign.append(Unverified(path=rel, reason=reason))
-            elif header[8:16] != importlib.util.source_hash(source):
+            elif header[8:16] != bytecode.source_hash(magic, source):
                 note = "unchecked-hash bytecode that disagrees with its source: Python runs it, not the source"
                 drift.append(
                     Drift(path=rel, state=DriftState.MODIFIED, actual=_digest(Path(cache_dir, entry)), note=note)

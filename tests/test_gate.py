@@ -211,7 +211,10 @@ def test_interrupted_revert_fails_the_gate(env: Path) -> None:
     try:
         proc = gate("steady", "--python", env)
         assert proc.returncode == 1
-        assert proc.stdout.startswith("patchaudit: environment: interrupted-revert 20261202-0001.json")
+        first = proc.stdout.splitlines()[0]
+        assert first.startswith("patchaudit: environment: interrupted-revert 20261202-0001")
+        assert "`patchaudit revert --resume --python " in first and "finishes or rolls it back" in first
+        assert (journal / "20261202-0001.json").read_text() == "{}"  # the gate reads; it never finishes a run
     finally:
         (journal / "20261202-0001.json").unlink()
     assert gate("steady", "--python", env).returncode == 0

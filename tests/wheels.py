@@ -32,11 +32,12 @@ def build_wheel(
     entry_points: str | None = None,
     executable: tuple[str, ...] = (),
     record_hashes: Mapping[str, str] | None = None,
+    record_sizes: Mapping[str, int] | None = None,
     extra_infos: list[tuple[zipfile.ZipInfo, bytes]] | None = None,
 ) -> Path:
     """Write `{name}-{version}-{tag}.whl` into dest with METADATA, WHEEL and a correct RECORD.
 
-    `record_hashes` overrides some RECORD lines (a wheel shipped with a stale RECORD); `extra_infos`
+    `record_hashes`/`record_sizes` override some RECORD lines (a wheel shipped with a stale RECORD); `extra_infos`
     adds raw zip entries that RECORD does not list (hostile members).
     """
     dest.mkdir(parents=True, exist_ok=True)
@@ -52,7 +53,9 @@ def build_wheel(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for path, data in members.items():
-        writer.writerow([path, (record_hashes or {}).get(path, record_hash(data)), len(data)])
+        writer.writerow(
+            [path, (record_hashes or {}).get(path, record_hash(data)), (record_sizes or {}).get(path, len(data))]
+        )
     writer.writerow([f"{info}/RECORD", "", ""])
     members[f"{info}/RECORD"] = out.getvalue().encode()
     wheel = dest / f"{dist}-{version}-{tag}.whl"

@@ -18,8 +18,13 @@ def baseline() -> None:
 @baseline.command()
 @click.argument("dists", nargs=-1)
 @target_options
-@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
 @click.option("--include-drift", is_flag=True, help="Take files that already differ from RECORD in as approved.")
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Instead: record a plain model directory's manifest (in DIR/.patchaudit/) for `model scan` and the gate.",
+)
 @click.option("--unit", help="Also record the steering variables this systemd unit gives its service.")
 @click.option(
     "--unit-dir",
@@ -32,14 +37,25 @@ def create(
     dists: tuple[str, ...],
     python: Path | None,
     site_path: Path | None,
-    out: Path,
+    out: Path | None,
     include_drift: bool,
+    model: Path | None,
     unit: str | None,
     unit_dirs: tuple[str, ...],
 ) -> int:
     """Snapshot DISTS (default: all) of the target environment into a baseline file."""
     from patchaudit import baseline as core
 
+    if model is not None:
+        if dists or out is not None or python is not None or site_path is not None or unit is not None:
+            raise click.UsageError("--model takes no distributions, --out, --python, --path or --unit")
+        from patchaudit.models.manifest import create as create_manifest
+
+        written, count = create_manifest(model)
+        click.echo(f"wrote {written}: {count} files")
+        return ExitCode.CLEAN
+    if out is None:
+        raise click.UsageError("Missing option '--out'.")
     if unit_dirs and unit is None:
         raise click.UsageError("--unit-dir needs --unit")
     if unit is not None:

@@ -65,7 +65,17 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
 
 
 def open_environment(python: Path | None, site_path: Path | None) -> Any:
-    """Resolve the target; first finish or roll back a revert that was killed half-way."""
+    """Resolve the target, read-only: a revert that was killed half-way is reported on stderr, never touched."""
+    env = _resolve(python, site_path)
+    pending = interrupted_runs(env)
+    if pending:
+        from patchaudit.revert.recovery import interrupted_message
+
+        click.echo(f"patchaudit: {interrupted_message(env, pending)}", err=True)
+    return env
+
+
+def _resolve(python: Path | None, site_path: Path | None) -> Any:
     from patchaudit import environment
 
     env = environment.resolve(python, site_path)
@@ -75,12 +85,32 @@ def open_environment(python: Path | None, site_path: Path | None) -> Any:
             f" as root because {env.not_executed}",
             err=True,
         )
-    if (env.state_dir / "journal").exists():
+    return env
+
+
+def interrupted_runs(env: Any) -> list[str]:
+    """Run ids of reverts a kill interrupted in `env` (names only: nothing is read or changed)."""
+    if not (env.state_dir / "journal").exists():
+        return []
+    from patchaudit.revert.recovery import pending_runs
+
+    return pending_runs(env)
+
+
+def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, list[Any], tuple[str, ...]]:
+    """Resolve the target for a command that writes (revert, quarantine restore): finish or roll back an
+    interrupted revert first. Returns (env, its distributions, its editable installs' project roots)."""
+    from patchaudit import environment, vcs
+
+    env = _resolve(python, site_path)
+    every = environment.distributions(env)
+    roots = vcs.project_roots(every)
+    if interrupted_runs(env):
         from patchaudit import revert
 
-        for message in revert.recover(env):
+        for message in revert.recover(env, roots=roots):
             click.echo(f"patchaudit: {message}", err=True)
-    return env
+    return env, every, roots
 
 
 def wheelhouse_option(func: F) -> F:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import open_environment, target_options
+from patchaudit.cli.common import open_environment, open_for_change, target_options
 from patchaudit.errors import ExitCode
 
 
@@ -21,7 +21,7 @@ def quarantine() -> None:
 @target_options
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
-    """List the quarantine runs of the target environment, oldest first."""
+    """List the quarantine runs of the target environment, oldest first (read-only)."""
     from patchaudit.revert import list_runs
 
     runs = list_runs(open_environment(python, site_path))
@@ -59,11 +59,11 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
     """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces)."""
     from patchaudit.revert import execute, plan_undo
 
-    env = open_environment(python, site_path)
-    plan = plan_undo(env, run_id)
+    env, _every, roots = open_for_change(python, site_path)
+    plan = plan_undo(env, run_id, roots=roots)
     if plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
         click.confirm(f"Put back {len(plan.actions)} file(s) of {plan.dist} from {run_id}?", abort=True)
-    result = execute(env, plan)
+    result = execute(env, plan, roots=roots)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -10,6 +10,7 @@ import click
 
 from patchaudit.cli.common import (
     fail_on_option,
+    interrupted_runs,
     open_environment,
     severity_or_none,
     target_options,
@@ -47,7 +48,7 @@ PROGRESS_THRESHOLD = 2000
     type=click.IntRange(1, 256),
     help="Worker processes for hashing and hazards (default: every CPU this process may use).",
 )
-@click.option("-v", "--verbose", is_flag=True, help="List clean distributions too.")
+@click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(
     dists: tuple[str, ...],
@@ -85,6 +86,12 @@ def scan(
         report = _scan_with_progress(env, options)
     else:
         report = run_scan(env, options)
+    pending = interrupted_runs(env)
+    if pending:
+        import dataclasses
+
+        environment = dataclasses.replace(report.environment, interrupted_runs=tuple(pending))
+        report = dataclasses.replace(report, environment=environment)
 
     if fmt == "json":
         from patchaudit.render.json import render_json

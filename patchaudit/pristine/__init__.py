@@ -13,7 +13,8 @@ from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile,
 from patchaudit.pristine.direct_url import DirectUrlArchive
 from patchaudit.pristine.http import Transfer
 from patchaudit.pristine.index import index_source, pip_config
-from patchaudit.pristine.interface import PristineSource, PristineWheel
+from patchaudit.pristine.interface import PristineSource, PristineWheel, candidates
+from patchaudit.pristine.uvcache import UvCache, uv_cache_dir
 from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
 from patchaudit.record import Record, parse_record
@@ -30,6 +31,12 @@ __all__ = [
     "find_pristine",
     "installed_record",
 ]
+
+
+def _describe(source: PristineSource) -> str:
+    """A source as the "tried ..." list names it: its kind and, for a local one, where it looked."""
+    where = getattr(source, "directory", None) or getattr(source, "root", None)
+    return f"{source.name} {where}" if where is not None else source.name
 
 
 def installed_record(dist: InstalledDist) -> Record:
@@ -50,7 +57,7 @@ def default_sources(
     transfer: Transfer | None = None,
     offline: bool = False,
 ) -> list[PristineSource]:
-    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's cache, the index."""
+    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's and uv's caches, the index."""
     environ = os.environ if environ is None else environ
     houses = list(wheelhouse) or wheelhouses_from_environ(environ)  # type: ignore[arg-type]
     own = OwnCache.of(env)
@@ -59,6 +66,7 @@ def default_sources(
     config = pip_config(env, environ)
     if not config.no_cache:
         found.append(PipCache(pip_cache_dir(environ, config.cache_dir)))  # type: ignore[arg-type]
+    found.append(UvCache(uv_cache_dir(environ)))
     if not offline:
         found.append(index_source(env, environ=environ, transfer=transfer, cache=own))
     return found
@@ -87,33 +95,36 @@ def find_pristine(
     refusals: list[PatchAuditError] = []
     tried: list[str] = []
     for source in sources:
-        tried.append(source.name)
-        try:
-            wheel = source.find(dist, needed)
-        except (PristineNotFound, UnsafePath, WheelMismatch) as exc:
-            refusals.append(exc)
-            continue
-        if wheel is None:
-            continue
-        try:
-            index = wheel_index(wheel)
-            if not all(wheel.has(index[p][0]) for p in needed if p in index):
-                wheel.close()
+        tried.append(_describe(source))
+        found = candidates(source, dist, needed)
+        while True:
+            try:
+                wheel = next(found, None)
+            except (PristineNotFound, UnsafePath, WheelMismatch) as exc:
+                refusals.append(exc)
                 continue
-            return check_same_build(dist, record, wheel, drift)
-        except (WheelMismatch, UnsafePath) as exc:
-            wheel.close()
-            refusals.append(exc)
-        except PristineNotFound as exc:
-            wheel.close()
-            refusals.append(exc)
+            if wheel is None:
+                break
+            try:
+                index = wheel_index(wheel)
+                if not all(wheel.has(index[p][0]) for p in needed if p in index):
+                    # uv's cache, for one, may hold only a hard link of the installed file: not evidence
+                    tried[-1] += " (its copy of a needed file is missing or is the installed file itself)"
+                    wheel.close()
+                    continue
+                return check_same_build(dist, record, wheel, drift)
+            except (WheelMismatch, UnsafePath, PristineNotFound) as exc:
+                wheel.close()
+                refusals.append(exc)
     for kind in (WheelMismatch, UnsafePath):
         for refusal in refusals:
             if isinstance(refusal, kind):
                 raise refusal
     detail = "; ".join(str(e) for e in refusals[:2])
-    raise PristineNotFound(
+    missing = PristineNotFound(
         f"no pristine wheel for {dist.name} {dist.version} (tried {', '.join(tried) or 'nothing'})"
         + (f": {detail}" if detail else ""),
         hint="give --wheelhouse DIR holding the installed wheel",
     )
+    missing.tried = tuple(tried)
+    raise missing

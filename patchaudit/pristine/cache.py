@@ -17,24 +17,17 @@ import hashlib
 import json
 import os
 import urllib.parse
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
 from patchaudit.pristine.direct_url import installed_sha256
 from patchaudit.pristine.http import sha256_file
 from patchaudit.pristine.interface import PristineWheel
-from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_matches
+from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_match, wheel_matches
 from patchaudit.record import Record, parse_record
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 class CachedWheel:
@@ -144,9 +137,9 @@ class OwnCache:
         def on_read(member: str, data: bytes, mode: int) -> None:
             try:
                 if member == record_name:
-                    _atomic_write(directory / "RECORD", data)
+                    atomic_write(directory / "RECORD", data, durable=False)
                     return
-                _atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data)
+                atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data, durable=False)
                 modes_path = directory / "modes.json"
                 try:
                     modes = json.loads(modes_path.read_text())
@@ -154,7 +147,7 @@ class OwnCache:
                     modes = {}
                 if modes.get(member) != mode:
                     modes[member] = mode
-                    _atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode())
+                    atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode(), durable=False)
             except OSError:
                 pass  # a cache that cannot be written is simply not kept
 
@@ -186,15 +179,21 @@ class PipCache:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+    def all_wheels(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
+        """Every wheel pip built of this name, version and build; exact tags first."""
         built = self.root / "wheels"
         if not built.is_dir():
-            return None
+            return
+        found: list[tuple[int, str, str]] = []
         for dirpath, _dirs, files in os.walk(built):
-            for name in sorted(files):
-                if name.endswith(".whl") and wheel_matches(name, dist):
-                    return open_local(Path(dirpath) / name, "pip wheel cache")
-        return None
+            for name in files:
+                if name.endswith(".whl") and (score := wheel_match(name, dist)) > 0:
+                    found.append((-score, name, dirpath))
+        for _, name, dirpath in sorted(found):
+            yield open_local(Path(dirpath) / name, "pip wheel cache")
+
+    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+        return next(iter(self.all_wheels(dist, needed)), None)
 
     def body_for(self, url: str) -> Path | None:
         hashed = hashlib.sha224(normalize_url(url).encode()).hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -49,6 +50,13 @@ class BuildCheck:
     record_mismatch: tuple[str, ...] = ()  # installed bytes equal the wheel's; both RECORDs are stale
     record_edited: tuple[Drift, ...] = ()  # the installed file itself disagrees with the installed RECORD
     unavailable: tuple[tuple[str, str], ...] = ()  # (path, reason): the wheel does not ship it
+
+
+def _size_on_disk(dist: InstalledDist, path: str) -> int:
+    try:
+        return os.lstat(os.path.join(dist.location, path)).st_size
+    except OSError:
+        return 0
 
 
 def _normalize(path: str) -> str:
@@ -139,6 +147,9 @@ def check_same_build(
         member, wheel_entry = found
         installed_entry = by_path.get(path)
         sizes = [s for s in (installed_entry.size if installed_entry else None, wheel_entry.size) if s is not None]
+        if sizes and item.state is DriftState.MODIFIED and item.actual is not None:
+            # a wheel's RECORD may understate a member's size: the installed file bounds what may equal it
+            sizes.append(_size_on_disk(dist, item.path))
         limit = max(sizes) if sizes else MEMBER_CAP
         try:
             data = wheel.read(member, limit=limit)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Protocol
 
 from patchaudit.environment import InstalledDist
@@ -52,3 +52,18 @@ class PristineSource(Protocol):
     def find(self, dist: InstalledDist, needed: Collection[str]) -> PristineWheel | None:
         """A wheel of exactly this dist (name, version, tags) that can provide `needed` members, or None."""
         ...
+
+
+def candidates(source: PristineSource, dist: InstalledDist, needed: Collection[str]) -> Iterator[PristineWheel]:
+    """Every wheel a source holds for `dist`, best first; a source that knows only one gives `find`'s.
+
+    Several wheels of one version may sit side by side (other tags, another build): a source that can
+    tell them apart has `all_wheels()`, and each is checked in turn until one is the installed build.
+    """
+    many = getattr(source, "all_wheels", None)
+    if many is not None:
+        yield from many(dist, needed)
+        return
+    one = source.find(dist, needed)
+    if one is not None:
+        yield one

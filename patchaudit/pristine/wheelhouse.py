@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from patchaudit.environment import InstalledDist
+from patchaudit.errors import PristineNotFound
 from patchaudit.pristine.interface import PristineWheel
-from patchaudit.pristine.zipwheel import open_local, wheel_matches
+from patchaudit.pristine.zipwheel import open_local, wheel_match
 
 ENV_VAR = "PATCHAUDIT_WHEELHOUSE"
 
@@ -26,12 +27,20 @@ class Wheelhouse:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+    def all_wheels(self, dist: InstalledDist, needed: Collection[str] = ()) -> Iterator[PristineWheel]:
+        """Every wheel of this name, version and build; the installed WHEEL file's exact tags first."""
         try:
             names = sorted(os.listdir(self.directory))
         except OSError:
-            return None
-        for name in names:
-            if name.endswith(".whl") and wheel_matches(name, dist):
-                return open_local(self.directory / name, "wheelhouse")
-        return None
+            return
+        ranked = sorted(
+            (-score, name) for name in names if name.endswith(".whl") and (score := wheel_match(name, dist)) > 0
+        )
+        for _, name in ranked:
+            try:
+                yield open_local(self.directory / name, "wheelhouse")
+            except PristineNotFound:
+                continue  # unreadable: the next candidate may be the one
+
+    def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
+        return next(iter(self.all_wheels(dist, needed)), None)

@@ -1,12 +1,21 @@
-"""The human view: a line per distribution, a table of drifted files, the findings."""
+"""The human view: grouped by distribution and file, short enough for a screen; JSON keeps everything.
+
+Each distribution that is not clean (or has something to say) gets a line, then its files, each with
+its findings. High findings are always listed; low/medium/info findings on unchanged lines, and long runs
+of them in one file, are counted rather than listed unless `-v`. Packaging facts (overwritten,
+record-mismatch, regenerated) are listed briefly, grouped when there are many. Lines are never wrapped
+by the renderer, so a path is never split, piped or not.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from patchaudit.report import DistReport, DistStatus, Drift, Finding, Report, Severity
+from patchaudit.report import FACT_STATES, DistReport, DistStatus, Drift, DriftState, Finding, Report, Severity
 
 _STATUS_STYLE = {DistStatus.CLEAN: "green", DistStatus.DRIFTED: "bold red", DistStatus.UNVERIFIABLE: "yellow"}
 _SEVERITY_STYLE = {
@@ -15,36 +24,138 @@ _SEVERITY_STYLE = {
     Severity.LOW: "cyan",
     Severity.INFO: "dim",
 }
+_STATE_STYLE = {DriftState.MODIFIED: "red", DriftState.MISSING: "yellow", DriftState.ADDED: "yellow"}
+_FACT_NAMES = frozenset(s.value for s in FACT_STATES)
+# Per file, more quiet (below-high) findings than this are counted, not listed, unless -v.
+_LISTED_PER_FILE = 5
+# Per distribution, more packaging facts than this are grouped by kind, unless -v.
+_FACTS_LISTED = 3
 
 
 def render_human(report: Report, console: Console, *, verbose: bool = False, show_suppressed: bool = False) -> None:
+    out = _Printer(console)
     quiet_clean = not verbose and len(report.distributions) > 20
     clean = 0
     for dist in report.distributions:
-        if quiet_clean and dist.status is DistStatus.CLEAN and not dist.findings:
+        findings = [f for f in dist.findings if show_suppressed or not f.suppressed]
+        if quiet_clean and dist.status is DistStatus.CLEAN and not dist.facts and not _loud(findings):
             clean += 1
             continue
-        console.print(_dist_line(dist))
-        for item in dist.unverified[:10]:
-            console.print(Text(f"    unverified  {printable(item.path)}: {item.reason}", style="yellow"))
-        if len(dist.unverified) > 10:
-            console.print(Text(f"    ... and {len(dist.unverified) - 10} more unverified entries", style="yellow"))
+        out.line(_dist_line(dist))
+        for item in dist.unverified[: None if verbose else 10]:
+            out.line(Text(f"    unverified  {printable(item.path)}: {item.reason}", style="yellow"))
+        if not verbose and len(dist.unverified) > 10:
+            out.line(Text(f"    ... and {len(dist.unverified) - 10} more unverified entries", style="yellow"))
+        _files(out, dist.drift, findings, verbose=verbose)
+        _facts(out, dist.facts, findings, verbose=verbose)
     if clean:
-        console.print(Text(f"{_plural(clean, 'more distribution')} clean", style="green"))
+        out.line(Text(f"{_plural(clean, 'more distribution')} clean", style="green"))
+    env_findings = [f for f in report.environment.findings if show_suppressed or not f.suppressed]
+    if report.environment.drift or env_findings:
+        out.line(Text("environment", style="bold"))
+        _files(out, report.environment.drift, env_findings, verbose=verbose)
+    out.line(Text())
+    out.line(_summary_line(report))
 
-    drifted = [(d.name, x) for d in report.distributions for x in d.drift]
-    drifted += [("(environment)", x) for x in report.environment.drift]
-    if drifted:
-        console.print(_drift_table(drifted))
 
-    findings = [f for f in report.all_findings() if show_suppressed or not f.suppressed]
-    if findings:
-        console.print()
-        for finding in sorted(findings, key=lambda f: (-f.severity.rank, f.path, f.line)):
-            console.print(_finding_line(finding))
+class _Printer:
+    """One line at a time, never wrapped by the renderer (a path stays whole when piped)."""
 
-    console.print()
-    console.print(_summary_line(report))
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def line(self, text: Text) -> None:
+        self.console.print(text, soft_wrap=True)
+
+
+def _loud(findings: Sequence[Finding]) -> bool:
+    return any(f.rule not in _FACT_NAMES or f.severity is not Severity.INFO for f in findings)
+
+
+def _files(out: _Printer, drift: Sequence[Drift], findings: Sequence[Finding], *, verbose: bool) -> None:
+    """Each drifted file with its findings; then files with findings that did not drift (--all-files)."""
+    by_path: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.rule in _FACT_NAMES:
+            continue
+        by_path.setdefault(finding.path, []).append(finding)
+    for item in drift:
+        out.line(_drift_line(item))
+        _findings(out, by_path.pop(item.path, []), verbose=verbose)
+    for path, rest in by_path.items():
+        out.line(Text(f"  {'':<16}{printable(path)}"))
+        _findings(out, rest, verbose=verbose)
+
+
+def _findings(out: _Printer, findings: list[Finding], *, verbose: bool) -> None:
+    findings.sort(key=lambda f: (-f.severity.rank, f.line))
+    quiet = [f for f in findings if f.severity is not Severity.HIGH]
+    if verbose:
+        shown, counted = findings, []
+    else:
+        loud = [f for f in quiet if f.in_change]
+        if len(loud) > _LISTED_PER_FILE:
+            loud = []
+        shown = [f for f in findings if f.severity is Severity.HIGH or f in loud]
+        counted = [f for f in quiet if f not in loud]
+    for finding in shown:
+        out.line(_finding_line(finding))
+    if counted:
+        rules = Counter(f.rule for f in counted)
+        detail = ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
+        where = "on unchanged lines" if all(not f.in_change for f in counted) else "in this file"
+        noun = _plural(len(counted), "low/medium/info finding")
+        out.line(Text(f"      {noun} {where} ({detail}; -v lists them)", style="dim"))
+
+
+def _facts(out: _Printer, facts: Sequence[Drift], findings: Sequence[Finding], *, verbose: bool) -> None:
+    raised = {(f.rule, f.path): f.severity for f in findings if f.rule in _FACT_NAMES}
+    if verbose or len(facts) <= _FACTS_LISTED:
+        for fact in facts:
+            out.line(_fact_line(fact, raised.get((fact.state.value, fact.path), Severity.INFO)))
+        return
+    groups: dict[tuple[DriftState, str], list[Drift]] = {}
+    for fact in facts:
+        groups.setdefault((fact.state, fact.winner or fact.wheel or ""), []).append(fact)
+    for (state, who), items in groups.items():
+        top = _common_dir([f.path for f in items])
+        text = Text(f"  {state.value:<16}", style="dim")
+        text.append(_plural(len(items), "file") + (f" under {printable(top)}/" if top else ""))
+        text.append(_fact_detail(state, who), style="dim")
+        worst = max((raised.get((state.value, f.path), Severity.INFO) for f in items), key=lambda s: s.rank)
+        if worst is not Severity.INFO:
+            text.append(f" [{worst.value}]", style=_SEVERITY_STYLE[worst])
+        text.append(" (-v lists them)", style="dim")
+        out.line(text)
+
+
+def _fact_line(fact: Drift, severity: Severity) -> Text:
+    text = Text(f"  {fact.state.value:<16}", style="dim")
+    text.append(printable(fact.path))
+    text.append(_fact_detail(fact.state, fact.winner or fact.wheel or ""), style="dim")
+    if fact.state is DriftState.REGENERATED and fact.note:
+        text.append(f": {fact.note}", style="dim")
+    if severity is not Severity.INFO:
+        text.append(f" [{severity.value}]", style=_SEVERITY_STYLE[severity])
+    return text
+
+
+def _fact_detail(state: DriftState, who: str) -> str:
+    if state is DriftState.OVERWRITTEN:
+        return f", installed by {who}"
+    if state is DriftState.RECORD_MISMATCH:
+        return f", bytes equal {who}'s member; its RECORD is wrong"
+    return ""
+
+
+def _common_dir(paths: Sequence[str]) -> str:
+    parts = [p.split("/")[:-1] for p in paths]
+    common: list[str] = []
+    for level in zip(*parts, strict=False):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return "/".join(common)
 
 
 def _dist_line(dist: DistReport) -> Text:
@@ -52,9 +163,7 @@ def _dist_line(dist: DistReport) -> Text:
     text.append(f"{dist.status.value:<12}", style=_STATUS_STYLE[dist.status])
     text.append(f" {dist.name} {dist.version}", style="bold")
     details = [_plural(dist.files_checked, "file") + " checked"]
-    counts: dict[str, int] = {}
-    for drift in dist.drift:
-        counts[drift.state.value] = counts.get(drift.state.value, 0) + 1
+    counts = Counter(d.state.value for d in (*dist.drift, *dist.facts))
     details += [f"{n} {state}" for state, n in sorted(counts.items())]
     if dist.os_package is not None:
         details.append(f"OS package {dist.os_package}, md5 only")
@@ -64,23 +173,20 @@ def _dist_line(dist: DistReport) -> Text:
     return text
 
 
-def _drift_table(rows: list[tuple[str, Drift]]) -> Table:
-    table = Table(title="Drifted files", title_justify="left", show_lines=False, expand=False)
-    table.add_column("distribution")
-    table.add_column("state")
-    table.add_column("path", overflow="fold")
-    table.add_column("detail", overflow="fold")
-    for name, drift in rows:
-        style = "red" if drift.state.value == "modified" else "yellow"
-        detail = drift.note or ""
-        if drift.nlink > 1 and "hard link" not in detail:
-            detail = (detail + "; " if detail else "") + f"hard link shared by {drift.nlink} paths"
-        table.add_row(name, Text(drift.state.value, style=style), printable(drift.path), printable(detail))
-    return table
+def _drift_line(drift: Drift) -> Text:
+    text = Text()
+    text.append(f"  {drift.state.value:<16}", style=_STATE_STYLE.get(drift.state, ""))
+    text.append(printable(drift.path))
+    detail = drift.note or ""
+    if drift.nlink > 1 and "hard link" not in detail:
+        detail = (detail + "; " if detail else "") + f"hard link shared by {drift.nlink} paths"
+    if detail:
+        text.append(f"  ({printable(detail)})", style="dim")
+    return text
 
 
 def _finding_line(finding: Finding) -> Text:
-    text = Text()
+    text = Text("    ")
     text.append(f"{finding.severity.value:<7}", style=_SEVERITY_STYLE[finding.severity])
     text.append(f" {printable(finding.path)}:{finding.line} ")
     text.append(f"[{finding.rule}]", style="bold")
@@ -104,6 +210,9 @@ def _summary_line(report: Report) -> Text:
     ]
     if s["unverifiable"]:
         parts.append(f"{s['unverifiable']} unverifiable")
+    facts = [f"{s[state.value]} {state.value}" for state in sorted(FACT_STATES) if s[state.value]]
+    if facts:
+        parts.append("not patches: " + ", ".join(facts))
     parts.append(f"findings: {sev['high']} high, {sev['medium']} medium, {sev['low']} low")
     if s["suppressed"]:
         parts.append(f"{s['suppressed']} suppressed")
