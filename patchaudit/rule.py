@@ -1,34 +1,76 @@
-"""The hazard rule base class: what a rule file in `rules/` subclasses and declares."""
+"""The rule API: what a rule file in `rules/` imports, subclasses and declares (nothing else).
+
+Two kinds of rule, as in Fixit: `Rule` walks the libcst tree of a Python file (`visit_*`
+methods that call `self.report(node)`); `TextRule` reads the text of a file, and of its pristine
+version when there is one (`.pth` files, comparisons of two versions).
+"""
 
 from __future__ import annotations
 
-import builtins
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-from libcst._metadata_dependent import LazyValue
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import values as _values
+from patchaudit.analysis.names import NameTable, Scope, canonical
+from patchaudit.analysis.values import UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
+from patchaudit.lines import pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
-__all__ = ["Example", "Hit", "Pending", "FileContext", "Rule", "Severity", "FORWARD_NAMES"]
+__all__ = [
+    "Example",
+    "Hit",
+    "Pending",
+    "FileContext",
+    "Rule",
+    "TextRule",
+    "Severity",
+    "FORWARD_NAMES",
+    "UNKNOWN",
+    "call_arg",
+    "const_value",
+    "literal_string",
+    "pth_executable_lines",
+    "source_lines",
+]
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
 
+Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Example:
-    """A code example a rule must pass (VALID) or flag (INVALID)."""
+    """A code example a rule must pass (VALID) or flag (INVALID).
+
+    `code` and `pristine` are dedented, and a leading newline dropped, so they can be written
+    as indented triple-quoted blocks. `line` and `message` (a substring) pin the finding.
+    """
 
     code: str
     pristine: str | None = None
     path: str = "example.py"
     line: int | None = None
+    message: str | None = None
     severity: Severity | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", _dedent(self.code))
+        if self.pristine is not None:
+            object.__setattr__(self, "pristine", _dedent(self.pristine))
+
+
+def _dedent(code: str) -> str:
+    """An indented triple-quoted block as code: the newline after the opening quotes dropped."""
+    if code.startswith("\n") and code[1:2] in (" ", "\t"):
+        return textwrap.dedent(code[1:])
+    return textwrap.dedent(code)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,27 +100,22 @@ class Pending:
 
 @dataclass(kw_only=True, slots=True)
 class FileContext:
-    """What the engine shares with every rule during the pass over one file.
-
-    Metadata is resolved lazily and at most once per file: a libcst QualifiedNameProvider pass
-    costs five to ten times the parse, so it runs only when a node could resolve to a name a rule
-    asks about (judged from the file's import table), and positions only when a rule reports.
-    """
+    """What the engine shares with every rule during the pass over one file."""
 
     path: str
     wrapper: MetadataWrapper | None = None
-    # local name -> what it was imported as; None when unknown (every name is then checked).
-    imports: dict[str, str] | None = None
-    # names bound other than by import: resolving them needs libcst's scope analysis.
-    rebound: frozenset[str] = frozenset()
-    # True: always ask QualifiedNameProvider (tests use it to check the import-table shortcut).
-    exact: bool = False
+    names: NameTable = field(default_factory=NameTable.empty)
+    scope: list[tuple[str, str]] = field(default_factory=list)
+    # (scope, local name) -> the values assigned to it so far, inside functions.
+    assigned: dict[tuple[Scope, str], list[cst.BaseExpression]] = field(default_factory=dict)
+    params: list[frozenset[str]] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     stmts: list[cst.CSTNode] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
     main_guard_depth: int = 0
     _resolved: dict[type, Mapping[cst.CSTNode, object]] = field(default_factory=dict)
+    _qualified: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def metadata(self, provider: type) -> Mapping[cst.CSTNode, object]:
         if provider not in self._resolved:
@@ -87,37 +124,19 @@ class FileContext:
             self._resolved[provider] = self.wrapper.resolve(provider)
         return self._resolved[provider]
 
-    def guess(self, node: cst.CSTNode) -> tuple[str | None, bool]:
-        """What `node` resolves to from the import table, and whether that is certain.
-
-        Certain when the head name is bound only by imports (or is an unshadowed builtin): then
-        scope analysis could only say the same. Otherwise the caller asks QualifiedNameProvider.
-        """
-        dotted = cst.helpers.get_full_name_for_node(node)
-        if not dotted:
-            return None, True
-        head, _, rest = dotted.partition(".")
-        if self.imports is not None and head in self.imports:
-            base = self.imports[head]
-        elif head in _BUILTINS:
-            base = "builtins." + head
-        else:
-            # Neither imported nor a builtin: a local, which never resolves to a module's name.
-            return None, True
-        certain = head not in self.rebound
-        return (f"{base}.{rest}" if rest else base), certain
-
-
-_BUILTINS = frozenset(dir(builtins))
+    def qualified(self, node: cst.CSTNode) -> frozenset[str]:
+        """Every qualified name `node` may stand for, raw and canonical."""
+        key = id(node)
+        found = self._qualified.get(key)
+        if found is None:
+            raw = self.names.resolve(ref_of_cst(node), tuple(self.scope))
+            found = raw | {canonical(q) for q in raw}
+            self._qualified[key] = found
+        return found
 
 
 class Rule(cst.BatchableCSTVisitor):
-    """One hazard rule. Subclass it in a file of its own and declare the class attributes below.
-
-    Python rules define libcst `visit_*` methods and call `self.report(node)`. A rule about other
-    input (a `.pth` file) or about two versions of a file sets `USES_LIBCST = False` and overrides
-    `check_text`.
-    """
+    """A libcst rule. Subclass it in a file of its own and declare the class attributes below."""
 
     ID: ClassVar[str] = ""
     SEVERITY: ClassVar[Severity] = Severity.MEDIUM
@@ -125,16 +144,16 @@ class Rule(cst.BatchableCSTVisitor):
     EXPLANATION: ClassVar[str] = ""
     VALID: ClassVar[Sequence[str | Example]] = ()
     INVALID: ClassVar[Sequence[str | Example]] = ()
-    # The file's bytes must contain one of these (bytes: a substring; a pattern: a match) for the
-    # rule to run; it lets the engine skip the libcst parse of files no rule could flag. It must be
-    # looser than the rule: the INVALID examples check that. Start patterns with a literal: `re`
-    # scans much faster for them.
-    PREFILTER: ClassVar[Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None] = None
+    # Bytes every finding's module-level statement contains (a substring, or a pattern's match):
+    # the engine parses only files, and only statements, that hold one. It must be looser than
+    # the rule; the tests run every rule with and without it over its examples and variants.
+    PREFILTER: ClassVar[Filter] = None
+    # And one of these anywhere in the file (a count's spelling, a module's name).
+    REQUIRES: ClassVar[Filter] = None
     SUFFIXES: ClassVar[tuple[str, ...]] = (".py",)
     USES_LIBCST: ClassVar[bool] = True
     NEEDS_PRISTINE: ClassVar[bool] = False
 
-    # Resolved on demand through the FileContext, not up front for every file.
     METADATA_DEPENDENCIES = ()
 
     # Set by the loader: the file the rule came from.
@@ -150,21 +169,16 @@ class Rule(cst.BatchableCSTVisitor):
 
     @classmethod
     def prefilter(cls, data: bytes) -> bool:
-        tests = cls.PREFILTER
-        if tests is None:
-            return True
-        if isinstance(tests, bytes | re.Pattern):
-            tests = (tests,)
-        for test in tests:
-            if isinstance(test, bytes):
-                if test in data:
-                    return True
-            elif test.search(data) is not None:
-                return True
-        return False
+        """Whether the file could hold a finding (cheap, on bytes)."""
+        return _any(cls.PREFILTER, data) and _any(cls.REQUIRES, data)
+
+    @classmethod
+    def statement_filter(cls, segment: bytes) -> bool:
+        """Whether a module-level statement could hold a finding."""
+        return _any(cls.PREFILTER, segment)
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:
-        """Findings for rules that do not walk the libcst tree (USES_LIBCST = False)."""
+        """Findings of a TextRule."""
         return ()
 
     # -- helpers for rule authors ------------------------------------------------------------
@@ -188,7 +202,7 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     def hit(self, line: int, message: str | None = None, *, severity: Severity | None = None) -> Hit:
-        """A Hit for check_text rules."""
+        """A Hit for text rules."""
         return Hit(
             rule=self.ID,
             severity=severity or self.SEVERITY,
@@ -199,30 +213,40 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        """What a name, attribute or call resolves to (`import torch as t; t.save` -> torch.save)."""
-        if isinstance(node, cst.Call):
-            node = node.func
-        found = self.context.metadata(QualifiedNameProvider).get(node, set())
-        if isinstance(found, LazyValue):
-            found = found()
-        return {q.name for q in found}  # type: ignore[attr-defined]
+        """What a name, attribute or call's callee may resolve to, however it was imported or aliased."""
+        return set(self.context.qualified(node.func if isinstance(node, cst.Call) else node))
 
     def resolves_to(self, node: cst.CSTNode, names: Iterable[str] | str) -> str | None:
         """The first of `names` (exact, or a `prefix.*` pattern) that node resolves to."""
         wanted = (names,) if isinstance(names, str) else tuple(names)
-        target = node.func if isinstance(node, cst.Call) else node
-        if self.context.imports is not None and not self.context.exact:
-            guess, certain = self.context.guess(target)
-            found = _match(guess, wanted) if guess is not None else None
-            if certain or found is None:
-                # An assignment can hide an import from a rule, never make one up: only a
-                # possible match on a rebound name needs scope analysis.
-                return found
-        for qname in sorted(self.qualified_names(target)):
+        for qname in sorted(self.qualified_names(node)):
             found = _match(qname, wanted)
             if found is not None:
                 return found
         return None
+
+    def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
+        """The values assigned to a local name before this point of the enclosing function."""
+        if not self.context.functions:
+            return ()
+        return self.context.assigned.get((tuple(self.context.scope), name.value), ())
+
+    def is_parameter(self, node: cst.BaseExpression) -> bool:
+        """Whether node is a parameter of the enclosing function (a value from the caller)."""
+        return isinstance(node, cst.Name) and bool(self.context.params) and node.value in self.context.params[-1]
+
+    def fixed_path(self, node: cst.BaseExpression) -> str | None:
+        """The literal start of a path the code fixes itself (see analysis.values.fixed_path)."""
+        return _values.fixed_path(node, self.resolves_to, self.values_of)
+
+    def count_of(self, node: cst.BaseExpression) -> str | None:
+        """How node spells a token/batch count, through local assignments and casts."""
+        return _values.count_of(node, self.resolves_to, self.values_of)
+
+    @staticmethod
+    def truth(node: cst.BaseExpression) -> bool | None:
+        """Constant truth of a condition (folded through and/or/not/brackets), None if it varies."""
+        return _values.truth(node)
 
     @property
     def in_forward(self) -> bool:
@@ -234,6 +258,26 @@ class Rule(cst.BatchableCSTVisitor):
         return self.context.main_guard_depth > 0
 
 
+class TextRule(Rule):
+    """A rule over the text of a file (and of its pristine version): override check_text."""
+
+    USES_LIBCST: ClassVar[bool] = False
+
+
+def _any(tests: Filter, data: bytes) -> bool:
+    if tests is None:
+        return True
+    if isinstance(tests, bytes | re.Pattern):
+        tests = (tests,)
+    for test in tests:
+        if isinstance(test, bytes):
+            if test in data:
+                return True
+        elif test.search(data) is not None:
+            return True
+    return False
+
+
 def _match(qname: str, wanted: tuple[str, ...]) -> str | None:
     for want in wanted:
         if want.endswith(".*"):
@@ -241,25 +285,4 @@ def _match(qname: str, wanted: tuple[str, ...]) -> str | None:
                 return qname
         elif qname == want:
             return qname
-    return None
-
-
-def literal_string(node: cst.BaseExpression) -> str | None:
-    """The value of a plain string literal (or the literal parts of an f-string), else None."""
-    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.FormattedString):
-        return "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
-    return None
-
-
-def call_arg(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    """The argument at `position` or named `keyword`, if given."""
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    if len(positional) > position:
-        return positional[position].value
     return None

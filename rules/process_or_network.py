@@ -1,7 +1,5 @@
 """process-or-network: library code that starts processes or opens network connections."""
 
-import re
-
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -49,12 +47,19 @@ class ProcessOrNetwork(Rule):
 code run with the service's privileges and network access. A patch that shells out (to
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
 uses such calls elsewhere. Calls are matched by what they resolve to."""
-    # Every match needs an import of one of these modules (or of os), so imports are the filter.
+    # Every match names one of these modules or os functions (in an import, a call, a string).
     PREFILTER = (
-        re.compile(rb"import[ \t]+[^\n#]*\b(?:subprocess|socket|requests|httpx|aiohttp|urllib|http)\b"),
-        re.compile(rb"from[ \t]+(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"),
-        re.compile(rb"os\.(?:system|popen|exec\w*|spawn\w*|posix_spawn)\b"),
-        re.compile(rb"from[ \t]+os[ \t]+import[ \t]*(?:\(|[^\n]*\b(?:system|popen|exec|spawn|posix_spawn))"),
+        b"subprocess",
+        b"socket",
+        b"urllib",
+        b"requests",
+        b"httpx",
+        b"aiohttp",
+        b"http",
+        b"system",
+        b"popen",
+        b"exec",
+        b"spawn",
     )
 
     VALID = [
@@ -68,6 +73,11 @@ uses such calls elsewhere. Calls are matched by what they resolve to."""
         Example(code="from urllib.request import urlopen as get\nget('http://example.invalid/')\n", line=2),
         Example(code="import requests as r\nr.post(url, data=blob)\n"),
         Example(code="import socket\ns = socket.socket()\n"),
+        Example(code="import os, subprocess\n\ndef f():\n    subprocess.check_output(['nvidia-smi'])\n", line=4),
+        Example(code="from subprocess import Popen\nPopen(['sh', '-c', 'x'])\n", line=2),
+        Example(code="import subprocess as sp\nrun = sp.run\nrun(['ls'])\n", line=3),
+        Example(code="__import__('os').system('id')\n", line=1),
+        Example(code="import os\ngetattr(os, 'system')('id')\n", line=2),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
