@@ -170,10 +170,13 @@ def _with_hazards(
             if data is not None:
                 files.append((rel, data, True))
         if options.all_files:
-            for rel in _python_files(installed) - drifted:
+            recorded = installed.record_path is not None and installed.record_path.exists()
+            # Without RECORD no line verifies: every finding there counts as a change.
+            listed = _python_files(installed) if recorded else _unrecorded_python_files(installed)
+            for rel in sorted(listed - drifted):
                 data = read_regular(location / rel)
                 if data is not None:
-                    files.append((rel, data, False))
+                    files.append((rel, data, not recorded))
         if not files:
             dists.append(dist)
             continue
@@ -189,6 +192,26 @@ def _with_hazards(
         )
         dists.append(dataclasses.replace(dist, findings=dist.findings + tuple(findings)))
     return dataclasses.replace(report, distributions=tuple(dists))
+
+
+def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
+    """The .py files of a distribution without RECORD: its top_level.txt packages and modules."""
+    try:
+        tops = (dist.meta_dir / "top_level.txt").read_text("utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found: set[str] = set()
+    for top in tops:
+        if not top.isidentifier():
+            continue
+        root = dist.location / top
+        if root.is_dir() and not root.is_symlink():
+            for base, _dirs, names in os.walk(root):  # os.walk never follows symlinked directories
+                rel = Path(base).relative_to(dist.location).as_posix()
+                found.update(f"{rel}/{n}" for n in names if n.endswith(".py"))
+        elif (dist.location / f"{top}.py").is_file():
+            found.add(f"{top}.py")
+    return found
 
 
 def _python_files(dist: InstalledDist) -> set[str]:

@@ -187,8 +187,11 @@ class Report:
         for drift in self.all_drift():
             counts[drift.state] += 1
         severities = {sev.value: 0 for sev in Severity}
+        upstream = {sev.value: 0 for sev in Severity}
         for finding in self.active_findings():
             severities[finding.severity.value] += 1
+            if not finding.in_change:
+                upstream[finding.severity.value] += 1
         return {
             "distributions": len(self.distributions),
             "files_checked": sum(d.files_checked for d in self.distributions),
@@ -197,18 +200,25 @@ class Report:
             "added": counts[DriftState.ADDED],
             "unverifiable": sum(1 for d in self.distributions if d.status is DistStatus.UNVERIFIABLE),
             "findings": severities,
+            # Of those, the findings in code that verifies against RECORD (`--all-files`).
+            "upstream": upstream,
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
         }
 
-    def fails(self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True) -> bool:
-        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on."""
+    def fails(
+        self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True, upstream: bool = False
+    ) -> bool:
+        """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on.
+
+        Findings in code that verifies against RECORD (in_change false) count only with `upstream`.
+        """
         if any(True for _ in self.all_drift()):
             return True
         if unverifiable and any(d.status is DistStatus.UNVERIFIABLE for d in self.distributions):
             return True
         if fail_on is None:
             return False
-        return any(f.severity.at_least(fail_on) for f in self.active_findings())
+        return any(f.severity.at_least(fail_on) for f in self.active_findings() if upstream or f.in_change)
 
     def to_dict(self) -> dict[str, Any]:
         return {

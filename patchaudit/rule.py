@@ -7,9 +7,10 @@ version when there is one (`.pth` files, comparisons of two versions).
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -18,7 +19,7 @@ from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.names import NameTable, Scope, canonical
-from patchaudit.analysis.values import UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
+from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.lines import pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
@@ -31,6 +32,7 @@ __all__ = [
     "TextRule",
     "Severity",
     "FORWARD_NAMES",
+    "COUNT_NAME",
     "UNKNOWN",
     "call_arg",
     "const_value",
@@ -148,8 +150,14 @@ class Rule(cst.BatchableCSTVisitor):
     # the engine parses only files, and only statements, that hold one. It must be looser than
     # the rule; the tests run every rule with and without it over its examples and variants.
     PREFILTER: ClassVar[Filter] = None
-    # And one of these anywhere in the file (a count's spelling, a module's name).
+    # And one of these anywhere in the file (a module's name), or with REQUIRES_IN_STATEMENT in
+    # the same module-level statement (a count's spelling, the `def forward` a finding sits in).
     REQUIRES: ClassVar[Filter] = None
+    REQUIRES_IN_STATEMENT: ClassVar[bool] = False
+    # Names a finding's statement must spell (as a name, an attribute, an imported module or
+    # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
+    # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
+    IDENTIFIERS: ClassVar[frozenset[str] | None] = None
     SUFFIXES: ClassVar[tuple[str, ...]] = (".py",)
     USES_LIBCST: ClassVar[bool] = True
     NEEDS_PRISTINE: ClassVar[bool] = False
@@ -173,9 +181,33 @@ class Rule(cst.BatchableCSTVisitor):
         return _any(cls.PREFILTER, data) and _any(cls.REQUIRES, data)
 
     @classmethod
-    def statement_filter(cls, segment: bytes) -> bool:
-        """Whether a module-level statement could hold a finding."""
-        return _any(cls.PREFILTER, segment)
+    def mentions(cls, text: bytes) -> bool:
+        """Whether text (a qualified name a local name is bound to) holds one of the filter's bytes."""
+        return (cls.PREFILTER is not None and _any(cls.PREFILTER, text)) or (
+            cls.REQUIRES_IN_STATEMENT and cls.REQUIRES is not None and _any(cls.REQUIRES, text)
+        )
+
+    @classmethod
+    def keeps(
+        cls, segment: bytes, statements: Sequence[ast.stmt], alias: bool, identifiers: Callable[[], frozenset[str]]
+    ) -> bool:
+        """Whether the module-level statements (their source, their ast) could hold a finding.
+
+        `alias`: the segment names a module-level name bound to something `mentions` accepts.
+        `identifiers`: every name, attribute, imported module part and short string the statements spell.
+        """
+        if not (alias or _any(cls.PREFILTER, segment)):
+            return False
+        if cls.REQUIRES_IN_STATEMENT and not (alias or _any(cls.REQUIRES, segment)):
+            return False
+        if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(identifiers()):
+            return False
+        return any(cls.statement_check(stmt) for stmt in statements)
+
+    @classmethod
+    def statement_check(cls, statement: ast.stmt) -> bool:
+        """A structural check of a module-level statement's ast; False only if it cannot hold a finding."""
+        return True
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:
         """Findings of a TextRule."""

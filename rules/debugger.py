@@ -1,5 +1,7 @@
 """debugger: a breakpoint, an interactive console or a debugger import left in installed code."""
 
+import re
+
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -58,6 +60,20 @@ breakpoint calls still are."""
         b"debugpy",
         b"pydevd",
         b"set_trace",
+        b"listen",
+        b"wait_for_client",
+    )
+    # The module must be named somewhere: imported, or given to __import__ as a string.
+    REQUIRES = (
+        b"breakpoint",
+        b"pdb",
+        b"IPython",
+        b"debugpy",
+        b"pydevd",
+        re.compile(rb"import[^\n#]*\bcode\b|['\"]code['\"]"),
+    )
+    IDENTIFIERS = frozenset(
+        {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith("*")} | DEBUGGER_MODULES | {"Pdb", "interact"}
     )
 
     VALID = [

@@ -1,5 +1,6 @@
 """disabled-guard: a condition or assertion made constant, so the guard never fires."""
 
+import ast
 import re
 
 import libcst as cst
@@ -7,6 +8,19 @@ import libcst as cst
 from patchaudit.rule import Example, Rule, Severity
 
 _LITERAL = rb"(?:True|False|None|\d|['\"]|\(\s*\)|\[\s*\])"
+
+
+def _constant_operand(test: ast.expr) -> bool:
+    """Whether a test has a constant where folding could make it constant (the ast side)."""
+    if isinstance(test, ast.Constant):
+        return True
+    if isinstance(test, ast.Tuple | ast.List) and not test.elts:
+        return True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _constant_operand(test.operand)
+    if isinstance(test, ast.BoolOp):
+        return any(_constant_operand(v) for v in test.values)
+    return False
 
 
 def _generator_marker(node: cst.If) -> bool:
@@ -45,7 +59,7 @@ def _typing_only(node: cst.If) -> bool:
 
 def _plain(test: cst.BaseExpression) -> bool:
     """`True`/`1` written alone: a plain loop or block, not a guard switched off."""
-    return isinstance(test, cst.Name | cst.Integer) and not test.lpar
+    return isinstance(test, cst.Name | cst.Integer)
 
 
 class DisabledGuard(Rule):
@@ -65,6 +79,17 @@ or `if False: yield` (a generator marker)."""
         re.compile(rb"\b(?:and|or|not)[\s(\\]*" + _LITERAL),
         re.compile(rb"(?:True|False|None|\d|['\"])[\s)\\]*\b(?:and|or)\b"),
     )
+
+    @classmethod
+    def statement_check(cls, statement: ast.stmt) -> bool:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
+                plain = isinstance(node.test, ast.Constant) and (
+                    node.test.value is True or (type(node.test.value) is int and node.test.value != 0)
+                )
+                if not plain or isinstance(node, ast.Assert):
+                    return True
+        return False
 
     VALID = [
         "if use_fp8 and is_supported(dev):\n    x = quantize(x)\n",

@@ -26,6 +26,7 @@ for the whole process and every child it starts, far from where the operator loo
 configuration (the unit file, the launcher). Patches that force `CUDA_VISIBLE_DEVICES`, NCCL or
 attention-backend variables this way outlive the debugging session that needed them."""
     PREFILTER = (b"environ", b"putenv", b"unsetenv")
+    IDENTIFIERS = frozenset({"environ", "putenv", "unsetenv"})
 
     VALID = [
         "import os\nvalue = os.environ.get('HOME')\n",

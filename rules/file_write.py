@@ -30,6 +30,7 @@ Writes to paths from arguments are not flagged, nor are reads."""
         re.compile(rb"""(['"])[rwxabt+]*[wax+][rwxabt+]*\1"""),
     )
     REQUIRES = (b"open", b"write_")
+    IDENTIFIERS = frozenset({"open", "write_text", "write_bytes"})
 
     VALID = [
         "with open(path, 'w') as fh:\n    fh.write(text)\n",

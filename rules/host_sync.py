@@ -1,5 +1,7 @@
 """host-sync: a device-to-host synchronisation inside a forward function."""
 
+import re
+
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -17,8 +19,10 @@ class HostSync(Rule):
 and copy to the host. In a model's `forward` they stall the pipeline on every step and break
 CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
 forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
-    PREFILTER = (b"item", b"cpu", b"tolist", b"synchronize")
-    REQUIRES = (b"forward", b"__call__")
+    PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize")
+    REQUIRES = re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)")
+    REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize"})
 
     VALID = [
         "def load_weights(self, w):\n    return w.cpu()\n",

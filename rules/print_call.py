@@ -15,6 +15,7 @@ debug output from a hand patch. On a serving host it floods the journal and, in 
 costs a host round-trip per call. `print` in `__main__.py` or under
 `if __name__ == "__main__":` is a command-line entry point and is not flagged."""
     PREFILTER = b"print"
+    IDENTIFIERS = frozenset({"print"})
 
     VALID = [
         "import logging\nlogging.getLogger(__name__).info('x')\n",

@@ -1,5 +1,7 @@
 """process-or-network: library code that starts processes or opens network connections."""
 
+import re
+
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -38,6 +40,10 @@ HARMLESS = {
 }
 
 
+_MODULES = rb"(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"
+_OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\b"
+
+
 class ProcessOrNetwork(Rule):
     ID = "process-or-network"
     SEVERITY = Severity.MEDIUM
@@ -47,19 +53,22 @@ class ProcessOrNetwork(Rule):
 code run with the service's privileges and network access. A patch that shells out (to
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
 uses such calls elsewhere. Calls are matched by what they resolve to."""
-    # Every match names one of these modules or os functions (in an import, a call, a string).
+    # A statement with a finding names the module or function (or a module-level alias of it) ...
     PREFILTER = (
-        b"subprocess",
-        b"socket",
-        b"urllib",
-        b"requests",
-        b"httpx",
-        b"aiohttp",
-        b"http",
-        b"system",
-        b"popen",
-        b"exec",
-        b"spawn",
+        re.compile(rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|HTTPS?Connection|ClientSession)\b"),
+        re.compile(_OS_CALLS),
+    )
+    # ... and the file imports one of the modules, or names an os function that runs a program.
+    REQUIRES = (
+        re.compile(rb"import[^\n#]*\b" + _MODULES),
+        re.compile(rb"from[ \t]+" + _MODULES),
+        re.compile(rb"['\"]" + _MODULES),
+        re.compile(_OS_CALLS),
+    )
+
+    IDENTIFIERS = frozenset(
+        {n.rsplit(".", 1)[-1] for n in CALLS if not n.endswith("*")}
+        | {"subprocess", "requests", "httpx", "aiohttp", "urllib", "http", "socket"}
     )
 
     VALID = [

@@ -1,10 +1,11 @@
 """token-count-branch: a branch taken only when a token or batch count equals a magic number."""
 
+import ast
 import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, literal_string
+from patchaudit.rule import COUNT_NAME, Example, Rule, Severity, literal_string
 
 SIDE_EFFECT_CALLS = (
     "builtins.print",
@@ -36,6 +37,63 @@ SIDE_EFFECT_CALLS = (
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
+
+
+def _magic_constant(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2
+
+
+_COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float"}
+
+
+def _count_shaped(node: ast.AST, assigned: set[str]) -> bool:
+    """Whether an operand could be a count (the ast side of `Rule.count_of`, looser)."""
+    if isinstance(node, ast.Name):
+        return COUNT_NAME.match(node.id) is not None or node.id in assigned  # a count name, or a local
+    if isinstance(node, ast.Attribute):
+        return COUNT_NAME.match(node.attr) is not None
+    if isinstance(node, ast.Subscript):
+        owner = node.value
+        if isinstance(owner, ast.Call):
+            owner = owner.func
+        return isinstance(owner, ast.Attribute) and owner.attr in ("shape", "size")
+    if isinstance(node, ast.Call):
+        func = node.func
+        return not isinstance(func, ast.Attribute) or func.attr in _COUNT_METHODS
+    return False
+
+
+def _assigned(statement: ast.stmt) -> set[str]:
+    out = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+    return out
+
+
+def _magic_test(node: ast.AST, assigned: set[str]) -> bool:
+    """The ast side of the rule: a comparison or case with a magic number (no names resolved)."""
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        for index, op in enumerate(node.ops):
+            pair = operands[index : index + 2]
+            if isinstance(op, ast.Eq) and any(
+                _magic_constant(a) and _count_shaped(b, assigned) for a, b in (pair, pair[::-1])
+            ):
+                return True
+            right = pair[1]
+            collection = isinstance(right, ast.Tuple | ast.List | ast.Set)
+            magic = collection and any(_magic_constant(e) for e in right.elts)  # type: ignore[attr-defined]
+            if isinstance(op, ast.In) and magic and _count_shaped(pair[0], assigned):
+                return True
+    if isinstance(node, ast.Match):
+        return _count_shaped(node.subject, assigned) and any(
+            _magic_constant(n.value)
+            for case in node.cases
+            for n in ast.walk(case.pattern)
+            if isinstance(n, ast.MatchValue)
+        )
+    return False
 
 
 def _magic(node: cst.BaseExpression) -> int | None:
@@ -93,6 +151,12 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len")
+    REQUIRES_IN_STATEMENT = True
+
+    @classmethod
+    def statement_check(cls, statement: ast.stmt) -> bool:
+        assigned = _assigned(statement)
+        return any(_magic_test(node, assigned) for node in ast.walk(statement))
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",

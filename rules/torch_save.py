@@ -36,6 +36,7 @@ the call sits in a forward function; medium elsewhere. Not flagged: a save into 
 parameter)."""
     PREFILTER = (b"save", b"dump")
     REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors")
+    IDENTIFIERS = frozenset({"save", "savez", "savez_compressed", "savetxt", "dump", "save_file"})
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",

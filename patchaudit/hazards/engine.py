@@ -52,40 +52,93 @@ def _parse_error_hit(message: str, line: int | None = 1) -> Hit:
     )
 
 
-def _reduced(data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]]) -> bytes | None:
-    """The file with every module-level statement no rule could flag turned into blank lines.
+class _Identifiers:
+    """The identifiers module-level statements spell, collected on first use."""
 
-    Lines keep their numbers, so positions need no mapping. None when no statement is left.
-    A statement is kept when one rule's prefilter matches its text, or when it mentions a
-    module-level alias whose target a prefilter matches (`save = torch.save`, then `save(...)`).
-    """
-    blocks: list[list[int]] = []
-    for stmt in tree.body:
+    def __init__(self, statements: list[ast.stmt]) -> None:
+        self.statements = statements
+        self.found: frozenset[str] | None = None
+
+    def __call__(self) -> frozenset[str]:
+        if self.found is None:
+            out: set[str] = set()
+            for stmt in self.statements:
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Name):
+                        out.add(node.id)
+                    elif isinstance(node, ast.Attribute):
+                        out.add(node.attr)
+                    elif isinstance(node, ast.alias):
+                        out.update(node.name.split("."))
+                        if node.asname:
+                            out.add(node.asname)
+                    elif isinstance(node, ast.ImportFrom) and node.module:
+                        out.update(node.module.split("."))
+                    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
+                        out.update(node.value.split("."))
+            self.found = frozenset(out)
+        return self.found
+
+
+def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
+    """Statements grouped by the lines they span (decorators included; `a; b` is one block)."""
+    blocks: list[tuple[int, int, list[ast.stmt]]] = []
+    for stmt in statements:
         first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
         last = stmt.end_lineno or stmt.lineno
         if blocks and first <= blocks[-1][1]:
-            blocks[-1][1] = max(blocks[-1][1], last)
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], last), [*blocks[-1][2], stmt])
         else:
-            blocks.append([first, last])
+            blocks.append((first, last, [stmt]))
+    return blocks
+
+
+def _reduced(data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]]) -> bytes | None:
+    """The file with every statement no rule could flag turned into blank lines.
+
+    Module-level statements are dropped whole; inside a class that is kept, each member that no
+    rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
+    positions need no mapping. None when no statement is left. A rule keeps what its filters
+    match (Rule.keeps), counting a mention of a module-level name bound to something its
+    filters match (`save = torch.save`, then `save(...)`) as a match.
+    """
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
-    aliases = [
-        re.escape(name.encode())
-        for name in names.module_aliases()
-        if any(rule.statement_filter(q.encode()) for q in names.lookup(name, ()) for rule in rules)
-    ]
-    mentions = re.compile(rb"\b(?:" + b"|".join(aliases) + rb")\b") if aliases else None
-    out = list(lines)
-    kept = 0
-    for first, last in blocks:
+    module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
+    mentions: list[re.Pattern[bytes] | None] = []
+    for rule in rules:
+        bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
+        mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
+
+    def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
         segment = b"".join(lines[first - 1 : last])
-        if any(rule.statement_filter(segment) for rule in rules) or (mentions is not None and mentions.search(segment)):
-            kept += 1
+        spelled = _Identifiers(stmts)
+        return any(
+            rule.keeps(segment, stmts, alias is not None and alias.search(segment) is not None, spelled)
+            for rule, alias in zip(rules, mentions, strict=True)
+        )
+
+    out = list(lines)
+    blocks = _blocks(tree.body)
+    kept = 0
+    for first, last, stmts in blocks:
+        if not keep(first, last, stmts):
+            for index in range(first - 1, min(last, len(lines))):
+                out[index] = b"\n"
             continue
-        for index in range(first - 1, min(last, len(lines))):
-            out[index] = b"\n"
+        kept += 1
+        (cls,) = stmts if len(stmts) == 1 else (None,)
+        if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
+            continue
+        for m_first, m_last, members in _blocks(cls.body):
+            if keep(m_first, m_last, members):
+                continue
+            line = lines[m_first - 1]
+            out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
+            for index in range(m_first, min(m_last, len(lines))):
+                out[index] = b"\n"
     if not kept:
         return None
-    return data if kept == len(blocks) else b"".join(out)
+    return b"".join(out)
 
 
 def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> tuple[list[Hit], str]:

@@ -38,9 +38,17 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
         console.print(_drift_table(drifted))
 
     findings = [f for f in report.all_findings() if show_suppressed or not f.suppressed]
-    if findings:
+    changed = [f for f in findings if f.in_change]
+    upstream = [f for f in findings if not f.in_change]
+    if changed:
         console.print()
-        for finding in sorted(findings, key=lambda f: (-f.severity.rank, f.path, f.line)):
+        for finding in sorted(changed, key=lambda f: (-f.severity.rank, f.path, f.line)):
+            console.print(_finding_line(finding))
+    if upstream:
+        console.print()
+        heading = f"In code that verifies against RECORD ({_plural(len(upstream), 'finding')}, not failing):"
+        console.print(Text(heading, style="dim"))
+        for finding in sorted(upstream, key=lambda f: (-f.severity.rank, f.path, f.line)):
             console.print(_finding_line(finding))
 
     console.print()
@@ -83,8 +91,6 @@ def _finding_line(finding: Finding) -> Text:
     text.append(f" {printable(finding.path)}:{finding.line} ")
     text.append(f"[{finding.rule}]", style="bold")
     text.append(f" {finding.message}")
-    if not finding.in_change:
-        text.append(" (outside the change)", style="dim")
     if finding.suppressed:
         text.append(" (suppressed)", style="dim")
     return text
