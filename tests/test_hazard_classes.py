@@ -205,7 +205,8 @@ case(
 case(
     "quiet_bytesio",
     "import io\nimport torch\n\n\ndef to_bytes(t):\n    return t\n",
-    "import io\nimport torch\n\n\ndef to_bytes(t):\n    buf = io.BytesIO()\n    torch.save(t, buf)\n    return buf.getvalue()\n",
+    "import io\nimport torch\n\n\ndef to_bytes(t):\n    buf = io.BytesIO()\n"
+    "    torch.save(t, buf)\n    return buf.getvalue()\n",
 )
 case(
     "quiet_save_function",
