@@ -30,6 +30,7 @@ __all__ = [
     "FileContext",
     "Rule",
     "TextRule",
+    "Statement",
     "Severity",
     "FORWARD_NAMES",
     "COUNT_NAME",
@@ -137,6 +138,67 @@ class FileContext:
         return found
 
 
+_VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def visitor_methods(visitor: cst.BatchableCSTVisitor) -> dict[str, Callable[[cst.CSTNode], None]]:
+    """What BatchableCSTVisitor.get_visitors returns, with the method names found once per class.
+
+    libcst's own lookup runs inspect.getmembers on every instance: per file, per rule.
+    """
+    cls = type(visitor)
+    names = _VISITOR_NAMES.get(cls)
+    if names is None:
+        names = tuple(
+            name
+            for name in dir(cls)
+            if name.startswith(("visit_", "leave_"))
+            and callable(getattr(cls, name))
+            and not getattr(getattr(cls, name), "_is_no_op", False)
+        )
+        _VISITOR_NAMES[cls] = names
+    return {name: getattr(visitor, name) for name in names}
+
+
+class Statement:
+    """A statement as prefilters see it: its source bytes, its ast nodes, the identifiers it spells.
+
+    Nodes and identifiers are computed on first use and shared by every rule.
+    """
+
+    def __init__(self, text: bytes, statements: Sequence[ast.stmt], nodes: Callable[[ast.stmt], list[ast.AST]]):
+        self.text = text
+        self._statements = statements
+        self._nodes_of = nodes
+        self._nodes: list[ast.AST] | None = None
+        self._identifiers: frozenset[str] | None = None
+
+    def nodes(self) -> list[ast.AST]:
+        if self._nodes is None:
+            self._nodes = [n for stmt in self._statements for n in self._nodes_of(stmt)]
+        return self._nodes
+
+    def identifiers(self) -> frozenset[str]:
+        """Every name, attribute, imported module part and short string the statement spells."""
+        if self._identifiers is None:
+            out: set[str] = set()
+            for node in self.nodes():
+                if isinstance(node, ast.Name):
+                    out.add(node.id)
+                elif isinstance(node, ast.Attribute):
+                    out.add(node.attr)
+                elif isinstance(node, ast.alias):
+                    out.update(node.name.split("."))
+                    if node.asname:
+                        out.add(node.asname)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    out.update(node.module.split("."))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
+                    out.update(node.value.split("."))
+            self._identifiers = frozenset(out)
+        return self._identifiers
+
+
 class Rule(cst.BatchableCSTVisitor):
     """A libcst rule. Subclass it in a file of its own and declare the class attributes below."""
 
@@ -171,6 +233,9 @@ class Rule(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context if context is not None else FileContext(path="")
 
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return visitor_methods(self)
+
     @classmethod
     def applies_to(cls, path: str) -> bool:
         return path.endswith(cls.SUFFIXES)
@@ -188,25 +253,22 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     @classmethod
-    def keeps(
-        cls, segment: bytes, statements: Sequence[ast.stmt], alias: bool, identifiers: Callable[[], frozenset[str]]
-    ) -> bool:
-        """Whether the module-level statements (their source, their ast) could hold a finding.
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        """Whether a statement (a module-level one, or a member of a class) could hold a finding.
 
-        `alias`: the segment names a module-level name bound to something `mentions` accepts.
-        `identifiers`: every name, attribute, imported module part and short string the statements spell.
+        `alias`: the statement names a module-level name bound to something `mentions` accepts.
         """
-        if not (alias or _any(cls.PREFILTER, segment)):
+        if not (alias or _any(cls.PREFILTER, statement.text)):
             return False
-        if cls.REQUIRES_IN_STATEMENT and not (alias or _any(cls.REQUIRES, segment)):
+        if cls.REQUIRES_IN_STATEMENT and not (alias or _any(cls.REQUIRES, statement.text)):
             return False
-        if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(identifiers()):
+        if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
             return False
-        return any(cls.statement_check(stmt) for stmt in statements)
+        return cls.statement_check(statement.nodes())
 
     @classmethod
-    def statement_check(cls, statement: ast.stmt) -> bool:
-        """A structural check of a module-level statement's ast; False only if it cannot hold a finding."""
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        """A structural check over every ast node of a statement; False only if it cannot hold a finding."""
         return True
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:

@@ -2,6 +2,7 @@
 
 import ast
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -81,8 +82,8 @@ or `if False: yield` (a generator marker)."""
     )
 
     @classmethod
-    def statement_check(cls, statement: ast.stmt) -> bool:
-        for node in ast.walk(statement):
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        for node in nodes:
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
                     node.test.value is True or (type(node.test.value) is int and node.test.value != 0)

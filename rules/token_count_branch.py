@@ -2,6 +2,7 @@
 
 import ast
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -63,9 +64,9 @@ def _count_shaped(node: ast.AST, assigned: set[str]) -> bool:
     return False
 
 
-def _assigned(statement: ast.stmt) -> set[str]:
+def _assigned(nodes: Sequence[ast.AST]) -> set[str]:
     out = set()
-    for node in ast.walk(statement):
+    for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             out.add(node.id)
     return out
@@ -154,9 +155,9 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
     REQUIRES_IN_STATEMENT = True
 
     @classmethod
-    def statement_check(cls, statement: ast.stmt) -> bool:
-        assigned = _assigned(statement)
-        return any(_magic_test(node, assigned) for node in ast.walk(statement))
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        assigned = _assigned(nodes)
+        return any(_magic_test(node, assigned) for node in nodes)
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",

@@ -129,7 +129,7 @@ def test_agrees_with_libcst_on_every_imported_call_of_real_packages() -> None:
     checked = 0
     for path in _files(click) + _files(json) + _files(email):
         data = path.read_bytes()
-        visitor = _Scoped(NameTable.build(ast.parse(data)))
+        visitor = _Scoped(NameTable.build(ast.parse(data), data))
         MetadataWrapper(cst.parse_module(data)).visit(visitor)
         assert visitor.problems == [], path
         checked += visitor.checked

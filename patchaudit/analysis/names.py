@@ -109,9 +109,11 @@ class NameTable:
     _busy: set[tuple[str, Scope]] = field(default_factory=set)
 
     @classmethod
-    def build(cls, tree: ast.Module) -> NameTable:
+    def build(cls, tree: ast.Module, source: bytes | None = None) -> NameTable:
+        """The table of a parsed module; with its source, simple statements that cannot bind inside
+        an expression (no `lambda`, no `:=` on their lines) are bound without walking their expressions."""
         table = cls()
-        _Binder(table).visit(tree)
+        _Binder(table, source.splitlines() if source is not None else None).visit(tree)
         return table
 
     @classmethod
@@ -186,11 +188,45 @@ def _chain(scope: Scope) -> Iterable[Scope]:
         yield outer
 
 
+_SIMPLE = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
+
+
 class _Binder(ast.NodeVisitor):
-    def __init__(self, table: NameTable) -> None:
+    def __init__(self, table: NameTable, lines: list[bytes] | None = None) -> None:
         self.table = table
+        self.lines = lines
         self.scope: Scope = ()
         self.globals: dict[Scope, set[str]] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        if self.lines is not None and isinstance(node, _SIMPLE) and self._plain(node):
+            self._targets(node)
+            return
+        super().visit(node)
+
+    def _plain(self, node: ast.stmt) -> bool:
+        assert self.lines is not None
+        return not any(b"lambda" in line or b":=" in line for line in self.lines[node.lineno - 1 : node.end_lineno])
+
+    def _targets(self, node: ast.stmt) -> None:
+        """The bindings of a statement whose expressions bind nothing."""
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self._assign(target, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._assign(node.target, node.value)
+        elif isinstance(node, ast.AugAssign | ast.Delete):
+            for target in node.targets if isinstance(node, ast.Delete) else [node.target]:
+                if isinstance(target, ast.Name):
+                    self.bind(target.id, _OTHER)
+                elif isinstance(target, ast.Tuple | ast.List):
+                    self.visit(target)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        # Its target lives in the comprehension's own scope, not the enclosing one.
+        self.visit(node.iter)
+        for test in node.ifs:
+            self.visit(test)
 
     def bind(self, name: str, binding: _Binding) -> None:
         where = () if name in self.globals.get(self.scope, ()) else self.scope

@@ -15,7 +15,7 @@ from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERRO
 from patchaudit.hazards.source import SourceFile
 from patchaudit.hazards.tracker import Tracker
 from patchaudit.report import Finding
-from patchaudit.rule import FileContext, Hit, Rule
+from patchaudit.rule import FileContext, Hit, Rule, Statement
 
 __all__ = ["check_file", "needs_parse", "active_rules"]
 
@@ -52,32 +52,25 @@ def _parse_error_hit(message: str, line: int | None = 1) -> Hit:
     )
 
 
-class _Identifiers:
-    """The identifiers module-level statements spell, collected on first use."""
+class _Nodes:
+    """Every ast node of a statement, walked once per file; a class reuses its members' walks."""
 
-    def __init__(self, statements: list[ast.stmt]) -> None:
-        self.statements = statements
-        self.found: frozenset[str] | None = None
+    def __init__(self) -> None:
+        self.memo: dict[int, list[ast.AST]] = {}
 
-    def __call__(self) -> frozenset[str]:
-        if self.found is None:
-            out: set[str] = set()
-            for stmt in self.statements:
-                for node in ast.walk(stmt):
-                    if isinstance(node, ast.Name):
-                        out.add(node.id)
-                    elif isinstance(node, ast.Attribute):
-                        out.add(node.attr)
-                    elif isinstance(node, ast.alias):
-                        out.update(node.name.split("."))
-                        if node.asname:
-                            out.add(node.asname)
-                    elif isinstance(node, ast.ImportFrom) and node.module:
-                        out.update(node.module.split("."))
-                    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
-                        out.update(node.value.split("."))
-            self.found = frozenset(out)
-        return self.found
+    def __call__(self, stmt: ast.stmt) -> list[ast.AST]:
+        found = self.memo.get(id(stmt))
+        if found is None:
+            if isinstance(stmt, ast.ClassDef):
+                found = [stmt]
+                for expr in [*stmt.decorator_list, *stmt.bases, *stmt.keywords]:
+                    found.extend(ast.walk(expr))
+                for member in stmt.body:
+                    found.extend(self(member))
+            else:
+                found = list(ast.walk(stmt))
+            self.memo[id(stmt)] = found
+        return found
 
 
 def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
@@ -93,12 +86,15 @@ def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]
     return blocks
 
 
-def _reduced(data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]]) -> bytes | None:
+def _reduced(
+    data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]]
+) -> tuple[bytes, list[int]] | None:
     """The file with every statement no rule could flag turned into blank lines.
 
     Module-level statements are dropped whole; inside a class that is kept, each member that no
     rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
-    positions need no mapping. None when no statement is left. A rule keeps what its filters
+    positions need no mapping; the line of every module-level statement kept comes along.
+    None when no statement is left. A rule keeps what its filters
     match (Rule.keeps), counting a mention of a module-level name bound to something its
     filters match (`save = torch.save`, then `save(...)`) as a match.
     """
@@ -109,23 +105,24 @@ def _reduced(data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[ty
         bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
         mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
 
+    nodes = _Nodes()
+
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
-        segment = b"".join(lines[first - 1 : last])
-        spelled = _Identifiers(stmts)
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
         return any(
-            rule.keeps(segment, stmts, alias is not None and alias.search(segment) is not None, spelled)
+            rule.keeps(statement, alias is not None and alias.search(statement.text) is not None)
             for rule, alias in zip(rules, mentions, strict=True)
         )
 
     out = list(lines)
     blocks = _blocks(tree.body)
-    kept = 0
+    kept: list[int] = []
     for first, last, stmts in blocks:
         if not keep(first, last, stmts):
             for index in range(first - 1, min(last, len(lines))):
                 out[index] = b"\n"
             continue
-        kept += 1
+        kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
         (cls,) = stmts if len(stmts) == 1 else (None,)
         if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
             continue
@@ -138,7 +135,7 @@ def _reduced(data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[ty
                 out[index] = b"\n"
     if not kept:
         return None
-    return b"".join(out)
+    return b"".join(out), kept
 
 
 def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> tuple[list[Hit], str]:
@@ -166,10 +163,11 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
         return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
     if not cst_rules:
         return hits, text
-    names = NameTable.build(tree)
-    source = _reduced(data, tree, names, cst_rules) if prefilter else data
-    if source is None:
+    names = NameTable.build(tree, data)
+    reduced = _reduced(data, tree, names, cst_rules) if prefilter else (data, [b[2][0].lineno for b in _blocks(tree.body)])
+    if reduced is None:
         return hits, text
+    source, firsts = reduced
     try:
         module = cst.parse_module(source)
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
@@ -180,10 +178,10 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     try:
         cst.visit_batched(module, visitors)
         if context.pending:
-            if any(p.top is None for p in context.pending):
-                positions = context.metadata(PositionProvider)
+            if not prefilter or any(p.top is None for p in context.pending):
+                positions = context.metadata(PositionProvider)  # the whole module: slow, exact
             else:
-                positions = _statement_positions(module, [p.top for p in context.pending])
+                positions = _statement_positions(module, [p.top for p in context.pending], firsts)
             for p in context.pending:
                 start = positions[p.node].start  # type: ignore[attr-defined]
                 stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
@@ -212,29 +210,35 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     return hits, text
 
 
-def _statement_positions(module: cst.Module, tops: list[cst.CSTNode | None]) -> dict[cst.CSTNode, object]:
+def _statement_positions(
+    module: cst.Module, tops: list[cst.CSTNode | None], firsts: list[int]
+) -> dict[cst.CSTNode, object]:
     """Positions of the nodes inside the given module-level statements only.
 
     PositionProvider generates code for the whole module with position tracking, four times the
-    cost of plain code generation. Lines before a statement are counted from plain code instead,
-    and positions are tracked only inside the statements that hold a finding.
+    cost of plain code generation. It runs only over the statements that hold a finding, and
+    their first lines come from ast (`firsts`, one per statement of the module, in order).
     """
     wanted = {id(t) for t in tops if t is not None}
     out: dict[cst.CSTNode, object] = {}
+    if len(firsts) == len(module.body):
+        for stmt, first in zip(module.body, firsts, strict=True):
+            if id(stmt) in wanted:
+                mini = _mini(module, stmt)
+                found = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+                shift = first - found[stmt].start.line
+                for node, r in found.items():
+                    out[node] = CodeRange(
+                        CodePosition(r.start.line + shift, r.start.column),
+                        CodePosition(r.end.line + shift, r.end.column),
+                    )
+        return out
     line = sum(module.code_for_node(empty).count("\n") for empty in module.header)
     for stmt in module.body:
         code = module.code_for_node(stmt)
         if id(stmt) in wanted:
             wanted.discard(id(stmt))
-            mini = cst.Module(
-                body=[stmt],
-                header=[],
-                footer=[],
-                encoding=module.encoding,
-                default_indent=module.default_indent,
-                default_newline=module.default_newline,
-                has_trailing_newline=module.has_trailing_newline,
-            )
+            mini = _mini(module, stmt)
             for node, r in MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider).items():
                 out[node] = CodeRange(
                     CodePosition(r.start.line + line, r.start.column),
@@ -246,11 +250,24 @@ def _statement_positions(module: cst.Module, tops: list[cst.CSTNode | None]) -> 
     return out
 
 
+def _mini(module: cst.Module, stmt: cst.CSTNode) -> cst.Module:
+    return cst.Module(
+        body=[stmt],  # type: ignore[list-item]
+        header=[],
+        footer=[],
+        encoding=module.encoding,
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        has_trailing_newline=module.has_trailing_newline,
+    )
+
+
 def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[Finding]:
     """Findings for one file, suppressions applied, before severity overrides.
 
-    prefilter=False runs every rule over the whole file, skipping no file and no statement;
-    the results are the same, only slower (the tests check that).
+    prefilter=False runs every rule over the whole file, skipping no file and no statement, and
+    takes positions from libcst for the whole module; the results are the same, only slower
+    (the tests check that).
     """
     hits, text = _run_rules(file, rules, prefilter=prefilter)
     found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}

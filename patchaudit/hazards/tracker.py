@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import libcst as cst
 
-from patchaudit.rule import FileContext
+from patchaudit.rule import FileContext, visitor_methods
 
 __all__ = ["Tracker"]
 
@@ -16,6 +18,9 @@ class Tracker(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context
         self._main_flags: list[bool] = []
+
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return visitor_methods(self)
 
     def visit_If(self, node: cst.If) -> None:
         self.context.stmts.append(node)
