@@ -168,3 +168,18 @@ def test_installed_wheel_ships_the_pack(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(CATALOG)
+
+
+def test_rules_import_only_the_rule_api() -> None:
+    import ast as ast_module
+
+    for path in [*sorted((REPO / "rules").glob("*.py")), REPO / "patchaudit" / "rule.py"]:
+        tree = ast_module.parse(path.read_bytes())
+        imported = {
+            alias.name for node in ast_module.walk(tree) if isinstance(node, ast_module.Import) for alias in node.names
+        } | {node.module or "" for node in ast_module.walk(tree) if isinstance(node, ast_module.ImportFrom)}
+        ours = {name for name in imported if name.split(".")[0] == "patchaudit"}
+        allowed = {"patchaudit.rule"} if path.parent.name == "rules" else {"patchaudit.report", "patchaudit.lines"}
+        if path.name == "rule.py":
+            ours = {n for n in ours if not n.startswith("patchaudit.analysis")}
+        assert ours <= allowed, (path.name, ours)
