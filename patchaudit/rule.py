@@ -220,6 +220,9 @@ class Rule(cst.BatchableCSTVisitor):
     # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
     # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
     IDENTIFIERS: ClassVar[frozenset[str] | None] = None
+    # True when a finding depends on statements other than its own (the engine then never drops
+    # a statement this rule's filters keep, even outside a drifted file's changed lines).
+    WHOLE_MODULE: ClassVar[bool] = False
     SUFFIXES: ClassVar[tuple[str, ...]] = (".py",)
     USES_LIBCST: ClassVar[bool] = True
     NEEDS_PRISTINE: ClassVar[bool] = False

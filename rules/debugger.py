@@ -63,6 +63,7 @@ breakpoint calls still are."""
         b"listen",
         b"wait_for_client",
     )
+    WHOLE_MODULE = True  # an import is flagged unless the module uses pdb as a library elsewhere
     # The module must be named somewhere: imported, or given to __import__ as a string.
     REQUIRES = (
         b"breakpoint",

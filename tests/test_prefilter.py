@@ -89,3 +89,18 @@ def test_prefilter_changes_nothing(rule, example) -> None:
         for rules in ([rule], RULES) if name in ("as-is", "padded-lines") else ([rule],):
             assert check_file(file, rules) == check_file(file, rules, prefilter=False), (name, code)
     assert tried >= 3
+    if example.pristine is None and example.path.endswith(".py"):
+        # Drifted against a pristine file: the engine also drops statements outside the change.
+        code = PADDING + _in_method(example.code)
+        lines = code.splitlines(keepends=True)
+        pairs = [(code, p) for p in (PADDING, _in_method(example.code), "".join(lines[: len(lines) // 2]) + "\n")]
+        body = ast.parse(example.code).body
+        if len(body) >= 2:
+            # Only the first statement changed; the rest of the module (after padding) did not.
+            split = example.code.splitlines(keepends=True)
+            first, rest = "".join(split[: body[0].end_lineno]), "".join(split[body[0].end_lineno :])
+            pairs.append((first + PADDING + rest, PADDING + rest))
+        for installed, pristine in pairs:
+            file = SourceFile(path=example.path, installed=installed.encode(), pristine=pristine.encode())
+            for rules in ([rule], RULES):
+                assert check_file(file, rules) == check_file(file, rules, prefilter=False), (pristine, installed)

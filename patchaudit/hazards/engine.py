@@ -87,7 +87,7 @@ def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]
 
 
 def _reduced(
-    data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]]
+    data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]], changed: set[int] | None
 ) -> tuple[bytes, list[int]] | None:
     """The file with every statement no rule could flag turned into blank lines.
 
@@ -96,7 +96,9 @@ def _reduced(
     positions need no mapping; the line of every module-level statement kept comes along.
     None when no statement is left. A rule keeps what its filters
     match (Rule.keeps), counting a mention of a module-level name bound to something its
-    filters match (`save = torch.save`, then `save(...)`) as a match.
+    filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
+    drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
+    whole module (WHOLE_MODULE): its findings could not be in the change.
     """
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
@@ -108,9 +110,11 @@ def _reduced(
     nodes = _Nodes()
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
+        touched = changed is None or any(line in changed for line in range(first, last + 1))
         statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
         return any(
-            rule.keeps(statement, alias is not None and alias.search(statement.text) is not None)
+            (touched or rule.WHOLE_MODULE)
+            and rule.keeps(statement, alias is not None and alias.search(statement.text) is not None)
             for rule, alias in zip(rules, mentions, strict=True)
         )
 
@@ -138,7 +142,9 @@ def _reduced(
     return b"".join(out), kept
 
 
-def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> tuple[list[Hit], str]:
+def _run_rules(
+    file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True, changed: set[int] | None = None
+) -> tuple[list[Hit], str]:
     """Raw hits for one file, and its decoded text."""
     data = file.installed
     text = decode(data)
@@ -164,7 +170,10 @@ def _run_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     if not cst_rules:
         return hits, text
     names = NameTable.build(tree, data)
-    reduced = _reduced(data, tree, names, cst_rules) if prefilter else (data, [b[2][0].lineno for b in _blocks(tree.body)])
+    if prefilter:
+        reduced = _reduced(data, tree, names, cst_rules, changed)
+    else:
+        reduced = data, [b[2][0].lineno for b in _blocks(tree.body)]
     if reduced is None:
         return hits, text
     source, firsts = reduced
@@ -269,7 +278,10 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     takes positions from libcst for the whole module; the results are the same, only slower
     (the tests check that).
     """
-    hits, text = _run_rules(file, rules, prefilter=prefilter)
+    changed: set[int] | None = None
+    if file.drifted and file.pristine is not None:
+        changed = changed_lines(decode(file.installed), decode(file.pristine))
+    hits, text = _run_rules(file, rules, prefilter=prefilter, changed=changed)
     found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}
     used: set[tuple[int, str]] = set()
     suppressed: list[bool] = []
@@ -294,9 +306,6 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
                 )
             )
 
-    changed: set[int] | None = None
-    if file.drifted and file.pristine is not None:
-        changed = changed_lines(text, decode(file.pristine))
     findings = []
     for hit, is_suppressed in zip(hits, suppressed, strict=True):
         if changed is not None and not (hit.always_in_change or hit.line in changed or hit.stmt_line in changed):
