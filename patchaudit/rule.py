@@ -20,7 +20,7 @@ from libcst.metadata import MetadataWrapper
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
-from patchaudit.lines import pth_executable_lines, source_lines
+from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "call_arg",
     "const_value",
     "literal_string",
+    "line_opcodes",
     "pth_executable_lines",
     "source_lines",
 ]

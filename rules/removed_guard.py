@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from patchaudit.rule import Example, Hit, Severity, TextRule, source_lines
+from patchaudit.rule import Example, Hit, Severity, TextRule, line_opcodes, source_lines
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
@@ -269,7 +269,7 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
             return []
         old_lines = source_lines(pristine)
         new_lines = source_lines(installed)
-        opcodes = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes()
+        opcodes = line_opcodes(old_lines, new_lines)
         hits: list[Hit] = []
         for scope, guards in old.items():
             if scope not in new:

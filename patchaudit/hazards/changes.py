@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import io
 import re
 import tokenize
 
-from patchaudit.lines import source_lines
+from patchaudit.lines import line_opcodes, source_lines
 
 __all__ = ["decode", "ignores", "changed_lines"]
 
@@ -44,8 +43,7 @@ def changed_lines(installed: str, pristine: str) -> set[int]:
     a = source_lines(pristine)
     b = source_lines(installed)
     changed: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+    for tag, _i1, _i2, j1, j2 in line_opcodes(a, b):
         if tag in ("replace", "insert"):
             changed.update(range(j1 + 1, j2 + 1))
         elif tag == "delete":
