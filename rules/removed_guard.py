@@ -51,8 +51,32 @@ def _raises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
 
-def _scope_guards(tree: ast.Module) -> dict[str, list[_Guard]]:
-    """Scope (`<module>`, a class, a function, dotted) -> its guards in source order."""
+def _functions(tree: ast.Module, lines: list[str]) -> dict[str, str | None]:
+    """Functions at module level and in classes (dotted name) -> their source; None if defined twice."""
+    out: dict[str, str | None] = {}
+
+    def walk(body: list[ast.stmt], scope: str) -> None:
+        for stmt in body:
+            if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            name = stmt.name if not scope else f"{scope}.{stmt.name}"
+            if isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, name)
+                continue
+            first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+            text = "\n".join(lines[first - 1 : stmt.end_lineno])
+            out[name] = None if name in out else text
+
+    walk(tree.body, "")
+    return out
+
+
+def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[str, list[_Guard]]:
+    """Scope (`<module>`, a class, a function, dotted) -> its guards in source order.
+
+    Functions in `same` (their source is the same in both versions) are registered, not read:
+    their guards and the conditions around them, all inside them, are the same.
+    """
     out: dict[str, list[_Guard]] = {"<module>": []}
 
     def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: bool) -> None:
@@ -60,7 +84,8 @@ def _scope_guards(tree: ast.Module) -> dict[str, list[_Guard]]:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
                 out.setdefault(name, [])
-                walk(stmt.body, name, frozenset(), False)
+                if name not in same:
+                    walk(stmt.body, name, frozenset(), False)
                 continue
             guard = _guard(stmt, conds, swallowed)
             if guard is not None:
@@ -263,12 +288,14 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
         if pristine is None:
             return []
         try:
-            new = _scope_guards(ast.parse(installed))
-            old = _scope_guards(ast.parse(pristine))
+            new_tree, old_tree = ast.parse(installed), ast.parse(pristine)
         except (SyntaxError, ValueError, RecursionError):
             return []
         old_lines = source_lines(pristine)
         new_lines = source_lines(installed)
+        before, after = _functions(old_tree, old_lines), _functions(new_tree, new_lines)
+        same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
+        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         hits: list[Hit] = []
         for scope, guards in old.items():

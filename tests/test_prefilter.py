@@ -104,3 +104,27 @@ def test_prefilter_changes_nothing(rule, example) -> None:
             file = SourceFile(path=example.path, installed=installed.encode(), pristine=pristine.encode())
             for rules in ([rule], RULES):
                 assert check_file(file, rules) == check_file(file, rules, prefilter=False), (pristine, installed)
+
+
+def test_removed_guard_reads_only_changed_functions_without_changing_the_result(monkeypatch) -> None:
+    import email
+    import inspect
+    import json
+    from pathlib import Path
+
+    (rule,) = [r for r in RULES if r.ID == "removed-guard"]
+    module = inspect.getmodule(rule)
+    corpus = [p.read_text() for pkg in (json, email) for p in sorted(Path(pkg.__file__).parent.glob("*.py"))]
+    pairs = []
+    for pristine in corpus:
+        lines = pristine.splitlines(keepends=True)
+        guards = [i for i, line in enumerate(lines) if line.lstrip().startswith(("raise ", "assert "))]
+        for i in guards[:6]:
+            indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+            pairs.append((pristine, "".join([*lines[:i], indent + "pass\n", *lines[i + 1 :]])))
+    assert len(pairs) > 50
+    fast = [list(rule().check_text(installed, pristine)) for pristine, installed in pairs]
+    monkeypatch.setattr(module, "_functions", lambda tree, lines: {})
+    slow = [list(rule().check_text(installed, pristine)) for pristine, installed in pairs]
+    assert fast == slow
+    assert sum(map(len, fast)) >= len(pairs) // 2
