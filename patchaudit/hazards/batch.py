@@ -17,8 +17,9 @@ from patchaudit.rule import Rule
 
 __all__ = ["check_files"]
 
-# Below this many files to parse, a process pool costs more than it saves.
+# Below this many files to parse (or this many bytes), a process pool costs more than it saves.
 _POOL_MIN = 24
+_POOL_MIN_BYTES = 256 * 1024
 _WORKER_RULES: tuple[type[Rule], ...] = ()
 
 
@@ -64,7 +65,8 @@ def check_files(
         if index not in heavy_set:
             results[index] = check_file(files[index], rules)
     n_workers = workers if workers is not None else _default_workers()
-    if n_workers > 1 and len(heavy) >= _POOL_MIN:
+    big = len(heavy) >= 2 and sum(len(files[i].installed) for i in heavy) >= _POOL_MIN_BYTES
+    if n_workers > 1 and (len(heavy) >= _POOL_MIN or big):
         # Biggest files first, so that no worker is left with one huge file at the end.
         heavy.sort(key=lambda i: -len(files[i].installed))
         dirs = tuple(str(Path(d).resolve()) for d in rule_dirs)
