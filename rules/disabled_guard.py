@@ -8,7 +8,13 @@ import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
 
-_LITERAL = rb"(?:True|False|None|\d|['\"]|\(\s*\)|\[\s*\])"
+# A constant as a bare operand: not followed, on its line, by an operator, a call, an attribute or
+# an index (then it is part of a larger expression, which folding leaves alone).
+_STRING = rb"[rRbBuU]{0,2}(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
+_LITERAL = (
+    rb"(?:(?:True|False|None)\b|\d[\w.]*|" + _STRING + rb"|\(\s*\)|\[\s*\])"
+    rb"(?![ \t]*(?:[<>=!]=|[<>]|\bin\b|\bis\b|\bnot\b|[.(\[+\-*/%@&|^]))"
+)
 
 
 def _constant_operand(test: ast.expr) -> bool:
@@ -75,10 +81,10 @@ guard, a shape check) is now silently taken for every model. Conditions are fold
 and/or chains of any length, `not` and brackets. `if True:`/`while True:` alone are not
 flagged (they disable nothing), nor is `if False:` around imports only (an old typing guard)
 or `if False: yield` (a generator marker)."""
-    PREFILTER = (
-        re.compile(rb"\b(?:if|elif|while|assert)[\s(\\]*(?:not[\s(\\]+)*" + _LITERAL),
-        re.compile(rb"\b(?:and|or|not)[\s(\\]*" + _LITERAL),
-        re.compile(rb"(?:True|False|None|\d|['\"])[\s)\\]*\b(?:and|or)\b"),
+    # A folded constant is an operand right after one of these keywords (brackets, line
+    # continuations and comments between); `is not None` is a comparison, not an operand.
+    PREFILTER = re.compile(
+        rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*)*" + _LITERAL
     )
 
     @classmethod
@@ -132,6 +138,9 @@ or `if False: yield` (a generator marker)."""
         Example(code="assert x > 0 or True, 'x must be positive'\n", line=1),
         Example(code="while False and pending:\n    drain()\n", line=1),
         Example(code="if x or not False:\n    fast_path()\n", line=1),
+        Example(code="if (\n    x  # why\n    and  # off for now\n    False\n):\n    raise ValueError('x')\n", line=1),
+        Example(code="if mode == 'a' or 'b':\n    fast_path()\n", line=1, message="constant true"),
+        Example(code="if x is not None and ():\n    check(x)\n", line=1),
     ]
 
     def visit_If(self, node: cst.If) -> None:
