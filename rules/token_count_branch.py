@@ -1,6 +1,7 @@
 """token-count-branch: a branch taken only when a token or batch count equals a magic number."""
 
 import ast
+import builtins
 import re
 from collections.abc import Sequence
 
@@ -45,12 +46,22 @@ def _magic_constant(node: ast.AST) -> bool:
 
 
 _COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float"}
+_OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float"}
+Values = dict[str, list[ast.expr]]
 
 
-def _count_shaped(node: ast.AST, assigned: set[str]) -> bool:
-    """Whether an operand could be a count (the ast side of `Rule.count_of`, looser)."""
+def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
+    """Whether an operand could be a count: the ast side of `Rule.count_of`, looser.
+
+    A local is followed into the values assigned to it in the same statement, as count_of does.
+    A call of a builtin other than len/int/float is taken to be that builtin.
+    """
+    if depth > 8:
+        return True
     if isinstance(node, ast.Name):
-        return COUNT_NAME.match(node.id) is not None or node.id in assigned  # a count name, or a local
+        if COUNT_NAME.match(node.id) is not None:
+            return True
+        return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
         return COUNT_NAME.match(node.attr) is not None
     if isinstance(node, ast.Subscript):
@@ -60,19 +71,25 @@ def _count_shaped(node: ast.AST, assigned: set[str]) -> bool:
         return isinstance(owner, ast.Attribute) and owner.attr in ("shape", "size")
     if isinstance(node, ast.Call):
         func = node.func
-        return not isinstance(func, ast.Attribute) or func.attr in _COUNT_METHODS
+        if isinstance(func, ast.Attribute):
+            return func.attr in _COUNT_METHODS
+        return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
 
 
-def _assigned(nodes: Sequence[ast.AST]) -> set[str]:
-    out = set()
+def _assigned(nodes: Sequence[ast.AST]) -> Values:
+    out: Values = {}
     for node in nodes:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            out.add(node.id)
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
+            out.setdefault(node.target.id, []).append(node.value)
     return out
 
 
-def _magic_test(node: ast.AST, assigned: set[str]) -> bool:
+def _magic_test(node: ast.AST, assigned: Values) -> bool:
     """The ast side of the rule: a comparison or case with a magic number (no names resolved)."""
     if isinstance(node, ast.Compare):
         operands = [node.left, *node.comparators]
