@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchaudit.atomic import atomic_write
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
 from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report
 
 if TYPE_CHECKING:
     from patchaudit.environment import Environment
+    from patchaudit.procs.serviceenv import ServiceEnv
 
 SCHEMA = "patchaudit/baseline/v1"
 ABSENT = "absent"
@@ -79,6 +81,7 @@ class Baseline:
     distributions: tuple[DistSnapshot, ...]
     hooks: Mapping[str, str] = field(default_factory=dict)  # unowned startup hook -> digest
     approved: tuple[Approval, ...] = ()
+    service: ServiceEnv | None = None  # a systemd unit's steering variables (baseline create --unit)
 
     def find(self, name: str) -> DistSnapshot | None:
         key = _canon(name)
@@ -90,7 +93,10 @@ class Baseline:
             "created": self.created,
             "target": {"python": self.python, "paths": list(self.paths)},
             "distributions": [d.to_dict() for d in self.distributions],
-            "environment": {"hooks": dict(sorted(self.hooks.items()))},
+            "environment": {
+                "hooks": dict(sorted(self.hooks.items())),
+                **({"service": self.service.to_dict()} if self.service else {}),
+            },
             "approved": [a.to_dict() for a in self.approved],
         }
 
@@ -124,6 +130,15 @@ class Baseline:
             except (KeyError, TypeError):
                 problems.append(f"distributions[{n}] needs name, version, location and files (path -> hash)")
         hooks = (data.get("environment") or {}).get("hooks") or {}
+        service = None
+        raw_service = (data.get("environment") or {}).get("service")
+        if raw_service is not None:
+            from patchaudit.procs.serviceenv import ServiceEnv
+
+            try:
+                service = ServiceEnv.from_dict(raw_service, source=source)
+            except BaselineError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
         if not isinstance(hooks, dict):
             problems.append("environment.hooks must map a hook file name to its hash")
             hooks = {}
@@ -152,6 +167,7 @@ class Baseline:
             distributions=tuple(dists),
             hooks=hooks,
             approved=tuple(approved),
+            service=service,
         )
 
 
@@ -174,16 +190,9 @@ def load(path: Path) -> Baseline:
 def save(baseline: Baseline, path: Path) -> None:
     """Write atomically, with sorted keys, so that a diff between two versions shows only what changed."""
     text = json.dumps(baseline.to_dict(), indent=1) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
 
 
@@ -325,10 +334,15 @@ def check(
     )
     kept = {d.path for d in env_drift}
     env_findings = tuple(f for f in report.environment.findings if f.path in kept or f.severity.value == "info")
+    variables = report.environment.variables
+    if baseline.service is not None:
+        from patchaudit.procs.serviceenv import compare
+
+        variables += compare(baseline.service, report.target.paths)
     return dataclasses.replace(
         report,
         distributions=tuple(dists),
-        environment=EnvironmentReport(drift=env_drift, findings=env_findings),
+        environment=EnvironmentReport(drift=env_drift, findings=env_findings, variables=variables),
     )
 
 
@@ -393,13 +407,23 @@ def create(
     names: Sequence[str] = (),
     include_drift: bool = False,
     who: str | None = None,
+    unit: str | None = None,
+    unit_dirs: Sequence[str] = (),
 ) -> tuple[Baseline, list[tuple[str | None, Drift]], str | None]:
-    """Snapshot the environment into `out`; returns the baseline, the drift left out, the git commit."""
+    """Snapshot the environment into `out`; returns the baseline, the drift left out, the git commit.
+    With `unit`, the unit's steering variables are recorded too (unit files, hooks, live process)."""
     from patchaudit.audit import ScanOptions, scan
 
+    service = None
+    if unit is not None:
+        from patchaudit.procs.serviceenv import collect, live_process
+
+        sites = [str(s) for s in env.site_dirs]
+        service = collect(unit, unit_dirs=unit_dirs, site_dirs=sites, process=live_process(unit))
     report = scan(env, ScanOptions(names=tuple(names), hazards=False))
     who = who or who_approves(out.parent)
     baseline, left_out = snapshot(report, record_paths(env, names), include_drift=include_drift, who=who)
+    baseline = dataclasses.replace(baseline, service=service)
     save(baseline, out)
     listed = ", ".join(f"{d.name} {d.version}" for d in baseline.distributions[:5])
     more = len(baseline.distributions) - 5

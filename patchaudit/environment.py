@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,28 +13,6 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
 from patchaudit.report import Source
-
-# Run in the target interpreter with -I -S: nothing of the target's site-packages is imported and
-# no .pth file runs. Since -S skips the venv detection that older site.py does, find pyvenv.cfg here.
-_PROBE = r"""
-import json, os, sys, sysconfig
-exe = sys.executable
-prefix = sys.prefix
-for d in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
-    if os.path.isfile(os.path.join(d, "pyvenv.cfg")):
-        prefix = d
-        break
-v = {"base": prefix, "platbase": prefix, "installed_base": prefix, "installed_platbase": prefix}
-paths = sysconfig.get_paths(vars=v)
-site = []
-try:
-    import site as _site
-    site = _site.getsitepackages([prefix])
-except Exception:
-    pass
-print(json.dumps({"executable": exe, "prefix": prefix, "paths": paths, "site": site,
-                  "version": "%d.%d" % sys.version_info[:2]}))
-"""
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -49,6 +25,10 @@ class Environment:
     prefix: Path
     site_dirs: tuple[Path, ...]
     scheme: dict[str, Path] = field(default_factory=dict)
+    # Site directories of the base interpreter (include-system-site-packages): read, never written.
+    borrowed: tuple[Path, ...] = ()
+    # Set when the layout was read from pyvenv.cfg and the tree instead of asking the interpreter: why.
+    not_executed: str | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -57,15 +37,22 @@ class Environment:
 
     def writable_roots(self) -> tuple[Path, ...]:
         """The only directories patchaudit may ever write below."""
-        roots = {p for p in self.site_dirs}
+        roots = {p for p in self.site_dirs if p not in self.borrowed}
         for key in ("purelib", "platlib", "scripts", "include", "platinclude"):
             if key in self.scheme:
                 roots.add(self.scheme[key])
         return tuple(sorted(roots))
 
 
-def from_python(python: Path) -> Environment:
-    """Ask an interpreter (one subprocess, isolated, no site) where its environment lives."""
+def from_python(python: Path, *, tree_only: bool = False) -> Environment:
+    """The environment of an interpreter: asked in one isolated subprocess, or read from the tree.
+
+    As root, an interpreter that another user could have replaced or edited (or anything it reads to
+    answer) is never executed: its layout is read from pyvenv.cfg and the directory tree instead.
+    `tree_only` reads the tree whoever runs patchaudit.
+    """
+    from patchaudit import layout, probe, trust
+
     exe = python if python.is_absolute() else Path.cwd() / python
     if exe.is_dir():
         for candidate in (exe / "bin" / "python", exe / "bin" / "python3"):
@@ -74,29 +61,27 @@ def from_python(python: Path) -> Environment:
                 break
     if not exe.exists():
         raise EnvironmentNotFound(f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python")
-    try:
-        proc = subprocess.run(
-            [str(exe), "-I", "-S", "-c", _PROBE],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentNotFound(f"cannot run {python}: {exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentNotFound(f"{python} did not answer: {last}")
-    try:
-        info = json.loads(proc.stdout)
-    except ValueError:
-        raise EnvironmentNotFound(f"{python} answered something that is not JSON") from None
-    paths = {k: Path(v) for k, v in info["paths"].items() if k in SCHEME_KEYS and v}
-    candidates = [paths.get("purelib"), paths.get("platlib"), *map(Path, info.get("site") or ())]
+    not_executed = None
+    if tree_only:
+        not_executed = "the caller asked for the layout without running the interpreter"
+    elif trust.running_as_root():
+        not_executed = probe.foreign_input(exe, layout.version_hint(exe))
+    answer = probe.ask(exe, python) if not_executed is None else layout.derive(exe, python)
+    paths = {k: v for k, v in answer.paths.items() if k in SCHEME_KEYS}
+    candidates = [paths.get("purelib"), paths.get("platlib"), *answer.site, *answer.base_site]
     site_dirs = _unique_dirs(candidates)
     if not site_dirs:
         raise EnvironmentNotFound(f"{python} has no site-packages directory")
-    return Environment(python=str(exe), prefix=Path(info["prefix"]), site_dirs=site_dirs, scheme=paths)
+    own = _unique_dirs([paths.get("purelib"), paths.get("platlib"), *answer.site])
+    borrowed = tuple(d for d in site_dirs if d not in own)
+    return Environment(
+        python=str(exe),
+        prefix=answer.prefix,
+        site_dirs=site_dirs,
+        scheme=paths,
+        borrowed=borrowed,
+        not_executed=not_executed,
+    )
 
 
 def from_path(site_dir: Path) -> Environment:
@@ -138,9 +123,6 @@ def _unique_dirs(candidates: Iterable[Path | None]) -> tuple[Path, ...]:
             continue
         seen.append(candidate)
     return tuple(seen)
-
-
-_META_LINE = re.compile(rb"^(Name|Version):[ \t]*(.*?)\s*$", re.MULTILINE | re.IGNORECASE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -185,16 +167,12 @@ class InstalledDist:
 
 
 def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
-    metadata = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
-    try:
-        with open(metadata, "rb") as fh:
-            head = fh.read(16384)
-    except OSError:
-        head = b""
-    head = head.split(b"\n\n", 1)[0]
-    found = {m.group(1).lower(): m.group(2) for m in _META_LINE.finditer(head)}
-    if b"name" in found and b"version" in found:
-        return found[b"name"].decode("utf-8", "replace"), found[b"version"].decode("utf-8", "replace")
+    """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
+    from patchaudit.metadata import installed_metadata
+
+    found = installed_metadata(meta_dir)
+    if found is not None and found.get("Name") and found.get("Version"):
+        return found["Name"], found["Version"]
     stem = meta_dir.name.rsplit(".", 1)[0]
     name, sep, version = stem.partition("-")
     if not sep:

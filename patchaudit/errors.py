@@ -1,4 +1,6 @@
-"""The one error hierarchy: every expected failure is a PatchAuditError (exit 2)."""
+"""The one error hierarchy: every expected failure is a PatchAuditError (exit 2); the exit codes."""
+
+import enum
 
 
 class PatchAuditError(Exception):
@@ -18,14 +20,6 @@ class EnvironmentNotFound(PatchAuditError):
 
 class DistributionNotFound(PatchAuditError):
     """A distribution named on the command line is not installed in the target."""
-
-
-class InvalidRecord(PatchAuditError):
-    """A RECORD file has lines that cannot be parsed; every problem is collected first."""
-
-    def __init__(self, path: str, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__(f"{path}: {len(problems)} malformed line(s): " + "; ".join(problems[:3]))
 
 
 class UnsafePath(PatchAuditError):
@@ -70,3 +64,26 @@ class QuarantineFailed(PatchAuditError):
 
 class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
+
+
+class UnitNotFound(PatchAuditError):
+    """No cgroup or unit file exists for a systemd unit on this host."""
+
+
+class ExitCode(enum.IntEnum):
+    """The exit status of every command (the gate's included); stable, never a count."""
+
+    CLEAN = 0  # nothing at or above --fail-on
+    PROBLEMS = 1  # drift, an unverifiable distribution, findings at or above --fail-on
+    USAGE = 2  # usage or input error: a PatchAuditError, one line on stderr
+    INTERNAL = 3  # a bug
+    INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+
+
+class StateRefused(PatchAuditError):
+    """A journal or manifest under `<prefix>/.patchaudit/` names something no run of this environment would
+    write (a path outside it, a staged file or run directory under another name); it is left as it is."""
+
+
+class ModelNotFound(PatchAuditError):
+    """A model directory, repo id or revision that is not on disk, or a directory of no known layout."""

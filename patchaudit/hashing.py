@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.record import encode_digest
 
 CHUNK = 1 << 20
@@ -20,6 +21,16 @@ WHOLE_READ_LIMIT = 8 << 20
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
+# Git's blob id: sha1 over "blob <size>\0" and the content (the Hub names small files' blobs by it).
+GIT_SHA1 = "git-sha1"
+
+
+def racy_window_ns(timestamp_ns: int) -> int:
+    """How long after `timestamp_ns` a file may change again without its ctime moving (git's racy entries).
+
+    A digest or verdict taken within this window of a file's newest timestamp is not kept.
+    """
+    return RACY_COARSE_NS if timestamp_ns % 1_000_000_000 == 0 else RACY_NS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,18 +113,22 @@ class StatCache:
                 for name, (k, digest) in self._entries.items()
             },
         }
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, separators=(",", ":")))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data, separators=(",", ":")), durable=False)
             self._dirty = False
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass
+
+
+def new_hash(algorithm: str, size: int) -> hashlib._Hash:
+    """A hash object for `algorithm`; GIT_SHA1 is primed with git's blob header for `size` bytes."""
+    if algorithm == GIT_SHA1:
+        return hashlib.sha1(b"blob %d\0" % size)
+    return hashlib.new(algorithm)
 
 
 def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
-    h = hashlib.new(algorithm)
+    h = new_hash(algorithm, size)
     if size <= WHOLE_READ_LIMIT:
         chunks: list[bytes] = []
         while True:
@@ -190,8 +205,7 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
         digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm))}"
         # A file changed within a timestamp tick of being read could change again without its ctime
         # moving; such a digest is not kept (git calls these entries racy).
-        window = RACY_COARSE_NS if st.st_ctime_ns % 1_000_000_000 == 0 else RACY_NS
-        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - window:
+        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - racy_window_ns(st.st_ctime_ns):
             cache.put(path, key, digest)
         return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
     except OSError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.errors import InvalidPolicy
-from patchaudit.report import Severity
+from patchaudit.report import FAIL_ON_CHOICES, Severity
 
 POLICY_KEYS = frozenset(
     {
@@ -19,15 +19,17 @@ POLICY_KEYS = frozenset(
         "fail_on",
         "fail_open",
         "fail_unverifiable",
+        "fail_os_packages",
         "hazards",
         "rule_dirs",
         "severity",
         "baseline",
         "approved",
+        "models",
     }
 )
+MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
-FAIL_ON_CHOICES = ("high", "medium", "low", "info", "none")
 # An approved patch that deletes a file says so with this instead of a digest.
 ABSENT = "absent"
 
@@ -55,6 +57,15 @@ class ApprovedPatch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    """A model directory the gate checks: a path, or a repo id in a hub cache; optionally one revision."""
+
+    spec: str  # a path (absolute once validated) or a repo id
+    revision: str | None = None
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:
     """What the gate guards, and what makes it fail."""
 
@@ -65,11 +76,13 @@ class Policy:
     fail_on: Severity | None = Severity.HIGH
     fail_open: bool = False
     fail_unverifiable: bool = True
+    fail_os_packages: bool = False  # OS-packaged distributions (md5 only) count as unverifiable
     hazards: bool = True
     rule_dirs: tuple[Path, ...] = ()
     severity: Mapping[str, Severity] = field(default_factory=dict)
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
+    models: tuple[ModelSpec, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -133,8 +146,8 @@ class Policy:
             bad("'severity' must be a table of rule-id = severity")
         else:
             for rule, value in raw_severity.items():
-                if value not in ("high", "medium", "low", "info"):
-                    bad(f"severity.{rule} must be high, medium, low or info, not {value!r}")
+                if value not in tuple(Severity):
+                    bad(f"severity.{rule} must be one of {', '.join(Severity)}, not {value!r}")
                 else:
                     severity[rule] = Severity(value)
 
@@ -148,6 +161,16 @@ class Policy:
             if entry is not None:
                 approved.append(entry)
 
+        models: list[ModelSpec] = []
+        raw_models = data.get("models", [])
+        if not isinstance(raw_models, list):
+            bad("'models' must be a list of paths, repo ids or tables {path|repo, revision, cache_dir}")
+            raw_models = []
+        for n, item in enumerate(raw_models, start=1):
+            spec = _model(item, n, bad, path_of)
+            if spec is not None:
+                models.append(spec)
+
         baseline = string("baseline")
         policy = cls(
             source=source,
@@ -157,15 +180,44 @@ class Policy:
             fail_on=fail_on,
             fail_open=boolean("fail_open", False),
             fail_unverifiable=boolean("fail_unverifiable", True),
+            fail_os_packages=boolean("fail_os_packages", False),
             hazards=boolean("hazards", True),
             rule_dirs=tuple(path_of(d) for d in rule_dirs),
             severity=severity,
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
+            models=tuple(models),
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))
         return policy
+
+
+def _model(item: Any, n: int, bad: Any, path_of: Any) -> ModelSpec | None:
+    """A string is a path when it starts with `/`, `.` or `~` (relative to the policy file), else a repo id."""
+    if isinstance(item, str) and item:
+        item = {"path": item} if item.startswith(("/", ".", "~")) else {"repo": item}
+    if not isinstance(item, dict):
+        bad(f"models[{n}] must be a path, a repo id or a table")
+        return None
+    unknown = [k for k in item if k not in MODEL_KEYS]
+    for key in unknown:
+        bad(f"unknown key {key!r} in models[{n}]")
+    values = {k: item.get(k) for k in MODEL_KEYS}
+    if any(v is not None and (not isinstance(v, str) or not v) for v in values.values()):
+        bad(f"models[{n}]: every value must be a non-empty string")
+        return None
+    if (values["path"] is None) == (values["repo"] is None):
+        bad(f"models[{n}] needs exactly one of 'path' or 'repo'")
+        return None
+    if unknown:
+        return None
+    spec = str(path_of(values["path"])) if values["path"] else str(values["repo"])
+    return ModelSpec(
+        spec=spec,
+        revision=values["revision"],
+        cache_dir=path_of(values["cache_dir"]) if values["cache_dir"] else None,
+    )
 
 
 def _approved(item: Any, n: int, bad: Any) -> ApprovedPatch | None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import io
 import re
 from dataclasses import dataclass
-from pathlib import Path
-
-from patchaudit.errors import InvalidRecord
 
 # Algorithms at least as strong as sha256; md5, sha1 and sha224 entries are not trusted.
 STRONG_ALGORITHMS = (
@@ -53,10 +51,6 @@ class Record:
     entries: tuple[RecordEntry, ...]
     problems: tuple[RecordProblem, ...]
 
-    def raise_for_problems(self, where: str) -> None:
-        if self.problems:
-            raise InvalidRecord(where, [str(p) for p in self.problems])
-
 
 _B64_URL = re.compile(r"[A-Za-z0-9_-]+")
 _DIGEST_SIZES = {name: hashlib.new(name).digest_size for name in hashlib.algorithms_guaranteed if "shake" not in name}
@@ -78,28 +72,46 @@ def parse_hash(text: str) -> RecordHash:
 
 
 def parse_record(data: bytes) -> Record:
-    """Parse RECORD bytes; bad lines become problems, good lines entries."""
+    """Parse RECORD bytes; bad rows become problems, good rows entries.
+
+    One csv reader runs over the whole file, as installers read it: a quoted path that holds a
+    newline is one entry. Problems name the line their row starts on.
+    """
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
-    lines: list[tuple[int, str]] = []
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if not raw.strip():
-            continue
+    try:
+        text, mixed = data.decode("utf-8"), False
+    except UnicodeDecodeError:  # keep the rows that are UTF-8; the others become problems
+        text, mixed = data.decode("utf-8", "surrogateescape"), True
+    reader = csv.reader(io.StringIO(text, newline=""))
+    number = 1
+    while True:
         try:
-            lines.append((number, raw.decode("utf-8")))
-        except UnicodeDecodeError:
-            problems.append(RecordProblem(line=number, path=None, reason="not UTF-8"))
-    for number, line in lines:
-        try:
-            row = next(csv.reader((line,)), [])
+            row = next(reader)
+        except StopIteration:
+            break
         except csv.Error as exc:
             problems.append(RecordProblem(line=number, path=None, reason=f"not CSV ({exc})"))
+            number = reader.line_num + 1
             continue
-        entry = _entry(number, row, problems)
+        start, number = number, reader.line_num + 1
+        if not "".join(row).strip() and len(row) <= 1:
+            continue
+        if mixed and any(_undecodable(field) for field in row):
+            problems.append(RecordProblem(line=start, path=None, reason="not UTF-8"))
+            continue
+        entry = _entry(start, row, problems)
         if entry is not None:
             entries.append(entry)
-    problems.sort(key=lambda p: p.line)
     return Record(entries=tuple(entries), problems=tuple(problems))
+
+
+def _undecodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> RecordEntry | None:
@@ -128,9 +140,15 @@ def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> Record
     return RecordEntry(path=path, hash=record_hash, size=size)
 
 
-def read_record(path: Path) -> Record:
-    return parse_record(path.read_bytes())
-
-
 def encode_digest(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def record_paths(data: bytes) -> list[str]:
+    """Only the paths a RECORD lists, for callers that need no hash (one C-level csv pass); the same
+    paths `parse_record` accepts, lines it rejects included (a stat of a bad path costs nothing)."""
+    text = data.decode("utf-8", "surrogateescape")
+    try:
+        return [row[0] for row in csv.reader(text.splitlines()) if row and row[0] and "\x00" not in row[0]]
+    except csv.Error:
+        return [e.path for e in parse_record(data).entries]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # no typing import: the fast gate reads the severities from here
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "patchaudit/report/v1"
 
@@ -31,6 +34,8 @@ class Severity(enum.StrEnum):
 
 
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
+# --fail-on and a policy's fail_on: a severity, or "none" (only drift fails)
+FAIL_ON_CHOICES: tuple[str, ...] = (*(s.value for s in Severity), "none")
 
 
 class DistStatus(enum.StrEnum):
@@ -120,6 +125,12 @@ class DistReport:
     findings: tuple[Finding, ...] = ()
     files_checked: int = 0
     verifiable: bool = True
+    os_package: str | None = None  # the dpkg package that installed it, for a distribution without RECORD
+
+    @property
+    def os_packaged(self) -> bool:
+        """Installed by the OS package manager and, as far as its weak hashes tell, untouched."""
+        return self.os_package is not None and not self.drift
 
     @property
     def status(self) -> DistStatus:
@@ -130,7 +141,7 @@ class DistReport:
         return DistStatus.CLEAN
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "location": self.location,
@@ -141,19 +152,119 @@ class DistReport:
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
             "files_checked": self.files_checked,
         }
+        if self.os_package is not None:
+            out["os_package"] = {"manager": "dpkg", "name": self.os_package}
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VariableChange:
+    """A variable of a service's environment that differs from its baseline; secrets appear hashed."""
+
+    name: str
+    state: DriftState  # added | modified | missing
+    unit: str | None
+    expected: str | None = None  # the baseline's value (or hash), None when added
+    actual: str | None = None  # the value (or hash) now, None when missing
+    origin: str | None = None  # unit | drop-in | environment-file | hook | process
+    where: str | None = None  # path:line of the setting now (the baseline's, when missing)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "unit": self.unit,
+            "expected": self.expected,
+            "actual": self.actual,
+            "origin": self.origin,
+            "where": self.where,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EnvironmentReport:
-    """Startup hooks and files that no distribution owns."""
+    """Startup hooks and files that no distribution owns; a service's environment against its baseline."""
 
     drift: tuple[Drift, ...] = ()
     findings: tuple[Finding, ...] = ()
+    variables: tuple[VariableChange, ...] = ()
+    interrupted_runs: tuple[str, ...] = ()  # revert runs a kill interrupted: their files may be half restored
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "drift": [d.to_dict() for d in self.drift],
+            "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+        }
+        if self.variables:
+            out["variables"] = [v.to_dict() for v in self.variables]
+        if self.interrupted_runs:
+            out["interrupted_runs"] = list(self.interrupted_runs)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigChange:
+    """One key of a JSON config that differs from the pristine file, by its key path."""
+
+    file: str
+    key: str  # `quantization.kv_cache_quant_algo`, `layers[3].bias`
+    change: str  # "removed" | "added" | "changed"
+    old: Any = None
+    new: Any = None
+
+    def text(self) -> str:
+        if self.change == "removed":
+            return f"{self.key}: removed (was {_show(self.old)})"
+        if self.change == "added":
+            return f"{self.key}: added ({_show(self.new)})"
+        return f"{self.key}: changed {_show(self.old)} -> {_show(self.new)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "key": self.key, "change": self.change, "old": self.old, "new": self.new}
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(text) <= limit:
+        return text
+    kind = "chars" if isinstance(value, str) else "bytes of JSON"
+    return f"{text[: limit - 20]}... ({len(text)} {kind})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelReport:
+    """One model directory: a Hub cache repo, an `hf download --local-dir` tree, or a manifest'd directory."""
+
+    name: str
+    kind: str  # "hub-cache" | "local-dir" | "manifest"
+    location: str
+    revisions: tuple[str, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    changes: tuple[ConfigChange, ...] = ()
+    notes: tuple[str, ...] = ()
+    files_checked: int = 0
+
+    @property
+    def status(self) -> DistStatus:
+        if self.drift:
+            return DistStatus.DRIFTED
+        return DistStatus.CLEAN if self.files_checked else DistStatus.UNVERIFIABLE
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "name": self.name,
+            "kind": self.kind,
+            "location": self.location,
+            "revisions": list(self.revisions),
+            "status": self.status.value,
             "drift": [d.to_dict() for d in self.drift],
             "findings": [f.to_dict() for f in self.findings if not f.suppressed],
+            "changes": [c.to_dict() for c in self.changes],
+            "notes": list(self.notes),
+            "files_checked": self.files_checked,
         }
 
 
@@ -168,16 +279,21 @@ class Report:
     target: Target
     distributions: tuple[DistReport, ...]
     environment: EnvironmentReport = field(default_factory=EnvironmentReport)
+    models: tuple[ModelReport, ...] = ()
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
             yield from dist.drift
         yield from self.environment.drift
+        for model in self.models:
+            yield from model.drift
 
     def all_findings(self, *, suppressed: bool = False) -> Iterable[Finding]:
         for dist in self.distributions:
             yield from dist.findings
         yield from self.environment.findings
+        for model in self.models:
+            yield from model.findings
 
     def active_findings(self) -> list[Finding]:
         return [f for f in self.all_findings() if not f.suppressed]
@@ -195,6 +311,8 @@ class Report:
         return {
             "distributions": len(self.distributions),
             "files_checked": sum(d.files_checked for d in self.distributions),
+            "models": len(self.models),
+            "model_files_checked": sum(m.files_checked for m in self.models),
             "modified": counts[DriftState.MODIFIED],
             "missing": counts[DriftState.MISSING],
             "added": counts[DriftState.ADDED],
@@ -206,15 +324,26 @@ class Report:
         }
 
     def fails(
-        self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True, upstream: bool = False
+        self,
+        fail_on: Severity | None = Severity.HIGH,
+        *,
+        unverifiable: bool = True,
+        os_packages: bool = False,
+        upstream: bool = False,
     ) -> bool:
         """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on.
 
-        Findings in code that verifies against RECORD (in_change false) count only with `upstream`.
+        A distribution the OS package manager installed, whose files agree with its weak hashes, counts
+        as unverifiable only when `os_packages` asks for it. Findings in code that verifies against
+        RECORD (in_change false) count only with `upstream`.
         """
-        if any(True for _ in self.all_drift()):
+        if any(True for _ in self.all_drift()) or self.environment.variables:
             return True
-        if unverifiable and any(d.status is DistStatus.UNVERIFIABLE for d in self.distributions):
+        if unverifiable and any(
+            d.status is DistStatus.UNVERIFIABLE and (os_packages or not d.os_packaged) for d in self.distributions
+        ):
+            return True
+        if unverifiable and any(m.status is DistStatus.UNVERIFIABLE for m in self.models):
             return True
         if fail_on is None:
             return False
@@ -226,5 +355,6 @@ class Report:
             "target": {"python": self.target.python, "paths": list(self.target.paths)},
             "distributions": [d.to_dict() for d in self.distributions],
             "environment": self.environment.to_dict(),
+            "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.errors import InvalidUnit, PatchAuditError
 
 DROP_IN_NAME = "patchaudit.conf"
@@ -72,13 +73,69 @@ def install(
     text = drop_in(policy=policy, command=(command or executable()).absolute(), warn_only=warn_only)
     directory = root / UNIT_DIR / f"{name}.d"
     target = directory / DROP_IN_NAME
-    tmp = directory / f".{DROP_IN_NAME}.{os.getpid()}.tmp"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        atomic_write(target, text, mode=0o644)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise PatchAuditError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
+
+
+METRICS_TEXTFILE_DIR = Path("/var/lib/prometheus/node-exporter")  # Debian's prometheus-node-exporter default
+
+
+def metrics_units(*, unit: str, policy: Path, command: Path, textfile: Path, interval: str) -> dict[str, str]:
+    """A oneshot service that writes the textfile and a timer that runs it every `interval`."""
+    stem = unit_name(unit).removesuffix(".service").replace("@", "-")
+    base = f"patchaudit-metrics-{stem}"
+    service = (
+        "# Written by `patchaudit systemd install --timer`.\n"
+        "[Unit]\n"
+        f"Description=patchaudit drift metrics for {unit_name(unit)}\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={quote(str(command))} metrics --policy {quote(str(policy))} --textfile {quote(str(textfile))}\n"
+        "# exit 1 is a verdict (drift found), already in the textfile; not a failed unit\n"
+        "SuccessExitStatus=1\n"
+    )
+    timer = (
+        "# Written by `patchaudit systemd install --timer`.\n"
+        "[Unit]\n"
+        f"Description=Refresh patchaudit drift metrics for {unit_name(unit)}\n"
+        "[Timer]\n"
+        "OnBootSec=1min\n"
+        f"OnUnitActiveSec={interval}\n"
+        "[Install]\n"
+        "WantedBy=timers.target\n"
+    )
+    return {f"{base}.service": service, f"{base}.timer": timer}
+
+
+def install_timer(
+    unit: str,
+    *,
+    policy: Path,
+    root: Path = Path("/"),
+    textfile: Path = METRICS_TEXTFILE_DIR,
+    interval: str = "5min",
+    command: Path | None = None,
+) -> list[Path]:
+    """Write the metrics service and timer into `<root>/etc/systemd/system`."""
+    from patchaudit.policy import load
+
+    if not re.fullmatch(r"[0-9]+(us|ms|s|sec|min|m|h|d)?", interval):
+        raise PatchAuditError(f"{interval!r} is not a timer interval", hint="e.g. 5min, 300s, 1h")
+    policy = policy.absolute()
+    load(policy)
+    units = metrics_units(
+        unit=unit, policy=policy, command=(command or executable()).absolute(), textfile=textfile, interval=interval
+    )
+    directory = root / UNIT_DIR
+    written = []
+    for name, text in units.items():
+        target = directory / name
+        try:
+            atomic_write(target, text, mode=0o644)
+        except OSError as exc:
+            raise PatchAuditError(f"cannot write {target}: {exc.strerror or exc}") from None
+        written.append(target)
+    return written

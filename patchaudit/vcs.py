@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchaudit.environment import Environment, InstalledDist
+from patchaudit.environment import InstalledDist
 from patchaudit.pristine.http import local_path
 from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState
-from patchaudit.revert import Action, Plan, check_destination
 
 _SKIP_PARTS = ("__pycache__",)
 
@@ -178,41 +177,59 @@ def working_tree_diff(dist: InstalledDist, paths: Collection[str] = ()) -> str |
     return text
 
 
-def plan_working_tree_revert(env: Environment, dist: InstalledDist, paths: Collection[str] = ()) -> Plan | None:
-    """A revert Plan restoring the working tree to the commit; None when the install is not a git checkout."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TreeRestore:
+    """What restoring a working tree to its commit writes: `(path, dest, bytes or None to remove, mode)`."""
+
+    project: Path
+    commit: str
+    files: tuple[tuple[str, Path, bytes | None, int], ...]
+
+
+def working_tree_restore(dist: InstalledDist, paths: Collection[str] = ()) -> TreeRestore | None:
+    """The committed bytes of every drifted file (or of `paths`); None when the install is not a git checkout."""
     co = checkout(dist)
     if co is None:
         return None
     wanted = {os.path.normpath(p) for p in paths}
-    actions: list[Action] = []
+    files: list[tuple[str, Path, bytes | None, int]] = []
     for status, path in _changes(co):
         rel = _rel(co, path)
         if rel is None or (wanted and os.path.normpath(rel) not in wanted):
             continue
         dest = co.root / path
         if status in ("?", "A"):
-            actions.append(Action(path=rel, dest=dest, kind="remove"))
+            files.append((rel, dest, None, 0))
             continue
         pristine = _blob(co, path)
         if pristine is None:
             continue
-        data, mode = pristine
-        actions.append(Action(path=rel, dest=dest, kind="write", data=data, mode=mode, digest=_sha256(data)))
-    return Plan(
-        op="revert",
-        dist=dist.name,
-        version=dist.version,
-        actions=tuple(actions),
-        origin=f"git commit {co.commit}",
-        roots=(str(co.project),),
-    )
+        files.append((rel, dest, *pristine))
+    return TreeRestore(project=co.project, commit=co.commit, files=tuple(files))
+
+
+def project_roots(dists: Iterable[InstalledDist]) -> tuple[str, ...]:
+    """The project directories that editable and VCS installs of an environment run from.
+
+    Derived from each install's own direct_url.json, as a revert of that install is; a revert journal
+    or quarantine manifest that names a directory outside these and the scheme is refused.
+    """
+    roots = set()
+    for dist in dists:
+        if dist.direct_url is None:
+            continue
+        project = _project_dir(dist)
+        if project is not None and project.is_dir():
+            roots.add(str(project.resolve()))
+    return tuple(sorted(roots))
 
 
 __all__ = [
     "Checkout",
-    "check_destination",
+    "TreeRestore",
     "checkout",
-    "plan_working_tree_revert",
+    "project_roots",
+    "working_tree_restore",
     "working_tree_diff",
     "working_tree_drift",
 ]

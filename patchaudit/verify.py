@@ -268,9 +268,14 @@ def verify(
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
+    os_db = _OsPackages(cache=cache, workers=workers)
     for item in loaded.values():
         dist = item.dist
         if item.record is None:
+            os_report = os_db.report(dist)
+            if os_report is not None:
+                reports.append(os_report)
+                continue
             reason = "no RECORD (installed without one)" if dist.record_path else "legacy install without RECORD"
             reports.append(
                 DistReport(
@@ -320,6 +325,10 @@ def verify(
         )
         if dist.source in (Source.EDITABLE, Source.VCS):
             report = _with_working_tree(report, dist)
+        elif report.drift or item.record.problems:
+            # Debian builds write RECORD before stripping binaries and leave out what they do not
+            # install: for a distribution dpkg installed, its md5sums are the record to check.
+            report = os_db.report(dist) or report
         reports.append(report)
 
     reports = _flag_duplicates(reports, loaded)
@@ -332,6 +341,38 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+class _OsPackages:
+    """Distributions the OS package manager installed, checked against its own records (dpkg)."""
+
+    def __init__(self, *, cache: StatCache | None, workers: int | None) -> None:
+        self._cache = cache
+        self._workers = workers
+        self._db: object | None = None
+
+    def report(self, dist: InstalledDist) -> DistReport | None:
+        from patchaudit import dpkg
+
+        if not dpkg.may_own(dist.location):
+            return None
+        if not isinstance(self._db, dpkg.Dpkg):
+            self._db = dpkg.Dpkg()
+        checked = dpkg.verify(self._db, dist.meta_dir, dist.location, cache=self._cache, workers=self._workers)
+        if checked is None:
+            return None
+        package, drift, note, count = checked
+        return DistReport(
+            name=dist.name,
+            version=dist.version,
+            location=str(dist.location),
+            source=dist.source,
+            drift=tuple(drift),
+            unverified=(note,),
+            files_checked=count,
+            verifiable=False,
+            os_package=package,
+        )
 
 
 def _with_working_tree(report: DistReport, dist: InstalledDist) -> DistReport:

@@ -49,10 +49,19 @@ class IndexServer:
     """A PEP 503 simple index on loopback that honours Range (unless told not to) and counts bytes."""
 
     def __init__(
-        self, wheels: list[Path], *, ranges: bool = True, json_api: bool = False, refuse_ranges: bool = False
+        self,
+        wheels: list[Path],
+        *,
+        ranges: bool = True,
+        json_api: bool = False,
+        refuse_ranges: bool = False,
+        files_at: str | None = None,
     ) -> None:
-        """`ranges=False`: Range is ignored (200, whole body); `refuse_ranges`: Range is answered 416."""
+        """`ranges=False`: Range is ignored (200, whole body); `refuse_ranges`: Range is answered 416;
+        `files_at`: every file download is answered with a 302 to `files_at` + the same path."""
         self.files = {w.name: w for w in wheels}
+        self.files_at = files_at
+        self.authorizations: list[str] = []  # the Authorization header of every request ("" when none)
         self.ranges = ranges
         self.refuse_ranges = refuse_ranges
         self.json_api = json_api
@@ -82,10 +91,13 @@ class IndexServer:
             def do_GET(self) -> None:
                 with server._lock:
                     server.requests.append(f"{self.path} {self.headers.get('Range', '')}")
+                    server.authorizations.append(self.headers.get("Authorization", ""))
                 m = re.fullmatch(r"/simple/([^/]+)/", self.path)
                 if m:
                     return self._page(m.group(1))
                 m = re.fullmatch(r"/files/([^/]+)", self.path)
+                if m and server.files_at is not None:
+                    return self._send(302, b"", {"Location": server.files_at + self.path})
                 if m and m.group(1) in server.files:
                     return self._file(server.files[m.group(1)])
                 self._send(404, b"not found", {})
@@ -142,7 +154,8 @@ class IndexServer:
                 self._send(200, data, {"Content-Type": "application/octet-stream"})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/simple"
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = f"{self.origin}/simple"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> IndexServer:

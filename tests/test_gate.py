@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
-from patchaudit.gate import EXIT_INTERNAL, EXIT_OK, GateOptions, run
+from patchaudit.errors import ExitCode
+from patchaudit.gate import GateOptions, run
 
 CORE = "def answer():\n    return 42\n"
 
@@ -183,10 +184,10 @@ def test_help_goes_through_click() -> None:
 def test_internal_error_is_exit_three_and_fails_open_when_told(env: Path) -> None:
     broken = GateOptions(names=(42,), python=env, use_cache=False)  # type: ignore[arg-type]
     verdict = run(broken)
-    assert verdict.exit_code == EXIT_INTERNAL
+    assert verdict.exit_code == ExitCode.INTERNAL
     assert verdict.problems[0].kind == "error" and "internal error" in verdict.problems[0].detail
     opened = run(GateOptions(names=(42,), python=env, use_cache=False, fail_open=True))  # type: ignore[arg-type]
-    assert opened.exit_code == EXIT_OK and opened.failed_open
+    assert opened.exit_code == ExitCode.CLEAN and opened.failed_open
 
 
 def test_fast_path_parses_what_click_would_and_hands_the_rest_to_click() -> None:
@@ -210,7 +211,10 @@ def test_interrupted_revert_fails_the_gate(env: Path) -> None:
     try:
         proc = gate("steady", "--python", env)
         assert proc.returncode == 1
-        assert proc.stdout.startswith("patchaudit: environment: interrupted-revert 20261202-0001.json")
+        first = proc.stdout.splitlines()[0]
+        assert first.startswith("patchaudit: environment: interrupted-revert 20261202-0001")
+        assert "`patchaudit revert --resume --python " in first and "finishes or rolls it back" in first
+        assert (journal / "20261202-0001.json").read_text() == "{}"  # the gate reads; it never finishes a run
     finally:
         (journal / "20261202-0001.json").unlink()
     assert gate("steady", "--python", env).returncode == 0

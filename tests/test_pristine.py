@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -340,18 +343,73 @@ def test_index_url_with_credentials_sends_basic_auth(installed: tuple[Path, Path
     try:
         env, dist, drift = drift_for(python)
         with IndexServer([wheel]) as server:
-            seen: list[str] = []
-            handler = server.httpd.RequestHandlerClass
-            original = handler.do_GET
-
-            def spy(self):  # type: ignore[no-untyped-def]
-                seen.append(self.headers.get("Authorization", ""))
-                return original(self)
-
-            handler.do_GET = spy  # type: ignore[method-assign]
             url = server.url.replace("http://", "http://user:s%40cret@")
             check = find_pristine(env, dist, drift=drift, sources=[PackageIndex(IndexConfig(index_url=url))])
         assert check.files["demo/mod12.py"].data == old
-        assert seen and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in seen)
+        assert any("/files/" in r and "bytes=" in r for r in server.requests)
+        assert server.authorizations and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in server.authorizations)
     finally:
         (site / "demo/mod12.py").write_bytes(old)
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_index_credentials_never_follow_a_redirect_to_another_origin(
+    installed: tuple[Path, Path, Path], ranges: bool
+) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod13.py")
+    try:
+        env, dist, drift = drift_for(python)
+        with IndexServer([wheel], ranges=ranges) as mirror, IndexServer([wheel], files_at=mirror.origin) as index:
+            url = index.url.replace("http://", "http://user:s%40cret@")
+            transfer = Transfer()
+            source = PackageIndex(IndexConfig(index_url=url), transfer=transfer)
+            check = find_pristine(env, dist, drift=drift, sources=[source])
+        assert check.files["demo/mod13.py"].data == old
+        assert transfer.whole_files == (0 if ranges else 1)
+        # the index saw the page and the redirected downloads, with its credentials; the mirror saw none
+        assert any(r.startswith("/simple/") for r in index.requests)
+        assert any(r.startswith("/files/") for r in index.requests)
+        assert index.authorizations and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in index.authorizations)
+        assert any(r.startswith("/files/") for r in mirror.requests)
+        assert mirror.authorizations and not any(mirror.authorizations), mirror.authorizations
+    finally:
+        (site / "demo/mod13.py").write_bytes(old)
+
+
+def test_netrc_credentials_go_to_their_host_only(
+    installed: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel, python, site = installed
+    old = patch(site, "demo/mod14.py")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password s@cret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    try:
+        env, dist, drift = drift_for(python)
+        with IndexServer([wheel]) as mirror:
+            elsewhere = mirror.origin.replace("127.0.0.1", "localhost")  # another host name, still loopback
+            with IndexServer([wheel], files_at=elsewhere) as index:
+                source = PackageIndex(IndexConfig(index_url=index.url))
+                check = find_pristine(env, dist, drift=drift, sources=[source])
+        assert check.files["demo/mod14.py"].data == old
+        assert index.authorizations and all(h == "Basic dXNlcjpzQGNyZXQ=" for h in index.authorizations)
+        assert mirror.authorizations and not any(mirror.authorizations)
+    finally:
+        (site / "demo/mod14.py").write_bytes(old)
+
+
+def test_the_gate_never_imports_the_http_client(installed: tuple[Path, Path, Path]) -> None:
+    _, python, _ = installed
+    for args in (["--no-cache"], [], []):  # cold, then warm twice (the second reuses the verdict)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "patchaudit", "gate", "demo", "--python", str(python), *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **NO_NET},
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+        assert "patchaudit.gate" in imported
+        assert not {m for m in imported if m.split(".")[0] in ("requests", "urllib3")}

@@ -345,63 +345,123 @@ def _quarantined(state: Path) -> int:
     return sum(1 for _ in state.glob("quarantine/*/files/many/*.py"))
 
 
+def _restored(site: Path, wanted: dict[str, bytes]) -> int:
+    return sum(1 for rel, data in wanted.items() if (site / rel).read_bytes() == data)
+
+
+# Each point is met only while the run is alive (the journal is removed as its last step), so a kill
+# there lands mid-run; 300 files of 96 KB keep every phase long enough for the poll to meet it.
 KILL_POINTS = {
-    "journal-written": lambda site, state: _journal_phase(state) is not None,
-    "mid-quarantine": lambda site, state: _quarantined(state) >= 120,
-    "mid-staging": lambda site, state: _staged(site) >= 150,
-    "commit-begun": lambda site, state: _journal_phase(state) == "commit",
-    "mid-commit": lambda site, state: _journal_phase(state) == "commit" and _staged(site) < 200,
+    "journal-written": lambda site, state, base: _journal_phase(state) is not None,
+    "mid-quarantine": lambda site, state, base: _quarantined(state) >= base + 120,
+    "mid-staging": lambda site, state, base: _staged(site) >= 150,
+    "commit-begun": lambda site, state, base: _journal_phase(state) == "commit",
+    "mid-commit": lambda site, state, base: _journal_phase(state) == "commit" and _staged(site) < 200,
 }
 
 
-@pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_kill_9_at_any_point_then_rerun(many_base: tuple[Path, Path], tmp_path: Path, point: str) -> None:
-    src, wheel = many_base
+def _kill_when(cmd: list[str], point: str, site: Path, state: Path) -> str:
+    """Start `cmd`, SIGKILL it once `point` is met; the journal phase it died in (it must die mid-run)."""
+    base = _quarantined(state)
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if KILL_POINTS[point](site, state, base):
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        code = proc.wait()
+    assert code == -signal.SIGKILL, f"the run ended on its own (exit {code}) before {point}"
+    phase = _journal_phase(state)
+    assert phase is not None, "killed after the run had finished"
+    return phase
+
+
+def _many_venv(many_base: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, Path, dict[str, bytes]]:
+    """A copy of the venv with all 300 files patched (each stays 96 KB, so staging and undo take time)."""
+    src, _wheel = many_base
     venv_dir = tmp_path / "venv"
     shutil.copytree(src, venv_dir, symlinks=True)
     python = venv_dir / "bin" / "python"
     site = site_packages(python)
-    state = venv_dir / ".patchaudit"
-    patched = {}
-    for rel in MANY:
-        patched[rel] = b"# patched\n" + MANY[rel][:1000]
-        (site / rel).write_bytes(patched[rel])
+    patched = {rel: b"# patched\n" + data for rel, data in MANY.items()}
+    for rel, data in patched.items():
+        (site / rel).write_bytes(data)
+    return python, site, venv_dir / ".patchaudit", patched
 
-    cmd = [
-        sys.executable,
-        "-m",
-        "patchaudit",
-        "revert",
-        "many",
-        "--python",
-        str(python),
-        "--wheelhouse",
+
+def _revert_cmd(python: Path, wheel: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "patchaudit", "revert", "many", "--python", str(python), "--wheelhouse"] + [
         str(wheel.parent),
         "--yes",
-        "--format",
-        "json",
+        *extra,
     ]
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    reached = False
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline:
-        if KILL_POINTS[point](site, state):
-            proc.send_signal(signal.SIGKILL)
-            reached = True
-            break
-    proc.wait()
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_kill_9_at_any_point_then_rerun(many_base: tuple[Path, Path], tmp_path: Path, point: str) -> None:
+    _src, wheel = many_base
+    python, site, state, patched = _many_venv(many_base, tmp_path)
+    cmd = _revert_cmd(python, wheel, "--format", "json")
+
+    phase = _kill_when(cmd, point, site, state)
+    restored = _restored(site, MANY)
+    if phase == "prepare":
+        assert restored == 0, "a run killed before its commit phase changed files"
+    if point == "mid-commit":
+        assert phase == "commit" and 0 < restored < len(MANY), restored
+
+    # a read-only command reports the interrupted run and leaves it
+    proc = patchaudit("scan", "many", "--python", str(python))
+    assert "was interrupted" in proc.stderr and _restored(site, MANY) == restored
 
     # whatever instant the kill hit, the next run recovers and finishes the job
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
-    if reached:
-        assert "interrupted" in again.stderr, again.stderr
+    verb = "finished" if phase == "commit" else "rolled back"
+    assert f"{verb} interrupted revert" in again.stderr, again.stderr
     for rel, data in MANY.items():
         assert (site / rel).read_bytes() == data, rel
-        assert patched[rel] in quarantined(venv_dir, rel), rel
+        assert patched[rel] in quarantined(python.parent.parent, rel), rel
     assert _staged(site) == 0
     assert not list((state / "journal").glob("*.json"))
+
+
+@pytest.mark.parametrize("point", ["mid-quarantine", "mid-staging", "mid-commit"])
+def test_kill_9_during_quarantine_restore_then_recover(
+    many_base: tuple[Path, Path], tmp_path: Path, point: str
+) -> None:
+    _src, wheel = many_base
+    python, site, state, patched = _many_venv(many_base, tmp_path)
+    done = patchaudit(*_revert_cmd(python, wheel)[3:])
+    assert done.returncode == 0, done.stderr
+    (run_id,) = os.listdir(state / "quarantine")
+    assert _restored(site, MANY) == len(MANY)
+
+    cmd = [sys.executable, "-m", "patchaudit", "quarantine", "restore", run_id, "--python", str(python), "--yes"]
+    phase = _kill_when(cmd, point, site, state)
+    put_back = _restored(site, patched)
+    if phase == "prepare":
+        assert put_back == 0 and _restored(site, MANY) == len(MANY)
+    if point == "mid-commit":
+        assert phase == "commit" and 0 < put_back < len(MANY), put_back
+
+    # `revert --resume` finishes the undo (or rolls it back): every file is one whole version, none lost
+    proc = patchaudit("revert", "--resume", "--python", str(python))
+    assert proc.returncode == 0, proc.stderr
+    verb = "finished" if phase == "commit" else "rolled back"
+    assert f"{verb} interrupted undo" in proc.stderr, proc.stderr
+    expected = patched if phase == "commit" else MANY
+    assert _restored(site, expected) == len(MANY)
+    assert _staged(site) == 0 and not list((state / "journal").glob("*.json"))
+    # and the undo can still be run (again) to its end
+    proc = patchaudit("quarantine", "restore", run_id, "--python", str(python), "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _restored(site, patched) == len(MANY)
 
 
 def test_record_edited_to_hide_a_patch_is_caught_by_an_authentic_wheel(tmp_path: Path) -> None:
@@ -487,26 +547,32 @@ def test_index_wheel_of_another_build_is_refused_with_or_without_ranges(tmp_path
     assert not (python.parent.parent / ".patchaudit/quarantine").exists()
 
 
-def test_recovery_never_overwrites_bytes_written_after_the_crash(venv: tuple[Path, Path, Path]) -> None:
-    """A run killed after staging, before its first replace; then a file is edited again; then any
-    command (here the read-only `quarantine list`) recovers the run: the newer bytes must survive."""
-    from patchaudit import revert
+def _interrupted_after_staging(python: Path, site: Path, wheelhouse: Path) -> dict:
+    """The on-disk state a kill right after staging leaves (journal in phase `commit`, nothing replaced)."""
+    from patchaudit.revert.transaction import _prepare
 
-    python, site, wheelhouse = venv
-    (site / "demo/mod1.py").write_bytes(b"patch one\n")
-    (site / "demo/mod2.py").write_bytes(b"patch two\n")
-    (site / "demo/added.py").write_bytes(b"added\n")
     env = environment.from_python(python)
     (dist,) = environment.select(environment.distributions(env), ["demo"])
     (report,) = verify(env, [dist]).distributions
     plan = plan_revert(env, dist, report, wheelhouse=[wheelhouse])
     with locked(env):
-        state, _manifest = revert._prepare(env, plan)  # the on-disk state a kill right after staging leaves
+        state, _manifest = _prepare(env, plan)
     assert _journal_phase(python.parent.parent / ".patchaudit") == "commit"
+    return dict(state)
+
+
+def test_recovery_never_overwrites_bytes_written_after_the_crash(venv: tuple[Path, Path, Path]) -> None:
+    """A run killed after staging, before its first replace; then a file is edited again; then
+    `revert --resume` finishes the run: the newer bytes must survive."""
+    python, site, wheelhouse = venv
+    (site / "demo/mod1.py").write_bytes(b"patch one\n")
+    (site / "demo/mod2.py").write_bytes(b"patch two\n")
+    (site / "demo/added.py").write_bytes(b"added\n")
+    state = _interrupted_after_staging(python, site, wheelhouse)
     (site / "demo/mod1.py").write_bytes(b"newer work, written after the crash\n")
     (site / "demo/added.py").write_bytes(b"added, then edited after the crash\n")
 
-    proc = patchaudit("quarantine", "list", "--python", str(python))
+    proc = patchaudit("revert", "--resume", "--python", str(python))
     assert proc.returncode == 0, proc.stderr
     assert "finished interrupted revert" in proc.stderr and "demo/mod1.py" in proc.stderr
     assert (site / "demo/mod1.py").read_bytes() == b"newer work, written after the crash\n"
@@ -514,6 +580,7 @@ def test_recovery_never_overwrites_bytes_written_after_the_crash(venv: tuple[Pat
     assert (site / "demo/mod2.py").read_bytes() == FILES["demo/mod2.py"]
     assert b"patch one\n" in quarantined(python.parent.parent, "demo/mod1.py")
     assert not list(site.glob("demo/.*.tmp"))
+    proc = patchaudit("quarantine", "list", "--python", str(python))
     assert "incomplete" in proc.stdout
     # undoing the run puts back only what it changed, and keeps the newer bytes in its own quarantine
     proc = patchaudit("quarantine", "restore", state["run_id"], "--python", str(python), "--yes")

@@ -18,6 +18,10 @@ COMMANDS: dict[str, str] = {
     "revert": "patchaudit.cli.revert:revert",
     "quarantine": "patchaudit.cli.quarantine:quarantine",
     "rules": "patchaudit.cli.rules:rules",
+    "model": "patchaudit.cli.model:model",
+    "ps": "patchaudit.cli.ps:ps",
+    "metrics": "patchaudit.cli.metrics:metrics",
+    "cluster": "patchaudit.cli.cluster:cluster",
 }
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import open_environment, target_options
+from patchaudit.errors import ExitCode
 
 
 @click.group()
@@ -17,24 +18,74 @@ def baseline() -> None:
 @baseline.command()
 @click.argument("dists", nargs=-1)
 @target_options
-@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
 @click.option("--include-drift", is_flag=True, help="Take files that already differ from RECORD in as approved.")
-def create(dists: tuple[str, ...], python: Path | None, site_path: Path | None, out: Path, include_drift: bool) -> int:
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Instead: record a plain model directory's manifest (in DIR/.patchaudit/) for `model scan` and the gate.",
+)
+@click.option("--unit", help="Also record the steering variables this systemd unit gives its service.")
+@click.option(
+    "--unit-dir",
+    "unit_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Read unit files from DIR instead of the system's unit directories (repeatable).",
+)
+def create(
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    out: Path | None,
+    include_drift: bool,
+    model: Path | None,
+    unit: str | None,
+    unit_dirs: tuple[str, ...],
+) -> int:
     """Snapshot DISTS (default: all) of the target environment into a baseline file."""
     from patchaudit import baseline as core
 
+    if model is not None:
+        if dists or out is not None or python is not None or site_path is not None or unit is not None:
+            raise click.UsageError("--model takes no distributions, --out, --python, --path or --unit")
+        from patchaudit.models.manifest import create as create_manifest
+
+        written, count = create_manifest(model)
+        click.echo(f"wrote {written}: {count} files")
+        return ExitCode.CLEAN
+    if out is None:
+        raise click.UsageError("Missing option '--out'.")
+    if unit_dirs and unit is None:
+        raise click.UsageError("--unit-dir needs --unit")
+    if unit is not None:
+        from patchaudit.systemd import unit_name
+
+        unit = unit_name(unit)
     env = open_environment(python, site_path)
-    made, left_out, commit = core.create(env, out, names=dists, include_drift=include_drift)
+    made, left_out, commit = core.create(
+        env,
+        out,
+        names=dists,
+        include_drift=include_drift,
+        unit=unit,
+        unit_dirs=tuple(str(Path(d).absolute()) for d in unit_dirs),
+    )
     for where, drift in left_out:
         click.echo(f"patchaudit: {where or 'environment'}: {drift.state.value} {drift.path} left out of the baseline")
     files = sum(len(d.files) for d in made.distributions)
     tail = f"; committed {commit[:12]}" if commit else ""
+    if made.service is not None:
+        from patchaudit.render.journal import escape
+
+        for v in made.service.variables.values():
+            click.echo(f"{escape(made.service.unit)}: {v.name}={escape(v.shown)} ({v.origin.value} {escape(v.where)})")
     click.echo(f"wrote {out}: {len(made.distributions)} distributions, {files} files{tail}")
     if left_out:
         click.echo(
             f"{len(left_out)} drifted file(s) left out: accept them one by one with `patchaudit baseline accept`"
         )
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @baseline.command()
@@ -57,7 +108,7 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
         from patchaudit.render.json import render_json
 
         click.echo(render_json(report), nl=False)
-        return EXIT_PROBLEMS if any(True for _ in report.all_drift()) else EXIT_CLEAN
+        return ExitCode.PROBLEMS if any(True for _ in report.all_drift()) else ExitCode.CLEAN
     from patchaudit.render.journal import render_journal
 
     verdict = judge(report, Policy(fail_unverifiable=False), None, baseline=str(file))
@@ -80,4 +131,4 @@ def accept(file: Path, paths: tuple[str, ...], reason: str, distribution: str | 
         click.echo(f"accepted {a.distribution or 'environment'}: {a.path} {a.previous or 'absent'} -> {a.hash}")
     if commit:
         click.echo(f"committed {commit[:12]}")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN

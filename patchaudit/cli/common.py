@@ -1,4 +1,4 @@
-"""What every command shares: target options, error mapping, exit codes."""
+"""What every command shares: target options, error mapping to exit codes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from patchaudit.errors import PatchAuditError
-
-EXIT_CLEAN = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+from patchaudit.errors import ExitCode, PatchAuditError
+from patchaudit.report import FAIL_ON_CHOICES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,40 +41,76 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
         if exc.hint:
             message += f" (hint: {exc.hint})"
         click.echo(message, err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
         click.echo("patchaudit: aborted", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("patchaudit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
-        sys.exit(EXIT_PROBLEMS)
+        sys.exit(ExitCode.PROBLEMS)
     except Exception:
         import traceback
 
         traceback.print_exc()
         click.echo("patchaudit: internal error (this is a bug)", err=True)
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(rv if isinstance(rv, int) and 0 <= rv <= 3 else EXIT_CLEAN)
+        sys.exit(ExitCode.INTERNAL)
+    sys.exit(rv if isinstance(rv, int) and ExitCode.CLEAN <= rv <= ExitCode.INTERNAL else ExitCode.CLEAN)
 
 
 def open_environment(python: Path | None, site_path: Path | None) -> Any:
-    """Resolve the target; first finish or roll back a revert that was killed half-way."""
+    """Resolve the target, read-only: a revert that was killed half-way is reported on stderr, never touched."""
+    env = _resolve(python, site_path)
+    pending = interrupted_runs(env)
+    if pending:
+        from patchaudit.revert.recovery import interrupted_message
+
+        click.echo(f"patchaudit: {interrupted_message(env, pending)}", err=True)
+    return env
+
+
+def _resolve(python: Path | None, site_path: Path | None) -> Any:
     from patchaudit import environment
 
     env = environment.resolve(python, site_path)
-    if (env.state_dir / "journal").exists():
+    if env.not_executed is not None:
+        click.echo(
+            f"patchaudit: layout read from pyvenv.cfg and the directory tree; {env.python} was not run"
+            f" as root because {env.not_executed}",
+            err=True,
+        )
+    return env
+
+
+def interrupted_runs(env: Any) -> list[str]:
+    """Run ids of reverts a kill interrupted in `env` (names only: nothing is read or changed)."""
+    if not (env.state_dir / "journal").exists():
+        return []
+    from patchaudit.revert.recovery import pending_runs
+
+    return pending_runs(env)
+
+
+def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, list[Any], tuple[str, ...]]:
+    """Resolve the target for a command that writes (revert, quarantine restore): finish or roll back an
+    interrupted revert first. Returns (env, its distributions, its editable installs' project roots)."""
+    from patchaudit import environment, vcs
+
+    env = _resolve(python, site_path)
+    every = environment.distributions(env)
+    roots = vcs.project_roots(every)
+    if interrupted_runs(env):
         from patchaudit import revert
 
-        for message in revert.recover(env):
+        for message in revert.recover(env, roots=roots):
             click.echo(f"patchaudit: {message}", err=True)
-    return env
+    return env, every, roots
 
 
 def wheelhouse_option(func: F) -> F:
@@ -94,7 +126,7 @@ def wheelhouse_option(func: F) -> F:
 def fail_on_option(func: F) -> F:
     return click.option(
         "--fail-on",
-        type=click.Choice(["high", "medium", "low", "info", "none"]),
+        type=click.Choice(FAIL_ON_CHOICES),
         default="high",
         show_default=True,
         help="Lowest finding severity that makes the exit code 1 (drift always does).",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options, wheelhouse_option
+from patchaudit.cli.common import open_environment, target_options, wheelhouse_option
+from patchaudit.errors import ExitCode
 
 
 @click.command()
@@ -55,4 +56,4 @@ def diff(
         out = sys.stdout.buffer
         out.write(text.encode("utf-8", "surrogateescape"))
         out.flush()
-    return EXIT_PROBLEMS if text else EXIT_CLEAN
+    return ExitCode.PROBLEMS if text else ExitCode.CLEAN

@@ -15,7 +15,6 @@ VALUE_OPTIONS = {
     "--fail-on": "fail_on",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
-FAIL_ON = ("high", "medium", "low", "info", "none")
 
 
 def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
@@ -43,7 +42,9 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
             values[VALUE_OPTIONS[name]] = value
         else:
             return None
-    if values.get("fail_on", "high") not in FAIL_ON:
+    from patchaudit.report import FAIL_ON_CHOICES
+
+    if values.get("fail_on", "high") not in FAIL_ON_CHOICES:
         return None
     return dists, values, flags
 
@@ -80,8 +81,9 @@ def run_gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    fmt: str = "journal",
 ) -> int:
-    """Run the gate core, print its journal lines to stdout, return the exit code."""
+    """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
     from patchaudit.render.journal import render_journal
 
@@ -97,8 +99,15 @@ def run_gate(
             use_cache=not no_cache,
         )
     )
+    if fmt == "prometheus":
+        from patchaudit.render.prometheus import from_verdict, render_prometheus
+
+        target = str(python or site_path or policy or sys.executable)
+        text = render_prometheus(from_verdict(verdict, target=target))
+    else:
+        text = render_journal(verdict)
     try:
-        sys.stdout.write(render_journal(verdict))
+        sys.stdout.write(text)
         sys.stdout.flush()
     except OSError:
         pass  # nowhere to write: the exit code still carries the verdict

@@ -8,6 +8,7 @@ import click
 
 from patchaudit.cli.common import target_options
 from patchaudit.cli.fastgate import run_gate
+from patchaudit.report import FAIL_ON_CHOICES
 
 
 @click.command()
@@ -17,11 +18,19 @@ from patchaudit.cli.fastgate import run_gate
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
 @click.option(
     "--fail-on",
-    type=click.Choice(["high", "medium", "low", "info", "none"]),
+    type=click.Choice(FAIL_ON_CHOICES),
     help="Lowest finding severity that fails the gate (default: the policy's, else high).",
 )
 @click.option("--fail-open", is_flag=True, help="Let an internal error or unreadable input pass (exit 0).")
 @click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["journal", "prometheus"]),
+    default="journal",
+    show_default=True,
+    help="Journal lines, or node_exporter textfile text.",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -31,6 +40,7 @@ def gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    fmt: str,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -42,4 +52,5 @@ def gate(
         fail_on=fail_on,
         fail_open=fail_open,
         no_cache=no_cache,
+        fmt=fmt,
     )

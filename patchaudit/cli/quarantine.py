@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options
+from patchaudit.cli.common import open_environment, open_for_change, target_options
+from patchaudit.errors import ExitCode
 
 
 @click.group()
@@ -20,7 +21,7 @@ def quarantine() -> None:
 @target_options
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
-    """List the quarantine runs of the target environment, oldest first."""
+    """List the quarantine runs of the target environment, oldest first (read-only)."""
     from patchaudit.revert import list_runs
 
     runs = list_runs(open_environment(python, site_path))
@@ -40,13 +41,13 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
             for r in runs
         ]
         click.echo(json.dumps(rows, indent=2))
-        return EXIT_CLEAN
+        return ExitCode.CLEAN
     for r in runs:
         extra = f" (undo of {r.undo_of})" if r.undo_of else ""
         click.echo(f"{r.run_id}  {r.created}  {r.op:<6} {r.dist} {r.version}  {r.files} file(s)  {r.status}{extra}")
     if not runs:
         click.echo("no quarantine runs")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 @quarantine.command("restore")
@@ -58,11 +59,11 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
     """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces)."""
     from patchaudit.revert import execute, plan_undo
 
-    env = open_environment(python, site_path)
-    plan = plan_undo(env, run_id)
+    env, _every, roots = open_for_change(python, site_path)
+    plan = plan_undo(env, run_id, roots=roots)
     if plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
         click.confirm(f"Put back {len(plan.actions)} file(s) of {plan.dist} from {run_id}?", abort=True)
-    result = execute(env, plan)
+    result = execute(env, plan, roots=roots)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -74,4 +75,8 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:
             click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
-    return EXIT_PROBLEMS if result.refused or result.unverified else EXIT_CLEAN
+    if result.restored or result.removed:
+        from patchaudit.cli.ps import name_stale
+
+        name_stale(env)
+    return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN

@@ -9,48 +9,63 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS, open_environment, target_options, wheelhouse_option
+from patchaudit.cli.common import open_for_change, target_options, wheelhouse_option
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.revert import Plan, Result
 
 
 @click.command()
-@click.argument("dist")
+@click.argument("dist", required=False)
 @click.argument("paths", nargs=-1)
 @target_options
 @wheelhouse_option
+@click.option("--resume", is_flag=True, help="Finish or roll back a revert that was interrupted (DIST optional).")
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def revert(
-    dist: str,
+    dist: str | None,
     paths: tuple[str, ...],
     python: Path | None,
     site_path: Path | None,
     wheelhouse: tuple[Path, ...],
+    resume: bool,
     dry_run: bool,
     yes: bool,
     fmt: str,
 ) -> int:
-    """Restore DIST's drifted files (or PATHs of it) from a pristine wheel, removing files it never shipped."""
+    """Restore DIST's drifted files (or PATHs of it) from a pristine wheel, removing files it never shipped.
+
+    Any revert first finishes (or rolls back) one that was interrupted; --resume does only that.
+    """
     from patchaudit import environment, vcs
     from patchaudit import revert as core
     from patchaudit.verify import verify
 
-    env = open_environment(python, site_path)
-    every = environment.distributions(env)
+    if dist is None and not resume:
+        raise click.UsageError("missing argument DIST (or --resume)")
+    env, every, roots = open_for_change(python, site_path)
+    if dist is None:
+        return ExitCode.CLEAN
     (target,) = environment.select(every, [dist])[:1]
-    plan = vcs.plan_working_tree_revert(env, target, paths)
-    if plan is None:
+    tree = vcs.working_tree_restore(target, paths)
+    if tree is not None:
+        plan = core.plan_tree(target, tree.files, origin=f"git commit {tree.commit}", root=tree.project)
+    else:
         (report,) = verify(env, [target], every=every).distributions
         plan = core.plan_revert(env, target, report, paths=paths, wheelhouse=wheelhouse)
     if not dry_run and plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
         _show_plan(plan)
         click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
-    result = core.execute(env, plan, dry_run=dry_run)
+    result = core.execute(env, plan, dry_run=dry_run, roots=roots)
     _show_result(result, fmt)
-    return EXIT_PROBLEMS if result.refused or result.unverified or result.record_mismatch else EXIT_CLEAN
+    if (result.restored or result.removed) and not dry_run:
+        from patchaudit.cli.ps import name_stale
+
+        name_stale(env)
+    return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
 
 
 def _show_plan(plan: Plan) -> None:

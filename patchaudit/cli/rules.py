@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import EXIT_CLEAN, EXIT_PROBLEMS
+from patchaudit.errors import ExitCode
+
+if TYPE_CHECKING:
+    from patchaudit.models.configrules import ConfigRule
 
 _RULES_OPTION = click.option(
     "--rules",
@@ -27,10 +31,13 @@ def rules() -> None:
 def list_(rule_dirs: tuple[Path, ...]) -> int:
     """One line per rule: id, default severity, message."""
     from patchaudit.hazards import load_rules
+    from patchaudit.models.configrules import catalog
 
     for rule in load_rules(rule_dirs):
         click.echo(f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}")
-    return EXIT_CLEAN
+    for config_rule in catalog():
+        click.echo(f"{config_rule.ID:<20} {config_rule.SEVERITY.value:<7} {config_rule.MESSAGE}")
+    return ExitCode.CLEAN
 
 
 @rules.command("explain")
@@ -45,6 +52,12 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
     found = {r.ID: r for r in load_rules(rule_dirs)}
     rule = found.get(rule_id)
     if rule is None:
+        from patchaudit.models.configrules import catalog
+
+        config_rule = next((r for r in catalog() if rule_id == r.ID), None)
+        if config_rule is not None:
+            _explain_config(config_rule)
+            return ExitCode.CLEAN
         raise PatchAuditError(f"no rule {rule_id!r}", hint="`patchaudit rules list` shows the ids")
     click.echo(f"{rule.ID} ({rule.SEVERITY.value}): {rule.MESSAGE}\n")
     click.echo(rule.EXPLANATION.strip() + "\n")
@@ -54,7 +67,19 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
             code = example.code if isinstance(example, Example) else example
             click.echo("    " + code.rstrip("\n").replace("\n", "\n    "))
             click.echo("    ---")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
+
+
+def _explain_config(rule: ConfigRule) -> None:
+    click.echo(f"{rule.ID} ({rule.SEVERITY.value}, config rule): {rule.MESSAGE}\n")
+    click.echo(rule.EXPLANATION.strip() + "\n")
+    for title, examples in (("Flagged", rule.INVALID), ("Not flagged", rule.VALID)):
+        if examples:
+            click.echo(f"{title}:")
+        for example in examples:
+            click.echo(f"    {example.file}: {example.before}")
+            click.echo(f"    {' ' * len(example.file)}  {example.after}")
+            click.echo("    ---")
 
 
 @rules.command("test")
@@ -69,5 +94,12 @@ def test(directory: Path | None) -> int:
     for result in failed:
         where = f"{result.kind.upper()}[{result.index}]" if result.index >= 0 else result.kind.upper()
         click.echo(f"FAIL {result.rule} {where}: {result.problem}")
+    config_failed: list[str] = []
+    if directory is None:
+        from patchaudit.models.configrules import example_problems
+
+        config_failed = example_problems()
+        for problem in config_failed:
+            click.echo(f"FAIL {problem}")
     click.echo(f"{len(pack)} rules, {len(results) - len(failed)} passed, {len(failed)} failed")
-    return EXIT_PROBLEMS if failed else EXIT_CLEAN
+    return ExitCode.PROBLEMS if failed or config_failed else ExitCode.CLEAN

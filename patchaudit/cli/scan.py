@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 import click
 
 from patchaudit.cli.common import (
-    EXIT_CLEAN,
-    EXIT_PROBLEMS,
     fail_on_option,
+    interrupted_runs,
     open_environment,
     severity_or_none,
     target_options,
     wheelhouse_option,
     write_output,
 )
+from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.audit import ScanOptions
@@ -30,7 +30,9 @@ PROGRESS_THRESHOLD = 2000
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
-@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]), default="human", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
+)
 @click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
 @click.option("--no-hazards", is_flag=True, help="Skip the hazard rules; report drift only.")
 @click.option("--all-files", is_flag=True, help="Run the hazard rules over every file, not only drifted ones.")
@@ -80,11 +82,23 @@ def scan(
         report = _scan_with_progress(env, options)
     else:
         report = run_scan(env, options)
+    pending = interrupted_runs(env)
+    if pending:
+        import dataclasses
+
+        environment = dataclasses.replace(report.environment, interrupted_runs=tuple(pending))
+        report = dataclasses.replace(report, environment=environment)
 
     if fmt == "json":
         from patchaudit.render.json import render_json
 
         write_output(render_json(report), out)
+    elif fmt == "prometheus":
+        from patchaudit.render.prometheus import from_report, render_prometheus
+
+        ok = not report.fails(severity_or_none(fail_on))
+        target = str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
+        write_output(render_prometheus(from_report(report, ok=ok, target=target)), out)
     elif fmt == "sarif":
         import json
 
@@ -108,7 +122,7 @@ def scan(
                 from patchaudit.errors import PatchAuditError
 
                 raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
-    return EXIT_PROBLEMS if report.fails(severity_or_none(fail_on)) else EXIT_CLEAN
+    return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from patchaudit.errors import ExitCode
+
 
 @click.group()
 def systemd() -> None:
@@ -23,13 +25,31 @@ def systemd() -> None:
     help="Install below this root instead of /.",
 )
 @click.option("--warn-only", is_flag=True, help="Log problems but let the service start (ExecStartPre=-...).")
-def install(unit: str, policy: Path, root: Path, warn_only: bool) -> int:
+@click.option("--timer", is_flag=True, help="Also write a timer that refreshes a node_exporter textfile.")
+@click.option(
+    "--textfile",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Textfile-collector directory for --timer (default: /var/lib/prometheus/node-exporter).",
+)
+@click.option("--interval", default="5min", show_default=True, help="How often the timer refreshes the metrics.")
+def install(
+    unit: str, policy: Path, root: Path, warn_only: bool, timer: bool, textfile: Path | None, interval: str
+) -> int:
     """Write UNIT.d/patchaudit.conf so that `patchaudit gate --policy FILE` runs before UNIT starts."""
+    from patchaudit.systemd import METRICS_TEXTFILE_DIR, install_timer, unit_name
     from patchaudit.systemd import install as install_drop_in
-    from patchaudit.systemd import unit_name
 
     path = install_drop_in(unit, policy=policy, root=root, warn_only=warn_only)
     click.echo(f"wrote {path}")
+    timers: list[Path] = []
+    if timer:
+        timers = install_timer(
+            unit, policy=policy, root=root, textfile=textfile or METRICS_TEXTFILE_DIR, interval=interval
+        )
+        for written in timers:
+            click.echo(f"wrote {written}")
     if root == Path("/"):
         click.echo(f"next: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
-    return 0
+        if timers:
+            click.echo(f"and: systemctl enable --now {timers[-1].name}")
+    return ExitCode.CLEAN

@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Collection
 from pathlib import Path
 
+from patchaudit.atomic import atomic_write
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
 from patchaudit.pristine.direct_url import installed_sha256
@@ -27,14 +28,6 @@ from patchaudit.pristine.http import sha256_file
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_matches
 from patchaudit.record import Record, parse_record
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 class CachedWheel:
@@ -137,19 +130,6 @@ class OwnCache:
                     continue
         return None
 
-    def store_whole(self, filename: str, source: Path) -> None:
-        """Keep a whole wheel whose hash matched its index (a hard link or copy of `source`)."""
-        target = self.root / "wheels" / filename
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
-            with open(source, "rb") as src, open(tmp, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-            os.replace(tmp, target)
-        except OSError:
-            pass
-
     def recorder(self, filename: str, record_name: str):  # type: ignore[no-untyped-def]
         """A callback for ZipWheel(on_read=...) that keeps the RECORD and every member read."""
         directory = self.root / "partial" / filename
@@ -157,9 +137,9 @@ class OwnCache:
         def on_read(member: str, data: bytes, mode: int) -> None:
             try:
                 if member == record_name:
-                    _atomic_write(directory / "RECORD", data)
+                    atomic_write(directory / "RECORD", data, durable=False)
                     return
-                _atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data)
+                atomic_write(directory / "blobs" / hashlib.sha256(data).hexdigest(), data, durable=False)
                 modes_path = directory / "modes.json"
                 try:
                     modes = json.loads(modes_path.read_text())
@@ -167,7 +147,7 @@ class OwnCache:
                     modes = {}
                 if modes.get(member) != mode:
                     modes[member] = mode
-                    _atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode())
+                    atomic_write(modes_path, json.dumps(modes, sort_keys=True).encode(), durable=False)
             except OSError:
                 pass  # a cache that cannot be written is simply not kept
 

@@ -1,11 +1,15 @@
-"""HTTP for pristine bytes: a seekable file over Range requests that counts every byte it moves."""
+"""HTTP for pristine bytes: a seekable file over Range requests that counts every byte it moves.
+
+HTTP goes through requests (connection reuse, redirects, proxies and CA bundles as pip configures
+them), imported on first use only: the gate's warm path never pays for it. Credentials are attached
+per request by that request's own origin (scheme, host, port), on redirects too, so a password given
+for an index never reaches the host its downloads are redirected to.
+"""
 
 from __future__ import annotations
 
-import base64
 import io
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -14,9 +18,16 @@ from pathlib import Path
 from patchaudit import __version__
 from patchaudit.errors import PristineNotFound
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import requests
+
 BLOCK = 64 << 10
 TIMEOUT = 60
 USER_AGENT = f"patchaudit/{__version__}"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+Origin = tuple[str, str, int | None]
 
 
 @dataclass(slots=True)
@@ -28,46 +39,80 @@ class Transfer:
     whole_files: int = 0
 
 
-# netloc -> Authorization header, learnt from index URLs that carry user:password (as pip allows)
-_CREDENTIALS: dict[str, str] = {}
-
-
-def _request(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> urllib.request.Request:
-    all_headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-    all_headers.update(headers or {})
+def origin(url: str) -> Origin:
+    """(scheme, host, port) of a URL, the port filled in for http and https."""
     parts = urllib.parse.urlsplit(url)
-    if parts.username is not None:
-        user = urllib.parse.unquote(parts.username)
-        password = urllib.parse.unquote(parts.password or "")
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        url = redact(url)
-        parts = urllib.parse.urlsplit(url)
-        _CREDENTIALS[parts.netloc] = f"Basic {token}"
-    if parts.netloc in _CREDENTIALS:
-        all_headers["Authorization"] = _CREDENTIALS[parts.netloc]
-    return urllib.request.Request(url, method=method, headers=all_headers)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
+
+
+# origin -> (user, password), learnt from index URLs that carry user:password (as pip allows)
+_CREDENTIALS: dict[Origin, tuple[str, str]] = {}
+
+
+def learn(url: str) -> str:
+    """Keep the user:password of `url` for its origin; the URL without them."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url
+    user = urllib.parse.unquote(parts.username)
+    _CREDENTIALS[origin(url)] = (user, urllib.parse.unquote(parts.password or ""))
+    return redact(url)
+
+
+def learnt_credentials(url: str) -> tuple[str, str] | None:
+    """The user:password learnt for `url`'s origin, if any."""
+    return _CREDENTIALS.get(origin(url))
+
+
+def _get(url: str, headers: dict[str, str] | None = None, *, stream: bool = False) -> requests.Response:
+    """GET `url` (credentials learnt, then left out of the URL); PristineNotFound for transport errors."""
+    import requests
+
+    from patchaudit.pristine.session import session
+
+    url = learn(url)
+    try:
+        return session().get(url, headers=headers, stream=stream, timeout=TIMEOUT)
+    except (requests.RequestException, OSError, ValueError) as exc:
+        raise PristineNotFound(f"cannot fetch {redact(url)}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
 
 
 def fetch(url: str, transfer: Transfer, *, accept: str | None = None) -> tuple[bytes, str, str]:
     """GET a small resource: (body, content type, final url)."""
-    headers = {"Accept": accept} if accept else None
+    resp = _get(url, {"Accept": accept} if accept else None)
+    with resp:
+        transfer.requests += 1 + len(resp.history)
+        if resp.status_code >= 400:
+            raise PristineNotFound(f"cannot fetch {redact(url)}: {resp.status_code} {resp.reason}")
+        body = _body(resp, url)
+        transfer.bytes_received += len(body)
+        return body, resp.headers.get("Content-Type", ""), redact(resp.url)
+
+
+def _body(resp: requests.Response, url: str) -> bytes:
+    import requests
+
     try:
-        with urllib.request.urlopen(_request(url, headers=headers), timeout=TIMEOUT) as resp:
-            transfer.requests += 1
-            body = resp.read()
-            transfer.bytes_received += len(body)
-            return body, resp.headers.get("Content-Type", ""), resp.geturl()
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise PristineNotFound(f"cannot fetch {redact(url)}: {getattr(exc, 'reason', exc)}") from None
+        return resp.content
+    except (requests.RequestException, OSError) as exc:
+        raise PristineNotFound(f"cannot fetch {redact(url)}: {_reason(exc)}") from None
 
 
 def redact(url: str) -> str:
     """The URL without user:password, for messages."""
     parts = urllib.parse.urlsplit(url)
     if parts.username or parts.password:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
+        _, _, netloc = parts.netloc.rpartition("@")
         parts = parts._replace(netloc=netloc)
     return urllib.parse.urlunsplit(parts)
 
@@ -81,7 +126,7 @@ class RangeFile(io.RawIOBase):
 
     def __init__(self, url: str, transfer: Transfer, *, spool_dir: Path | None = None) -> None:
         super().__init__()
-        self.url = url
+        self.url = learn(url)
         self.transfer = transfer
         self._pos = 0
         self._blocks: dict[int, bytes] = {}
@@ -148,12 +193,10 @@ class RangeFile(io.RawIOBase):
 
     def _probe(self) -> int:
         """Learn the length with a first range request for the last block (where the zip index lives)."""
-        resp = self._open({"Range": f"bytes=-{BLOCK}"})
-        with resp:
-            self.transfer.requests += 1
-            if resp.status == 206:
+        with self._open({"Range": f"bytes=-{BLOCK}"}) as resp:
+            if resp.status_code == 206:
                 total = _content_range_total(resp.headers.get("Content-Range", ""))
-                body = resp.read()
+                body = _body(resp, self.url)
                 self.transfer.bytes_received += len(body)
                 if total is not None:
                     start = total - len(body)
@@ -163,29 +206,32 @@ class RangeFile(io.RawIOBase):
             assert self._whole is not None
             return self._whole.seek(0, io.SEEK_END)
 
-    def _open(self, headers: dict[str, str]):  # type: ignore[no-untyped-def]
+    def _open(self, headers: dict[str, str]) -> requests.Response:
         """GET with `headers`; a server that refuses the range (416) is asked for the whole file."""
-        try:
-            return urllib.request.urlopen(_request(self.url, headers=headers), timeout=TIMEOUT)
-        except urllib.error.HTTPError as exc:
-            if exc.code != 416 or "Range" not in headers:
-                raise PristineNotFound(f"cannot fetch {redact(self.url)}: {exc.reason}") from None
-            exc.close()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {getattr(exc, 'reason', exc)}") from None
-        return self._open({k: v for k, v in headers.items() if k != "Range"})
+        resp = _get(self.url, headers, stream=True)
+        self.transfer.requests += 1 + len(resp.history)
+        if resp.status_code == 416 and "Range" in headers:
+            resp.close()
+            return self._open({k: v for k, v in headers.items() if k != "Range"})
+        if resp.status_code >= 400:
+            resp.close()
+            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {resp.status_code} {resp.reason}")
+        return resp
 
-    def _spool(self, resp: io.BufferedIOBase) -> None:
+    def _spool(self, resp: requests.Response) -> None:
+        import requests
+
         self.transfer.whole_files += 1
         if self._spool_dir is not None:
             self._spool_dir.mkdir(parents=True, exist_ok=True)
         fh = tempfile.TemporaryFile(dir=self._spool_dir)  # noqa: SIM115 - kept open as the spool
-        while True:
-            chunk = resp.read(1 << 20)
-            if not chunk:
-                break
-            self.transfer.bytes_received += len(chunk)
-            fh.write(chunk)
+        try:
+            for chunk in resp.iter_content(1 << 20):
+                self.transfer.bytes_received += len(chunk)
+                fh.write(chunk)
+        except (requests.RequestException, OSError) as exc:
+            fh.close()
+            raise PristineNotFound(f"cannot fetch {redact(self.url)}: {_reason(exc)}") from None
         fh.flush()
         self._whole = fh
         self._blocks.clear()
@@ -232,13 +278,11 @@ class RangeFile(io.RawIOBase):
     def _fetch_blocks(self, lo: int, hi: int) -> None:
         begin = lo * BLOCK
         stop = min((hi + 1) * BLOCK, self.length) - 1
-        resp = self._open({"Range": f"bytes={begin}-{stop}"})
-        with resp:
-            self.transfer.requests += 1
-            if resp.status != 206:
+        with self._open({"Range": f"bytes={begin}-{stop}"}) as resp:
+            if resp.status_code != 206:
                 self._spool(resp)
                 return
-            body = resp.read()
+            body = _body(resp, self.url)
             self.transfer.bytes_received += len(body)
         if len(body) != stop - begin + 1:
             raise PristineNotFound(f"{redact(self.url)} answered {len(body)} bytes for a {stop - begin + 1}-byte range")

@@ -17,6 +17,7 @@ from typing import IO, cast
 
 from packaging.utils import canonicalize_name
 
+from patchaudit.atomic import atomic_write
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
@@ -264,13 +265,9 @@ class PackageIndex:
         assert self.cache is not None
         target = self.cache.root / "wheels" / filename
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{filename}.{os.getpid()}.tmp")
             whole.seek(0)  # type: ignore[attr-defined]
-            with open(tmp, "wb") as dst:
-                shutil.copyfileobj(whole, dst)  # type: ignore[arg-type,type-var]
+            atomic_write(target, lambda dst: shutil.copyfileobj(whole, dst), durable=False)  # type: ignore[arg-type,type-var]
             whole.seek(0)  # type: ignore[attr-defined]
-            os.replace(tmp, target)
         except OSError:
             pass
 

@@ -64,7 +64,9 @@ def _dist_line(dist: DistReport) -> Text:
     for drift in dist.drift:
         counts[drift.state.value] = counts.get(drift.state.value, 0) + 1
     details += [f"{n} {state}" for state, n in sorted(counts.items())]
-    if dist.source.value != "wheel":
+    if dist.os_package is not None:
+        details.append(f"OS package {dist.os_package}, md5 only")
+    elif dist.source.value != "wheel":
         details.append(dist.source.value)
     text.append("  (" + ", ".join(details) + ")", style="dim")
     return text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from patchaudit.errors import ExitCode
+
 TYPE_CHECKING = False  # no typing import: the warm gate renders with this module
 
 if TYPE_CHECKING:
@@ -43,9 +45,9 @@ def problem_line(problem: Problem) -> str:
 def summary_line(verdict: Verdict) -> str:
     if verdict.failed_open:
         word = "FAIL-OPEN"
-    elif verdict.exit_code == 0:
+    elif verdict.exit_code == ExitCode.CLEAN:
         word = "ok"
-    elif verdict.exit_code == 1:
+    elif verdict.exit_code == ExitCode.PROBLEMS:
         word = "FAIL"
     else:
         word = "ERROR"

@@ -74,6 +74,13 @@ def render_sarif(report: Report, rules: Sequence[type[Rule]], *, base_path_id: s
     for dist in report.distributions:
         located.extend((f, dist.location) for f in dist.findings)
     located.extend((f, env_location) for f in report.environment.findings)
+    if report.models:
+        from patchaudit.models.configrules import catalog
+
+        for config_rule in catalog():
+            add(config_rule.ID, config_rule.SEVERITY, config_rule.MESSAGE, config_rule.EXPLANATION)
+        for model in report.models:
+            located.extend((f, model.location) for f in model.findings)
     located.sort(key=lambda item: (item[1], item[0].path, item[0].line, item[0].column, item[0].rule))
 
     seen: dict[tuple[str, str, str, str], int] = {}

@@ -1,0 +1,192 @@
+"""`patchaudit model scan|diff|revert`: the model directory a service loads (core in patchaudit.models)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from patchaudit.cli.common import F, fail_on_option, severity_or_none, write_output
+from patchaudit.errors import ExitCode
+
+if TYPE_CHECKING:
+    from patchaudit.models.layout import ModelTarget
+    from patchaudit.models.scan import ModelScan, ModelScanOptions
+
+
+def _target_options(func: F) -> F:
+    func = click.option(
+        "--source",
+        "sources",
+        multiple=True,
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Another hub cache, repo folder or --local-dir tree to take pristine bytes from (repeatable).",
+    )(func)
+    func = click.option(
+        "--cache-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Hub cache holding REPO_ID (default: HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub).",
+    )(func)
+    func = click.option("--revision", help="A ref (main), a commit or a commit prefix (default: every snapshot).")(func)
+    return func
+
+
+def _resolve(spec: str, revision: str | None, cache_dir: Path | None) -> ModelTarget:
+    from patchaudit.models import layout
+    from patchaudit.models.revert import recover
+
+    target = layout.resolve(spec, revision=revision, cache_dir=cache_dir)
+    if (target.state_dir / "journal").exists():
+        for message in recover(target):
+            click.echo(f"patchaudit: {message}", err=True)
+    return target
+
+
+def _scan(target: ModelTarget, options: ModelScanOptions) -> ModelScan:
+    from patchaudit.models.scan import scan_model
+
+    return scan_model(target, options)
+
+
+@click.group()
+def model() -> None:
+    """Model directories: Hub cache repos, `hf download --local-dir` trees, manifest'd copies. Offline."""
+
+
+@model.command()
+@click.argument("targets", nargs=-1, required=True)
+@_target_options
+@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]), default="human", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
+@click.option("--deep", is_flag=True, help="Re-hash every file, ignoring the stat cache.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the stat cache.")
+@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
+@click.option("-v", "--verbose", is_flag=True, help="Show expected and actual hashes.")
+@fail_on_option
+def scan(
+    targets: tuple[str, ...],
+    revision: str | None,
+    cache_dir: Path | None,
+    sources: tuple[Path, ...],
+    fmt: str,
+    out: Path | None,
+    deep: bool,
+    no_cache: bool,
+    workers: int | None,
+    verbose: bool,
+    fail_on: str,
+) -> int:
+    """Verify each of TARGETS (a model directory or a repo id in the hub cache) against its own records."""
+    from patchaudit.models.scan import ModelScanOptions
+    from patchaudit.report import Report, Target
+
+    options = ModelScanOptions(deep=deep, use_cache=not no_cache, workers=workers, sources=sources)
+    resolved = [_resolve(t, revision, cache_dir) for t in targets]
+    models = tuple(_scan(t, options).report for t in resolved)
+    report = Report(target=Target(python=None, paths=()), distributions=(), models=models)
+    if fmt == "json":
+        from patchaudit.render.json import render_json
+
+        write_output(render_json(report), out)
+    elif fmt == "sarif":
+        import json
+
+        from patchaudit.render.sarif import render_sarif
+
+        write_output(json.dumps(render_sarif(report, []), indent=2) + "\n", out)
+    else:
+        from patchaudit.render.models import model_lines
+
+        lines = [line for m in models for line in model_lines(m, verbose=verbose)]
+        write_output("\n".join(lines) + "\n", out)
+    return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
+
+
+@model.command()
+@click.argument("target")
+@click.argument("paths", nargs=-1)
+@_target_options
+def diff(
+    target: str, paths: tuple[str, ...], revision: str | None, cache_dir: Path | None, sources: tuple[Path, ...]
+) -> int:
+    """What changed in TARGET's files: JSON configs by key path, other text as a unified diff."""
+    from patchaudit.diff import unified
+    from patchaudit.models.configdiff import is_config
+    from patchaudit.models.revert import selected
+    from patchaudit.models.scan import ModelScanOptions, current_bytes
+
+    found = _scan(_resolve(target, revision, cache_dir), ModelScanOptions(sources=sources))
+    changes: dict[str, list[str]] = {}
+    for change in found.report.changes:
+        changes.setdefault(change.file, []).append(change.text())
+    shown = 0
+    for item in found.layout.files:
+        if item.state is None or not selected(item, paths):
+            continue
+        shown += 1
+        click.echo(f"{item.state.value} {item.path}" + (f"  ({item.note})" if item.note else ""))
+        if item.path in changes:
+            for text in changes[item.path]:
+                click.echo(f"    {text}")
+            continue
+        old = found.pristine.get(item.path)
+        if old is None and item.expected is not None and not is_config(item.repo_path):
+            hit = found.sources.find(item.expected, 64 << 20)
+            old = hit[0] if hit else None
+        new = current_bytes(item, 64 << 20)
+        if item.state.value == "modified" and item.path not in found.pristine and old is not None and new is not None:
+            text, _binary = unified(item.path, old, new)
+            click.echo(text, nl=False)
+        elif item.state.value == "modified" and old is None:
+            click.echo(
+                "    (no pristine copy at hand offline: `patchaudit model revert` prints the command to fetch it)"
+            )
+    if not shown:
+        click.echo("no drift")
+    return ExitCode.PROBLEMS if shown else ExitCode.CLEAN
+
+
+@model.command()
+@click.argument("target")
+@click.argument("paths", nargs=-1)
+@_target_options
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+def revert(
+    target: str,
+    paths: tuple[str, ...],
+    revision: str | None,
+    cache_dir: Path | None,
+    sources: tuple[Path, ...],
+    dry_run: bool,
+) -> int:
+    """Put TARGET's drifted files (or PATHS of them) back; every replaced byte is quarantined first."""
+    from patchaudit.models import revert as core
+    from patchaudit.models.scan import ModelScanOptions
+
+    resolved = _resolve(target, revision, cache_dir)
+    found = _scan(resolved, ModelScanOptions(use_cache=False, sources=sources))
+    made = core.plan(found, paths)
+    result = core.execute(resolved, made, dry_run=dry_run)
+    verb = "would " if dry_run else ""
+    links = {a.path for a in made.plan.actions if a.kind == "symlink"}
+    for path in result.restored:
+        click.echo(f"{verb}{'relink ' if path in links else 'restore'} {path}")
+    for path in result.removed:
+        click.echo(f"{verb}remove  {path}")
+    for refusal in result.refused:
+        click.echo(f"refused {refusal.path}: {refusal.reason}")
+    for path in result.unverified:
+        click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
+    if result.quarantine is not None:
+        click.echo(
+            f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id}"
+            f" --path {resolved.root})"
+        )
+    if made.commands:
+        click.echo("to restore the rest, run:")
+        for command in made.commands:
+            click.echo(f"  {command}")
+    if not (result.restored or result.removed or result.refused):
+        click.echo("nothing to revert")
+    return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN

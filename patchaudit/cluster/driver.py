@@ -1,0 +1,213 @@
+"""The driver: one task per alive Ray node, pinned there, bounded in time; then compare the answers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from patchaudit.cluster import task
+from patchaudit.cluster.compare import Outlier, disagreeing, merge_detail, node_labels, outliers
+from patchaudit.errors import ExitCode, PatchAuditError
+
+SCHEMA = "patchaudit/cluster/v1"
+EXTRA_HINT = "pip install 'patchaudit[ray]'"
+
+
+class ClusterUnavailable(PatchAuditError):
+    """Ray is missing, or the cluster cannot be reached."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeResult:
+    label: str
+    node_id: str
+    address: str
+    status: str  # answered | error | timeout | dead
+    error: str | None = None
+    data: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.data is None:
+            return None
+        return int(self.data.get("verdict", {}).get("exit_code", ExitCode.INTERNAL))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.data or {}
+        return {
+            "node": self.label,
+            "node_id": self.node_id,
+            "address": self.address,
+            "host": data.get("host"),
+            "status": self.status,
+            "error": self.error,
+            "python": data.get("python"),
+            "verdict": data.get("verdict"),
+            "report": data.get("report"),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterResult:
+    nodes: tuple[NodeResult, ...]
+    outliers: tuple[Outlier, ...] = ()
+    seconds: float = 0.0
+    timeout: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.outliers and all(n.status == "answered" and n.exit_code == ExitCode.CLEAN for n in self.nodes)
+
+    def summary(self) -> dict[str, int]:
+        answered = [n for n in self.nodes if n.status == "answered"]
+        return {
+            "nodes": len(self.nodes),
+            "answered": len(answered),
+            "failing": sum(1 for n in answered if n.exit_code != ExitCode.CLEAN),
+            "unanswered": len(self.nodes) - len(answered),
+            "outliers": len(self.outliers),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "outliers": [o.to_dict() for o in self.outliers],
+            "summary": self.summary(),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ClusterUnavailable("`patchaudit cluster` needs Ray, which is not installed", hint=EXTRA_HINT) from None
+    return ray
+
+
+def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterResult:
+    """Audit every alive node of the cluster at `address`; no node is waited on past `timeout` seconds."""
+    ray = _import_ray()
+    started = time.monotonic()
+    deadline = started + timeout
+    _reachable(address, min(5.0, timeout))  # ray.init waits minutes on an address nobody answers
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... for the same cause
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ClusterUnavailable(f"cannot connect to the Ray cluster at {address}: {first}") from None
+    try:
+        return _run(ray, list(node_args), started, deadline, timeout)
+    finally:
+        ray.shutdown()
+
+
+def _reachable(address: str, timeout: float) -> None:
+    """Fail fast, in one line, when nothing listens at the cluster's bootstrap address."""
+    import socket
+
+    resolved = address
+    if address == "auto" or "://" in address:
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            resolved = canonicalize_bootstrap_address(address) or ""
+        except Exception:  # a private helper of Ray's: without it, leave the check to ray.init
+            return
+        if not resolved:
+            raise ClusterUnavailable("no running Ray cluster found", hint="pass --address HOST:PORT or set RAY_ADDRESS")
+    host, sep, port = resolved.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClusterUnavailable(f"{address!r} is not a Ray address", hint="auto or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterUnavailable(f"cannot connect to the Ray cluster at {resolved}: {exc.strerror or exc}") from None
+
+
+def _run(ray: Any, node_args: list[str], started: float, deadline: float, timeout: float) -> ClusterResult:
+    import ray.cloudpickle as cloudpickle
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    cloudpickle.register_pickle_by_value(task)  # the node's Python need not import patchaudit
+    remote = ray.remote(num_cpus=0, max_retries=0)(task.run_node)
+    listed = ray.nodes()
+    labels = node_labels([(n["NodeID"], str(n.get("NodeManagerAddress", "?"))) for n in listed])
+    results: dict[str, NodeResult] = {}
+    alive: list[str] = []
+    for n in listed:
+        nid = n["NodeID"]
+        address = str(n.get("NodeManagerAddress", "?"))
+        if n.get("Alive"):
+            alive.append(nid)
+        else:
+            results[nid] = NodeResult(
+                label=labels[nid], node_id=nid, address=address, status="dead", error="not alive in the cluster"
+            )
+    addresses = {n["NodeID"]: str(n.get("NodeManagerAddress", "?")) for n in listed}
+
+    def submit(nid: str, args: list[str]) -> Any:
+        strategy = NodeAffinitySchedulingStrategy(node_id=nid, soft=False)
+        left = max(deadline - time.monotonic() - 0.5, 1.0)
+        return remote.options(scheduling_strategy=strategy).remote(args, left)
+
+    def collect(refs: dict[Any, str]) -> dict[str, dict[str, Any] | tuple[str, str]]:
+        got: dict[str, dict[str, Any] | tuple[str, str]] = {}
+        ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=max(deadline - time.monotonic(), 0))
+        for ref in ready:
+            try:
+                got[refs[ref]] = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                got[refs[ref]] = ("error", f"{type(exc).__name__}: {first}"[:300])
+        for ref in pending:
+            ray.cancel(ref, force=True)
+            got[refs[ref]] = ("timeout", f"no answer within {timeout:g}s")
+        return got
+
+    first = collect({submit(nid, node_args): nid for nid in alive})
+    fingerprints: dict[str, dict[str, dict[str, Any]]] = {}
+    for nid, value in first.items():
+        base: dict[str, Any] = {"label": labels[nid], "node_id": nid, "address": addresses[nid]}
+        if isinstance(value, tuple):
+            results[nid] = NodeResult(**base, status=value[0], error=value[1])
+        elif "error" in value:
+            results[nid] = NodeResult(**base, status="error", error=str(value["error"]), data=None)
+        else:
+            results[nid] = NodeResult(**base, status="answered", data=value)
+            fingerprints[labels[nid]] = {k: dict(v) for k, v in value.get("fingerprints", {}).items()}
+
+    notes: list[str] = []
+    by_label = {labels[nid]: nid for nid in alive}
+    asks = disagreeing(fingerprints)
+    if asks and deadline - time.monotonic() > 1.0:
+        refs = {}
+        for label, names in asks.items():
+            detail_args = [*node_args]
+            for name in names:
+                detail_args += ["--detail", name]
+            refs[submit(by_label[label], detail_args)] = by_label[label]
+        second = collect(refs)
+        detail = {
+            labels[nid]: v.get("fingerprints", {})
+            for nid, v in second.items()
+            if isinstance(v, dict) and "error" not in v
+        }
+        merge_detail(fingerprints, detail)
+        if len(detail) < len(refs):
+            notes.append("some nodes did not send file lists in time: their differences are named by distribution")
+    elif asks:
+        notes.append("no time left to ask for file lists: differences are named by distribution")
+    ordered = tuple(sorted(results.values(), key=lambda r: r.label))
+    return ClusterResult(
+        nodes=ordered,
+        outliers=tuple(outliers(fingerprints)),
+        seconds=time.monotonic() - started,
+        timeout=timeout,
+        notes=tuple(notes),
+    )

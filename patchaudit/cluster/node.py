@@ -1,0 +1,54 @@
+"""One node's share of a cluster audit: the report, the policy's verdict and the fingerprints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from patchaudit import environment
+from patchaudit.audit import ScanOptions, scan
+from patchaudit.fingerprint import fingerprints
+from patchaudit.gate import judge
+from patchaudit.policy import Policy, load
+from patchaudit.report import Severity
+
+SCHEMA = "patchaudit/cluster-node/v1"
+
+
+def node_report(
+    *,
+    python: Path | None,
+    site_path: Path | None,
+    names: Sequence[str],
+    policy_path: Path | None,
+    detail: Sequence[str],
+    use_cache: bool = True,
+) -> dict[str, Any]:
+    """Audit this node's environment as the gate would, and fingerprint what was found."""
+    policy = load(policy_path) if policy_path is not None else Policy()
+    if policy_path is not None:
+        python = python or (policy.python if site_path is None else None)
+        site_path = site_path or (policy.path if python is None else None)
+        names = names or policy.distributions
+    env = environment.resolve(python, site_path)
+    chosen = environment.select(environment.distributions(env), names)
+    report = scan(
+        env,
+        ScanOptions(
+            names=tuple(names),
+            hazards=policy.hazards,
+            rule_dirs=policy.rule_dirs,
+            severity_overrides=dict(policy.severity),
+            use_cache=use_cache,
+        ),
+    )
+    threshold: Severity | None = policy.fail_on
+    verdict = judge(report, policy, threshold)
+    return {
+        "schema": SCHEMA,
+        "python": env.python,
+        "report": report.to_dict(),
+        "verdict": {"exit_code": verdict.exit_code, "problems": [p.to_list() for p in verdict.problems]},
+        "fingerprints": {k: v.to_dict() for k, v in fingerprints(env, chosen, report, detail=detail).items()},
+    }

@@ -1,0 +1,227 @@
+"""The pre-start gate: policy -> audit (-> baseline) -> one verdict, failing closed.
+
+A warm gate does not re-verify: it keeps the last verdict together with a fingerprint of every
+file the audit looked at (path, mode, size, mtime_ns, ctime_ns, inode, device) and reuses the
+verdict only while that fingerprint is unchanged. ctime cannot be set from user space, so an
+edit hidden with `touch -r` still changes the fingerprint and the audit runs again.
+
+This package keeps its imports light: the warm path must cost a fraction of `pip show`. The verdict
+(also `baseline check`'s) is in verdict.py, the fingerprint cache in cache.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit import __version__
+from patchaudit.errors import ExitCode, PatchAuditError
+from patchaudit.gate.cache import FilePlan, VerdictCache
+from patchaudit.gate.verdict import (
+    Problem,
+    Verdict,
+    error,
+    interrupted,
+    judge,
+    replace,
+)
+
+# typing costs the warm gate milliseconds; annotations are strings (PEP 563) and need it only for checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from patchaudit.environment import Environment
+    from patchaudit.policy import Policy
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GateOptions:
+    """What the command line says; anything left None comes from the policy."""
+
+    names: tuple[str, ...] = ()
+    policy: Path | None = None
+    python: Path | None = None
+    site_path: Path | None = None
+    baseline: Path | None = None
+    fail_on: str | None = None  # "high" ... "info", "none"
+    fail_open: bool = False
+    use_cache: bool = True
+
+
+def run(options: GateOptions) -> Verdict:
+    """The whole gate; never raises. Input errors are exit 2, bugs exit 3, unless failing open."""
+    start = time.perf_counter()
+    fail_open = options.fail_open
+    try:
+        policy = _load_policy(options.policy) if options.policy is not None else None
+        fail_open = fail_open or (policy is not None and policy.fail_open)
+        verdict = _run(options, policy)
+    except PatchAuditError as exc:
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        verdict = Verdict(exit_code=ExitCode.USAGE, problems=(error(f"{exc}{hint}"),))
+    except Exception as exc:  # fail closed on a bug, but say what it was
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        detail = f"internal error: {type(exc).__name__}: {exc} ({os.path.basename(where.filename)}:{where.lineno})"
+        verdict = Verdict(exit_code=ExitCode.INTERNAL, problems=(error(detail),))
+    if verdict.exit_code in (ExitCode.USAGE, ExitCode.INTERNAL) and fail_open:
+        verdict = replace(verdict, exit_code=ExitCode.CLEAN, failed_open=True)
+    return replace(verdict, seconds=time.perf_counter() - start)
+
+
+def _load_policy(path: Path) -> Policy:
+    from patchaudit.policy import load
+
+    return load(path)
+
+
+def _run(options: GateOptions, policy: Policy | None) -> Verdict:
+    # Without a policy file the warm path never imports the policy (nor the report values).
+    python, site_path = options.python, options.site_path
+    names, fail_on, baseline = options.names, options.fail_on, options.baseline
+    rule_dirs: tuple[Path, ...] = ()
+    if policy is not None:
+        python = python or (policy.python if site_path is None else None)
+        site_path = site_path or (policy.path if options.python is None else None)
+        names = names or policy.distributions
+        fail_on = fail_on or ("none" if policy.fail_on is None else policy.fail_on.value)
+        baseline = baseline or policy.baseline
+        rule_dirs = policy.rule_dirs
+    fail_on = fail_on or "high"
+    # The policy and baseline files are part of the fingerprint, so their content needs no place here.
+    key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
+    if policy is not None and policy.models:
+        # Where a model resolves to depends on these and on the model's own files (in the fingerprint).
+        env_keys = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
+        key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
+        key += repr([os.environ.get(k) for k in env_keys])
+
+    cache = VerdictCache.open(python, site_path) if options.use_cache else None
+    if cache is not None:
+        hit = cache.lookup(key)
+        if hit is not None:
+            return hit
+
+    from patchaudit import environment
+    from patchaudit.policy import Policy
+
+    models = _model_targets(policy)
+    env = environment.resolve(python, site_path)
+    _require_distributions(env, environment.distributions(env), site_path)
+    taken = time.time_ns()
+    unit_files, unit_dirs = _unit_paths(baseline)
+    plan, fingerprint, newest = FilePlan.build(
+        env,
+        names,
+        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
+        extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
+    )
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models)
+    if options.use_cache:
+        from patchaudit.hashing import racy_window_ns
+
+        # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
+        if newest < taken - racy_window_ns(newest):
+            VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
+    return verdict
+
+
+def _model_targets(policy: Policy | None) -> list[Any]:
+    """The policy's model directories, resolved (a few stats; nothing hashed); a bad one is exit 2."""
+    if policy is None or not policy.models:
+        return []
+    from patchaudit.models.layout import resolve
+
+    return [resolve(m.spec, revision=m.revision, cache_dir=m.cache_dir) for m in policy.models]
+
+
+def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The unit files a baseline's service environment is read from: the verdict depends on them too."""
+    if baseline_path is None:
+        return (), ()
+    from patchaudit import baseline
+    from patchaudit.procs.unitfile import find, watched_paths
+
+    try:
+        held = baseline.load(baseline_path).service
+        return watched_paths(find(held.unit, held.unit_dirs)) if held is not None else ((), ())
+    except PatchAuditError:
+        return (), ()  # the verdict itself reports it
+
+
+def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
+    """A gate pointed at a directory holding no distribution has nothing to vouch for: refuse, before
+    anything (a cache, a journal) is written there."""
+    if found:
+        return
+    from patchaudit.errors import EnvironmentNotFound
+
+    if site_path is not None:
+        raise EnvironmentNotFound(f"no distributions in {site_path}: is this the site-packages directory?")
+    where = ", ".join(str(s) for s in env.site_dirs)
+    raise EnvironmentNotFound(f"no distributions in {where}: is this the right interpreter?")
+
+
+def _verdict(
+    env: Environment,
+    names: Sequence[str],
+    policy: Policy,
+    fail_on: str,
+    baseline_path: Path | None,
+    use_cache: bool,
+    models: Sequence[Any] = (),
+) -> Verdict:
+    import dataclasses
+
+    from patchaudit.audit import ScanOptions, scan
+    from patchaudit.report import Severity
+    from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
+
+    options = ScanOptions(
+        names=tuple(names),
+        hazards=policy.hazards,
+        rule_dirs=policy.rule_dirs,
+        severity_overrides=dict(policy.severity),
+        use_cache=use_cache,
+    )
+    report = scan(env, options)
+    if baseline_path is not None:
+        from patchaudit import baseline
+
+        held = baseline.load(baseline_path)
+        report = baseline.check(held, report, baseline.record_paths(env, names), names)
+    if models:
+        from patchaudit.models.scan import ModelScanOptions, scan_model
+
+        model_options = ModelScanOptions(use_cache=use_cache, severity_overrides=dict(policy.severity))
+        report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
+    threshold = None if fail_on == "none" else Severity(fail_on)
+    verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
+    pending = pending_runs(env) + [p for m in models for p in _pending_in(m.state_dir / "journal")]
+    if pending:
+        # Files may be half restored: say so (and how to finish it) rather than leave drift lines to puzzle over;
+        # the gate reads, it never finishes a revert itself.
+        where = f"--python {env.python}" if env.python else f"--path {env.site_dirs[0]}"
+        problem = interrupted(pending, f"{RESUME_COMMAND} {where}")
+        verdict = replace(verdict, exit_code=ExitCode.PROBLEMS, problems=(problem, *verdict.problems))
+    return verdict
+
+
+def _journal_dir(env: Environment) -> Path:
+    return env.state_dir / "journal"
+
+
+def _pending_in(journal: Path) -> list[str]:
+    """Interrupted model reverts: their journals, by name (recovery itself is `model revert`'s)."""
+    try:
+        return sorted(n for n in os.listdir(journal) if n.endswith(".json"))
+    except OSError:
+        return []
+
+
+__all__ = ["GateOptions", "Problem", "Verdict", "judge", "run"]

@@ -1,0 +1,135 @@
+"""Ask an interpreter where its environment lives, without running anything of that environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit.errors import EnvironmentNotFound
+
+# Run with -I -S: no .pth file runs and nothing of site-packages is imported. -S also skips
+# site.venv(), which is what turns a venv's sys.prefix into the venv (Debian's patched sysconfig answers
+# with its posix_local scheme otherwise). site.venv() itself cannot be called: it ends in
+# addsitepackages(), which executes the .pth files. So do its pyvenv.cfg part here, as it does it.
+_PROBE = r"""
+import json, os, sys
+exe = sys.executable
+exe_dir = os.path.dirname(os.path.abspath(exe))
+site_prefix = os.path.dirname(exe_dir)
+venv = None
+for d in (exe_dir, site_prefix):
+    cfg = os.path.join(d, "pyvenv.cfg")
+    if os.path.isfile(cfg):
+        venv = cfg
+        break
+system_site = True
+if venv is not None:
+    with open(venv, encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "include-system-site-packages":
+                system_site = value.strip().lower() == "true"
+    sys.prefix = sys.exec_prefix = site_prefix
+prefix = sys.prefix
+import site, sysconfig
+v = {"base": prefix, "platbase": prefix, "installed_base": prefix, "installed_platbase": prefix}
+paths = sysconfig.get_paths(vars=v)
+site_dirs = site.getsitepackages([prefix])
+base_dirs = []
+if venv is not None and system_site:
+    base_dirs = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
+print(json.dumps({"executable": exe, "prefix": prefix, "venv": venv, "paths": paths, "site": site_dirs,
+                  "base_site": base_dirs, "version": "%d.%d" % sys.version_info[:2]}))
+"""
+
+
+# Stdlib packages the probe imports beside the frozen core (json, sysconfig, site); their bytecode too.
+_STDLIB_SUBDIRS = ("encodings", "json", "re", "collections", "importlib", "sysconfig", "lib-dynload")
+
+
+def foreign_input(exe: Path, version: str | None) -> str | None:
+    """Why running the probe in `exe` would execute something a user other than root can change.
+
+    Checked: the interpreter and each link to it, pyvenv.cfg and the `home` it names (it decides where
+    the stdlib is loaded from), and in each base installation the shared library, the stdlib directory,
+    the packages the probe imports and their bytecode caches.
+    """
+    from patchaudit import layout, trust
+
+    exe = Path(os.path.abspath(exe))
+    files: list[Path] = [exe]
+    prefixes = [Path(os.path.realpath(exe)).parent.parent]
+    for cfg in (exe.parent / "pyvenv.cfg", exe.parent.parent / "pyvenv.cfg"):
+        if cfg.exists():
+            files.append(cfg)
+            home = layout.read_cfg(cfg).get("home")
+            if home:
+                files.append(Path(home))
+                prefixes.append(Path(os.path.realpath(home)).parent)
+    reason = trust.foreign_writer(files)
+    if reason is not None:
+        return reason
+    directories: list[Path] = []
+    for prefix in dict.fromkeys(prefixes):
+        lib = prefix / "lib"
+        directories.append(lib)
+        names = [f"python{version}"] if version else _stdlib_names(lib)
+        for name in names:
+            stdlib = lib / name
+            for sub in ("", *_STDLIB_SUBDIRS):
+                directories.append(stdlib / sub if sub else stdlib)
+                directories.append(stdlib / sub / "__pycache__" if sub else stdlib / "__pycache__")
+    return trust.foreign_writer_in(directories)
+
+
+def _stdlib_names(lib: Path) -> list[str]:
+    try:
+        return [n for n in os.listdir(lib) if n.startswith("python3")]
+    except OSError:
+        return []
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Answer:
+    """What the interpreter said about itself."""
+
+    executable: str
+    prefix: Path
+    venv: bool
+    paths: dict[str, Path]
+    site: tuple[Path, ...]
+    base_site: tuple[Path, ...]
+    version: str
+
+
+def ask(exe: Path, shown: Path) -> Answer:
+    """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
+    try:
+        proc = subprocess.run(
+            [str(exe), "-I", "-S", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentNotFound(f"cannot run {shown}: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentNotFound(f"{shown} did not answer: {last}")
+    try:
+        info = json.loads(proc.stdout)
+        return Answer(
+            executable=str(info["executable"]),
+            prefix=Path(info["prefix"]),
+            venv=info.get("venv") is not None,
+            paths={str(k): Path(v) for k, v in dict(info["paths"]).items() if isinstance(v, str) and v},
+            site=tuple(Path(p) for p in info.get("site") or ()),
+            base_site=tuple(Path(p) for p in info.get("base_site") or ()),
+            version=str(info["version"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise EnvironmentNotFound(f"{shown} answered something that is not the probe's JSON") from None

@@ -1,0 +1,126 @@
+"""Which Python environment a running process uses, found without running anything of it.
+
+/proc/PID/exe names the resolved interpreter binary (a venv's `bin/python` is a symlink to it), so the
+environment comes from what Python itself looks at: the path the process was started as (argv[0],
+against its cwd or PATH) and a `pyvenv.cfg` beside it or one directory up. The site-packages of the
+extension modules it has mapped are added: they are the directories it really imports from.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchaudit.procs.proc import ProcInfo
+
+_SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
+_VERSION = re.compile(r"python(\d+\.\d+)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcEnv:
+    """Where a process's Python code comes from."""
+
+    executable: str | None  # as Python computes sys.executable (the venv's path, not the resolved binary)
+    prefix: str | None  # sys.prefix: the venv (pyvenv.cfg) or the interpreter's installation
+    site_dirs: tuple[str, ...]  # its site-packages, then those its extension modules came from
+
+
+def executable(proc: ProcInfo) -> str | None:
+    """sys.executable as the process computed it: argv[0] made absolute, or found on its PATH."""
+    argv0 = proc.argv[0] if proc.argv else ""
+    cwd = proc.cwd() if "/" in argv0 and not argv0.startswith("/") else None
+    return _executable(argv0, cwd, proc.getenv("PATH") if "/" not in argv0 else None, proc.exe)
+
+
+@functools.lru_cache(maxsize=1024)
+def _executable(argv0: str, cwd: str | None, search: str | None, exe: str | None) -> str | None:
+    if "/" in argv0:
+        path = argv0 if argv0.startswith("/") else os.path.join(cwd or "/", argv0)
+        return os.path.normpath(path)
+    if argv0 and search is not None:
+        for directory in search.split(":"):
+            candidate = os.path.join(directory or ".", argv0)
+            if directory.startswith("/") and os.access(candidate, os.X_OK):
+                return candidate
+    return exe
+
+
+def locate(proc: ProcInfo) -> ProcEnv:
+    exe = executable(proc)
+    prefix, site = _prefix(exe, proc.exe, None)
+    if not _venv(exe):  # without a pyvenv.cfg, PYTHONHOME decides
+        prefix, site = _prefix(exe, proc.exe, proc.getenv("PYTHONHOME"))
+    found = list(site)
+    for mapped in proc.maps:
+        match = _SITE.match(mapped.path)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(found))
+
+
+@functools.lru_cache(maxsize=1024)
+def _venv(exe: str | None) -> bool:
+    return exe is not None and any(
+        os.path.isfile(os.path.join(d, "pyvenv.cfg"))
+        for d in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe)))
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(exe: str | None, binary: str | None, home: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(sys.prefix, its site-packages) as site.py finds them: a pyvenv.cfg beside the executable or
+    one level up, else PYTHONHOME, else the installation the binary belongs to."""
+    prefix: str | None = None
+    version: str | None = None
+    if exe is not None:
+        for directory in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
+            cfg = os.path.join(directory, "pyvenv.cfg")
+            if os.path.isfile(cfg):
+                prefix = directory
+                version = _cfg_version(cfg)
+                break
+    if prefix is None:
+        prefix = home.split(":")[0] if home else (os.path.dirname(os.path.dirname(binary)) if binary else None)
+    match = _VERSION.search(os.path.basename(binary or ""))
+    version = version or (match.group(1) if match else None)
+    return prefix, tuple(_prefix_site_dirs(prefix, version)) if prefix is not None else ()
+
+
+@functools.lru_cache(maxsize=256)
+def _cfg_version(cfg: str) -> str | None:
+    try:
+        text = Path(cfg).read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            parts = value.strip().split(".")
+            if len(parts) >= 2:
+                return ".".join(parts[:2])
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _prefix_site_dirs(prefix: str, version: str | None) -> Sequence[str]:
+    found: list[str] = []
+    for lib in ("lib", "lib64"):
+        pattern = f"python{version}" if version else None
+        base = os.path.join(prefix, lib)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("python") or (pattern is not None and name not in (pattern, pattern + "t")):
+                continue
+            for leaf in ("site-packages", "dist-packages"):
+                site = os.path.join(base, name, leaf)
+                if os.path.isdir(site) and not any(os.path.samefile(site, s) for s in found):
+                    found.append(site)
+    return found

@@ -1,0 +1,121 @@
+"""One site-packages directory as `ps` needs it: every RECORD-tracked file's change time, and the
+quarantine runs that replaced files there (read through the quarantine code's public functions)."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchaudit.errors import PatchAuditError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunFiles:
+    """One quarantine run: when it was made and the absolute paths it wrote."""
+
+    run_id: str
+    created: str
+    created_at: float
+    dests: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SiteFiles:
+    site_dir: str
+    ctimes: tuple[int, ...] = ()  # ascending, parallel to `entries`
+    entries: tuple[tuple[str, str], ...] = ()  # (absolute path, distribution)
+    runs: tuple[RunFiles, ...] = field(default_factory=tuple)
+
+    def changed_after(self, since_ns: int) -> Iterator[tuple[str, int, str]]:
+        """(path, ctime_ns, distribution) of each tracked file whose ctime is after `since_ns`."""
+        start = bisect.bisect_right(self.ctimes, since_ns)
+        for n in range(start, len(self.ctimes)):
+            path, dist = self.entries[n]
+            yield path, self.ctimes[n], dist
+
+    def run_for(self, path: str, not_before: float) -> RunFiles | None:
+        """The latest run at or after `not_before` that wrote `path`."""
+        for run in reversed(self.runs):
+            if run.created_at >= not_before and path in run.dests:
+                return run
+        return None
+
+
+def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
+    """stat every file the RECORDs in `site_dir` list (one pass); a directory that is gone is empty."""
+    from patchaudit import environment
+    from patchaudit.record import record_paths
+
+    try:
+        env = environment.from_path(Path(site_dir))
+        dists = environment.distributions(env)
+    except PatchAuditError:
+        return SiteFiles(site_dir=site_dir)
+    rows: list[tuple[int, str, str]] = []
+    seen: set[str] = set()
+    lstat, prefix = os.lstat, site_dir.rstrip("/") + "/"
+    for dist in dists:
+        if dist.record_path is None:
+            continue
+        try:
+            paths = record_paths(dist.record_path.read_bytes())
+        except OSError:
+            continue
+        listed = set(paths)
+        for rel in paths:
+            if _derived_bytecode(rel, listed):
+                continue
+            plain = not rel.startswith("/") and "/." not in rel and not rel.startswith(".")
+            path = prefix + rel if plain else os.path.normpath(os.path.join(site_dir, rel))
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                st = lstat(path)
+            except OSError:
+                continue
+            rows.append((st.st_ctime_ns, path, dist.name))
+    rows.sort()
+    return SiteFiles(
+        site_dir=site_dir,
+        ctimes=tuple(r[0] for r in rows),
+        entries=tuple((r[1], r[2]) for r in rows),
+        # The quarantine code is imported only for an environment that has runs.
+        runs=tuple(quarantine_runs(env)) if quarantine and (env.state_dir / "quarantine").is_dir() else (),
+    )
+
+
+def _derived_bytecode(rel: str, listed: set[str]) -> bool:
+    """`pkg/__pycache__/mod.cpython-311.pyc` when `pkg/mod.py` is listed too: bytecode is rewritten from its
+    source, so a change that matters shows on the source (an unchecked-hash .pyc that disagrees with its
+    source is `scan`'s drift). Skipping them halves the stat calls on a large stack."""
+    if not rel.endswith(".pyc"):
+        return False
+    head, _, name = rel.rpartition("/__pycache__/")
+    if not head and not rel.startswith("__pycache__/"):
+        return False
+    source = name.split(".", 1)[0] + ".py"
+    return (f"{head}/{source}" if head else source) in listed
+
+
+def quarantine_runs(env: object) -> list[RunFiles]:
+    """Every run that changed files, oldest first. The only place `ps` reads quarantine manifests:
+    through `list_runs` (ids, times, status) and `plan_undo` (the files a run wrote)."""
+    from patchaudit.revert import list_runs, plan_undo
+
+    runs = []
+    for info in list_runs(env):  # type: ignore[arg-type]
+        if info.status.startswith("unreadable") or info.status == "rolled-back":
+            continue
+        try:
+            plan = plan_undo(env, info.run_id)  # type: ignore[arg-type]
+            created_at = _dt.datetime.fromisoformat(info.created).timestamp()
+        except (PatchAuditError, ValueError):
+            continue
+        dests = frozenset(os.path.normpath(str(a.dest)) for a in plan.actions)
+        runs.append(RunFiles(run_id=info.run_id, created=info.created, created_at=created_at, dests=dests))
+    return runs

@@ -1,0 +1,158 @@
+"""Prometheus text exposition (node_exporter's textfile collector) of a scan or a gate verdict.
+
+Label sets stay bounded: distribution, drift state, rule and severity. Paths never become labels; they
+stay in the JSON report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TYPE_CHECKING = False  # `gate --format prometheus` renders with this module: no typing import
+if TYPE_CHECKING:
+    from patchaudit.gate import Verdict
+    from patchaudit.report import Report
+
+FILE_NAME = "patchaudit.prom"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Metrics:
+    """What one run says, reduced to the series a dashboard alerts on."""
+
+    version: str
+    target: str
+    ok: bool
+    timestamp: float = field(default_factory=time.time)
+    distributions: int = 0
+    files_checked: int = 0
+    drifted: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (distribution, state) -> files
+    findings: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> findings
+    unverifiable: int = 0
+
+
+def from_report(report: Report, *, ok: bool, target: str) -> Metrics:
+    from patchaudit import __version__
+
+    drifted: dict[tuple[str, str], int] = {}
+    for dist in report.distributions:
+        for d in dist.drift:
+            drifted[(dist.name, d.state.value)] = drifted.get((dist.name, d.state.value), 0) + 1
+    for d in report.environment.drift:
+        drifted[("", d.state.value)] = drifted.get(("", d.state.value), 0) + 1
+    findings: dict[tuple[str, str], int] = {}
+    for f in report.active_findings():
+        findings[(f.rule, f.severity.value)] = findings.get((f.rule, f.severity.value), 0) + 1
+    summary = report.summary()
+    return Metrics(
+        version=__version__,
+        target=target,
+        ok=ok,
+        distributions=summary["distributions"],
+        files_checked=summary["files_checked"],
+        drifted=drifted,
+        findings=findings,
+        unverifiable=summary["unverifiable"],
+    )
+
+
+def from_verdict(verdict: Verdict, *, target: str) -> Metrics:
+    from patchaudit import __version__
+
+    drifted: dict[tuple[str, str], int] = {}
+    findings: dict[tuple[str, str], int] = {}
+    unverifiable = 0
+    for p in verdict.problems:
+        if p.kind == "finding":
+            key = (p.rule or "?", p.severity or "?")
+            findings[key] = findings.get(key, 0) + 1
+        elif p.kind == "unverifiable":
+            unverifiable += 1
+        elif p.kind != "error":
+            where = "" if p.where == "environment" else p.where
+            drifted[(where, p.kind)] = drifted.get((where, p.kind), 0) + 1
+    return Metrics(
+        version=__version__,
+        target=target,
+        ok=verdict.ok,
+        distributions=verdict.distributions,
+        files_checked=verdict.files_checked,
+        drifted=drifted,
+        findings=findings,
+        unverifiable=unverifiable,
+    )
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    inner = ",".join(f'{k}="{_label(v)}"' for k, v in pairs)
+    return "{" + inner + "}" if inner else ""
+
+
+def _gauge(name: str, help_text: str, samples: Iterable[tuple[Iterable[tuple[str, str]], float]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    for labels, value in samples:
+        number = repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(int(value))
+        lines.append(f"{name}{_labels(labels)} {number}")
+    return lines
+
+
+def render_prometheus(metrics: Metrics) -> str:
+    """The text format, one HELP and TYPE per family; every family present even when all is clean."""
+    lines: list[str] = []
+    lines += _gauge(
+        "patchaudit_info",
+        "patchaudit version and the environment it audited.",
+        [((("version", metrics.version), ("target", metrics.target)), 1)],
+    )
+    lines += _gauge(
+        "patchaudit_last_run_timestamp_seconds",
+        "When this file was written, seconds since the epoch.",
+        [((), round(metrics.timestamp, 3))],
+    )
+    lines += _gauge("patchaudit_distributions", "Distributions audited.", [((), metrics.distributions)])
+    lines += _gauge("patchaudit_files_checked", "RECORD entries checked.", [((), metrics.files_checked)])
+    lines += _gauge(
+        "patchaudit_drifted_files",
+        "Files that differ from what their distribution shipped, by distribution and state "
+        '(distribution "" is the environment: startup hooks, unowned files).',
+        [((("distribution", dist), ("state", state)), n) for (dist, state), n in sorted(metrics.drifted.items())],
+    )
+    lines += _gauge(
+        "patchaudit_drifted_distributions",
+        "Distributions with at least one drifted file.",
+        [((), len({dist for dist, _ in metrics.drifted if dist}))],
+    )
+    lines += _gauge(
+        "patchaudit_findings",
+        "Hazard findings by rule and severity.",
+        [((("rule", rule), ("severity", sev)), n) for (rule, sev), n in sorted(metrics.findings.items())],
+    )
+    lines += _gauge(
+        "patchaudit_unverifiable_distributions",
+        "Distributions that cannot be verified (no RECORD, weak hashes only).",
+        [((), metrics.unverifiable)],
+    )
+    lines += _gauge(
+        "patchaudit_gate_ok", "1 when the run passed (the gate's verdict), else 0.", [((), int(metrics.ok))]
+    )
+    return "\n".join(lines) + "\n"
+
+
+def write_textfile(path: Path, text: str) -> Path:
+    """Replace `path` atomically (temp file in the same directory, fsync, rename): the collector never
+    reads half a file."""
+    from patchaudit.atomic import atomic_write
+    from patchaudit.errors import PatchAuditError
+
+    try:
+        atomic_write(path, text, mode=0o644, parents=False)
+    except OSError as exc:
+        raise PatchAuditError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,104 @@
+"""Where a revert may write, and the names it gives things: destinations, staged files, run directories.
+
+Every path here is computed from the environment (and the run id); a path read back from a journal or
+manifest is only ever compared with what these functions compute, never trusted on its own.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchaudit.environment import Environment
+from patchaudit.pristine.zipwheel import unsafe_member
+
+
+def _roots(env: Environment) -> list[str]:
+    return [os.path.realpath(r) for r in env.writable_roots()]
+
+
+def check_destination(env: Environment, dest: Path, extra_roots: Sequence[str] = ()) -> str | None:
+    """Why `dest` may not be written (None when it may): only inside the env's scheme directories.
+
+    The parent is resolved (a symlinked directory that leads out is refused); the final component is
+    never followed, because it is replaced with os.replace or unlinked.
+    """
+    if not dest.is_absolute():
+        return "not an absolute path"
+    parent = os.path.realpath(dest.parent)
+    roots = _roots(env) + [os.path.realpath(r) for r in extra_roots]
+    state = os.path.realpath(env.state_dir)
+    inside = any(parent == r or parent.startswith(r.rstrip("/") + "/") for r in roots)
+    if not inside:
+        return "outside the environment's directories"
+    if parent == state or parent.startswith(state + "/"):
+        return "inside patchaudit's own state directory"
+    if os.path.join(parent, dest.name) in roots:
+        return "is a scheme directory itself"
+    if "/.git/" in parent + "/" or dest.name == ".git":
+        return "inside a git directory"
+    return None
+
+
+def destination(location: Path, path: str) -> Path:
+    return Path(os.path.normpath(os.path.join(location, path)))
+
+
+def quarantine_name(env: Environment, path: str, dest: Path) -> str:
+    """Where below the run's `files/` a destination's old bytes are kept."""
+    if not os.path.isabs(path) and not unsafe_member(path.replace(os.sep, "/")):
+        return path
+    rel = os.path.relpath(dest, env.prefix)
+    if rel.startswith(".."):
+        rel = dest.as_posix().lstrip("/")
+    return "_outside/" + rel
+
+
+def staged_name(dest: Path, run_id: str) -> Path:
+    """A short name beside `dest` (any legal file name must still be stageable): `.pa-<hash>.tmp`."""
+    tag = hashlib.sha256(f"{run_id}\0{dest.name}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return dest.with_name(f".pa-{tag}.tmp")
+
+
+def new_run_id(dist: str) -> str:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in dist)
+    return f"{stamp}-{safe}-{secrets.token_hex(3)}"
+
+
+def valid_run_id(run_id: str) -> bool:
+    """A run id names one entry of a directory: no separator, not `.`/`..`, no NUL."""
+    return bool(run_id) and run_id not in (".", "..") and "/" not in run_id and "\0" not in run_id
+
+
+def quarantine_root(env: Environment) -> Path:
+    return env.state_dir / "quarantine"
+
+
+def journal_dir(env: Environment) -> Path:
+    return env.state_dir / "journal"
+
+
+def run_dir(env: Environment, run_id: str) -> Path:
+    return quarantine_root(env) / run_id
+
+
+def run_dir_problem(env: Environment, run_id: str) -> str | None:
+    """Why `<quarantine>/<run_id>` is not a run directory of this environment (None when it is).
+
+    It must be a directory directly below the quarantine directory, not a symlink: one could lead a
+    manifest write or a restore anywhere.
+    """
+    if not valid_run_id(run_id):
+        return f"{run_id!r} is not a run id"
+    root = quarantine_root(env)
+    where = run_dir(env, run_id)
+    if os.path.islink(where):
+        return f"{where} is a symlink"
+    if os.path.realpath(where) != os.path.join(os.path.realpath(root), run_id):
+        return f"{where} does not lie in {root}"
+    return None
