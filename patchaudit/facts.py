@@ -87,7 +87,8 @@ def findings(facts: Sequence[Drift], overrides: dict[str, Severity] | None = Non
                 path=fact.path,
                 line=0,
                 message=message(fact),
-                in_change=False,
+                # the file differs from RECORD: a policy that raises the fact's severity makes it fail
+                in_change=True,
             )
         )
     return tuple(out)
