@@ -37,6 +37,7 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
                 "status": r.status,
                 "files": r.files,
                 "undo_of": r.undo_of,
+                "dists": dict(r.dists),
             }
             for r in runs
         ]
@@ -44,6 +45,8 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
         return ExitCode.CLEAN
     for r in runs:
         extra = f" (undo of {r.undo_of})" if r.undo_of else ""
+        if r.dists:
+            extra += " [" + ", ".join(f"{name}: {n}" for name, n in r.dists) + "]"
         click.echo(f"{r.run_id}  {r.created}  {r.op:<6} {r.dist} {r.version}  {r.files} file(s)  {r.status}{extra}")
     if not runs:
         click.echo("no quarantine runs")
