@@ -163,6 +163,17 @@ def test_a_distribution_without_pristine_source_refuses_the_run_unless_skipped(
     assert not (site / "evil.pth").exists()
 
 
+def test_a_shared_path_equal_to_neither_owner_is_refused_not_guessed(base: tuple[Path, Path], tmp_path: Path) -> None:
+    python, site, wheelhouse = _patched(base, tmp_path)
+    (site / "shared_tool.py").write_bytes(b"OWNER = 'someone else'\n")
+    proc = patchaudit("revert", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "refused alpha: shared_tool.py: several distributions" in proc.stdout
+    assert "refused beta: shared_tool.py: several distributions" in proc.stdout
+    assert (site / "shared_tool.py").read_bytes() == b"OWNER = 'someone else'\n"
+    assert (site / "alpha/core.py").read_bytes() == ALPHA["alpha/core.py"] and not (site / "evil.pth").exists()
+
+
 # ------------------------------------------------------------------ kill -9 in a run over two distributions
 
 BIG = {

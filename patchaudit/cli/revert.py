@@ -54,8 +54,6 @@ def revert(
     """
     from patchaudit import environment
 
-    if dist is None and paths:
-        raise click.UsageError("PATH needs DIST")
     env, every, roots = open_for_change(python, site_path)
     if dist is None and resume:
         return ExitCode.CLEAN

@@ -14,7 +14,9 @@ from patchaudit.errors import ExitCode, RevertIncomplete
 
 if TYPE_CHECKING:
     from patchaudit.environment import Environment, InstalledDist
-    from patchaudit.revert import Result, WholePlan
+    from patchaudit.revert import LeftAlone, Result, WholePlan
+
+FEW = 5
 
 
 def revert_environment(
@@ -37,7 +39,10 @@ def revert_environment(
         env, every, report, lambda dist, rep: plan_one(env, every, dist, rep, wheelhouse=wheelhouse)
     )
     if whole.unavailable and not skip and not dry_run:
-        _show(whole, None, fmt)
+        if fmt == "json":
+            _show(whole, None, fmt)
+        for u in whole.unavailable if fmt == "human" else ():
+            click.echo(f"cannot revert {u.dist} {u.version}: {u.reason}")
         names = ", ".join(u.dist for u in whole.unavailable)
         raise RevertIncomplete(
             f"{len(whole.unavailable)} drifted distribution(s) cannot be reverted ({names}); nothing was changed",
@@ -100,9 +105,7 @@ def _show(whole: WholePlan, result: Result | None, fmt: str) -> None:
     for refusal in refused:
         owner = refusal.dist or "environment"
         click.echo(f"refused {owner}: {refusal.path}: {refusal.reason}")
-    for item in whole.left_alone:
-        owner = item.dist or "environment"
-        click.echo(f"left alone {owner}: {item.path} ({item.state}): {item.reason}")
+    _show_left_alone(whole.left_alone)
     for u in whole.unavailable:
         click.echo(f"cannot revert {u.dist} {u.version}: {u.reason}")
     if result is None:
@@ -115,3 +118,18 @@ def _show(whole: WholePlan, result: Result | None, fmt: str) -> None:
         click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
     elif not (result.restored or result.removed):
         click.echo("nothing to revert")
+
+
+def _show_left_alone(left: Sequence[LeftAlone]) -> None:
+    """One line each; more than FEW of one state are one line with a count (JSON lists them all)."""
+    by_state: dict[str, list[LeftAlone]] = {}
+    for item in left:
+        by_state.setdefault(item.state, []).append(item)
+    for state, items in by_state.items():
+        if len(items) <= FEW:
+            for item in items:
+                click.echo(f"left alone {item.dist or 'environment'}: {item.path} ({state}): {item.reason}")
+            continue
+        names = ", ".join(f"{i.dist}: {i.path}" if i.dist else i.path for i in items[:3])
+        why = "packaging facts, not patches (--format json lists each)"
+        click.echo(f"left alone {len(items)} {state} files ({names}, ...): {why}")

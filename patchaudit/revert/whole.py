@@ -150,10 +150,15 @@ def _hooks(env: Environment, drift: Sequence[Drift]) -> tuple[list[Action], list
 def _without_clashes(actions: list[Action]) -> tuple[list[Action], list[Refusal]]:
     """Two distributions that would write one destination (a shared path equal to neither's RECORD
     line) are both refused there: which bytes are right is for the user to say."""
-    owners: dict[Path, set[str | None]] = {}
+    wanted: dict[Path, set[tuple[str, str | None]]] = {}
     for action in actions:
-        owners.setdefault(action.dest, set()).add(action.dist)
-    clash = {dest for dest, names in owners.items() if len(names) > 1}
-    kept = [a for a in actions if a.dest not in clash]
+        wanted.setdefault(action.dest, set()).add((action.kind, action.digest))
+    clash = {dest for dest, outcomes in wanted.items() if len(outcomes) > 1}
+    kept: list[Action] = []
+    seen: set[Path] = set()
+    for action in actions:
+        if action.dest not in clash and action.dest not in seen:  # the same bytes from two: one write
+            kept.append(action)
+            seen.add(action.dest)
     refused = [Refusal(path=a.path, reason=SEVERAL, dist=a.dist) for a in actions if a.dest in clash]
     return kept, refused
