@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import git
 import pytest
-from pristine_helpers import ROOT, build_wheel, make_venv, patchaudit, pip_install, site_packages
+from pristine_helpers import ROOT, build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
 ALPHA = {"alpha/__init__.py": b"", "alpha/core.py": b"def f():\n    return 1\n", "shared_tool.py": b"OWNER = 'alpha'\n"}
 BETA = {"beta/__init__.py": b"", "beta/core.py": b"def g():\n    return 2\n", "shared_tool.py": b"OWNER = 'beta'\n"}
@@ -132,6 +133,11 @@ def test_one_run_reverts_all_and_one_restore_puts_all_back(base: tuple[Path, Pat
 
     undo = patchaudit("quarantine", "restore", run_id, "--python", str(python), "--yes")
     assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert "put back alpha: alpha/core.py" in undo.stdout and "put back startup hook evil.pth" in undo.stdout
+    # the undo is a run of its own that names the distributions too
+    rows = json.loads(patchaudit("quarantine", "list", "--python", str(python), "--format", "json").stdout)
+    (undo_row,) = [r for r in rows if r["undo_of"] == run_id]
+    assert undo_row["op"] == "undo" and undo_row["dists"] == {"alpha": 2, "beta": 1, "startup hooks": 2}
     code, again = _scan(python)
     assert code == 1 and _drift(again) == drift
     assert (site / "evil.pth").read_bytes() == EVIL and (site / "sitecustomize.py").read_bytes() == SITECUSTOMIZE
@@ -172,6 +178,49 @@ def test_a_shared_path_equal_to_neither_owner_is_refused_not_guessed(base: tuple
     assert "refused beta: shared_tool.py: several distributions" in proc.stdout
     assert (site / "shared_tool.py").read_bytes() == b"OWNER = 'someone else'\n"
     assert (site / "alpha/core.py").read_bytes() == ALPHA["alpha/core.py"] and not (site / "evil.pth").exists()
+
+
+def test_an_editable_checkout_and_a_wheel_install_in_one_run(tmp_path: Path) -> None:
+    """The editable install is put back from its commit, the wheel install from its wheel: one run, one undo."""
+    project = tmp_path / "project"
+    repo = git.Repo.init(project)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "Test")
+        cw.set_value("user", "email", "test@example.invalid")
+    (project / "pkg").mkdir()
+    (project / "pkg/__init__.py").write_text("")
+    (project / "pkg/a.py").write_text("A = 1\n")
+    (project / ".gitignore").write_text("__pycache__/\n")
+    repo.index.add(["pkg/__init__.py", "pkg/a.py", ".gitignore"])
+    repo.index.commit("initial")
+    editable = build_wheel(tmp_path / "build", "pkg", "0.1", {"__editable__.pkg-0.1.pth": f"{project}\n".encode()})
+    alpha = build_wheel(tmp_path / "wheelhouse", "alpha", "1.0", ALPHA)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, editable, alpha)
+    site = site_packages(python)
+    (meta,) = site.glob("pkg-0.1.dist-info")
+    direct_url = json.dumps({"url": project.as_uri(), "dir_info": {"editable": True}}).encode()
+    (meta / "direct_url.json").write_bytes(direct_url)
+    lines = [ln for ln in (meta / "RECORD").read_text().splitlines() if "direct_url" not in ln]
+    lines.append(f"{meta.name}/direct_url.json,{record_hash(direct_url)},{len(direct_url)}")
+    (meta / "RECORD").write_text("\n".join(lines) + "\n")
+    assert _scan(python)[0] == 0
+
+    (project / "pkg/a.py").write_text("A = 'patched'\n")
+    (site / "alpha/core.py").write_bytes(PATCH)
+    code, original = _scan(python)
+    assert code == 1 and ("pkg", "pkg/a.py", "modified") in _drift(original)
+    proc = patchaudit("revert", "--python", str(python), "--wheelhouse", str(tmp_path / "wheelhouse"), "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (project / "pkg/a.py").read_text() == "A = 1\n" and (site / "alpha/core.py").read_bytes() == ALPHA[
+        "alpha/core.py"
+    ]
+    assert _scan(python)[0] == 0
+    (run_id,) = os.listdir(tmp_path / "venv/.patchaudit/quarantine")
+    undo = patchaudit("quarantine", "restore", run_id, "--python", str(python), "--yes")
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert (project / "pkg/a.py").read_text() == "A = 'patched'\n" and (site / "alpha/core.py").read_bytes() == PATCH
+    assert _drift(_scan(python)[1]) == _drift(original)
 
 
 # ------------------------------------------------------------------ kill -9 in a run over two distributions
