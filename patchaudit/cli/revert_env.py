@@ -58,7 +58,7 @@ def revert_environment(
         from patchaudit.cli.ps import name_stale
 
         name_stale(env)
-    problems = whole.unavailable or result.refused or result.unverified or result.record_mismatch
+    problems = whole.unavailable or result.refused or result.unverified
     return ExitCode.PROBLEMS if problems else ExitCode.CLEAN
 
 
@@ -110,8 +110,6 @@ def _show(whole: WholePlan, result: Result | None, fmt: str) -> None:
         click.echo(f"cannot revert {u.dist} {u.version}: {u.reason}")
     if result is None:
         return
-    for path in result.record_mismatch:
-        click.echo(f"record-mismatch {path}: installed bytes equal the wheel's; its RECORD is stale")
     for path in result.unverified:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:

@@ -22,6 +22,7 @@ from patchaudit.revert.paths import check_destination
 ENVIRONMENT = "environment"  # the `dist` of a run over the whole environment (its manifest, its run id)
 SHARED = "added in a directory several distributions share, so no one distribution's revert removes it"
 PACKAGE_HOOK = "a package directory: move it aside by hand (the quarantine keeps files, not directories)"
+MISMATCH = "the installed bytes are the wheel's; its RECORD is wrong about them"
 SEVERAL = "several distributions revert this path to different bytes: revert one of them by name"
 
 
@@ -73,7 +74,6 @@ def plan_environment(
     reverted: list[tuple[str, str]] = []
     origins: list[str] = []
     roots: list[str] = []
-    mismatch: list[str] = []
     for dist, dist_report in zip(dists, report.distributions, strict=True):
         left += [_fact(dist.name, fact) for fact in dist_report.facts]
         if not dist_report.drift:
@@ -86,7 +86,11 @@ def plan_environment(
             continue
         actions += [dataclasses.replace(a, dist=dist.name) for a in plan.actions]
         refused += [dataclasses.replace(r, dist=dist.name) for r in plan.refused]
-        mismatch += [f"{dist.name}: {p}" for p in plan.record_mismatch]
+        # the wheel shows these are its own bytes under a wrong RECORD line: a packaging fact, as scan says
+        left += [
+            LeftAlone(dist=dist.name, path=p, state=DriftState.RECORD_MISMATCH, reason=MISMATCH)
+            for p in plan.record_mismatch
+        ]
         if plan.actions:
             reverted.append((dist.name, dist.version))
         if plan.origin:
@@ -100,7 +104,6 @@ def plan_environment(
         version="",
         actions=tuple(actions + hooks),
         refused=tuple(refused + clashes + hook_refused),
-        record_mismatch=tuple(mismatch),
         origin="; ".join(origins) or None,
         roots=tuple(roots),
     )
