@@ -22,10 +22,10 @@ LAYERS: list[set[str]] = [
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     {"verify", "vcs", "fingerprint", "facts"},  # facts: packaging facts (overwritten, regenerated) beside drift
     {"revert", "diff"},
-    {"hazards", "rule"},
+    {"hazards", "rule", "hazardpool"},  # hazardpool: the rules spread over worker processes
     {"pristine"},
     {"bytecode"},
-    {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"},
+    {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg", "cpus"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

@@ -13,8 +13,10 @@ VALUE_OPTIONS = {
     "--policy": "policy",
     "--baseline": "baseline",
     "--fail-on": "fail_on",
+    "--workers": "workers",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
+MAX_WORKERS = 256
 
 
 def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
@@ -46,6 +48,9 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
 
     if values.get("fail_on", "high") not in FAIL_ON_CHOICES:
         return None
+    workers = values.get("workers", "1")
+    if not (workers.isascii() and workers.isdigit() and 1 <= int(workers) <= MAX_WORKERS):
+        return None
     return dists, values, flags
 
 
@@ -68,6 +73,7 @@ def fast_gate(args: list[str]) -> int | None:
         fail_on=values.get("fail_on"),
         fail_open="fail_open" in flags,
         no_cache="no_cache" in flags,
+        workers=int(values["workers"]) if "workers" in values else None,
     )
 
 
@@ -81,6 +87,7 @@ def run_gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    workers: int | None = None,
     fmt: str = "journal",
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
@@ -97,6 +104,7 @@ def run_gate(
             fail_on=fail_on,
             fail_open=fail_open,
             use_cache=not no_cache,
+            workers=workers,
         )
     )
     if fmt == "prometheus":

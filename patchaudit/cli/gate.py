@@ -31,6 +31,11 @@ from patchaudit.report import FAIL_ON_CHOICES
     show_default=True,
     help="Journal lines, or node_exporter textfile text.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Worker processes (default: the policy's, else every CPU this process may use).",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -40,6 +45,7 @@ def gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    workers: int | None,
     fmt: str,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
@@ -52,5 +58,6 @@ def gate(
         fail_on=fail_on,
         fail_open=fail_open,
         no_cache=no_cache,
+        workers=workers,
         fmt=fmt,
     )

@@ -43,7 +43,11 @@ PROGRESS_THRESHOLD = 2000
 @wheelhouse_option
 @click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
 @click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Worker processes for hashing and hazards (default: every CPU this process may use).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(

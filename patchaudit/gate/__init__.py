@@ -50,6 +50,7 @@ class GateOptions:
     fail_on: str | None = None  # "high" ... "info", "none"
     fail_open: bool = False
     use_cache: bool = True
+    workers: int | None = None  # None: the policy's, else every CPU this process may use
 
 
 def run(options: GateOptions) -> Verdict:
@@ -121,7 +122,8 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models)
+    workers = options.workers or (policy.workers if policy is not None else None)
+    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models, workers)
     if options.use_cache:
         from patchaudit.hashing import racy_window_ns
 
@@ -175,6 +177,7 @@ def _verdict(
     baseline_path: Path | None,
     use_cache: bool,
     models: Sequence[Any] = (),
+    workers: int | None = None,
 ) -> Verdict:
     import dataclasses
 
@@ -188,6 +191,7 @@ def _verdict(
         rule_dirs=policy.rule_dirs,
         severity_overrides=dict(policy.severity),
         use_cache=use_cache,
+        workers=workers,
     )
     report = scan(env, options)
     if baseline_path is not None:
