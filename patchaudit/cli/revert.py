@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Without DIST: revert the rest when some distributions cannot be (they are named; exit 1).",
 )
+@click.option("--no-cache", is_flag=True, help="Without DIST: re-hash every file, not trusting the stat cache.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def revert(
     dist: str | None,
@@ -44,6 +45,7 @@ def revert(
     dry_run: bool,
     yes: bool,
     skip_unavailable: bool,
+    no_cache: bool,
     fmt: str,
 ) -> int:
     """Restore DIST's drifted files (or PATHs of it) from a pristine wheel, removing files it never shipped.
@@ -61,7 +63,15 @@ def revert(
         from patchaudit.cli.revert_env import revert_environment
 
         return revert_environment(
-            env, every, roots, wheelhouse=wheelhouse, dry_run=dry_run, yes=yes, skip=skip_unavailable, fmt=fmt
+            env,
+            every,
+            roots,
+            wheelhouse=wheelhouse,
+            dry_run=dry_run,
+            yes=yes,
+            skip=skip_unavailable,
+            use_cache=not no_cache,
+            fmt=fmt,
         )
     (target,) = environment.select(every, [dist])[:1]
     plan = plan_one(env, every, target, None, paths=paths, wheelhouse=wheelhouse)

@@ -28,13 +28,16 @@ def revert_environment(
     dry_run: bool,
     yes: bool,
     skip: bool,
+    use_cache: bool,
     fmt: str,
 ) -> int:
     from patchaudit import revert as core
+    from patchaudit.audit import ScanOptions, stat_cache
     from patchaudit.cli.revert import plan_one
     from patchaudit.verify import verify
 
-    report = verify(env, every, every=every)
+    # the stat cache scan keeps: a file whose size, mtime, ctime and inode are unchanged is not re-hashed
+    report = verify(env, every, every=every, cache=stat_cache(env, ScanOptions(use_cache=use_cache)))
     whole = core.plan_environment(
         env, every, report, lambda dist, rep: plan_one(env, every, dist, rep, wheelhouse=wheelhouse)
     )
