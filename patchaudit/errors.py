@@ -68,6 +68,11 @@ class RunNotFound(PatchAuditError):
     """A quarantine run id that does not exist in the environment."""
 
 
+class RevertIncomplete(PatchAuditError):
+    """A revert of the whole environment would leave drifted distributions as they are (no pristine source,
+    another build) and the user did not say to go on without them; nothing was changed."""
+
+
 class UnitNotFound(PatchAuditError):
     """No cgroup or unit file exists for a systemd unit on this host."""
 

@@ -344,7 +344,8 @@ def test_read_only_commands_report_an_interrupted_run_and_leave_it(
     assert "interrupted_runs" not in json.loads(proc.stdout)["environment"] and "interrupted" not in proc.stderr
 
 
-def test_revert_without_dist_or_resume_is_a_usage_error(venv: tuple[Path, Path, Path]) -> None:
+def test_revert_without_dist_on_a_clean_environment_changes_nothing(venv: tuple[Path, Path, Path]) -> None:
     python, _site, _wheelhouse = venv
-    proc = patchaudit("revert", "--python", str(python))
-    assert proc.returncode == 2 and "DIST" in proc.stderr
+    proc = patchaudit("revert", "--python", str(python), "--yes")
+    assert proc.returncode == 0 and "nothing to revert" in proc.stdout, proc.stdout + proc.stderr
+    assert not (python.parent.parent / ".patchaudit/quarantine").exists()

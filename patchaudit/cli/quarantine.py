@@ -37,6 +37,7 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
                 "status": r.status,
                 "files": r.files,
                 "undo_of": r.undo_of,
+                "dists": dict(r.dists),
             }
             for r in runs
         ]
@@ -44,6 +45,8 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
         return ExitCode.CLEAN
     for r in runs:
         extra = f" (undo of {r.undo_of})" if r.undo_of else ""
+        if r.dists:
+            extra += " [" + ", ".join(f"{name}: {n}" for name, n in r.dists) + "]"
         click.echo(f"{r.run_id}  {r.created}  {r.op:<6} {r.dist} {r.version}  {r.files} file(s)  {r.status}{extra}")
     if not runs:
         click.echo("no quarantine runs")
@@ -67,10 +70,12 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
+        # a run over the whole environment: name each file's distribution (or the startup hooks)
+        owner = {a.path: "startup hook " if a.hook else f"{a.dist}: " if a.dist else "" for a in plan.actions}
         for path in result.restored:
-            click.echo(f"put back {path}")
+            click.echo(f"put back {owner.get(path, '')}{path}")
         for path in result.removed:
-            click.echo(f"removed  {path} (it did not exist before that run)")
+            click.echo(f"removed  {owner.get(path, '')}{path} (it did not exist before that run)")
         for refusal in result.refused:
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:

@@ -13,6 +13,10 @@ from patchaudit.cli.common import open_for_change, target_options, wheelhouse_op
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from patchaudit.environment import Environment, InstalledDist
+    from patchaudit.report import DistReport
     from patchaudit.revert import Plan, Result
 
 
@@ -24,6 +28,12 @@ if TYPE_CHECKING:
 @click.option("--resume", is_flag=True, help="Finish or roll back a revert that was interrupted (DIST optional).")
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option(
+    "--skip-unavailable",
+    is_flag=True,
+    help="Without DIST: revert the rest when some distributions cannot be (they are named; exit 1).",
+)
+@click.option("--no-cache", is_flag=True, help="Without DIST: re-hash every file, not trusting the stat cache.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def revert(
     dist: str | None,
@@ -34,31 +44,42 @@ def revert(
     resume: bool,
     dry_run: bool,
     yes: bool,
+    skip_unavailable: bool,
+    no_cache: bool,
     fmt: str,
 ) -> int:
     """Restore DIST's drifted files (or PATHs of it) from a pristine wheel, removing files it never shipped.
 
-    Any revert first finishes (or rolls back) one that was interrupted; --resume does only that.
+    Without DIST: every drifted distribution, and every startup hook no distribution owns is quarantined,
+    in one run with one undo. Any revert first finishes (or rolls back) one that was interrupted;
+    --resume does only that.
     """
-    from patchaudit import environment, vcs
-    from patchaudit import revert as core
-    from patchaudit.verify import verify
+    from patchaudit import environment
 
-    if dist is None and not resume:
-        raise click.UsageError("missing argument DIST (or --resume)")
     env, every, roots = open_for_change(python, site_path)
-    if dist is None:
+    if dist is None and resume:
         return ExitCode.CLEAN
+    if dist is None:
+        from patchaudit.cli.revert_env import revert_environment
+
+        return revert_environment(
+            env,
+            every,
+            roots,
+            wheelhouse=wheelhouse,
+            dry_run=dry_run,
+            yes=yes,
+            skip=skip_unavailable,
+            use_cache=not no_cache,
+            fmt=fmt,
+        )
     (target,) = environment.select(every, [dist])[:1]
-    tree = vcs.working_tree_restore(target, paths)
-    if tree is not None:
-        plan = core.plan_tree(target, tree.files, origin=f"git commit {tree.commit}", root=tree.project)
-    else:
-        (report,) = verify(env, [target], every=every).distributions
-        plan = core.plan_revert(env, target, report, paths=paths, wheelhouse=wheelhouse)
+    plan = plan_one(env, every, target, None, paths=paths, wheelhouse=wheelhouse)
     if not dry_run and plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
         _show_plan(plan)
         click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
+    from patchaudit import revert as core
+
     result = core.execute(env, plan, dry_run=dry_run, roots=roots)
     _show_result(result, fmt)
     if (result.restored or result.removed) and not dry_run:
@@ -66,6 +87,28 @@ def revert(
 
         name_stale(env)
     return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
+
+
+def plan_one(
+    env: Environment,
+    every: Sequence[InstalledDist],
+    target: InstalledDist,
+    report: DistReport | None,
+    *,
+    paths: Sequence[str] = (),
+    wheelhouse: Sequence[Path] = (),
+) -> Plan:
+    """The plan for one distribution: from its git checkout (editable installs), else from a pristine wheel."""
+    from patchaudit import revert as core
+    from patchaudit import vcs
+    from patchaudit.verify import verify
+
+    tree = vcs.working_tree_restore(target, paths)
+    if tree is not None:
+        return core.plan_tree(target, tree.files, origin=f"git commit {tree.commit}", root=tree.project)
+    if report is None:
+        (report,) = verify(env, [target], every=every).distributions
+    return core.plan_revert(env, target, report, paths=paths, wheelhouse=wheelhouse)
 
 
 def _show_plan(plan: Plan) -> None:

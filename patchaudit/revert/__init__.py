@@ -1,7 +1,8 @@
 """Put drifted files back, keeping every replaced byte in a quarantine run; journaled, locked, undoable.
 
 plan.py decides what changes, transaction.py carries it out (quarantine, stage, commit), recovery.py
-finishes or rolls back a run a kill interrupted, quarantine.py lists and undoes runs; paths.py says
+finishes or rolls back a run a kill interrupted, quarantine.py lists and undoes runs,
+whole.py joins the plans of every drifted distribution and the unowned startup hooks into one; paths.py says
 where a run may write, fileops.py does the file-level work, model.py and state.py hold the values and
 their on-disk shapes.
 """
@@ -22,6 +23,7 @@ from patchaudit.revert.plan import plan_revert, plan_tree
 from patchaudit.revert.quarantine import list_runs, plan_undo, undo
 from patchaudit.revert.recovery import RESUME_COMMAND, interrupted_message, pending_runs, recover
 from patchaudit.revert.transaction import execute
+from patchaudit.revert.whole import LeftAlone, Unavailable, WholePlan, plan_environment
 
 
 def revert(
@@ -46,6 +48,7 @@ def revert(
 __all__ = [
     "RESUME_COMMAND",
     "Action",
+    "LeftAlone",
     "ActionKind",
     "Op",
     "Plan",
@@ -53,12 +56,15 @@ __all__ = [
     "Result",
     "RunInfo",
     "RunStatus",
+    "Unavailable",
+    "WholePlan",
     "check_destination",
     "execute",
     "interrupted_message",
     "list_runs",
     "locked",
     "pending_runs",
+    "plan_environment",
     "plan_revert",
     "plan_tree",
     "plan_undo",

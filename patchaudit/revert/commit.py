@@ -56,12 +56,13 @@ def _is_new(dest: Path, entry: JournalEntry) -> bool:
 def commit(
     env: Environment, state: Journal, manifest: Manifest | None, roots: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
-    """Replace, remove, drop bytecode, re-hash. Returns (unverified, changed).
+    """Replace, remove, drop bytecode, re-hash. Returns (unverified paths, changed destinations).
 
     Before a destination is replaced or removed, it must still hold what the run quarantined (the
     manifest's original) or already what the run writes. Anything else was written after the run
     quarantined it (for example between a crash and its recovery): it is left in place, the staged
-    file is dropped, and the path is returned in `changed`.
+    file is dropped, and the destination is returned in `changed` (destinations, not paths: in a run
+    over several distributions two editable installs may hold the same relative path).
     """
     before = originals(manifest)
     parents = set()
@@ -76,7 +77,7 @@ def commit(
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(dest)
             else:
-                changed.append(entry["path"])
+                changed.append(entry["dest"])
                 continue
         else:
             assert entry["staged"] is not None
@@ -88,7 +89,7 @@ def commit(
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(staged)
-                changed.append(entry["path"])
+                changed.append(entry["dest"])
                 continue
         drop_bytecode(env, dest, roots)
     for parent in parents:
@@ -97,17 +98,19 @@ def commit(
 
 
 def mark_manifest(manifest: Manifest, changed: Collection[str], unverified: bool) -> None:
-    """Record the outcome in `manifest`: entries left alone are marked, so an undo leaves them too."""
+    """Record the outcome in `manifest`: entries left alone (`changed` destinations) are marked, so an
+    undo leaves them too."""
     for item in manifest["files"]:
-        if item["path"] in changed:
+        if item["dest"] in changed:
             item["skipped"] = CHANGED_MEANWHILE
     manifest["status"] = RunStatus.INCOMPLETE if unverified or changed else RunStatus.COMPLETE
 
 
 def verify(state: Journal, skip: Collection[str] = ()) -> list[str]:
+    """Paths of the entries (but those whose destination is in `skip`) that do not hold what the run wrote."""
     bad = []
     for entry in state["actions"]:
-        if entry["path"] in skip:
+        if entry["dest"] in skip:
             continue
         dest = Path(entry["dest"])
         if entry["kind"] == ActionKind.REMOVE:

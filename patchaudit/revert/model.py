@@ -10,6 +10,7 @@ from typing import Any, NotRequired, TypedDict
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "patchaudit/quarantine/v1"
 FILES = "files"
+HOOKS = "startup hooks"  # how a run over the whole environment names the unowned startup hooks it quarantined
 CHANGED_MEANWHILE = "changed since the run quarantined it: left as it is now (the quarantine keeps the older copy)"
 
 
@@ -81,6 +82,8 @@ class ManifestFile(TypedDict):
     new_digest: str | None
     new_link: str | None
     skipped: NotRequired[str]
+    dist: NotRequired[str | None]  # a run over the whole environment: the file's distribution
+    hook: NotRequired[bool]  # a run over the whole environment: an unowned startup hook
 
 
 class Manifest(TypedDict):
@@ -107,9 +110,13 @@ class Manifest(TypedDict):
 class Refusal:
     path: str
     reason: str
+    dist: str | None = None  # a plan over several distributions: whose file it is
 
     def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        out = {"path": self.path, "reason": self.reason}
+        if self.dist is not None:
+            out["dist"] = self.dist
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,6 +130,8 @@ class Action:
     link: str | None = None
     mode: int = 0o644
     digest: str | None = None  # of `data`
+    dist: str | None = None  # a plan over several distributions: whose file it is
+    hook: bool = False  # a plan over the whole environment: an unowned startup hook it quarantines
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,6 +184,7 @@ class RunInfo:
     status: str
     files: int
     undo_of: str | None = None
+    dists: tuple[tuple[str, int], ...] = ()  # a run over several distributions: files per distribution
 
 
 def summary(plan: Plan, run_id: str | None, quarantine: Path | None, **extra: Any) -> Result:

@@ -18,9 +18,11 @@ from patchaudit.pristine.check import digest as digest_of
 from patchaudit.revert.fileops import LOCK_WAIT
 from patchaudit.revert.model import (
     FILES,
+    HOOKS,
     MANIFEST,
     Action,
     ActionKind,
+    Manifest,
     Op,
     Original,
     Plan,
@@ -65,9 +67,20 @@ def list_runs(env: Environment) -> list[RunInfo]:
                 status=manifest.get("status") or "?",
                 files=len(manifest["files"]),
                 undo_of=manifest.get("undo_of"),
+                dists=_per_dist(manifest),
             )
         )
     return runs
+
+
+def _per_dist(manifest: Manifest) -> tuple[tuple[str, int], ...]:
+    """Files per distribution of a run over several (startup hooks as `startup hooks`); () for one."""
+    counts: dict[str, int] = {}
+    for item in manifest["files"]:
+        name = HOOKS if item.get("hook") else item.get("dist")
+        if name:
+            counts[name] = counts.get(name, 0) + 1
+    return tuple(counts.items())
 
 
 def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Plan:
@@ -108,6 +121,7 @@ def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Pl
         if item.get("skipped"):
             continue  # the run left it alone: there is nothing of it to put back
         dest = Path(item["dest"])
+        owner, hook = item.get("dist"), bool(item.get("hook"))
         stored = where / item["quarantine"]
         if not os.path.realpath(stored.parent).startswith(files_dir + os.sep) and item["original"] != Original.MISSING:
             refused.append(Refusal(path=item["path"], reason="its quarantined copy lies outside the run directory"))
@@ -126,12 +140,16 @@ def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Pl
                     data=data,
                     mode=0o644 if mode is None else mode,
                     digest=item["original_digest"],
+                    dist=owner,
+                    hook=hook,
                 )
             )
         elif item["original"] == Original.SYMLINK:
-            actions.append(Action(path=item["path"], dest=dest, kind=ActionKind.SYMLINK, link=item["original_link"]))
+            link = item["original_link"]
+            symlink = Action(path=item["path"], dest=dest, kind=ActionKind.SYMLINK, link=link, dist=owner, hook=hook)
+            actions.append(symlink)
         elif item["original"] == Original.MISSING:
-            actions.append(Action(path=item["path"], dest=dest, kind=ActionKind.REMOVE))
+            actions.append(Action(path=item["path"], dest=dest, kind=ActionKind.REMOVE, dist=owner, hook=hook))
     return Plan(
         op=Op.UNDO,
         dist=manifest.get("dist") or "?",

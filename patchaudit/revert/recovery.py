@@ -110,9 +110,10 @@ def _recover_one(env: Environment, state: Journal, roots: Sequence[str]) -> str:
         mark(where, RunStatus.INCOMPLETE if bad or changed else RunStatus.COMPLETE)
     message = f"finished interrupted {op} {state['run_id']}"
     if changed:
+        named = [e["path"] for e in state["actions"] if e["dest"] in changed]
         message += (
             f"; left {len(changed)} file(s) that changed after it began as they are now"
-            f" (the quarantine keeps the older copies): {', '.join(changed[:3])}"
+            f" (the quarantine keeps the older copies): {', '.join(named[:3])}"
         )
     if bad:
         message += f"; {len(bad)} file(s) do not verify: {', '.join(bad[:3])}"

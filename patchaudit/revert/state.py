@@ -88,10 +88,12 @@ def manifest_problem(manifest: object) -> str | None:
             return f"file entry {n} has no original_digest"
         if item["original"] == Original.SYMLINK and not isinstance(item.get("original_link"), str):
             return f"file entry {n} has no original_link"
+        if not isinstance(item.get("hook", False), bool):
+            return f"file entry {n}: hook is not true or false"
         mode = item.get("original_mode")
         if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777):
             return f"file entry {n} has a bad original_mode"
-        for key in ("action", "original_digest", "original_link", "new_digest", "new_link", "skipped"):
+        for key in ("action", "original_digest", "original_link", "new_digest", "new_link", "skipped", "dist"):
             if not _optional_str(item.get(key)):
                 return f"file entry {n}: {key} is not a string"
     for key in ("schema", "run_id", "op", "dist", "version", "created", "status", "undo_of", "origin", "prefix"):

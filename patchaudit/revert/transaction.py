@@ -33,6 +33,7 @@ from patchaudit.revert.model import (
     FILES,
     MANIFEST,
     MANIFEST_SCHEMA,
+    Action,
     ActionKind,
     Journal,
     JournalEntry,
@@ -91,8 +92,12 @@ def _run(env: Environment, plan: Plan, recovered: tuple[str, ...]) -> Result:
     mark_manifest(manifest, changed, bool(unverified))
     write_json(where / MANIFEST, manifest)
     (journal_dir(env) / f"{state['run_id']}.json").unlink(missing_ok=True)
-    refused = plan.refused + tuple(Refusal(path=p, reason=CHANGED_MEANWHILE) for p in changed)
-    done = dataclasses.replace(plan, actions=tuple(a for a in plan.actions if a.path not in changed), refused=refused)
+    gone = set(changed)
+    left = tuple(
+        Refusal(path=a.path, reason=CHANGED_MEANWHILE, dist=a.dist) for a in plan.actions if str(a.dest) in gone
+    )
+    kept = tuple(a for a in plan.actions if str(a.dest) not in gone)
+    done = dataclasses.replace(plan, actions=kept, refused=plan.refused + left)
     return summary(done, state["run_id"], where, unverified=tuple(unverified), recovered=recovered)
 
 
@@ -111,7 +116,7 @@ def _prepare(env: Environment, plan: Plan) -> tuple[Journal, Manifest]:
                 "digest": action.digest,
                 "link": action.link,
                 "staged": str(staged_name(action.dest, run_id)) if action.kind != ActionKind.REMOVE else None,
-                "quarantine": quarantine_name(env, action.path, action.dest),
+                "quarantine": _group(action) + quarantine_name(env, action.path, action.dest),
             }
         )
     state: Journal = {
@@ -163,6 +168,10 @@ def _quarantine(env: Environment, plan: Plan, run_id: str, where: Path, entries:
             "new_digest": action.digest,
             "new_link": action.link,
         }
+        if action.dist is not None:
+            item["dist"] = action.dist
+        if action.hook:
+            item["hook"] = True
         target = files_dir / entry["quarantine"]
         if kind is Original.FILE:
             assert isinstance(content, bytes)
@@ -206,6 +215,16 @@ def _quarantine(env: Environment, plan: Plan, run_id: str, where: Path, entries:
     write_json(where / MANIFEST, manifest)
     fsync_dir(files_dir)
     return manifest
+
+
+def _group(action: Action) -> str:
+    """In a run over several distributions, each one's files lie in their own directory below `files/`.
+
+    Distribution names begin with a letter or digit, so `_hooks/` (and `_outside/`) never meet one.
+    """
+    if action.hook:
+        return "_hooks/"
+    return f"{action.dist}/" if action.dist else ""
 
 
 def _stage(plan: Plan, entries: list[JournalEntry]) -> None:
