@@ -26,6 +26,7 @@ POLICY_KEYS = frozenset(
         "baseline",
         "approved",
         "models",
+        "cache_dir",
     }
 )
 MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
@@ -83,6 +84,7 @@ class Policy:
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
     models: tuple[ModelSpec, ...] = ()
+    cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -172,6 +174,7 @@ class Policy:
                 models.append(spec)
 
         baseline = string("baseline")
+        cache_dir = string("cache_dir")
         policy = cls(
             source=source,
             python=path_of(python) if python else None,
@@ -187,6 +190,7 @@ class Policy:
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
             models=tuple(models),
+            cache_dir=path_of(cache_dir) if cache_dir else None,
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))

@@ -25,7 +25,19 @@ LAYERS: list[set[str]] = [
     {"hazards", "rule"},
     {"pristine"},
     {"bytecode"},
-    {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"},
+    {
+        "hashing",
+        "record",
+        "environment",
+        "policy",
+        "atomic",
+        "layout",
+        "probe",
+        "trust",
+        "metadata",
+        "dpkg",
+        "cachedir",
+    },
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

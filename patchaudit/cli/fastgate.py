@@ -4,6 +4,7 @@ value) returns None, and the click command handles it with its usual messages an
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ VALUE_OPTIONS = {
     "--policy": "policy",
     "--baseline": "baseline",
     "--fail-on": "fail_on",
+    "--cache-dir": "cache_dir",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 
@@ -68,6 +70,7 @@ def fast_gate(args: list[str]) -> int | None:
         fail_on=values.get("fail_on"),
         fail_open="fail_open" in flags,
         no_cache="no_cache" in flags,
+        cache_dir=path("cache_dir"),
     )
 
 
@@ -81,6 +84,7 @@ def run_gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    cache_dir: Path | None = None,
     fmt: str = "journal",
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
@@ -97,8 +101,12 @@ def run_gate(
             fail_on=fail_on,
             fail_open=fail_open,
             use_cache=not no_cache,
+            cache_dir=cache_dir,
         )
     )
+    for note in verdict.notes:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"patchaudit: note: {note}\n")
     if fmt == "prometheus":
         from patchaudit.render.prometheus import from_verdict, render_prometheus
 
