@@ -111,7 +111,9 @@ def _venv(where: Path, wheels: Path) -> Path:
     """A root-owned venv with one small distribution, installed by real pip."""
     subprocess.run([_base_python(), "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
-    wheel = build_wheel(wheels, "demo", "1.0", {"demo/__init__.py": b"VALUE = 1\n", "demo/core.py": b"def f():\n    return 1\n"})
+    wheel = build_wheel(
+        wheels, "demo", "1.0", {"demo/__init__.py": b"VALUE = 1\n", "demo/core.py": b"def f():\n    return 1\n"}
+    )
     pip_install(python, wheel)
     return python
 
@@ -220,9 +222,7 @@ def test_cache_dir_keeps_each_environment_apart(shared: Path, user: pwd.struct_p
     assert sorted(p.name for p in cache.iterdir()) == keyed
 
 
-def test_root_never_reads_a_cache_another_user_can_write(
-    shared: Path, user: pwd.struct_passwd, tmp_path: Path
-) -> None:
+def test_root_never_reads_a_cache_another_user_can_write(shared: Path, user: pwd.struct_passwd, tmp_path: Path) -> None:
     """A verdict cache planted in a user-owned venv would make root's gate pass whatever it says."""
     python = _venv(shared / "venv", shared / "wheels")
     _own(shared / "venv", user)
