@@ -7,6 +7,11 @@ The env needs pip for the anchor (`PY -m ensurepip` in the copy). Both commands 
 one process after one warm-up each; prints every pair and the median ratio (target <= 0.33x).
 Then it changes one byte of a file of DIST keeping its size and mtime (as `touch -r` would) and
 checks that the warm gate still fails, and passes again once the byte is back.
+
+As a service's user against a root-owned env (both commands run as USER; the gate's caches go to a
+fresh $STATE_DIRECTORY owned by USER, as the systemd drop-in arranges; an env without pip gets pip
+on PYTHONPATH for the anchor, from a directory holding only pip):
+    python bench/bench_gate.py --python ENV/bin/python vllm --all --user nobody --pip-dir DIR --no-edit-check
 """
 
 from __future__ import annotations
@@ -23,15 +28,64 @@ from pathlib import Path
 TARGET = 0.33
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
+RUN_AS: dict[str, object] = {}  # subprocess keywords: user, group, env (set by --user)
+GATE_ENV: dict[str, str] = {}
+ANCHOR_ENV: dict[str, str] = {}
+
+
+def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    extra = dict(RUN_AS)
+    if "env" in kw or "env" in extra:
+        extra["env"] = {**dict(extra.get("env", os.environ)), **dict(kw.pop("env", {}))}  # type: ignore[call-overload]
+    return subprocess.run(cmd, check=False, **extra, **kw)  # type: ignore[call-overload,no-any-return]
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    proc = _run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **({"env": env} if env else {}))
     return time.perf_counter() - start, proc.returncode
 
 
 def gate_code(cmd: list[str]) -> tuple[int, str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = _run(cmd, capture_output=True, text=True, **({"env": GATE_ENV} if GATE_ENV else {}))
     return proc.returncode, proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()
+
+
+def _others_may_run(exe: str) -> bool:
+    real = os.path.realpath(exe)
+    while real != "/":
+        if not os.stat(real).st_mode & 0o001:
+            return False
+        real = os.path.dirname(real)
+    return True
+
+
+def _as_user(name: str, pip_dir: str | None) -> list[str] | None:
+    """Run both commands as NAME; returns the gate's command prefix when patchaudit's own interpreter is
+    private (then this checkout's code under a system interpreter of the same version)."""
+    import pwd
+    import sysconfig
+    import tempfile
+
+    user = pwd.getpwnam(name)
+    state = Path(tempfile.mkdtemp(prefix="pa-bench-state-")) / "patchaudit" / "bench"
+    state.mkdir(parents=True)
+    for d in (state, state.parent, state.parent.parent):
+        os.chown(d, user.pw_uid, user.pw_gid)
+    state.parent.parent.chmod(0o755)
+    RUN_AS.update(user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+    RUN_AS["env"] = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+    GATE_ENV["STATE_DIRECTORY"] = str(state)
+    if pip_dir:
+        ANCHOR_ENV["PYTHONPATH"] = pip_dir
+    print(f"as {name} (uid {user.pw_uid}); gate caches in $STATE_DIRECTORY={state}")
+    if _others_may_run(sys.executable):
+        return None
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system = f"/usr/bin/{version}"
+    root = Path(__file__).resolve().parent.parent
+    GATE_ENV["PYTHONPATH"] = f"{root}:{sysconfig.get_paths()['purelib']}"
+    return [system, "-m", "patchaudit"]
 
 
 def edit_check(ours: list[str], python: str, dist: str) -> bool:
@@ -74,24 +128,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--no-edit-check", action="store_true")
     parser.add_argument("--all", action="store_true", help="gate every distribution (no names), anchor unchanged")
+    parser.add_argument("--user", help="run both commands as this user (a service's own), caches in a StateDirectory")
+    parser.add_argument("--pip-dir", help="PYTHONPATH holding only pip, for an env without pip (with --user)")
     args = parser.parse_args()
 
-    patchaudit = shutil.which("patchaudit") or str(Path(sys.executable).parent / "patchaudit")
+    command = [shutil.which("patchaudit") or str(Path(sys.executable).parent / "patchaudit")]
+    if args.user:
+        command = _as_user(args.user, args.pip_dir) or command
     anchor = [args.python, "-m", "pip", "show", args.dist]
-    ours = [patchaudit, "gate", *([] if args.all else [args.dist]), "--python", args.python]
+    ours = [*command, "gate", *([] if args.all else [args.dist]), "--python", args.python]
 
-    _, code = timed(anchor)
+    _, code = timed(anchor, ANCHOR_ENV)
     if code != 0:
         sys.exit(f"the anchor failed: {' '.join(anchor)} (install pip into the env: {args.python} -m ensurepip)")
-    timed(ours)  # cold run: verifies everything and writes the caches
+    timed(ours, GATE_ENV)  # cold run: verifies everything and writes the caches
     time.sleep(0.1)
-    _, code = timed(ours)
+    code, line = gate_code(ours)
     if code != 0:
-        sys.exit(f"the gate does not pass on this env: {' '.join(ours)}")
+        sys.exit(f"the gate does not pass on this env: {' '.join(ours)}: {line}")
+    if " cached;" not in line:
+        sys.exit(f"the warm gate did not answer from its cache: {line}")
+    print(f"warm: {line}")
     pairs = []
     for _ in range(args.rounds):
-        a, _ = timed(anchor)
-        b, _ = timed(ours)
+        a, _ = timed(anchor, ANCHOR_ENV)
+        b, _ = timed(ours, GATE_ENV)
         pairs.append((a, b))
         print(f"  pip show {a:6.3f}s   gate {b:6.3f}s   ratio {b / a:5.2f}")
     ratio = statistics.median(b / a for a, b in pairs)
