@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from patchaudit import environment
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import StatCache, read_regular
+from patchaudit.hashing import StatCache
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
 
 if TYPE_CHECKING:
@@ -219,38 +219,31 @@ def _with_hazards(
     pristine: Mapping[Path, Mapping[str, bytes]],
     where: Path | None,
 ) -> Report:
-    dists: list[DistReport] = []
+    from patchaudit.hazardpool import HazardJob, check_jobs
+
+    jobs: list[HazardJob] = []
     for dist, installed in zip(report.distributions, chosen, strict=True):
-        location = Path(dist.location)
-        files: list[tuple[str, bytes, bool]] = []
         drifted = {d.path for d in dist.drift if d.state is not DriftState.MISSING and d.path.endswith(".py")}
-        for rel in sorted(drifted):
-            data = read_regular(location / rel)
-            if data is not None:
-                files.append((rel, data, True))
+        files = [(rel, True) for rel in sorted(drifted)]
         if options.all_files:
             # another distribution's file sits at an overwritten path: never judge it as this one's
             theirs = {f.path for f in dist.facts if f.state is DriftState.OVERWRITTEN}
-            for rel in _python_files(installed) - drifted - theirs:
-                data = read_regular(location / rel)
-                if data is not None:
-                    files.append((rel, data, False))
-        if not files:
-            dists.append(dist)
-            continue
-        from patchaudit import hazards
-
+            files += [(rel, False) for rel in sorted(_python_files(installed) - drifted - theirs)]
         # a path several distributions ship may hold any of their files: never diff it against this one's
         shared = {d.path for d in dist.drift if d.co_owners}
         before = {p: b for p, b in pristine.get(installed.meta_dir, {}).items() if p not in shared}
-        findings = hazards.check_files(
-            [hazards.SourceFile(path=p, installed=b, pristine=before.get(p), drifted=d) for p, b, d in files],
-            rule_dirs=options.rule_dirs,
-            severity_overrides=options.severity_overrides,
-            cache_dir=where / "hazards" if where is not None else None,
-            workers=options.workers,
-        )
-        dists.append(dataclasses.replace(dist, findings=dist.findings + tuple(findings)))
+        jobs.append(HazardJob(location=Path(dist.location), files=tuple(files), pristine=before))
+    found = check_jobs(
+        jobs,
+        rule_dirs=options.rule_dirs,
+        severity_overrides=options.severity_overrides,
+        cache_dir=where / "hazards" if where is not None else None,
+        workers=options.workers,
+    )
+    dists = [
+        dataclasses.replace(dist, findings=dist.findings + tuple(findings)) if findings else dist
+        for dist, findings in zip(report.distributions, found, strict=True)
+    ]
     return dataclasses.replace(report, distributions=tuple(dists))
 
 

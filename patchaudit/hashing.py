@@ -1,4 +1,4 @@
-"""Hash many files on every core without following symlinks; a stat cache for warm runs."""
+"""Hash many files on every CPU without following symlinks; a stat cache for warm runs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,24 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from patchaudit.atomic import atomic_write
+from patchaudit.cpus import available_cpus
 from patchaudit.record import encode_digest
 
-CHUNK = 1 << 20
-WHOLE_READ_LIMIT = 8 << 20
+if TYPE_CHECKING:  # multiprocessing is imported only when a pool starts: revert and diff hash a few files
+    import multiprocessing.context
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+CHUNK = 1 << 20  # read buffer: a file below this size is read with one system call
+POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
+BATCH_FILES = 256  # files per worker task: few enough tasks to cost nothing, enough to balance
+BATCH_BYTES = 64 << 20
+BIG_FILE = 4 << 20  # files at least this big (by their RECORD size) are started first
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
 RACY_COARSE_NS = 2_000_000_000  # filesystems with whole-second timestamps
@@ -90,6 +99,9 @@ class StatCache:
                 except (TypeError, ValueError):
                     continue
 
+    def has(self, path: str) -> bool:
+        return path in self._entries
+
     def get(self, path: str, key: StatKey, algorithm: str) -> str | None:
         hit = self._entries.get(path)
         if hit is not None and hit[0] == key and hit[1].startswith(algorithm + "="):
@@ -127,23 +139,28 @@ def new_hash(algorithm: str, size: int) -> hashlib._Hash:
     return hashlib.new(algorithm)
 
 
-def _read_digest(fd: int, size: int, algorithm: str) -> bytes:
-    h = new_hash(algorithm, size)
-    if size <= WHOLE_READ_LIMIT:
-        chunks: list[bytes] = []
-        while True:
-            chunk = os.read(fd, max(size + 1, 65536) if not chunks else CHUNK)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        h.update(b"".join(chunks) if len(chunks) != 1 else chunks[0])
-        return h.digest()
-    buf = bytearray(CHUNK)
+_CONSTRUCTORS: dict[str, Callable[[], Any]] = {
+    "sha256": hashlib.sha256,
+    "sha384": hashlib.sha384,
+    "sha512": hashlib.sha512,
+}
+
+
+def _hasher(algorithm: str, size: int) -> Any:
+    make = _CONSTRUCTORS.get(algorithm)
+    return make() if make is not None else new_hash(algorithm, size)
+
+
+def _read_digest(fd: int, size: int, algorithm: str, buf: bytearray) -> bytes:
+    """Digest of what `fd` holds, read into `buf`: one read for a file smaller than the buffer."""
+    h = _hasher(algorithm, size)
     view = memoryview(buf)
-    while True:
-        n = os.readv(fd, [buf])
-        if not n:
-            break
+    if size < len(buf):
+        n = os.readv(fd, [view[: size + 1]])
+        h.update(view[:n])
+        if n == size:  # as long as fstat said, and not one byte more: the whole file
+            return h.digest()
+    while n := os.readv(fd, [buf]):
         h.update(view[:n])
     return h.digest()
 
@@ -165,22 +182,13 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
         os.close(fd)
 
 
-def cached_state(path: str, algorithm: str, cache: StatCache) -> FileState | None:
-    """The cached digest when lstat says the file is unchanged; one syscall, no open."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    digest = cache.get(path, StatKey.of(st), algorithm)
-    if digest is None:
-        return None
-    return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
+# What hashing one path found, in the compact form worker processes send back: (digest, size, nlink,
+# stat key when the digest may be cached, else None), or a FileState for anything but a regular file.
+Raw = tuple[str, int, int, "tuple[int, int, int, int, int] | None"] | FileState
 
 
-def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = None) -> FileState:
-    """Hash one path as it is on disk; a symlink or a non-regular file is reported, never followed."""
+def _hash_path(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
+    """Hash one path as it is on disk (open, fstat, read, close); `started`: a time before the read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -196,22 +204,204 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return FileState(not_regular=True, nlink=st.st_nlink)
-        key = StatKey.of(st)
-        if cache is not None:
-            cached = cache.get(path, key, algorithm)
-            if cached is not None:
-                return FileState(digest=cached, size=st.st_size, nlink=st.st_nlink)
-        started = time.time_ns()
-        digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm))}"
-        # A file changed within a timestamp tick of being read could change again without its ctime
-        # moving; such a digest is not kept (git calls these entries racy).
-        if cache is not None and max(st.st_mtime_ns, st.st_ctime_ns) < started - racy_window_ns(st.st_ctime_ns):
-            cache.put(path, key, digest)
-        return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
+        digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm, buf))}"
     except OSError as exc:
         return FileState(error=exc.strerror or str(exc))
     finally:
         os.close(fd)
+    # A file changed within a timestamp tick of being read could change again without its ctime
+    # moving; such a digest is not kept (git calls these entries racy).
+    key = None
+    if max(st.st_mtime_ns, st.st_ctime_ns) < started - racy_window_ns(st.st_ctime_ns):
+        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+    return digest, st.st_size, st.st_nlink, key
+
+
+def _to_state(path: str, raw: Raw, cache: StatCache | None) -> FileState:
+    if isinstance(raw, FileState):
+        return raw
+    digest, size, nlink, key = raw
+    if cache is not None and key is not None:
+        cache.put(path, StatKey(*key), digest)
+    return FileState(digest=digest, size=size, nlink=nlink)
+
+
+def cached_state(path: str, algorithm: str, cache: StatCache) -> FileState | None:
+    """The cached digest when lstat says the file is unchanged; one syscall, no open."""
+    if not cache.has(path):
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    digest = cache.get(path, StatKey.of(st), algorithm)
+    if digest is None:
+        return None
+    return FileState(digest=digest, size=st.st_size, nlink=st.st_nlink)
+
+
+def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = None) -> FileState:
+    """Hash one path as it is on disk; a symlink or a non-regular file is reported, never followed."""
+    if cache is not None:
+        hit = cached_state(path, algorithm, cache)
+        if hit is not None:
+            return hit
+    return _to_state(path, _hash_path(path, algorithm, bytearray(CHUNK), time.time_ns()), cache)
+
+
+def hash_batch(batch: Sequence[tuple[str, str]]) -> list[Raw]:
+    """Hash a batch of (path, algorithm) in this process, with one buffer for all (a worker's task)."""
+    global _buffer
+    if _buffer is None:
+        _buffer = bytearray(CHUNK)
+    started = time.time_ns()  # before every read of the batch: a stricter racy check, never a looser one
+    return [_hash_path(path, algorithm, _buffer, started) for path, algorithm in batch]
+
+
+_buffer: bytearray | None = None
+
+
+def batches(jobs: Sequence[tuple[str, str]], sizes: Mapping[str, int] | None = None) -> list[list[tuple[str, str]]]:
+    """Jobs cut into worker tasks: big files first, largest first, so that none is left for the end;
+    then the rest in their order (neighbours in one directory), BATCH_FILES or BATCH_BYTES at a time."""
+    sizes = sizes or {}
+    big = sorted((j for j in jobs if sizes.get(j[0], 0) >= BIG_FILE), key=lambda j: -sizes[j[0]])
+    out: list[list[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
+    weight = 0
+    for job in big:
+        current.append(job)
+        weight += sizes[job[0]]
+        if weight >= BATCH_BYTES:
+            out.append(current)
+            current, weight = [], 0
+    if current:
+        out.append(current)
+        current, weight = [], 0
+    for job in jobs:
+        size = sizes.get(job[0], 0)
+        if size >= BIG_FILE:
+            continue
+        current.append(job)
+        weight += size
+        if len(current) >= BATCH_FILES or weight >= BATCH_BYTES:
+            out.append(current)
+            current, weight = [], 0
+    if current:
+        out.append(current)
+    return out
+
+
+def pool_context() -> multiprocessing.context.BaseContext:
+    """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class Hashing:
+    """Hashing under way: `result()` waits for every digest, keyed by job."""
+
+    def __init__(
+        self,
+        jobs: Iterable[tuple[str, str]],
+        *,
+        cache: StatCache | None = None,
+        workers: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        sizes: Mapping[str, int] | None = None,
+        first: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]] = (),
+    ) -> None:
+        """`first`: (function, args) to run on the workers before any hashing (module-level functions,
+        picklable arguments); `first_results()` gives what they returned, in order."""
+        self._cache = cache
+        self._first = list(first)
+        self._first_futures: list[Future[Any]] = []
+        self._progress = progress
+        self.results: dict[tuple[str, str], FileState] = {}
+        todo: list[tuple[str, str]] = []
+        if cache is None:
+            todo = list(jobs)
+        else:
+            # Cache hits cost one lstat each: cheaper here than handed to a worker and sent back.
+            for job in jobs:
+                hit = cached_state(job[0], job[1], cache)
+                if hit is None:
+                    todo.append(job)
+                else:
+                    self.results[job] = hit
+            if progress is not None and self.results:
+                progress(len(self.results))
+        self.workers = max(1, min(workers or available_cpus(), len(todo) or 1))
+        self.processes = self.workers > 1 and len(todo) >= POOL_MIN_FILES
+        self._todo = todo
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: list[tuple[list[tuple[str, str]], Future[list[Raw]]]] = []
+        self._threads: list[threading.Thread] = []
+        if self.processes:
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=pool_context())
+            try:
+                self._first_futures = [self._pool.submit(fn, *args) for fn, args in self._first]
+                self._futures = [(b, self._pool.submit(hash_batch, b)) for b in batches(todo, sizes)]
+            except BaseException:
+                self._pool.shutdown(cancel_futures=True)
+                raise
+        elif self.workers > 1:
+            shared = iter(todo)
+            lock = threading.Lock()
+            self._threads = [
+                threading.Thread(target=self._work, args=(shared, lock), daemon=True) for _ in range(self.workers)
+            ]
+            for t in self._threads:
+                t.start()
+
+    def _work(self, shared: Iterator[tuple[str, str]], lock: threading.Lock) -> None:
+        buf = bytearray(CHUNK)
+        done = 0
+        while True:
+            with lock:
+                job = next(shared, None)
+            if job is None:
+                break
+            self.results[job] = _to_state(job[0], _hash_path(job[0], job[1], buf, time.time_ns()), self._cache)
+            done += 1
+            if self._progress is not None and done == 64:
+                self._progress(done)
+                done = 0
+        if self._progress is not None and done:
+            self._progress(done)
+
+    def first_results(self) -> list[Any]:
+        if self._first_futures:
+            return [f.result() for f in self._first_futures]
+        return [fn(*args) for fn, args in self._first]
+
+    def result(self) -> dict[tuple[str, str], FileState]:
+        if self._pool is not None:
+            try:
+                for batch, future in self._futures:
+                    for job, raw in zip(batch, future.result(), strict=True):
+                        self.results[job] = _to_state(job[0], raw, self._cache)
+                    if self._progress is not None:
+                        self._progress(len(batch))
+            finally:
+                self._pool.shutdown(cancel_futures=True)
+                self._pool = None
+        elif self._threads:
+            for t in self._threads:
+                t.join()
+            self._threads = []
+        elif self._todo:
+            self._work(iter(self._todo), threading.Lock())
+        self._todo = []
+        return self.results
 
 
 def hash_many(
@@ -220,50 +410,13 @@ def hash_many(
     cache: StatCache | None = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> dict[tuple[str, str], FileState]:
-    """Hash (path, algorithm) jobs on `workers` threads (hashlib releases the GIL while hashing).
+    """Hash (path, algorithm) jobs on `workers` CPUs (default: those this process may use).
 
-    Results are keyed by the job itself: one file listed under two algorithms is checked under both.
+    Many files go to worker processes in batches (per-file work holds the GIL: threads plateau at a
+    few cores); a few, or one worker, stay in this process. `sizes` (path -> expected size) lets the
+    biggest files start first. Results are keyed by the job itself: one file listed under two
+    algorithms is checked under both.
     """
-    results: dict[tuple[str, str], FileState] = {}
-    todo: list[tuple[str, str]] = []
-    if cache is None:
-        todo = list(jobs)
-    else:
-        # Cache hits cost one lstat each: cheaper on this thread than handed to workers that share the GIL.
-        for job in jobs:
-            hit = cached_state(job[0], job[1], cache)
-            if hit is None:
-                todo.append(job)
-            else:
-                results[job] = hit
-        if progress is not None and results:
-            progress(len(results))
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    shared: Iterator[tuple[str, str]] = iter(todo)
-    lock = threading.Lock()
-
-    def work() -> None:
-        done = 0
-        while True:
-            with lock:
-                job = next(shared, None)
-            if job is None:
-                break
-            results[job] = hash_file(job[0], job[1], cache)
-            done += 1
-            if progress is not None and done == 64:
-                progress(done)
-                done = 0
-        if progress is not None and done:
-            progress(done)
-
-    if workers == 1:
-        work()
-        return results
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
+    return Hashing(jobs, cache=cache, workers=workers, progress=progress, sizes=sizes).result()

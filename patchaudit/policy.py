@@ -25,6 +25,7 @@ POLICY_KEYS = frozenset(
         "severity",
         "baseline",
         "approved",
+        "workers",
         "models",
         "cache_dir",
     }
@@ -83,6 +84,7 @@ class Policy:
     severity: Mapping[str, Severity] = field(default_factory=dict)
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
+    workers: int | None = None  # None: every CPU this process may use
     models: tuple[ModelSpec, ...] = ()
     cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
 
@@ -163,6 +165,10 @@ class Policy:
             if entry is not None:
                 approved.append(entry)
 
+        workers = data.get("workers")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            bad(f"'workers' must be a whole number of at least 1, not {workers!r}")
+            workers = None
         models: list[ModelSpec] = []
         raw_models = data.get("models", [])
         if not isinstance(raw_models, list):
@@ -189,6 +195,7 @@ class Policy:
             severity=severity,
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
+            workers=workers,
             models=tuple(models),
             cache_dir=path_of(cache_dir) if cache_dir else None,
         )

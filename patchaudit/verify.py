@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import FileState, StatCache, hash_many, read_regular
+from patchaudit.hashing import FileState, Hashing, StatCache, read_regular
 from patchaudit.record import Record, encode_digest, parse_record
 from patchaudit.report import (
     DistReport,
@@ -118,25 +118,32 @@ class _Ownership:
     def __init__(self, every: Sequence[InstalledDist], loaded: dict[Path, _Loaded]):
         self._every = every
         self._loaded = loaded
-        self._files: dict[tuple[Path, str], list[InstalledDist]] | None = None
-        self._dirs: dict[tuple[Path, str], list[InstalledDist]] = {}
+        # site directory -> path -> owners; keyed per directory so that no lookup hashes a Path
+        self._files: dict[Path, dict[str, list[InstalledDist]]] | None = None
+        self._dirs: dict[Path, dict[str, list[InstalledDist]]] = {}
 
-    def _index(self) -> dict[tuple[Path, str], list[InstalledDist]]:
+    def _index(self) -> dict[Path, dict[str, list[InstalledDist]]]:
         if self._files is None:
-            files: dict[tuple[Path, str], list[InstalledDist]] = {}
-            dirs: dict[tuple[Path, str], list[InstalledDist]] = {}
+            files: dict[Path, dict[str, list[InstalledDist]]] = {}
+            dirs: dict[Path, dict[str, list[InstalledDist]]] = {}
             for dist in self._every:
                 if dist.meta_dir not in self._loaded:
                     self._loaded[dist.meta_dir] = _load(dist)
             for item in self._loaded.values():
-                location = item.dist.location
+                dist = item.dist
+                here = files.setdefault(dist.location, {})
+                here_dirs = dirs.setdefault(dist.location, {})
                 seen_dirs: set[str] = set()
                 for key in item.entries:
-                    files.setdefault((location, key), []).append(item.dist)
+                    owners = here.get(key)
+                    if owners is None:
+                        here[key] = [dist]
+                    else:
+                        owners.append(dist)
                     parent = key.rpartition("/")[0]
                     while parent and parent not in seen_dirs:
                         seen_dirs.add(parent)
-                        dirs.setdefault((location, parent), []).append(item.dist)
+                        here_dirs.setdefault(parent, []).append(dist)
                         parent = parent.rpartition("/")[0]
             self._files, self._dirs = files, dirs
         return self._files
@@ -144,7 +151,7 @@ class _Ownership:
     def owners(self, location: Path, rel: str) -> list[InstalledDist]:
         if self._files is None and "/" not in rel:
             return self._top_level_owners(location, rel)
-        return self._index().get((location, rel), [])
+        return self._index().get(location, {}).get(rel, [])
 
     def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
         """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
@@ -167,6 +174,10 @@ class _Ownership:
                 found.append(dist)
         return found
 
+    def files_at(self, location: Path) -> dict[str, list[InstalledDist]]:
+        """Every path some RECORD lists in this site directory, with its owners."""
+        return self._index().get(location, {})
+
     def recorded(self, dist: InstalledDist, key: str) -> str | None:
         """`dist`'s RECORD hash for `key` ("sha256=..."), once its RECORD is loaded; None if it has none."""
         item = self._loaded.get(dist.meta_dir)
@@ -178,7 +189,7 @@ class _Ownership:
 
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
         self._index()
-        return self._dirs.get((location, rel_dir), [])
+        return self._dirs.get(location, {}).get(rel_dir, [])
 
 
 def _top_dirs(loaded: _Loaded) -> set[str]:
@@ -186,7 +197,7 @@ def _top_dirs(loaded: _Loaded) -> set[str]:
     meta = loaded.dist.meta_dir.name
     for key in loaded.entries:
         first, sep, _ = key.partition("/")
-        if sep and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
+        if sep and first not in tops and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
             tops.add(first)
     return tops
 
@@ -198,6 +209,14 @@ def _is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], locatio
     source_dir = parent[: -len("__pycache__")].rstrip("/")
     source = (source_dir + "/" if source_dir else "") + name.split(".", 1)[0] + ".py"
     return owned(source) or (location / source).is_file()
+
+
+def _is_real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
+    return list(_walk(location, top))
 
 
 def _walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:
@@ -255,6 +274,7 @@ def verify(
 
     jobs: list[tuple[str, str]] = []
     where: dict[tuple[Path, str], str] = {}
+    sizes: dict[str, int] = {}
     for item in loaded.values():
         if item.record is None:
             continue
@@ -264,6 +284,8 @@ def verify(
                 absolute = _absolute(location, entry.path)
                 where[location, entry.path] = absolute
                 jobs.append((absolute, entry.hash.algorithm))
+                if entry.size:
+                    sizes[absolute] = entry.size
     total = len(jobs)
     done = 0
 
@@ -273,7 +295,27 @@ def verify(
         if progress is not None:
             progress(done, total)
 
-    states = hash_many(jobs, cache=cache, workers=workers, progress=tick if progress else None)
+    # The workers first walk the package directories and look at bytecode, then hash; meanwhile
+    # this process matches what they found against the RECORDs.
+    with_record = [item for item in loaded.values() if item.record is not None]
+    roots = sorted({(item.dist.location, top) for item in with_record for top in _top_dirs(item)})
+    roots = [(location, top) for location, top in roots if _is_real_dir(location / top)]
+    sources = [(item.dist.location, _sources(item)) for item in with_record]
+    hashing = Hashing(
+        jobs,
+        cache=cache,
+        workers=workers,
+        progress=tick if progress else None,
+        sizes=sizes,
+        first=[(_walk_list, root) for root in roots] + [(_unchecked_bytecode_at, args) for args in sources],
+    )
+    found = hashing.first_results()
+    walks = _Walks(ownership, dict(zip(roots, found[: len(roots)], strict=True)))
+    bytecode = found[len(roots) :]
+    found_here = {
+        item.dist.meta_dir: (_added_files(item, ownership, walks), bytecode[n]) for n, item in enumerate(with_record)
+    }
+    states = hashing.result()
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -317,9 +359,8 @@ def verify(
             elif isinstance(verdict, Unverified):
                 unverified.append(verdict)
         drift, facts = _facts(item, drift, ownership)
-        added, shared = _added_files(item, ownership)
+        (added, shared), (stale, foreign) = found_here[dist.meta_dir]
         drift.extend(added)
-        stale, foreign = _unchecked_bytecode(item)
         drift.extend(stale)
         unverified.extend(foreign)
         env_drift.extend(shared)
@@ -457,64 +498,109 @@ def _dedupe(drift: Iterable[Drift]) -> list[Drift]:
     return list(seen.values())
 
 
-def _added_files(item: _Loaded, ownership: _Ownership) -> tuple[list[Drift], list[Drift]]:
+class _Walks:
+    """Each package directory walked once per verify, and each file found there judged once.
+
+    Namespace directories (`nvidia/`) are a top-level directory of many distributions: walked per
+    distribution, the same tree was read and every file in it looked up once for each of them.
+    """
+
+    def __init__(self, ownership: _Ownership, walked: dict[tuple[Path, str], list[tuple[str, bool]]]) -> None:
+        self._ownership = ownership
+        self._walked = walked  # (location, top) -> what a worker's walk found
+        # (location, path) -> (closest owner,) for a file no RECORD owns, None for an owned one
+        self._judged: dict[tuple[Path, str], tuple[InstalledDist | None] | None] = {}
+        self._drift: dict[tuple[Path, str], Drift] = {}
+
+    def unowned(
+        self, location: Path, top: str, own: dict[str, str | None]
+    ) -> list[tuple[str, bool, InstalledDist | None]]:
+        """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns.
+
+        Files the asking distribution owns are passed over first: the index of every RECORD in the
+        environment is built only when some file is not its own.
+        """
+        walked = self._walked.get((location, top))
+        if walked is None:
+            walked = self._walked[location, top] = list(_walk(location, top))
+        mine = own.__contains__
+        found = []
+        for rel, is_link in walked:
+            if rel in own or _is_bytecode_of_known_source(rel, mine, location):
+                continue
+            judged: tuple[InstalledDist | None] | None
+            if (location, rel) in self._judged:
+                judged = self._judged[location, rel]
+            else:
+                owned = self._ownership.files_at(location).__contains__
+                if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
+                    judged = None
+                else:
+                    judged = (_closest_owner(location, rel, self._ownership),)
+                self._judged[location, rel] = judged
+            if judged is not None:
+                found.append((rel, is_link, judged[0]))
+        return found
+
+    def drift(self, location: Path, rel: str, is_link: bool) -> Drift:
+        made = self._drift.get((location, rel))
+        if made is None:
+            note = f"symlink to {os.readlink(location / rel)}" if is_link else None
+            actual = None if is_link else _digest(location / rel)
+            made = self._drift[location, rel] = Drift(path=rel, state=DriftState.ADDED, actual=actual, note=note)
+        return made
+
+
+def _added_files(item: _Loaded, ownership: _Ownership, walks: _Walks) -> tuple[list[Drift], list[Drift]]:
     """Files under the distribution's top-level directories that no RECORD owns.
 
     Returns (attributed to this distribution, shared directories where the owner is ambiguous).
     """
     location = item.dist.location
     own = item.entries
-    candidates: list[tuple[str, bool]] = []
-    swapped: list[Drift] = []
+    mine: list[Drift] = []
+    shared: list[Drift] = []
     for top in sorted(_top_dirs(item)):
         root = location / top
         if root.is_symlink():
             # Its files still hash clean through the link, and whatever else the target holds imports.
             swap_note = f"package directory replaced by a symlink to {os.readlink(root)}"
-            swapped.append(Drift(path=top, state=DriftState.MODIFIED, note=swap_note))
+            mine.append(Drift(path=top, state=DriftState.MODIFIED, note=swap_note))
             continue
         if not root.is_dir():
             continue
-        for rel, is_link in _walk(location, top):
-            if rel in own or _is_bytecode_of_known_source(rel, own.__contains__, location):
+        for rel, is_link, owner in walks.unowned(location, top, own):
+            if rel in own:
                 continue
-            candidates.append((rel, is_link))
-    if not candidates:
-        return swapped, []
-    mine: list[Drift] = swapped
-    shared: list[Drift] = []
-    for rel, is_link in candidates:
-        if ownership.owners(location, rel):
-            continue
-        if rel.endswith(".pyc") and _is_bytecode_of_known_source(
-            rel, lambda s: bool(ownership.owners(location, s)), location
-        ):
-            continue
-        note = f"symlink to {os.readlink(location / rel)}" if is_link else None
-        drift = Drift(path=rel, state=DriftState.ADDED, actual=None if is_link else _digest(location / rel), note=note)
-        owner = _closest_owner(item, rel, ownership)
-        if owner is item.dist:
-            mine.append(drift)
-        elif owner is None:
-            shared.append(drift)
+            if owner is item.dist:
+                mine.append(walks.drift(location, rel, is_link))
+            elif owner is None:
+                shared.append(walks.drift(location, rel, is_link))
     return mine, shared
 
 
 _UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, check_source off
 
 
+def _sources(item: _Loaded) -> list[str]:
+    """The distribution's .py files inside its location (the sources bytecode may stand for)."""
+    return [key for key in item.entries if key.endswith(".py") and not key.startswith(("../", "/"))]
+
+
 def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
+    return _unchecked_bytecode_at(item.dist.location, _sources(item))
+
+
+def _unchecked_bytecode_at(location: Path, sources: list[str]) -> tuple[list[Drift], list[Unverified]]:
     """Bytecode that Python runs without ever looking at its source, and that disagrees with it.
 
     Timestamp and checked-hash .pyc files are revalidated by the interpreter, so an edit of the source
     wins; an unchecked-hash .pyc (PEP 552) is used as it is, whatever the source now says.
     """
-    location = item.dist.location
     stems: dict[str, set[str]] = {}
-    for key in item.entries:
-        if key.endswith(".py") and not key.startswith(("../", "/")):
-            parent, _, name = key.rpartition("/")
-            stems.setdefault(parent, set()).add(name[:-3])
+    for key in sources:
+        parent, _, name = key.rpartition("/")
+        stems.setdefault(parent, set()).add(name[:-3])
     drift: list[Drift] = []
     foreign: list[Unverified] = []
     for parent, names in stems.items():
@@ -547,11 +633,11 @@ def _unchecked_bytecode(item: _Loaded) -> tuple[list[Drift], list[Unverified]]:
     return drift, foreign
 
 
-def _closest_owner(item: _Loaded, rel: str, ownership: _Ownership) -> InstalledDist | None:
+def _closest_owner(location: Path, rel: str, ownership: _Ownership) -> InstalledDist | None:
     """The one distribution that owns files in the deepest directory holding `rel`, if exactly one."""
     parts = rel.split("/")[:-1]
     while parts:
-        owners = ownership.dir_owners(item.dist.location, "/".join(parts))
+        owners = ownership.dir_owners(location, "/".join(parts))
         if len(owners) == 1:
             return owners[0]
         if len(owners) > 1:

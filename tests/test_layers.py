@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     {"verify", "vcs", "fingerprint", "facts"},  # facts: packaging facts (overwritten, regenerated) beside drift
     {"revert", "diff"},
-    {"hazards", "rule"},
+    {"hazards", "rule", "hazardpool"},  # hazardpool: the rules spread over worker processes
     {"pristine"},
     {"bytecode"},
     {
@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
         "trust",
         "metadata",
         "dpkg",
+        "cpus",
         "cachedir",
     },
     {"report", "errors", "__init__"},

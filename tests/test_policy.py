@@ -140,3 +140,11 @@ def test_the_documented_examples_load() -> None:
 
     held = Baseline.from_dict(json.loads((docs / "vllm-baseline.example.json").read_text()))
     assert held.approved[0].hash == held.find("vllm").files["vllm/config/model.py"]
+
+
+def test_workers_key() -> None:
+    assert Policy.from_dict({"workers": 4}).workers == 4
+    assert Policy.from_dict({}).workers is None
+    for bad in (0, -1, "4", True, 1.5):
+        with pytest.raises(InvalidPolicy, match="'workers' must be a whole number"):
+            Policy.from_dict({"workers": bad})

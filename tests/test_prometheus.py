@@ -105,3 +105,17 @@ def test_systemd_timer_refreshes_the_textfile_and_verifies(tmp_path: Path) -> No
         assert ok.returncode == 0, ok.stderr
     bad = patchaudit("systemd", "install", "vllm", "--policy", policy, "--root", root, "--timer", "--interval", "often")
     assert bad.returncode == 2 and "interval" in bad.stderr
+
+
+def test_packaging_facts_are_their_own_series_and_do_not_fail(tmp_path: Path) -> None:
+    first = build_wheel(tmp_path / "w", "first", "1.0", {"first/__init__.py": "", "shared_backend.py": "A = 1\n"})
+    second = build_wheel(tmp_path / "w", "second", "1.0", {"second/__init__.py": "", "shared_backend.py": "B = 2\n"})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, first)
+    pip_install(python, second)  # the later install wins the shared path
+    proc = patchaudit("scan", "--python", python, "--format", "prometheus")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = samples(proc.stdout)
+    assert got[("patchaudit_packaging_facts", (("distribution", "first"), ("state", "overwritten")))] == 1
+    assert ("patchaudit_drifted_files", (("distribution", "first"), ("state", "overwritten"))) not in got
+    assert got[("patchaudit_gate_ok", ())] == 1

@@ -24,7 +24,9 @@ def test_entries_and_problems_are_both_kept() -> None:
             "pkg/c.py\n"
         ).encode()
         + b"\xff\xfe\n"
-        + b"pkg/d.py,sha256=" + EMPTY.encode() + b",-1\n"
+        + b"pkg/d.py,sha256="
+        + EMPTY.encode()
+        + b",-1\n"
     )
     assert [e.path for e in record.entries] == ["pkg/a.py", "pkg-1.0.dist-info/RECORD", "pkg/with,comma.py"]
     assert record.entries[1].hash is None

@@ -15,8 +15,10 @@ VALUE_OPTIONS = {
     "--baseline": "baseline",
     "--fail-on": "fail_on",
     "--cache-dir": "cache_dir",
+    "--workers": "workers",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
+MAX_WORKERS = 256
 
 
 def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
@@ -48,6 +50,9 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
 
     if values.get("fail_on", "high") not in FAIL_ON_CHOICES:
         return None
+    workers = values.get("workers", "1")
+    if not (workers.isascii() and workers.isdigit() and 1 <= int(workers) <= MAX_WORKERS):
+        return None
     return dists, values, flags
 
 
@@ -71,6 +76,7 @@ def fast_gate(args: list[str]) -> int | None:
         fail_open="fail_open" in flags,
         no_cache="no_cache" in flags,
         cache_dir=path("cache_dir"),
+        workers=int(values["workers"]) if "workers" in values else None,
     )
 
 
@@ -85,6 +91,7 @@ def run_gate(
     fail_open: bool,
     no_cache: bool,
     cache_dir: Path | None = None,
+    workers: int | None = None,
     fmt: str = "journal",
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
@@ -102,6 +109,7 @@ def run_gate(
             fail_open=fail_open,
             use_cache=not no_cache,
             cache_dir=cache_dir,
+            workers=workers,
         )
     )
     for note in verdict.notes:

@@ -36,6 +36,11 @@ from patchaudit.report import FAIL_ON_CHOICES
     show_default=True,
     help="Journal lines, or node_exporter textfile text.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Worker processes (default: the policy's, else every CPU this process may use).",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -46,6 +51,7 @@ def gate(
     fail_open: bool,
     no_cache: bool,
     cache_dir: Path | None,
+    workers: int | None,
     fmt: str,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
@@ -59,5 +65,6 @@ def gate(
         fail_open=fail_open,
         no_cache=no_cache,
         cache_dir=cache_dir,
+        workers=workers,
         fmt=fmt,
     )

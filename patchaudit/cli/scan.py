@@ -48,7 +48,11 @@ PROGRESS_THRESHOLD = 2000
     type=click.Path(path_type=Path, file_okay=False),
     help="Keep the caches below DIR (one directory per environment).",
 )
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Worker processes for hashing and hazards (default: every CPU this process may use).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(

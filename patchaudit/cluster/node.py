@@ -8,10 +8,13 @@ from typing import Any
 
 from patchaudit import environment
 from patchaudit.audit import ScanOptions, scan
+from patchaudit.errors import ExitCode
 from patchaudit.fingerprint import fingerprints
 from patchaudit.gate import judge
+from patchaudit.gate.verdict import interrupted, replace
 from patchaudit.policy import Policy, load
 from patchaudit.report import Severity
+from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
 
 SCHEMA = "patchaudit/cluster-node/v1"
 
@@ -45,6 +48,11 @@ def node_report(
     )
     threshold: Severity | None = policy.fail_on
     verdict = judge(report, policy, threshold)
+    pending = pending_runs(env)
+    if pending:  # half-restored files: the node fails, as its own gate would, naming the command that finishes it
+        where = f"--python {env.python}" if env.python else f"--path {env.site_dirs[0]}"
+        problem = interrupted(pending, f"{RESUME_COMMAND} {where}")
+        verdict = replace(verdict, exit_code=ExitCode.PROBLEMS, problems=(problem, *verdict.problems))
     return {
         "schema": SCHEMA,
         "python": env.python,

@@ -51,6 +51,7 @@ class GateOptions:
     fail_open: bool = False
     use_cache: bool = True
     cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
+    workers: int | None = None  # None: the policy's, else every CPU this process may use
 
 
 def run(options: GateOptions) -> Verdict:
@@ -127,8 +128,11 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
+    workers = options.workers or (policy.workers if policy is not None else None)
     use_cache = where is not None and where.path is not None and cachedir.ensure(where.path)
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, use_cache, models, cache_base)
+    verdict = _verdict(
+        env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base
+    )
     if use_cache and where is not None and where.path is not None:
         from patchaudit.hashing import racy_window_ns
 
@@ -187,6 +191,7 @@ def _verdict(
     use_cache: bool,
     models: Sequence[Any] = (),
     cache_base: Path | None = None,
+    workers: int | None = None,
 ) -> Verdict:
     import dataclasses
 
@@ -201,6 +206,7 @@ def _verdict(
         severity_overrides=dict(policy.severity),
         use_cache=use_cache,
         cache_dir=cache_base,
+        workers=workers,
     )
     report = scan(env, options)
     if baseline_path is not None:

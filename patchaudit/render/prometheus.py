@@ -32,20 +32,35 @@ class Metrics:
     drifted: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (distribution, state) -> files
     findings: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> findings
     unverifiable: int = 0
+    facts: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (distribution, state) -> files
+    problems: Mapping[str, int] = field(default_factory=dict)  # other reasons to fail: kind -> count
+
+
+def _count(counts: dict[tuple[str, str], int], key: tuple[str, str]) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def from_report(report: Report, *, ok: bool, target: str) -> Metrics:
     from patchaudit import __version__
 
     drifted: dict[tuple[str, str], int] = {}
+    facts: dict[tuple[str, str], int] = {}
     for dist in report.distributions:
         for d in dist.drift:
-            drifted[(dist.name, d.state.value)] = drifted.get((dist.name, d.state.value), 0) + 1
+            _count(drifted, (dist.name, d.state.value))
+        for d in dist.facts:
+            _count(facts, (dist.name, d.state.value))
     for d in report.environment.drift:
-        drifted[("", d.state.value)] = drifted.get(("", d.state.value), 0) + 1
+        _count(drifted, ("", d.state.value))
     findings: dict[tuple[str, str], int] = {}
     for f in report.active_findings():
-        findings[(f.rule, f.severity.value)] = findings.get((f.rule, f.severity.value), 0) + 1
+        _count(findings, (f.rule, f.severity.value))
+    problems: dict[str, int] = {}
+    for v in report.environment.variables:
+        kind = {"added": "env-added", "missing": "env-removed"}.get(v.state.value, "env-changed")
+        problems[kind] = problems.get(kind, 0) + 1
+    if report.environment.interrupted_runs:
+        problems["interrupted-revert"] = len(report.environment.interrupted_runs)
     summary = report.summary()
     return Metrics(
         version=__version__,
@@ -56,24 +71,34 @@ def from_report(report: Report, *, ok: bool, target: str) -> Metrics:
         drifted=drifted,
         findings=findings,
         unverifiable=summary["unverifiable"],
+        facts=facts,
+        problems=problems,
     )
 
 
 def from_verdict(verdict: Verdict, *, target: str) -> Metrics:
     from patchaudit import __version__
+    from patchaudit.report import FACT_STATES, DriftState
 
+    drift_kinds = {s.value for s in DriftState if s not in FACT_STATES}
+    fact_kinds = {s.value for s in FACT_STATES}
     drifted: dict[tuple[str, str], int] = {}
+    facts: dict[tuple[str, str], int] = {}
     findings: dict[tuple[str, str], int] = {}
+    problems: dict[str, int] = {}
     unverifiable = 0
     for p in verdict.problems:
+        where = "" if p.where == "environment" else p.where
         if p.kind == "finding":
-            key = (p.rule or "?", p.severity or "?")
-            findings[key] = findings.get(key, 0) + 1
+            _count(findings, (p.rule or "?", p.severity or "?"))
         elif p.kind == "unverifiable":
             unverifiable += 1
-        elif p.kind != "error":
-            where = "" if p.where == "environment" else p.where
-            drifted[(where, p.kind)] = drifted.get((where, p.kind), 0) + 1
+        elif p.kind in drift_kinds:
+            _count(drifted, (where, p.kind))
+        elif p.kind in fact_kinds:  # a policy that raised a packaging fact to a failure
+            _count(facts, (where, p.kind))
+        else:
+            problems[p.kind] = problems.get(p.kind, 0) + 1
     return Metrics(
         version=__version__,
         target=target,
@@ -83,6 +108,8 @@ def from_verdict(verdict: Verdict, *, target: str) -> Metrics:
         drifted=drifted,
         findings=findings,
         unverifiable=unverifiable,
+        facts=facts,
+        problems=problems,
     )
 
 
@@ -133,6 +160,17 @@ def render_prometheus(metrics: Metrics) -> str:
         "patchaudit_findings",
         "Hazard findings by rule and severity.",
         [((("rule", rule), ("severity", sev)), n) for (rule, sev), n in sorted(metrics.findings.items())],
+    )
+    lines += _gauge(
+        "patchaudit_packaging_facts",
+        "Files that differ from RECORD for a packaging reason, not a patch (overwritten, record-mismatch, "
+        "regenerated), by distribution and state.",
+        [((("distribution", dist), ("state", state)), n) for (dist, state), n in sorted(metrics.facts.items())],
+    )
+    lines += _gauge(
+        "patchaudit_problems",
+        "Other reasons the run failed, by kind (env-added, env-changed, env-removed, interrupted-revert, error).",
+        [((("kind", kind),), n) for kind, n in sorted(metrics.problems.items())],
     )
     lines += _gauge(
         "patchaudit_unverifiable_distributions",

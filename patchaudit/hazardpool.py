@@ -1,0 +1,112 @@
+"""The hazard rules over many distributions' files at once, on worker processes.
+
+One pool for the whole audit, not one per distribution: a distribution with a few files costs no
+pool start, and the biggest ones keep every worker busy. Workers read the files themselves, so
+only paths travel to them and only findings travel back. The rules run through
+`hazards.check_files`, one batch at a time, exactly as they do in this process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchaudit.cpus import available_cpus
+from patchaudit.hashing import pool_context, read_regular
+from patchaudit.report import Finding, Severity
+
+POOL_MIN_FILES = 16  # fewer files than this are checked in this process
+TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HazardJob:
+    """One distribution's files for the rules: (path relative to `location`, drifted)."""
+
+    location: Path
+    files: tuple[tuple[str, bool], ...]
+    pristine: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Settings:
+    rule_dirs: tuple[Path, ...]
+    severity_overrides: Mapping[str, Severity]
+    cache_dir: Path | None
+
+
+_Item = tuple[int, str, bool, "bytes | None"]  # (job index, path, drifted, pristine bytes)
+
+
+def _check(settings: _Settings, locations: Sequence[Path], items: Sequence[_Item]) -> list[tuple[int, list[Finding]]]:
+    """Read a batch of files and run the rules over them, one distribution at a time (in a worker)."""
+    from patchaudit import hazards
+
+    by_job: dict[int, list[hazards.SourceFile]] = {}
+    for index, rel, drifted, before in items:
+        data = read_regular(locations[index] / rel)
+        if data is not None:
+            source = hazards.SourceFile(path=rel, installed=data, pristine=before, drifted=drifted)
+            by_job.setdefault(index, []).append(source)
+    return [
+        (
+            index,
+            hazards.check_files(
+                sources,
+                rule_dirs=settings.rule_dirs,
+                severity_overrides=settings.severity_overrides,
+                cache_dir=settings.cache_dir,
+                workers=1,
+            ),
+        )
+        for index, sources in by_job.items()
+    ]
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def check_jobs(
+    jobs: Sequence[HazardJob],
+    *,
+    rule_dirs: Sequence[Path] = (),
+    severity_overrides: Mapping[str, Severity] | None = None,
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+) -> list[list[Finding]]:
+    """Findings for each job, in job order, each list sorted by path and line."""
+    settings = _Settings(
+        rule_dirs=tuple(rule_dirs), severity_overrides=dict(severity_overrides or {}), cache_dir=cache_dir
+    )
+    locations = [job.location for job in jobs]
+    items: list[_Item] = [
+        (index, rel, drifted, job.pristine.get(rel)) for index, job in enumerate(jobs) for rel, drifted in job.files
+    ]
+    n_workers = max(1, min(workers or available_cpus(), len(items) or 1))
+    results: list[list[Finding]] = [[] for _ in jobs]
+    if n_workers == 1 or len(items) < POOL_MIN_FILES:
+        for index, found in _check(settings, locations, items):
+            results[index].extend(found)
+        return results
+    # Biggest files first, a few at a time: the time a file takes grows with its size, and a worker
+    # left with a batch of the biggest files at the end would keep every other one waiting.
+    items.sort(key=lambda item: -_size(locations[item[0]] / item[1]))
+    per_task = max(1, min(16, len(items) // (n_workers * TASKS_PER_WORKER)))
+    tasks = [items[start : start + per_task] for start in range(0, len(items), per_task)]
+    from patchaudit import hazards
+
+    hazards.load_rules(rule_dirs)  # loaded once here: forked workers inherit the pack
+    with ProcessPoolExecutor(max_workers=n_workers, mp_context=pool_context()) as pool:
+        for batch in pool.map(_check, [settings] * len(tasks), [locations] * len(tasks), tasks):
+            for index, found in batch:
+                results[index].extend(found)
+    for found in results:
+        found.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    return results
