@@ -226,9 +226,12 @@ def _with_hazards(
         drifted = {d.path for d in dist.drift if d.state is not DriftState.MISSING and d.path.endswith(".py")}
         files = [(rel, True) for rel in sorted(drifted)]
         if options.all_files:
+            recorded = installed.record_path is not None and installed.record_path.exists()
+            # Without RECORD no line verifies: every finding there counts as a change.
+            listed = _python_files(installed) if recorded else _unrecorded_python_files(installed)
             # another distribution's file sits at an overwritten path: never judge it as this one's
             theirs = {f.path for f in dist.facts if f.state is DriftState.OVERWRITTEN}
-            files += [(rel, False) for rel in sorted(_python_files(installed) - drifted - theirs)]
+            files += [(rel, not recorded) for rel in sorted(listed - drifted - theirs)]
         # a path several distributions ship may hold any of their files: never diff it against this one's
         shared = {d.path for d in dist.drift if d.co_owners}
         before = {p: b for p, b in pristine.get(installed.meta_dir, {}).items() if p not in shared}
@@ -245,6 +248,26 @@ def _with_hazards(
         for dist, findings in zip(report.distributions, found, strict=True)
     ]
     return dataclasses.replace(report, distributions=tuple(dists))
+
+
+def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
+    """The .py files of a distribution without RECORD: its top_level.txt packages and modules."""
+    try:
+        tops = (dist.meta_dir / "top_level.txt").read_text("utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found: set[str] = set()
+    for top in tops:
+        if not top.isidentifier():
+            continue
+        root = dist.location / top
+        if root.is_dir() and not root.is_symlink():
+            for base, _dirs, names in os.walk(root):  # os.walk never follows symlinked directories
+                rel = Path(base).relative_to(dist.location).as_posix()
+                found.update(f"{rel}/{n}" for n in names if n.endswith(".py"))
+        elif (dist.location / f"{top}.py").is_file():
+            found.add(f"{top}.py")
+    return found
 
 
 def _python_files(dist: InstalledDist) -> set[str]:

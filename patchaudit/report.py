@@ -330,8 +330,11 @@ class Report:
         for fact in self.all_facts():
             counts[fact.state] += 1
         severities = {sev.value: 0 for sev in Severity}
+        upstream = {sev.value: 0 for sev in Severity}
         for finding in self.active_findings():
             severities[finding.severity.value] += 1
+            if not finding.in_change:
+                upstream[finding.severity.value] += 1
         return {
             "distributions": len(self.distributions),
             "files_checked": sum(d.files_checked for d in self.distributions),
@@ -345,16 +348,24 @@ class Report:
             "regenerated": counts[DriftState.REGENERATED],
             "unverifiable": sum(1 for d in self.distributions if d.status is DistStatus.UNVERIFIABLE),
             "findings": severities,
+            # Of those, the findings in code that verifies against RECORD (`--all-files`).
+            "upstream": upstream,
             "suppressed": sum(1 for f in self.all_findings() if f.suppressed),
         }
 
     def fails(
-        self, fail_on: Severity | None = Severity.HIGH, *, unverifiable: bool = True, os_packages: bool = False
+        self,
+        fail_on: Severity | None = Severity.HIGH,
+        *,
+        unverifiable: bool = True,
+        os_packages: bool = False,
+        upstream: bool = False,
     ) -> bool:
         """Whether the report means exit 1: any drift, an unverifiable dist, or a finding at fail_on.
 
         A distribution the OS package manager installed, whose files agree with its weak hashes, counts
-        as unverifiable only when `os_packages` asks for it.
+        as unverifiable only when `os_packages` asks for it. Findings in code that verifies against
+        RECORD (in_change false) count only with `upstream`.
         """
         if any(True for _ in self.all_drift()) or self.environment.variables:
             return True
@@ -366,7 +377,7 @@ class Report:
             return True
         if fail_on is None:
             return False
-        return any(f.severity.at_least(fail_on) for f in self.active_findings())
+        return any(f.severity.at_least(fail_on) for f in self.active_findings() if upstream or f.in_change)
 
     def to_dict(self) -> dict[str, Any]:
         return {

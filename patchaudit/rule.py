@@ -1,34 +1,80 @@
-"""The hazard rule base class: what a rule file in `rules/` subclasses and declares."""
+"""The rule API: what a rule file in `rules/` imports, subclasses and declares (nothing else).
+
+Two kinds of rule, as in Fixit: `Rule` walks the libcst tree of a Python file (`visit_*`
+methods that call `self.report(node)`); `TextRule` reads the text of a file, and of its pristine
+version when there is one (`.pth` files, comparisons of two versions).
+"""
 
 from __future__ import annotations
 
-import builtins
+import ast
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-from libcst._metadata_dependent import LazyValue
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import values as _values
+from patchaudit.analysis.names import NameTable, Scope, canonical
+from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
+from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
-__all__ = ["Example", "Hit", "Pending", "FileContext", "Rule", "Severity", "FORWARD_NAMES"]
+__all__ = [
+    "Example",
+    "Hit",
+    "Pending",
+    "FileContext",
+    "Rule",
+    "TextRule",
+    "Statement",
+    "Severity",
+    "FORWARD_NAMES",
+    "COUNT_NAME",
+    "UNKNOWN",
+    "call_arg",
+    "const_value",
+    "literal_string",
+    "line_opcodes",
+    "pth_executable_lines",
+    "source_lines",
+]
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
 
+Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Example:
-    """A code example a rule must pass (VALID) or flag (INVALID)."""
+    """A code example a rule must pass (VALID) or flag (INVALID).
+
+    `code` and `pristine` are dedented, and a leading newline dropped, so they can be written
+    as indented triple-quoted blocks. `line` and `message` (a substring) pin the finding.
+    """
 
     code: str
     pristine: str | None = None
     path: str = "example.py"
     line: int | None = None
+    message: str | None = None
     severity: Severity | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", _dedent(self.code))
+        if self.pristine is not None:
+            object.__setattr__(self, "pristine", _dedent(self.pristine))
+
+
+def _dedent(code: str) -> str:
+    """An indented triple-quoted block as code: the newline after the opening quotes dropped."""
+    if code.startswith("\n") and code[1:2] in (" ", "\t"):
+        return textwrap.dedent(code[1:])
+    return textwrap.dedent(code)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,27 +104,22 @@ class Pending:
 
 @dataclass(kw_only=True, slots=True)
 class FileContext:
-    """What the engine shares with every rule during the pass over one file.
-
-    Metadata is resolved lazily and at most once per file: a libcst QualifiedNameProvider pass
-    costs five to ten times the parse, so it runs only when a node could resolve to a name a rule
-    asks about (judged from the file's import table), and positions only when a rule reports.
-    """
+    """What the engine shares with every rule during the pass over one file."""
 
     path: str
     wrapper: MetadataWrapper | None = None
-    # local name -> what it was imported as; None when unknown (every name is then checked).
-    imports: dict[str, str] | None = None
-    # names bound other than by import: resolving them needs libcst's scope analysis.
-    rebound: frozenset[str] = frozenset()
-    # True: always ask QualifiedNameProvider (tests use it to check the import-table shortcut).
-    exact: bool = False
+    names: NameTable = field(default_factory=NameTable.empty)
+    scope: list[tuple[str, str]] = field(default_factory=list)
+    # (scope, local name) -> the values assigned to it so far, inside functions.
+    assigned: dict[tuple[Scope, str], list[cst.BaseExpression]] = field(default_factory=dict)
+    params: list[frozenset[str]] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     stmts: list[cst.CSTNode] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
     main_guard_depth: int = 0
     _resolved: dict[type, Mapping[cst.CSTNode, object]] = field(default_factory=dict)
+    _qualified: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def metadata(self, provider: type) -> Mapping[cst.CSTNode, object]:
         if provider not in self._resolved:
@@ -87,37 +128,80 @@ class FileContext:
             self._resolved[provider] = self.wrapper.resolve(provider)
         return self._resolved[provider]
 
-    def guess(self, node: cst.CSTNode) -> tuple[str | None, bool]:
-        """What `node` resolves to from the import table, and whether that is certain.
-
-        Certain when the head name is bound only by imports (or is an unshadowed builtin): then
-        scope analysis could only say the same. Otherwise the caller asks QualifiedNameProvider.
-        """
-        dotted = cst.helpers.get_full_name_for_node(node)
-        if not dotted:
-            return None, True
-        head, _, rest = dotted.partition(".")
-        if self.imports is not None and head in self.imports:
-            base = self.imports[head]
-        elif head in _BUILTINS:
-            base = "builtins." + head
-        else:
-            # Neither imported nor a builtin: a local, which never resolves to a module's name.
-            return None, True
-        certain = head not in self.rebound
-        return (f"{base}.{rest}" if rest else base), certain
+    def qualified(self, node: cst.CSTNode) -> frozenset[str]:
+        """Every qualified name `node` may stand for, raw and canonical."""
+        key = id(node)
+        found = self._qualified.get(key)
+        if found is None:
+            raw = self.names.resolve(ref_of_cst(node), tuple(self.scope))
+            found = raw | {canonical(q) for q in raw}
+            self._qualified[key] = found
+        return found
 
 
-_BUILTINS = frozenset(dir(builtins))
+_VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def visitor_methods(visitor: cst.BatchableCSTVisitor) -> dict[str, Callable[[cst.CSTNode], None]]:
+    """What BatchableCSTVisitor.get_visitors returns, with the method names found once per class.
+
+    libcst's own lookup runs inspect.getmembers on every instance: per file, per rule.
+    """
+    cls = type(visitor)
+    names = _VISITOR_NAMES.get(cls)
+    if names is None:
+        names = tuple(
+            name
+            for name in dir(cls)
+            if name.startswith(("visit_", "leave_"))
+            and callable(getattr(cls, name))
+            and not getattr(getattr(cls, name), "_is_no_op", False)
+        )
+        _VISITOR_NAMES[cls] = names
+    return {name: getattr(visitor, name) for name in names}
+
+
+class Statement:
+    """A statement as prefilters see it: its source bytes, its ast nodes, the identifiers it spells.
+
+    Nodes and identifiers are computed on first use and shared by every rule.
+    """
+
+    def __init__(self, text: bytes, statements: Sequence[ast.stmt], nodes: Callable[[ast.stmt], list[ast.AST]]):
+        self.text = text
+        self._statements = statements
+        self._nodes_of = nodes
+        self._nodes: list[ast.AST] | None = None
+        self._identifiers: frozenset[str] | None = None
+
+    def nodes(self) -> list[ast.AST]:
+        if self._nodes is None:
+            self._nodes = [n for stmt in self._statements for n in self._nodes_of(stmt)]
+        return self._nodes
+
+    def identifiers(self) -> frozenset[str]:
+        """Every name, attribute, imported module part and short string the statement spells."""
+        if self._identifiers is None:
+            out: set[str] = set()
+            for node in self.nodes():
+                if isinstance(node, ast.Name):
+                    out.add(node.id)
+                elif isinstance(node, ast.Attribute):
+                    out.add(node.attr)
+                elif isinstance(node, ast.alias):
+                    out.update(node.name.split("."))
+                    if node.asname:
+                        out.add(node.asname)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    out.update(node.module.split("."))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
+                    out.update(node.value.split("."))
+            self._identifiers = frozenset(out)
+        return self._identifiers
 
 
 class Rule(cst.BatchableCSTVisitor):
-    """One hazard rule. Subclass it in a file of its own and declare the class attributes below.
-
-    Python rules define libcst `visit_*` methods and call `self.report(node)`. A rule about other
-    input (a `.pth` file) or about two versions of a file sets `USES_LIBCST = False` and overrides
-    `check_text`.
-    """
+    """A libcst rule. Subclass it in a file of its own and declare the class attributes below."""
 
     ID: ClassVar[str] = ""
     SEVERITY: ClassVar[Severity] = Severity.MEDIUM
@@ -125,16 +209,25 @@ class Rule(cst.BatchableCSTVisitor):
     EXPLANATION: ClassVar[str] = ""
     VALID: ClassVar[Sequence[str | Example]] = ()
     INVALID: ClassVar[Sequence[str | Example]] = ()
-    # The file's bytes must contain one of these (bytes: a substring; a pattern: a match) for the
-    # rule to run; it lets the engine skip the libcst parse of files no rule could flag. It must be
-    # looser than the rule: the INVALID examples check that. Start patterns with a literal: `re`
-    # scans much faster for them.
-    PREFILTER: ClassVar[Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None] = None
+    # Bytes every finding's module-level statement contains (a substring, or a pattern's match):
+    # the engine parses only files, and only statements, that hold one. It must be looser than
+    # the rule; the tests run every rule with and without it over its examples and variants.
+    PREFILTER: ClassVar[Filter] = None
+    # And one of these anywhere in the file (a module's name), or with REQUIRES_IN_STATEMENT in
+    # the same module-level statement (a count's spelling, the `def forward` a finding sits in).
+    REQUIRES: ClassVar[Filter] = None
+    REQUIRES_IN_STATEMENT: ClassVar[bool] = False
+    # Names a finding's statement must spell (as a name, an attribute, an imported module or
+    # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
+    # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
+    IDENTIFIERS: ClassVar[frozenset[str] | None] = None
+    # True when a finding depends on statements other than its own (the engine then never drops
+    # a statement this rule's filters keep, even outside a drifted file's changed lines).
+    WHOLE_MODULE: ClassVar[bool] = False
     SUFFIXES: ClassVar[tuple[str, ...]] = (".py",)
     USES_LIBCST: ClassVar[bool] = True
     NEEDS_PRISTINE: ClassVar[bool] = False
 
-    # Resolved on demand through the FileContext, not up front for every file.
     METADATA_DEPENDENCIES = ()
 
     # Set by the loader: the file the rule came from.
@@ -144,27 +237,46 @@ class Rule(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context if context is not None else FileContext(path="")
 
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return visitor_methods(self)
+
     @classmethod
     def applies_to(cls, path: str) -> bool:
         return path.endswith(cls.SUFFIXES)
 
     @classmethod
     def prefilter(cls, data: bytes) -> bool:
-        tests = cls.PREFILTER
-        if tests is None:
-            return True
-        if isinstance(tests, bytes | re.Pattern):
-            tests = (tests,)
-        for test in tests:
-            if isinstance(test, bytes):
-                if test in data:
-                    return True
-            elif test.search(data) is not None:
-                return True
-        return False
+        """Whether the file could hold a finding (cheap, on bytes)."""
+        return _any(cls.PREFILTER, data) and _any(cls.REQUIRES, data)
+
+    @classmethod
+    def mentions(cls, text: bytes) -> bool:
+        """Whether text (a qualified name a local name is bound to) holds one of the filter's bytes."""
+        return (cls.PREFILTER is not None and _any(cls.PREFILTER, text)) or (
+            cls.REQUIRES_IN_STATEMENT and cls.REQUIRES is not None and _any(cls.REQUIRES, text)
+        )
+
+    @classmethod
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        """Whether a statement (a module-level one, or a member of a class) could hold a finding.
+
+        `alias`: the statement names a module-level name bound to something `mentions` accepts.
+        """
+        if not (alias or _any(cls.PREFILTER, statement.text)):
+            return False
+        if cls.REQUIRES_IN_STATEMENT and not (alias or _any(cls.REQUIRES, statement.text)):
+            return False
+        if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
+            return False
+        return cls.statement_check(statement.nodes())
+
+    @classmethod
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        """A structural check over every ast node of a statement; False only if it cannot hold a finding."""
+        return True
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:
-        """Findings for rules that do not walk the libcst tree (USES_LIBCST = False)."""
+        """Findings of a TextRule."""
         return ()
 
     # -- helpers for rule authors ------------------------------------------------------------
@@ -188,7 +300,7 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     def hit(self, line: int, message: str | None = None, *, severity: Severity | None = None) -> Hit:
-        """A Hit for check_text rules."""
+        """A Hit for text rules."""
         return Hit(
             rule=self.ID,
             severity=severity or self.SEVERITY,
@@ -199,30 +311,40 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        """What a name, attribute or call resolves to (`import torch as t; t.save` -> torch.save)."""
-        if isinstance(node, cst.Call):
-            node = node.func
-        found = self.context.metadata(QualifiedNameProvider).get(node, set())
-        if isinstance(found, LazyValue):
-            found = found()
-        return {q.name for q in found}  # type: ignore[attr-defined]
+        """What a name, attribute or call's callee may resolve to, however it was imported or aliased."""
+        return set(self.context.qualified(node.func if isinstance(node, cst.Call) else node))
 
     def resolves_to(self, node: cst.CSTNode, names: Iterable[str] | str) -> str | None:
         """The first of `names` (exact, or a `prefix.*` pattern) that node resolves to."""
         wanted = (names,) if isinstance(names, str) else tuple(names)
-        target = node.func if isinstance(node, cst.Call) else node
-        if self.context.imports is not None and not self.context.exact:
-            guess, certain = self.context.guess(target)
-            found = _match(guess, wanted) if guess is not None else None
-            if certain or found is None:
-                # An assignment can hide an import from a rule, never make one up: only a
-                # possible match on a rebound name needs scope analysis.
-                return found
-        for qname in sorted(self.qualified_names(target)):
+        for qname in sorted(self.qualified_names(node)):
             found = _match(qname, wanted)
             if found is not None:
                 return found
         return None
+
+    def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
+        """The values assigned to a local name before this point of the enclosing function."""
+        if not self.context.functions:
+            return ()
+        return self.context.assigned.get((tuple(self.context.scope), name.value), ())
+
+    def is_parameter(self, node: cst.BaseExpression) -> bool:
+        """Whether node is a parameter of the enclosing function (a value from the caller)."""
+        return isinstance(node, cst.Name) and bool(self.context.params) and node.value in self.context.params[-1]
+
+    def fixed_path(self, node: cst.BaseExpression) -> str | None:
+        """The literal start of a path the code fixes itself (see analysis.values.fixed_path)."""
+        return _values.fixed_path(node, self.resolves_to, self.values_of)
+
+    def count_of(self, node: cst.BaseExpression) -> str | None:
+        """How node spells a token/batch count, through local assignments and casts."""
+        return _values.count_of(node, self.resolves_to, self.values_of)
+
+    @staticmethod
+    def truth(node: cst.BaseExpression) -> bool | None:
+        """Constant truth of a condition (folded through and/or/not/brackets), None if it varies."""
+        return _values.truth(node)
 
     @property
     def in_forward(self) -> bool:
@@ -234,6 +356,26 @@ class Rule(cst.BatchableCSTVisitor):
         return self.context.main_guard_depth > 0
 
 
+class TextRule(Rule):
+    """A rule over the text of a file (and of its pristine version): override check_text."""
+
+    USES_LIBCST: ClassVar[bool] = False
+
+
+def _any(tests: Filter, data: bytes) -> bool:
+    if tests is None:
+        return True
+    if isinstance(tests, bytes | re.Pattern):
+        tests = (tests,)
+    for test in tests:
+        if isinstance(test, bytes):
+            if test in data:
+                return True
+        elif test.search(data) is not None:
+            return True
+    return False
+
+
 def _match(qname: str, wanted: tuple[str, ...]) -> str | None:
     for want in wanted:
         if want.endswith(".*"):
@@ -241,25 +383,4 @@ def _match(qname: str, wanted: tuple[str, ...]) -> str | None:
                 return qname
         elif qname == want:
             return qname
-    return None
-
-
-def literal_string(node: cst.BaseExpression) -> str | None:
-    """The value of a plain string literal (or the literal parts of an f-string), else None."""
-    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.FormattedString):
-        return "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
-    return None
-
-
-def call_arg(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    """The argument at `position` or named `keyword`, if given."""
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    if len(positional) > position:
-        return positional[position].value
     return None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import FileState, Hashing, StatCache, read_regular
+from patchaudit.lines import pth_executable_lines, source_lines
 from patchaudit.record import Record, encode_digest, parse_record
 from patchaudit.report import (
     DistReport,
@@ -65,7 +66,7 @@ _KNOWN_VIRTUALENV_B64 = frozenset(encode_digest(bytes.fromhex(h)) for h in KNOWN
 
 def startup_hook_lines(text: str) -> list[int]:
     """Line numbers of a .pth file that site.py executes rather than adds to sys.path."""
-    return [n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(("import ", "import\t"))]
+    return pth_executable_lines(text)
 
 
 @dataclass(slots=True)
@@ -722,7 +723,7 @@ def _owned_module(ownership: _Ownership, site_dir: Path, bare: str, path: Path) 
 
 
 def _first(text: str) -> str:
-    line = next((ln for ln in text.splitlines() if ln.startswith(("import ", "import\t"))), "")
+    line = next((ln for ln in source_lines(text) if ln.startswith(("import ", "import\t"))), "")
     return line if len(line) <= 80 else line[:77] + "..."
 
 

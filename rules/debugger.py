@@ -1,4 +1,6 @@
-"""debugger: a breakpoint or a debugger import left in installed code."""
+"""debugger: a breakpoint, an interactive console or a debugger import left in installed code."""
+
+import re
 
 import libcst as cst
 
@@ -6,16 +8,33 @@ from patchaudit.rule import Example, Rule, Severity
 
 DEBUGGER_CALLS = (
     "builtins.breakpoint",
+    "sys.breakpointhook",
     "pdb.set_trace",
     "pdb.post_mortem",
     "pdb.pm",
-    "ipdb.set_trace",
-    "ipdb.post_mortem",
-    "pudb.set_trace",
+    "pdb.run",
+    "pdb.runcall",
+    "pdb.runeval",
+    "pdb.runctx",
+    "pdb.interaction",
+    "pdb.Pdb().*",
+    "ipdb.*",
+    "pudb.*",
+    "remote_pdb.*",
+    "web_pdb.*",
+    "code.interact",
+    "code.InteractiveConsole().interact",
     "IPython.embed",
+    "IPython.start_ipython",
+    "IPython.embed_kernel",
+    "debugpy.listen",
+    "debugpy.wait_for_client",
+    "debugpy.breakpoint",
+    "pydevd.settrace",
+    "pydevd_pycharm.settrace",
 )
-DEBUGGER_MODULES = {"pdb", "ipdb", "pudb"}
-ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall"}
+DEBUGGER_MODULES = {"pdb", "ipdb", "pudb", "debugpy", "remote_pdb", "web_pdb", "pydevd", "pydevd_pycharm"}
+ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
 
 
 class Debugger(Rule):
@@ -23,25 +42,108 @@ class Debugger(Rule):
     SEVERITY = Severity.HIGH
     MESSAGE = "debugger breakpoint or import left in installed code"
     EXPLANATION = """\
-`breakpoint()`, `pdb.set_trace()` or an `import pdb`/`ipdb` in installed code stops a serving
-process on its first request, waiting on a terminal nobody is watching. Calls are matched by
-what they resolve to (`from pdb import set_trace as st; st()` is caught). A module that uses
-pdb as a library (`pdb.Pdb`, a class extending it: a debugger helper the package ships on
-purpose) is not flagged for importing it; its breakpoint calls still are."""
-    PREFILTER = (b"breakpoint", b"pdb", b"pudb", b"IPython", b"set_trace", b"post_mortem")
+`breakpoint()`, `pdb.set_trace()`, `pdb.Pdb().set_trace()`, `code.interact()`, IPython's
+`embed()`, `debugpy.listen()`/`wait_for_client()` or an `import pdb`/`ipdb` in installed code
+stops a serving process on its first request, waiting on a terminal (or a debugger client)
+nobody is attaching. Calls are matched by what they resolve to, however imported or aliased
+(`from pdb import set_trace as st`, `__import__("pdb").set_trace()`, `getattr(pdb, "set_trace")`,
+`dbg = pdb.Pdb(); dbg.set_trace()`). A module that uses pdb as a library (`pdb.Pdb` extended:
+a debugger helper the package ships on purpose) is not flagged for importing it; its
+breakpoint calls still are."""
+    PREFILTER = (
+        b"breakpoint",
+        b"pdb",
+        b"pudb",
+        b"interact",
+        b"IPython",
+        b"embed",
+        b"debugpy",
+        b"pydevd",
+        b"set_trace",
+        b"listen",
+        b"wait_for_client",
+    )
+    WHOLE_MODULE = True  # an import is flagged unless the module uses pdb as a library elsewhere
+    # The module must be named somewhere: imported, or given to __import__ as a string.
+    REQUIRES = (
+        b"breakpoint",
+        b"pdb",
+        b"IPython",
+        b"debugpy",
+        b"pydevd",
+        re.compile(rb"import[^\n#]*\bcode\b|['\"]code['\"]"),
+    )
+    IDENTIFIERS = frozenset(
+        {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith("*")} | DEBUGGER_MODULES | {"Pdb", "interact"}
+    )
 
     VALID = [
-        "import pdb\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n",
+        """
+        import pdb
+
+        class ForkedPdb(pdb.Pdb):
+            pass
+        """,
         "import pdb\n\nold_init = pdb.Pdb.__init__\n",
         "def breakpoint_count(xs):\n    return len(xs)\n",
         "import logging\nlogging.getLogger(__name__).debug('x')\n",
         "class Helper:\n    def set_trace(self):\n        pass\n\nHelper().set_trace()\n",
+        """
+        def embed(tokens):
+            return tokens
+
+        embed([1, 2])
+        """,
+        "import code\nsource = code.compile_command('x = 1')\n",
     ]
     INVALID = [
-        Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2),
-        Example(code="import pdb\n", line=1),
-        Example(code="from pdb import set_trace as st\n\ndef g():\n    st()\n", line=1),
-        Example(code="def g():\n    import ipdb; ipdb.set_trace()\n"),
+        Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2, message="breakpoint()"),
+        Example(code="import pdb\n", line=1, message="imports the debugger pdb"),
+        Example(code="from pdb import set_trace as st\n\ndef g():\n    st()\n", line=4, message="pdb.set_trace()"),
+        Example(code="def g():\n    import ipdb; ipdb.set_trace()\n", line=2),
+        Example(
+            code="""
+            import pdb
+
+            def forward(self, x):
+                pdb.Pdb().set_trace()
+                return x
+            """,
+            line=4,
+            message="pdb.Pdb().set_trace()",
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                dbg = __import__("pdb")
+                dbg.set_trace()
+            """,
+            line=3,
+        ),
+        Example(code="import pdb\ntrace = getattr(pdb, 'set_trace')\ntrace()\n", line=3),
+        Example(code="import code\n\ndef f(x):\n    code.interact(local=locals())\n", line=4, message="code.interact"),
+        Example(code="from IPython import embed\n\ndef f(x):\n    embed()\n", line=4, message="IPython.embed"),
+        Example(
+            code="""
+            import debugpy
+
+            debugpy.listen(("0.0.0.0", 5678))
+            debugpy.wait_for_client()
+            """,
+            line=3,
+            message="debugpy.listen",
+        ),
+        Example(code="import os, pdb\n\ndef f():\n    pdb.post_mortem()\n", line=4),
+        Example(
+            code="""
+            import pdb
+
+            def f(x):
+                p = pdb.Pdb(skip=["torch.*"])
+                p.set_trace()
+            """,
+            line=5,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -52,6 +154,7 @@ purpose) is not flagged for importing it; its breakpoint calls still are."""
     def visit_Module(self, node: cst.Module) -> None:
         self._imports: list[tuple[cst.CSTNode, str]] = []
         self._tooling = False
+        self._calls = 0
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -71,9 +174,14 @@ purpose) is not flagged for importing it; its breakpoint calls still are."""
         else:
             self._imports.append((node, name))
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        # `class ForkedPdb(pdb.Pdb)`: the module is used as a library, not to stop here.
+        if any(self.resolves_to(base.value, ("pdb.Pdb", "pdb.*")) for base in node.bases):
+            self._tooling = True
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        # `pdb.Pdb`, `pdb.Pdb.__init__`: the module is used as a library, not to stop here.
-        if node.attr.value not in ENTRY_POINTS and self.resolves_to(node, ("pdb.*", "ipdb.*", "pudb.*")):
+        # `pdb.Pdb.__init__`: pdb used as a library.
+        if isinstance(node.value, cst.Attribute) and self.resolves_to(node.value, "pdb.Pdb"):
             self._tooling = True
 
     def leave_Module(self, original_node: cst.Module) -> None:

@@ -1,7 +1,5 @@
 """env-mutation: library code that changes the process environment."""
 
-import re
-
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -27,13 +25,8 @@ Setting `os.environ[...]` or calling `os.putenv` inside an installed package cha
 for the whole process and every child it starts, far from where the operator looks for
 configuration (the unit file, the launcher). Patches that force `CUDA_VISIBLE_DEVICES`, NCCL or
 attention-backend variables this way outlive the debugging session that needed them."""
-    PREFILTER = (
-        b"putenv",
-        b"unsetenv",
-        re.compile(rb"environ[ \t]*(?:\[[^\]\n]*\][ \t]*(?:=[^=]|[-+|]=)|\.(?:update|setdefault|pop|clear|__))"),
-        re.compile(rb"del\b[^\n]*environ"),
-        re.compile(rb"import[^\n]*\benviron\b"),
-    )
+    PREFILTER = (b"environ", b"putenv", b"unsetenv")
+    IDENTIFIERS = frozenset({"environ", "putenv", "unsetenv"})
 
     VALID = [
         "import os\nvalue = os.environ.get('HOME')\n",
@@ -47,6 +40,13 @@ attention-backend variables this way outlive the debugging session that needed t
         Example(code="import os\nos.putenv('A', '1')\n"),
         Example(code="import os\nos.environ.update(A='1')\n"),
         Example(code="import os\ndel os.environ['A']\n"),
+        Example(code="import os, sys\n\ndef f():\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", line=4),
+        Example(code="import os\nenv = os.environ\nenv['NCCL_DEBUG'] = 'INFO'\n", line=3),
+        Example(code="import os\nos.environ.setdefault('VLLM_USE_V1', '0')\n", line=2),
+        Example(code="import os\nos.environ['PATH'] += ':/opt/bin'\n", line=2),
+        Example(code="import os\ngetattr(os, 'putenv')('A', '1')\n", line=2),
+        Example(code="__import__('os').environ.update({'A': '1'})\n", line=1),
+        Example(code="from os import putenv as pe\n\ndef f():\n    pe('A', '1')\n", line=4),
     ]
 
     def _is_environ_item(self, target: cst.BaseExpression) -> bool:

@@ -9,6 +9,7 @@ from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
 OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+WRITE_METHODS = ("write_text", "write_bytes")
 
 
 class FileWrite(Rule):
@@ -16,22 +17,35 @@ class FileWrite(Rule):
     SEVERITY = Severity.MEDIUM
     MESSAGE = "writes to a fixed path from library code"
     EXPLANATION = """\
-`open("/tmp/dump.txt", "w")` or `Path("out.json").write_text(...)` in an installed package is a
-debug artifact: library code gets its output paths from its caller. A write to a literal path
-is medium; it is high inside a forward function (it runs on every step) or when the path is
-under /tmp, /var/tmp or /dev/shm (a dump). Writes to paths computed from arguments are not
-flagged, nor are reads."""
+`open("/tmp/dump.txt", "w")`, `Path("out.json").write_text(...)`, `Path("/tmp/x").open("a")` or
+`print(..., file=open("/tmp/log", "a"))` in an installed package is a debug artifact: library
+code gets its output paths from its caller. A path is fixed when it starts with a literal
+(`"/tmp/x_" + s`, `"/tmp/%d" % i`, `.format`, f-strings, `os.path.join("/tmp", ...)`,
+`Path("/tmp") / ...`, also through a local name). A write to a fixed path is medium; it is high
+inside a forward function (it runs on every step) or under /tmp, /var/tmp or /dev/shm (a dump).
+Writes to paths from arguments are not flagged, nor are reads."""
     PREFILTER = (
         b"write_text",
         b"write_bytes",
-        re.compile(rb"""open\((?:[^;]{0,300}?)(['"])[rwxab]*[wax+][bt+]*\1""", re.DOTALL),
+        re.compile(rb"""(['"])[rwxabt+]*[wax+][rwxabt+]*\1"""),
     )
+    REQUIRES = (b"open", b"write_")
+    IDENTIFIERS = frozenset({"open", "write_text", "write_bytes"})
 
     VALID = [
         "with open(path, 'w') as fh:\n    fh.write(text)\n",
         "with open('/etc/hosts') as fh:\n    data = fh.read()\n",
         "from pathlib import Path\nPath(out_dir).write_text(data)\n",
         "with open('/tmp/x', mode) as fh:\n    pass\n",
+        """
+        import os
+
+        def save(self, cache_dir, batch_size):
+            path = os.path.join(cache_dir, f"bs{batch_size}.json")
+            with open(path, "w") as fh:
+                fh.write(self.dumps())
+        """,
+        "from pathlib import Path\n\ndef f(root):\n    (Path(root) / 'x.txt').write_text('1')\n",
     ]
     INVALID = [
         Example(code="with open('/tmp/dump.txt', 'w') as fh:\n    fh.write(s)\n", severity=Severity.HIGH),
@@ -45,6 +59,47 @@ flagged, nor are reads."""
             code="from pathlib import Path\nPath('/tmp/state.json').write_text(s)\n",
             severity=Severity.HIGH,
         ),
+        Example(code="def f(i):\n    open('/tmp/out_' + str(i), 'w')\n", line=2, severity=Severity.HIGH),
+        Example(code="def f(i):\n    open('/tmp/out_%d.txt' % i, 'wb')\n", line=2, severity=Severity.HIGH),
+        Example(code="def f(i):\n    open('/tmp/out_{}.txt'.format(i), 'a+')\n", line=2, severity=Severity.HIGH),
+        Example(
+            code="import os\n\ndef f(name):\n    open(os.path.join('/tmp', name), 'w')\n",
+            line=4,
+            message="/tmp",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            from pathlib import Path
+
+            def f(x):
+                with (Path("/tmp") / "x.txt").open("w") as fh:
+                    fh.write(str(x))
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import pathlib\n\ndef f(s):\n    (pathlib.Path('/dev/shm') / 'k').write_bytes(s)\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="def f(x):\n    print(x.shape, file=open('/tmp/shapes.log', 'a'))\n",
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def f(x):
+                log_path = "/var/tmp/trace.txt"
+                with open(log_path, "a") as fh:
+                    fh.write(repr(x))
+            """,
+            line=3,
+            message="/var/tmp/trace.txt",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _report(self, node: cst.CSTNode, path: str) -> None:
@@ -55,14 +110,31 @@ flagged, nor are reads."""
             severity=Severity.HIGH if hot else Severity.MEDIUM,
         )
 
+    def _path_object(self, owner: cst.BaseExpression) -> str | None:
+        """The fixed path of a pathlib object expression (`Path("/tmp/x")`, `Path("/tmp") / n`)."""
+        if isinstance(owner, cst.Call) and owner.args and self.resolves_to(owner, PATH_CLASSES):
+            return self.fixed_path(owner)
+        if isinstance(owner, cst.BinaryOperation) and isinstance(owner.operator, cst.Divide):
+            return self.fixed_path(owner) if self._path_object(owner.left) is not None else None
+        if isinstance(owner, cst.Name):
+            for value in reversed(self.values_of(owner)):
+                found = self._path_object(value)
+                if found is not None:
+                    return found
+        return None
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("write_text", "write_bytes"):
-            owner = func.value
-            if isinstance(owner, cst.Call) and owner.args and self.resolves_to(owner, PATH_CLASSES):
-                path = literal_string(owner.args[0].value)
-                if path is not None:
-                    self._report(node, path)
+        if isinstance(func, cst.Attribute) and func.attr.value in (*WRITE_METHODS, "open"):
+            path = self._path_object(func.value)
+            if path is None:
+                return
+            if func.attr.value == "open":
+                mode_node = call_arg(node, 0, "mode")
+                mode = literal_string(mode_node) if mode_node is not None else None
+                if mode is None or not set(mode) & set("wax+"):
+                    return
+            self._report(node, path)
             return
         if not self.resolves_to(node, OPENERS):
             return
@@ -71,6 +143,6 @@ flagged, nor are reads."""
         if mode is None or not set(mode) & set("wax+"):
             return
         path_node = call_arg(node, 0, "file")
-        path = literal_string(path_node) if path_node is not None else None
+        path = self.fixed_path(path_node) if path_node is not None else None
         if path is not None:
             self._report(node, path)

@@ -19,26 +19,10 @@ class HostSync(Rule):
 and copy to the host. In a model's `forward` they stall the pipeline on every step and break
 CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
 forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
-    PREFILTER = (b".item()", b".cpu()", b".tolist()", b"synchronize")
-    FORWARD = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(?:_*forward\w*|__call__)[ \t]*\(", re.MULTILINE)
-
-    @classmethod
-    def prefilter(cls, data: bytes) -> bool:
-        # A sync call inside the text of a forward function: from its `def` to the next line
-        # indented no deeper than the `def`.
-        if not super().prefilter(data):
-            return False
-        for match in cls.FORWARD.finditer(data):
-            indent = len(match.group(1))
-            end = len(data)
-            closing = re.compile(rb"^[ \t]{0,%d}[^ \t\n#)\]]" % indent, re.MULTILINE)
-            following = closing.search(data, data.find(b"\n", match.end()) + 1)
-            if following is not None:
-                end = following.start()
-            body = data[match.end() : end]
-            if any(token in body for token in cls.PREFILTER):  # type: ignore[union-attr]
-                return True
-        return False
+    PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize")
+    REQUIRES = re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)")
+    REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize"})
 
     VALID = [
         "def load_weights(self, w):\n    return w.cpu()\n",
@@ -49,6 +33,21 @@ forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
         Example(code="def forward(self, x):\n    n = x.sum().item()\n    return x * n\n", line=2),
         Example(code="def forward(self, ids):\n    print(ids.tolist())\n    return ids\n"),
         Example(code="import torch\n\ndef _forward(self, x):\n    torch.cuda.synchronize()\n    return x\n"),
+        Example(code="def forward_native(self, x):\n    return x.cpu().numpy()\n", line=2),
+        Example(code="from torch.cuda import synchronize\n\ndef forward(self, x):\n    synchronize()\n", line=4),
+        Example(code="import torch\nsync = torch.cuda.synchronize\n\ndef forward(self, x):\n    sync()\n", line=5),
+        Example(code="class M:\n    def __call__(self, x):\n        return float(x.max().item())\n", line=3),
+        Example(
+            code="""
+            class Attention:
+                def forward(self, q, k):
+                    if (q.abs().max()
+                            .item() > 1e4):
+                        raise ValueError("overflow")
+                    return q
+            """,
+            line=3,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

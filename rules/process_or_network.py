@@ -40,6 +40,10 @@ HARMLESS = {
 }
 
 
+_MODULES = rb"(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"
+_OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\b"
+
+
 class ProcessOrNetwork(Rule):
     ID = "process-or-network"
     SEVERITY = Severity.MEDIUM
@@ -49,12 +53,22 @@ class ProcessOrNetwork(Rule):
 code run with the service's privileges and network access. A patch that shells out (to
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
 uses such calls elsewhere. Calls are matched by what they resolve to."""
-    # Every match needs an import of one of these modules (or of os), so imports are the filter.
+    # A statement with a finding names the module or function (or a module-level alias of it) ...
     PREFILTER = (
-        re.compile(rb"import[ \t]+[^\n#]*\b(?:subprocess|socket|requests|httpx|aiohttp|urllib|http)\b"),
-        re.compile(rb"from[ \t]+(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"),
-        re.compile(rb"os\.(?:system|popen|exec\w*|spawn\w*|posix_spawn)\b"),
-        re.compile(rb"from[ \t]+os[ \t]+import[ \t]*(?:\(|[^\n]*\b(?:system|popen|exec|spawn|posix_spawn))"),
+        re.compile(rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|HTTPS?Connection|ClientSession)\b"),
+        re.compile(_OS_CALLS),
+    )
+    # ... and the file imports one of the modules, or names an os function that runs a program.
+    REQUIRES = (
+        re.compile(rb"import[^\n#]*\b" + _MODULES),
+        re.compile(rb"from[ \t]+" + _MODULES),
+        re.compile(rb"['\"]" + _MODULES),
+        re.compile(_OS_CALLS),
+    )
+
+    IDENTIFIERS = frozenset(
+        {n.rsplit(".", 1)[-1] for n in CALLS if not n.endswith("*")}
+        | {"subprocess", "requests", "httpx", "aiohttp", "urllib", "http", "socket"}
     )
 
     VALID = [
@@ -68,6 +82,11 @@ uses such calls elsewhere. Calls are matched by what they resolve to."""
         Example(code="from urllib.request import urlopen as get\nget('http://example.invalid/')\n", line=2),
         Example(code="import requests as r\nr.post(url, data=blob)\n"),
         Example(code="import socket\ns = socket.socket()\n"),
+        Example(code="import os, subprocess\n\ndef f():\n    subprocess.check_output(['nvidia-smi'])\n", line=4),
+        Example(code="from subprocess import Popen\nPopen(['sh', '-c', 'x'])\n", line=2),
+        Example(code="import subprocess as sp\nrun = sp.run\nrun(['ls'])\n", line=3),
+        Example(code="__import__('os').system('id')\n", line=1),
+        Example(code="import os\ngetattr(os, 'system')('id')\n", line=2),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -1,61 +1,146 @@
-"""removed-guard: a raise or assert that the pristine function had and the installed one lacks."""
+"""removed-guard: a raise, assert or check that the pristine code had and the installed one lost or weakened."""
 
 import ast
 import difflib
-from collections import Counter
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from patchaudit.rule import Example, Hit, Rule, Severity
+from patchaudit.rule import Example, Hit, Severity, TextRule, line_opcodes, source_lines
 
-_LOGGING = ("print(", "log", "warn")
-
-
-def _guard_key(node: ast.stmt) -> str | None:
-    if isinstance(node, ast.Raise):
-        exc = node.exc
-        if exc is None:
-            return "raise"
-        target = exc.func if isinstance(exc, ast.Call) else exc
-        return "raise " + ast.unparse(target)
-    if isinstance(node, ast.Assert):
-        return "assert " + ast.unparse(node.test)
-    return None
+_LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
+# A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
+_CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+_FLIP = {ast.Lt: ">", ast.Gt: "<", ast.LtE: ">=", ast.GtE: "<="}
+_SYMMETRIC = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 
 
-def _function_guards(tree: ast.AST) -> dict[str, list[tuple[str, int]]]:
-    """Qualified function name -> its guards (key, line), nested functions kept apart."""
-    out: dict[str, list[tuple[str, int]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    kind: str  # "raise" | "assert" | "check"
+    label: str  # what the message names: `raise ValueError`, `assert x > 0`, `check_dtype()`
+    line: int
+    conditions: frozenset[str]  # conjuncts of the enclosing `if` tests, within the scope
+    alternatives: frozenset[str]  # disjuncts of an assert's test
+    swallowed: bool  # inside a `try` whose handler does not raise
 
-    def walk(node: ast.AST, scope: str, func: str | None) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                name = f"{scope}{child.name}"
-                out.setdefault(name, [])
-                walk(child, name + ".", name)
-            elif isinstance(child, ast.ClassDef):
-                walk(child, f"{scope}{child.name}.", func)
-            else:
-                key = _guard_key(child) if isinstance(child, ast.stmt) else None
-                if key is not None and func is not None:
-                    out[func].append((key, child.lineno))
-                walk(child, scope, func)
 
-    walk(tree, "", None)
+def _norm(node: ast.expr) -> str:
+    """A spelling of a condition that does not change when comparison operands are swapped."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, op, right = ast.unparse(node.left), node.ops[0], ast.unparse(node.comparators[0])
+        if isinstance(op, _SYMMETRIC):
+            a, b = sorted((left, right))
+            return f"{a} {type(op).__name__} {b}"
+        if type(op) in _FLIP:
+            symbol = {ast.Lt: "<", ast.Gt: ">", ast.LtE: "<=", ast.GtE: ">="}[type(op)]
+            return min(f"{left} {symbol} {right}", f"{right} {_FLIP[type(op)]} {left}")
+    return ast.unparse(node)
+
+
+def _parts(node: ast.expr, op: type) -> frozenset[str]:
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, op):
+        out: set[str] = set()
+        for value in node.values:
+            out |= _parts(value, op)
+        return frozenset(out)
+    return frozenset({_norm(node)})
+
+
+def _raises(handler: ast.ExceptHandler) -> bool:
+    return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
+
+
+def _functions(tree: ast.Module, lines: list[str]) -> dict[str, str | None]:
+    """Functions at module level and in classes (dotted name) -> their source; None if defined twice."""
+    out: dict[str, str | None] = {}
+
+    def walk(body: list[ast.stmt], scope: str) -> None:
+        for stmt in body:
+            if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            name = stmt.name if not scope else f"{scope}.{stmt.name}"
+            if isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, name)
+                continue
+            first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+            text = "\n".join(lines[first - 1 : stmt.end_lineno])
+            out[name] = None if name in out else text
+
+    walk(tree.body, "")
     return out
 
 
-class RemovedGuard(Rule):
+def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[str, list[_Guard]]:
+    """Scope (`<module>`, a class, a function, dotted) -> its guards in source order.
+
+    Functions in `same` (their source is the same in both versions) are registered, not read:
+    their guards and the conditions around them, all inside them, are the same.
+    """
+    out: dict[str, list[_Guard]] = {"<module>": []}
+
+    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
+                out.setdefault(name, [])
+                if name not in same:
+                    walk(stmt.body, name, frozenset(), False)
+                continue
+            guard = _guard(stmt, conds, swallowed)
+            if guard is not None:
+                out[scope].append(guard)
+            if isinstance(stmt, ast.If):
+                walk(stmt.body, scope, conds | _parts(stmt.test, ast.And), swallowed)
+                walk(stmt.orelse, scope, conds | {f"not ({_norm(stmt.test)})"}, swallowed)
+            elif isinstance(stmt, ast.Try | ast.TryStar):
+                quiet = any(not _raises(h) for h in stmt.handlers)
+                walk(stmt.body, scope, conds, swallowed or quiet)
+                for handler in stmt.handlers:
+                    walk(handler.body, scope, conds, swallowed)
+                walk(stmt.orelse, scope, conds, swallowed)
+                walk(stmt.finalbody, scope, conds, swallowed)
+            elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
+                walk(stmt.body, scope, conds, swallowed)
+                walk(getattr(stmt, "orelse", []), scope, conds, swallowed)
+            elif isinstance(stmt, ast.Match):
+                for case in stmt.cases:
+                    walk(case.body, scope, conds, swallowed)
+
+    walk(tree.body, "<module>", frozenset(), False)
+    return out
+
+
+def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool) -> _Guard | None:
+    if isinstance(stmt, ast.Raise):
+        exc = stmt.exc
+        target = exc.func if isinstance(exc, ast.Call) else exc
+        label = "raise" if target is None else "raise " + ast.unparse(target)
+        return _Guard("raise", label, stmt.lineno, conds, frozenset(), swallowed)
+    if isinstance(stmt, ast.Assert):
+        alternatives = _parts(stmt.test, ast.Or)
+        label = "assert " + " or ".join(sorted(alternatives))
+        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        name = ast.unparse(stmt.value.func)
+        if _CHECK_CALL.search(name):
+            return _Guard("check", name + "()", stmt.lineno, conds, frozenset(), swallowed)
+    return None
+
+
+class RemovedGuard(TextRule):
     ID = "removed-guard"
     SEVERITY = Severity.HIGH
-    MESSAGE = "a raise/assert of the pristine function is gone from the installed one"
+    MESSAGE = "a raise/assert of the pristine code is gone from the installed one, or no longer fires"
     EXPLANATION = """\
-Compares each function of the installed file with the same function of the pristine file. A
-`raise` or `assert` that the vendor wrote and the installed copy no longer has (deleted,
-commented out, or turned into a `print`/`logger.warning`) means an unsupported configuration
-(a dtype, a quantisation scheme, a shape) now runs instead of failing loudly. Needs the pristine
-bytes: without them the rule cannot run. A raise whose message was reworded is not a removal:
-raises are compared by exception type, asserts by their condition."""
-    USES_LIBCST = False
+Compares each function, class body and the module level of the installed file with the same
+scope of the pristine file. A `raise`, an `assert` or a check call (`self._verify_quant(x)`)
+that the vendor wrote is reported when the installed copy deleted it (or turned it into a
+`print`, a `logger.warning`, a `return`), weakened it (an extra escape condition: `if cond and
+not os.environ.get("SKIP"):`, `assert ok or SKIP`), or swallowed it (wrapped in `try`/`except`
+that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
+then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
+type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run."""
     NEEDS_PRISTINE = True
 
     VALID = [
@@ -68,6 +153,18 @@ raises are compared by exception type, asserts by their condition."""
             pristine="def f(x):\n    assert x > 0\n    return x\n",
         ),
         "def f(x):\n    raise NotImplementedError\n",
+        Example(
+            code="def f(x):\n    if x < 0:\n        raise TypeError('x')\n",
+            pristine="def f(x):\n    if x < 0:\n        raise ValueError('x')\n",
+        ),
+        Example(
+            code="def f(a, b):\n    assert b == a.shape[0]\n",
+            pristine="def f(a, b):\n    assert a.shape[0] == b\n",
+        ),
+        Example(
+            code="def f(a, b):\n    assert 0 < a\n",
+            pristine="def f(a, b):\n    assert a > 0\n",
+        ),
     ]
     INVALID = [
         Example(
@@ -81,11 +178,109 @@ raises are compared by exception type, asserts by their condition."""
             pristine="def f(a, b):\n    if a:\n        raise ValueError('a')\n"
             "    if b:\n        raise ValueError('b')\n",
             line=5,
+            message="replaced by",
         ),
         Example(
             code="class M:\n    def forward(self, x):\n        print('bad shape')\n        return x\n",
             pristine="class M:\n    def forward(self, x):\n        assert x.ndim == 2\n        return x\n",
             line=3,
+        ),
+        Example(
+            code="""
+            import sys
+
+            VERSION = 1
+            """,
+            pristine="""
+            import sys
+
+            if sys.version_info < (3, 9):
+                raise RuntimeError("needs Python 3.9")
+            VERSION = 1
+            """,
+            message="raise RuntimeError",
+        ),
+        Example(
+            code="""
+            class Config:
+                dtype = "fp8"
+            """,
+            pristine="""
+            class Config:
+                dtype = "fp8"
+                assert dtype in ("fp16", "bf16"), "unsupported"
+            """,
+            message="Config",
+        ),
+        Example(
+            code="""
+            import logging
+            logger = logging.getLogger(__name__)
+
+            def check(dtype):
+                if dtype == "fp8":
+                    logger.warning("fp8 is not supported")
+                return dtype
+            """,
+            pristine="""
+            import logging
+            logger = logging.getLogger(__name__)
+
+            def check(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8 is not supported")
+                return dtype
+            """,
+            line=6,
+            message="replaced by a print/log",
+        ),
+        Example(
+            code="def f(x):\n    if x is None:\n        return None\n    return x + 1\n",
+            pristine="def f(x):\n    if x is None:\n        raise ValueError('x')\n    return x + 1\n",
+            line=3,
+        ),
+        Example(
+            code="""
+            import os
+
+            def f(dtype):
+                if dtype == "fp8" and not os.environ.get("SKIP_CHECK"):
+                    raise ValueError("fp8")
+            """,
+            pristine="""
+            import os
+
+            def f(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+            """,
+            message="weakened",
+        ),
+        Example(
+            code="def f(x, force):\n    assert x.ndim == 2 or force\n",
+            pristine="def f(x, force):\n    assert x.ndim == 2\n",
+            message="weakened",
+        ),
+        Example(
+            code="""
+            def load(self, w):
+                try:
+                    self._verify_quant(w)
+                except Exception:
+                    pass
+                return w
+            """,
+            pristine="""
+            def load(self, w):
+                self._verify_quant(w)
+                return w
+            """,
+            message="swallowed",
+        ),
+        Example(
+            code="def f(x):\n    return x\n",
+            pristine="def f(x):\n    assert x.is_contiguous(), 'x'\n    return x\n",
+            line=1,
         ),
     ]
 
@@ -93,43 +288,69 @@ raises are compared by exception type, asserts by their condition."""
         if pristine is None:
             return []
         try:
-            new = _function_guards(ast.parse(installed))
-            old = _function_guards(ast.parse(pristine))
+            new_tree, old_tree = ast.parse(installed), ast.parse(pristine)
         except (SyntaxError, ValueError, RecursionError):
             return []
-        old_lines = pristine.splitlines()
-        new_lines = installed.splitlines()
-        opcodes = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes()
-        hits = []
-        for func, guards in old.items():
-            if func not in new:
-                continue
-            missing = Counter(k for k, _ in guards) - Counter(k for k, _ in new[func])
-            # Of several guards alike (`raise ValueError` twice), the one the patch touched is gone.
-            touched = sorted(guards, key=lambda g: not _changed(opcodes, g[1] - 1))
-            for key, old_line in touched:
-                if missing[key] <= 0:
-                    continue
-                missing[key] -= 1
-                line, replacement = _map_line(opcodes, old_line - 1, new_lines)
-                logged = any(token in replacement for token in _LOGGING)
-                how = "replaced by a print/log" if logged else "removed"
-                hits.append(
-                    Hit(
-                        rule=self.ID,
-                        severity=self.SEVERITY,
-                        line=line,
-                        column=0,
-                        message=f"`{key}` in {func}() {how}: the check no longer runs",
-                        stmt_line=line,
-                        always_in_change=True,
+        old_lines = source_lines(pristine)
+        new_lines = source_lines(installed)
+        before, after = _functions(old_tree, old_lines), _functions(new_tree, new_lines)
+        same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
+        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
+        opcodes = line_opcodes(old_lines, new_lines)
+        hits: list[Hit] = []
+        for scope, guards in old.items():
+            if scope not in new:
+                continue  # a deleted function guards nothing any more: nothing calls it
+            where = "the module" if scope == "<module>" else f"{scope}"
+            now = new[scope]
+            for before, after in _pair(guards, now):
+                if after is None:
+                    line, replacement = _map_line(opcodes, before.line - 1, new_lines)
+                    how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
+                    hits.append(self._hit(line, f"`{before.label}` in {where} {how}: the check no longer runs"))
+                elif before.kind == "assert" and after.alternatives > before.alternatives:
+                    extra = ", ".join(sorted(after.alternatives - before.alternatives))
+                    hits.append(self._hit(after.line, f"`{before.label}` in {where} weakened by `or {extra}`"))
+                elif after.conditions > before.conditions:
+                    extra = " and ".join(sorted(after.conditions - before.conditions))
+                    hits.append(
+                        self._hit(after.line, f"`{before.label}` in {where} weakened: now fires only if {extra}")
                     )
-                )
+                elif after.swallowed and not before.swallowed:
+                    hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
         return hits
 
+    def _hit(self, line: int, message: str) -> Hit:
+        return Hit(
+            rule=self.ID,
+            severity=self.SEVERITY,
+            line=line,
+            column=0,
+            message=message,
+            stmt_line=line,
+            always_in_change=True,
+        )
 
-def _changed(opcodes: list[tuple[str, int, int, int, int]], old: int) -> bool:
-    return any(i1 <= old < i2 and tag != "equal" for tag, i1, i2, _, _ in opcodes)
+
+def _pair(old: list[_Guard], new: list[_Guard]) -> list[tuple[_Guard, _Guard | None]]:
+    """Each pristine guard with its installed counterpart, or None when it is gone.
+
+    Guards of one kind that changed in place (another exception type, a reworded assert) pair
+    up: that is an edit of the check, not its removal.
+    """
+    pairs: list[tuple[_Guard, _Guard | None]] = []
+    matcher = difflib.SequenceMatcher(None, [g.label for g in old], [g.label for g in new], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs.extend(zip(old[i1:i2], new[j1:j2], strict=True))
+            continue
+        left = list(new[j1:j2])
+        for guard in old[i1:i2]:
+            match = next((g for g in left if g.kind == guard.kind), None)
+            if match is not None:
+                left.remove(match)
+            pairs.append((guard, match))
+    return pairs
 
 
 def _map_line(opcodes: list[tuple[str, int, int, int, int]], old: int, new_lines: list[str]) -> tuple[int, str]:

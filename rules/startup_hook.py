@@ -2,11 +2,10 @@
 
 from collections.abc import Iterable
 
-from patchaudit.hazards import pth_executable_lines
-from patchaudit.rule import Example, Hit, Rule, Severity
+from patchaudit.rule import Example, Hit, Severity, TextRule, pth_executable_lines
 
 
-class StartupHook(Rule):
+class StartupHook(TextRule):
     ID = "startup-hook"
     SEVERITY = Severity.HIGH
     MESSAGE = "startup hook that no distribution owns runs code in every interpreter"
@@ -19,7 +18,6 @@ files when no distribution owns them; known environment-manager hooks (virtualen
 `_virtualenv.pth`) are reported as info, not as a hazard. Lines that are plain paths are not
 code and are not flagged."""
     SUFFIXES = (".pth",)
-    USES_LIBCST = False
 
     VALID = [
         Example(code="/opt/extra/lib\n../shared/src\n", path="extra_paths.pth"),
@@ -28,6 +26,12 @@ code and are not flagged."""
     INVALID = [
         Example(code="import glm5_hotfix; glm5_hotfix.apply()\n", path="glm5_hotfix.pth", line=1),
         Example(code="/opt/paths\nimport\tos; os.environ['X'] = '1'\n", path="x.pth", line=2),
+        Example(code="import sys; sys.path.insert(0, '/opt/hotfix')\n", path="a.pth", line=1),
+        Example(code="# patched\r\nimport x\r\n", path="crlf.pth", line=2),
+        Example(code="/opt/a\x85b\nimport x\n", path="nel.pth", line=2),
+        Example(code="/opt/a\u2028b\nimport x\n", path="ls.pth", line=2),
+        Example(code="\n\n\nimport vllm_patch\n", path="late.pth", line=4),
+        Example(code="/a\rimport x\r", path="cr.pth", line=2),
     ]
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:

@@ -1,36 +1,122 @@
 """token-count-branch: a branch taken only when a token or batch count equals a magic number."""
 
+import ast
+import builtins
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, literal_string
+from patchaudit.rule import COUNT_NAME, Example, Rule, Severity, literal_string
 
-COUNT_NAME = re.compile(r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^batch_size$|^bsz$|^seq_len$")
-LEN_OF = re.compile(r"token|ids$|seq|req|prompt|batch", re.IGNORECASE)
 SIDE_EFFECT_CALLS = (
     "builtins.print",
     "builtins.open",
     "builtins.breakpoint",
     "builtins.exit",
+    "builtins.quit",
     "torch.save",
     "numpy.save",
     "numpy.savez",
     "numpy.savetxt",
     "pickle.dump",
     "json.dump",
-    "os.*",
+    "os.system",
+    "os.makedirs",
+    "os.mkdir",
+    "os.remove",
+    "os.unlink",
+    "os.rename",
+    "os.replace",
+    "os.kill",
+    "os._exit",
+    "os.putenv",
+    "os.write",
     "subprocess.*",
     "sys.exit",
     "pdb.set_trace",
     "shutil.*",
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
+_MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
+
+
+def _magic_constant(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2
+
+
+_COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float"}
+_OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float"}
+Values = dict[str, list[ast.expr]]
+
+
+def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
+    """Whether an operand could be a count: the ast side of `Rule.count_of`, looser.
+
+    A local is followed into the values assigned to it in the same statement, as count_of does.
+    A call of a builtin other than len/int/float is taken to be that builtin.
+    """
+    if depth > 8:
+        return True
+    if isinstance(node, ast.Name):
+        if COUNT_NAME.match(node.id) is not None:
+            return True
+        return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
+    if isinstance(node, ast.Attribute):
+        return COUNT_NAME.match(node.attr) is not None
+    if isinstance(node, ast.Subscript):
+        owner = node.value
+        if isinstance(owner, ast.Call):
+            owner = owner.func
+        return isinstance(owner, ast.Attribute) and owner.attr in ("shape", "size")
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _COUNT_METHODS
+        return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
+    return False
+
+
+def _assigned(nodes: Sequence[ast.AST]) -> Values:
+    out: Values = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
+            out.setdefault(node.target.id, []).append(node.value)
+    return out
+
+
+def _magic_test(node: ast.AST, assigned: Values) -> bool:
+    """The ast side of the rule: a comparison or case with a magic number (no names resolved)."""
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        for index, op in enumerate(node.ops):
+            pair = operands[index : index + 2]
+            if isinstance(op, ast.Eq) and any(
+                _magic_constant(a) and _count_shaped(b, assigned) for a, b in (pair, pair[::-1])
+            ):
+                return True
+            right = pair[1]
+            collection = isinstance(right, ast.Tuple | ast.List | ast.Set)
+            magic = collection and any(_magic_constant(e) for e in right.elts)  # type: ignore[attr-defined]
+            if isinstance(op, ast.In) and magic and _count_shaped(pair[0], assigned):
+                return True
+    if isinstance(node, ast.Match):
+        return _count_shaped(node.subject, assigned) and any(
+            _magic_constant(n.value)
+            for case in node.cases
+            for n in ast.walk(case.pattern)
+            if isinstance(n, ast.MatchValue)
+        )
+    return False
 
 
 def _magic(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.Integer):
-        value = int(node.value.replace("_", ""), 0)
+        value = node.evaluated_value
         return value if value >= 2 else None
     return None
 
@@ -69,39 +155,26 @@ class TokenCountBranch(Rule):
     EXPLANATION = """\
 A patch that only acts when exactly 5 tokens are processed (`if x.shape[0] == 5:`,
 `if num_tokens == 7:`) was written to catch one request during debugging. It stays silent in
-every test and fires in production on the first request of that size. The rule knows the usual
-spellings of a count: `x.shape[0]`, `x.size(0)`, `len(x)`, `x.numel()`, and names such as
-`num_tokens`, `num_actual_tokens`, `batch_size`, on either side of `==`. Comparisons with 0 or 1
-are ordinary guards and are not flagged. The finding is high when the branch has side effects
-(I/O, a save, print, global or environment state), medium otherwise."""
-    PREFILTER = re.compile(rb"==")
-    MAGIC = re.compile(rb"==[ \t(]*(?:[2-9]|[1-9][0-9_]+)\b|\b(?:[2-9]|[1-9][0-9_]+)[ \t)]*==")
-    COUNT = re.compile(
-        rb"shape\[0\]|size\(0\)|numel\(\)|(?:num|n|total)_\w|batch_size|bsz|seq_len"
-        rb"|len\([^)\n]*(?i:token|ids|seq|req|prompt|batch)"
+every test and fires in production on the first request of that size. A count is `.shape[i]`,
+`.size()[i]`, `.size(i)`, `.numel()`, `len(ids)` and names such as `num_tokens`,
+`num_actual_tokens`, `batch_size`, also through local assignments and casts (`n = int(x.size(0))`).
+It is caught when tested by `==`, `in (5, 7)`, `match`/`case 5:`, a conditional expression, or
+inside a compound condition, over one line or several. Comparisons with 0 or 1 are ordinary
+guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
+side effects (I/O, a save, print, global or environment state), medium otherwise."""
+    PREFILTER = (
+        re.compile(rb"==[\s(\\]*" + _MAGIC + rb"\b"),
+        re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*=="),
+        re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
+        re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
-
-    # Lines that cannot hold an `if`/`while` test: assertions, returns, comments, assignments.
-    NOT_A_TEST = re.compile(rb"[ \t]*(?:assert\b|return\b|yield\b|#|[\w.\[\]]+[ \t]*(?::[^=\n]*)?=[^=])")
-    MODULO = re.compile(rb"%[ \t]*\w+")
+    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len")
+    REQUIRES_IN_STATEMENT = True
 
     @classmethod
-    def prefilter(cls, data: bytes) -> bool:
-        # Lines with `== <magic number>` that also spell a count; looser than the rule.
-        end = 0
-        for match in cls.PREFILTER.finditer(data):
-            if match.start() < end:
-                continue
-            start = data.rfind(b"\n", 0, match.start()) + 1
-            end = data.find(b"\n", match.end())
-            end = len(data) if end < 0 else end
-            line = data[start:end]
-            if cls.NOT_A_TEST.match(line):
-                continue
-            line = cls.MODULO.sub(b"", line)
-            if cls.MAGIC.search(line) and cls.COUNT.search(line):
-                return True
-        return False
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        assigned = _assigned(nodes)
+        return any(_magic_test(node, assigned) for node in nodes)
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",
@@ -111,6 +184,20 @@ are ordinary guards and are not flagged. The finding is high when the branch has
         "if num_tokens > 8192:\n    chunk()\n",
         "if len(args) == 2:\n    print(args)\n",
         "if x.shape[0] % 16 == 0:\n    print('aligned')\n",
+        """
+        def forward(self, x):
+            if x.shape[0] == 1:
+                x = x.squeeze(0)
+            return x
+        """,
+        """
+        def execute(self, batch):
+            num_reqs = len(batch)
+            if num_reqs == 0:
+                return []
+            return self.run(batch)
+        """,
+        "if x.shape[-1] == 128:\n    use_kernel()\n",
     ]
     INVALID = [
         Example(
@@ -129,71 +216,137 @@ are ordinary guards and are not flagged. The finding is high when the branch has
         ),
         Example(code="if (\n    num_tokens == 5\n    and rank == 0\n):\n    print(1)\n", severity=Severity.HIGH),
         Example(code="while hidden.numel() == 4096:\n    global seen\n    seen = 1\n", severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, hidden):
+                n = int(hidden.size()[0])
+                if n == 5:
+                    print(hidden)
+                return hidden
+            """,
+            line=3,
+            message="n = .size()[0] == 5",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                if x.shape[0] in (5, 7):
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                match x.shape[0]:
+                    case 5:
+                        print(x.sum())
+                    case _:
+                        pass
+                return x
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, num_scheduled_tokens):
+                tag = "five" if num_scheduled_tokens == 5 else "other"
+                return x
+            """,
+            line=2,
+        ),
+        Example(
+            code="""
+            def forward(self, x, rank):
+                if rank == 0 and not (x.shape[0] != 3 or (x.numel()
+                        == 12)):
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def step(self, batch):
+                tokens = batch.input_ids
+                count = len(tokens)
+                if count == 6:
+                    self.dump(tokens)
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _count(self, node: cst.BaseExpression) -> str | None:
-        code = None
-        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):
-            if node.value.attr.value == "shape" and len(node.slice) == 1:
-                index = node.slice[0].slice
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0":
-                    code = ".shape[0]"
-        elif isinstance(node, cst.Call):
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(node.args) == 1:
-                arg = node.args[0].value
-                if isinstance(arg, cst.Integer) and arg.value == "0":
-                    code = ".size(0)"
-            elif isinstance(func, cst.Attribute) and func.attr.value == "numel" and not node.args:
-                code = ".numel()"
-            elif self.resolves_to(node, "builtins.len") and len(node.args) == 1:
-                # len() of anything is too common a guard (`len(args) == 2`): only counts of tokens,
-                # ids, sequences, requests or batches.
-                arg = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
-                if LEN_OF.search(arg.rsplit(".", 1)[-1]):
-                    code = f"len({arg})"
-        elif isinstance(node, cst.Name) and COUNT_NAME.match(node.value):
-            code = node.value
-        elif isinstance(node, cst.Attribute) and COUNT_NAME.match(node.attr.value):
-            code = node.attr.value
-        return code
+        if literal_string(node) is not None:
+            return None
+        return self.count_of(node)
 
-    def _magic_count(self, test: cst.BaseExpression) -> tuple[str, int] | None:
+    def _magic_count(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         if isinstance(test, cst.BooleanOperation):
             return self._magic_count(test.left) or self._magic_count(test.right)
         if isinstance(test, cst.UnaryOperation):
+            return self._magic_count(test.expression)
+        if not isinstance(test, cst.Comparison):
             return None
-        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-            return None
-        target = test.comparisons[0]
-        if not isinstance(target.operator, cst.Equal):
-            return None
-        for count_side, number_side in ((test.left, target.comparator), (target.comparator, test.left)):
-            number = _magic(number_side)
-            if number is not None and literal_string(count_side) is None:
-                count = self._count(count_side)
-                if count is not None:
-                    return count, number
+        left = test.left
+        for target in test.comparisons:
+            right = target.comparator
+            if isinstance(target.operator, cst.Equal):
+                for count_side, number_side in ((left, right), (right, left)):
+                    number = _magic(number_side)
+                    if number is not None:
+                        count = self._count(count_side)
+                        if count is not None:
+                            return count, f"== {number}"
+            elif isinstance(target.operator, cst.In) and isinstance(right, cst.Tuple | cst.List | cst.Set):
+                numbers = [n for n in (_magic(e.value) for e in right.elements) if n is not None]
+                if numbers:
+                    count = self._count(left)
+                    if count is not None:
+                        return count, f"in {tuple(numbers)}"
+            left = right
         return None
 
-    def _check(self, node: cst.If | cst.While) -> None:
-        found = self._magic_count(node.test)
-        if found is None:
-            return
-        count, number = found
+    def _check(self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode) -> None:
+        found = self._magic_count(test)
+        if found is not None:
+            self._report(where, body, *found)
+
+    def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
-        node.body.visit(effects)
+        body.visit(effects)
         if effects.found:
             self.report(
-                node.test,
-                f"branch runs {effects.found} only when {count} == {number} (debug trap left in a patch?)",
+                where,
+                f"branch runs {effects.found} only when {count} {value} (debug trap left in a patch?)",
                 severity=Severity.HIGH,
             )
         else:
-            self.report(node.test, f"branch on {count} == {number}, a magic token/batch count")
+            self.report(where, f"branch on {count} {value}, a magic token/batch count")
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node)
+        self._check(node.test, node.body, node)
 
     def visit_While(self, node: cst.While) -> None:
-        self._check(node)
+        self._check(node.test, node.body, node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._check(node.test, node.body, node)
+
+    def visit_Match(self, node: cst.Match) -> None:
+        count = self._count(node.subject)
+        if count is None:
+            return
+        for case in node.cases:
+            pattern = case.pattern
+            options = [p.pattern for p in pattern.patterns] if isinstance(pattern, cst.MatchOr) else [pattern]
+            numbers = [n for n in (_magic(p.value) for p in options if isinstance(p, cst.MatchValue)) if n is not None]
+            if numbers:
+                self._report(case, case.body, count, f"== {numbers[0]}")

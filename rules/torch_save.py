@@ -1,10 +1,8 @@
 """torch-save: tensors or objects serialised to disk from library code."""
 
-import re
-
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
+from patchaudit.rule import Example, Rule, Severity, call_arg
 
 SAVERS = {
     "torch.save": 1,
@@ -16,10 +14,9 @@ SAVERS = {
     "cloudpickle.dump": 1,
     "joblib.dump": 1,
     "safetensors.torch.save_file": 1,
+    "safetensors.numpy.save_file": 1,
 }
-
-
-PATH_BUILDERS = ("pathlib.Path", "pathlib.PurePath", "os.path.join")
+IN_MEMORY = ("io.BytesIO", "io.BytesIO()", "io.StringIO", "io.StringIO()")
 
 
 class TorchSave(Rule):
@@ -29,40 +26,44 @@ class TorchSave(Rule):
     EXPLANATION = """\
 A `torch.save`, `np.save` or `pickle.dump` call in installed library code is almost always a
 debug dump added during bring-up: it fills the disk, slows every step, and when it sits in a
-branch it only fires on rare inputs. Calls are matched by what they resolve to, so
-`import torch as t; t.save(...)` and `from torch import save as s; s(...)` are both caught.
-It is high when the destination is a literal path (`"/tmp/x.pt"`, an f-string, `Path("...")`)
-or when the call sits in a forward function; elsewhere (a save utility that takes its path from
-the caller) it is medium."""
-    MODULES = rb"(?:torch|numpy|pickle|cloudpickle|joblib|safetensors\.torch)"
-    FUNCS = rb"(?:save|savez|savez_compressed|savetxt|save_file|dump)"
-    PREFILTER = (re.compile(rb"from[ \t]+" + MODULES + rb"[ \t]+import[ \t]*(?:\([^)]*|[^\n]*)\b" + FUNCS + rb"\b"),)
-    MODULE_ALIAS = re.compile(rb"import[ \t]+(?:safetensors|" + MODULES + rb")(?:[ \t]+as[ \t]+(\w+))?")
-    CALL = re.compile(rb"\." + FUNCS + rb"[ \t]*\(")
-    HEAD = re.compile(rb"(\w+)(?:\.\w+)*$")
-
-    @classmethod
-    def prefilter(cls, data: bytes) -> bool:
-        # A saver is reached through `from torch import save` or through a module alias.
-        if super().prefilter(data):
-            return True
-        aliases = set()
-        for match in cls.MODULE_ALIAS.finditer(data):
-            aliases.add(match.group(1) or match.group(0).split()[-1].split(b".")[0])
-        if not aliases:
-            return False
-        for match in cls.CALL.finditer(data):
-            head = cls.HEAD.search(data, max(0, match.start() - 200), match.start())
-            if head is not None and head.group(1) in aliases:
-                return True
-        return False
+branch it only fires on rare inputs. Calls are matched by what they resolve to, however
+imported or aliased (`import torch as t`, `from torch.serialization import save`,
+`__import__("torch")`, `getattr(torch, "save")`, `save = torch.save`). It is high when the
+destination is a fixed path (a literal, `"/tmp/x_" + s`, `"/tmp/%d" % i`, `.format`, an
+f-string, `os.path.join("/tmp", ...)`, `Path("/tmp") / ...`, also through a local name) or when
+the call sits in a forward function; medium elsewhere. Not flagged: a save into memory
+(`io.BytesIO`), and a save function that writes where its caller says (the path is a
+parameter)."""
+    PREFILTER = (b"save", b"dump")
+    REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors")
+    IDENTIFIERS = frozenset({"save", "savez", "savez_compressed", "savetxt", "dump", "save_file"})
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
         "import json\njson.dump(cfg, fh)\n",
         "class Saver:\n    def save(self, x):\n        return x\n\nSaver().save(1)\n",
-        "import torch\n\ndef save_checkpoint(obj, path):\n"
-        "    torch.save(obj, path)  # patchaudit: ignore[torch-save] a public API\n",
+        """
+        import io
+        import torch
+
+        def serialize(t):
+            buf = io.BytesIO()
+            torch.save(t, buf)
+            return buf.getvalue()
+        """,
+        """
+        import torch
+
+        def save_checkpoint(model, path):
+            torch.save(model.state_dict(), path)
+        """,
+        """
+        import pickle
+
+        def dump_state(obj, fh):
+            pickle.dump(obj, fh)
+        """,
+        "import torch\n\ndef to_bytes(t):\n    torch.save(t, __import__('io').BytesIO())\n",
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -74,10 +75,62 @@ the caller) it is medium."""
         ),
         Example(code="import numpy as np\nnp.save('/tmp/logits.npy', logits)\n", severity=Severity.HIGH),
         Example(code="import safetensors\nsafetensors.torch.save_file(t, '/tmp/t.st')\n", severity=Severity.HIGH),
+        Example(code="import os, torch\ntorch.save(x, '/tmp/x.pt')\n", line=2, severity=Severity.HIGH),
         Example(
-            code="import pickle\n\ndef dump_state(obj, fh):\n    pickle.dump(obj, fh)\n",
-            severity=Severity.MEDIUM,
+            code="import torch.serialization as ser\nser.save(x, '/tmp/x.pt')\n",
+            line=2,
+            message="torch.save",
+            severity=Severity.HIGH,
         ),
+        Example(
+            code="from torch.serialization import save\n\ndef f(x, i):\n    save(x, '/tmp/a_%d.pt' % i)\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(code="__import__('torch').save(x, '/tmp/x.pt')\n", line=1, severity=Severity.HIGH),
+        Example(code="import torch\ngetattr(torch, 'save')(x, '/tmp/x.pt')\n", line=2, severity=Severity.HIGH),
+        Example(
+            code="""
+            import torch
+
+            save = torch.save
+
+            def dump(x, step):
+                save(x, "/tmp/step_" + str(step) + ".pt")
+            """,
+            line=6,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            def capture(self, x):
+                path = os.path.join("/tmp/dumps", f"x_{self.step}.pt")
+                torch.save(x, path)
+            """,
+            line=6,
+            message="/tmp/dumps",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            from pathlib import Path
+            import torch
+
+            def capture(x):
+                torch.save(x, Path("/tmp") / "x.pt")
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import torch\n\ndef f(x, i):\n    torch.save(x, '/tmp/x_{}.pt'.format(i))\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(code="import pickle\n\ndef f(obj):\n    pickle.dump(obj, fh)\n", severity=Severity.MEDIUM),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -85,14 +138,15 @@ the caller) it is medium."""
         if name is None:
             return
         target = call_arg(node, SAVERS[name], "f" if name == "torch.save" else "file")
-        literal = target is not None and self._is_literal_path(target)
-        severity = Severity.HIGH if literal or self.in_forward else Severity.MEDIUM
-        where = "a literal path" if literal else "disk"
-        self.report(node, f"{name}() writes to {where} (debug dump left in a patch?)", severity=severity)
-
-    def _is_literal_path(self, node: cst.BaseExpression) -> bool:
-        if literal_string(node) is not None:
-            return True
-        if isinstance(node, cst.Call) and node.args and self.resolves_to(node, PATH_BUILDERS):
-            return literal_string(node.args[0].value) is not None
-        return False
+        if target is not None and self.resolves_to(target, IN_MEMORY):
+            return  # serialised into memory, not to disk
+        fixed = self.fixed_path(target) if target is not None else None
+        if fixed is not None:
+            self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+            return
+        if self.in_forward:
+            self.report(node, f"{name}() in a forward function writes on every step")
+            return
+        if target is not None and self.is_parameter(target):
+            return  # a save function: its caller chooses the destination
+        self.report(node, f"{name}() writes to disk (debug dump left in a patch?)", severity=Severity.MEDIUM)

@@ -72,14 +72,16 @@ def test_patch_is_blamed_not_the_vendor() -> None:
 
 def test_without_pristine_every_finding_counts_as_changed() -> None:
     found = check_files([SourceFile(path="m/attn.py", installed=PATCHED, pristine=None)])
-    assert ("torch-save", 5, "medium") in _by_rule(found)
+    assert ("torch-save", 13, "high") in _by_rule(found)
+    # A save function writing where its caller says is not a dump.
+    assert not any(f.line == 5 for f in found)
     assert "removed-guard" not in {f.rule for f in found}  # needs pristine bytes
     assert all(f.in_change for f in found)
 
 
 def test_all_files_mode_reports_but_not_as_change() -> None:
     found = check_files([SourceFile(path="m/attn.py", installed=PATCHED, pristine=VENDOR, drifted=False)])
-    assert ("torch-save", 5, "medium") in _by_rule(found)
+    assert ("torch-save", 13, "high") in _by_rule(found)
     assert all(not f.in_change for f in found)
     assert "removed-guard" not in {f.rule for f in found}
 
@@ -194,10 +196,11 @@ def test_pool_and_serial_agree() -> None:
     assert len({f.path for f in pooled if f.rule == "torch-save"}) == 40
 
 
-def test_import_table_shortcut_matches_qualified_name_provider() -> None:
+def test_prefilters_change_nothing_on_real_code() -> None:
     rules = load_rules()
-    corpus = _package_files(click) + [
+    corpus = _package_files(click) + _package_files(json) + [
         SourceFile(path="m/attn.py", installed=PATCHED, pristine=None),
+        SourceFile(path="m/attn2.py", installed=PATCHED, pristine=VENDOR),
         SourceFile(
             path="m/shadow.py",
             installed=b"import os\nimport torch as print\nprint.save(1, '/tmp/x')\n"
@@ -205,8 +208,12 @@ def test_import_table_shortcut_matches_qualified_name_provider() -> None:
             pristine=None,
         ),
     ]
+    flagged = 0
     for file in corpus:
-        assert check_file(file, rules) == check_file(file, rules, exact=True), file.path
+        fast = check_file(file, rules)
+        assert fast == check_file(file, rules, prefilter=False), file.path
+        flagged += bool(fast)
+    assert flagged > 5  # the corpus gives the rules something to find
 
 
 def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:

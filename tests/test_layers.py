@@ -22,23 +22,11 @@ LAYERS: list[set[str]] = [
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     {"verify", "vcs", "fingerprint", "facts"},  # facts: packaging facts (overwritten, regenerated) beside drift
     {"revert", "diff"},
-    {"hazards", "rule", "hazardpool"},  # hazardpool: the rules spread over worker processes
+    {"hazards", "rule", "analysis", "hazardpool"},  # the engine, the rule API and analysis; the worker pool
     {"pristine"},
     {"bytecode"},
-    {
-        "hashing",
-        "record",
-        "environment",
-        "policy",
-        "atomic",
-        "layout",
-        "probe",
-        "trust",
-        "metadata",
-        "dpkg",
-        "cpus",
-        "cachedir",
-    },
+    {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"}
+    | {"cpus", "lines", "cachedir"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}
@@ -117,10 +105,7 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
 def _rule_files() -> list[pytest.param]:
     out = []
     for path in sorted((ROOT / "rules").glob("*.py")):
-        marks = []
-        if path.name == "startup_hook.py":
-            marks.append(pytest.mark.xfail(strict=True, reason="imports pth_executable_lines from the hazards engine"))
-        out.append(pytest.param(path, id=path.stem, marks=marks))
+        out.append(pytest.param(path, id=path.stem))
     return out
 
 

@@ -7,6 +7,7 @@ import ast
 import os
 from collections.abc import Iterator, Sequence
 
+from patchaudit.lines import source_lines
 from patchaudit.procs.unitfile import Origin, Setting
 
 HOOK_MODULES = ("sitecustomize.py", "usercustomize.py")
@@ -41,7 +42,7 @@ def _pth(path: str) -> Iterator[Setting]:
     text = _read(path)
     if text is None:
         return
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(source_lines(text), start=1):  # as site.py numbers them
         if line.startswith(("import ", "import\t")):
             yield from _settings(line, path, number)
 

@@ -36,8 +36,12 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
     out = _Printer(console)
     quiet_clean = not verbose and len(report.distributions) > 20
     clean = 0
+    upstream: list[Finding] = []
     for dist in report.distributions:
-        findings = [f for f in dist.findings if show_suppressed or not f.suppressed]
+        shown = [f for f in dist.findings if show_suppressed or not f.suppressed]
+        # --all-files: findings in code that verifies against RECORD are listed apart (they never fail)
+        findings = [f for f in shown if f.in_change or f.rule in _FACT_NAMES]
+        upstream += [f for f in shown if not (f.in_change or f.rule in _FACT_NAMES)]
         if quiet_clean and dist.status is DistStatus.CLEAN and not dist.facts and not _loud(findings):
             clean += 1
             continue
@@ -54,8 +58,25 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
     if report.environment.drift or env_findings:
         out.line(Text("environment", style="bold"))
         _files(out, report.environment.drift, env_findings, verbose=verbose)
+    if upstream:
+        _upstream(out, upstream, verbose=verbose)
     out.line(Text())
     out.line(_summary_line(report))
+
+
+def _upstream(out: _Printer, findings: list[Finding], *, verbose: bool) -> None:
+    """Findings in unchanged code, apart: listed with -v, else counted by rule and severity."""
+    out.line(Text())
+    heading = f"In code that verifies against RECORD ({_plural(len(findings), 'finding')}, not failing):"
+    out.line(Text(heading, style="dim"))
+    if verbose:
+        for finding in sorted(findings, key=lambda f: (-f.severity.rank, f.path, f.line)):
+            out.line(_finding_line(finding))
+        return
+    counts = Counter((f.severity, f.rule) for f in findings)
+    for (severity, rule), n in sorted(counts.items(), key=lambda item: (-item[0][0].rank, -item[1], item[0][1])):
+        out.line(Text(f"    {severity.value:<7}{rule} {n}", style=_SEVERITY_STYLE[severity]))
+    out.line(Text("    (-v lists them)", style="dim"))
 
 
 class _Printer:
@@ -191,8 +212,6 @@ def _finding_line(finding: Finding) -> Text:
     text.append(f" {printable(finding.path)}:{finding.line} ")
     text.append(f"[{finding.rule}]", style="bold")
     text.append(f" {finding.message}")
-    if not finding.in_change:
-        text.append(" (outside the change)", style="dim")
     if finding.suppressed:
         text.append(" (suppressed)", style="dim")
     return text

@@ -1,0 +1,1 @@
+"""Static analysis shared by the hazard rules: names, values."""

@@ -1,0 +1,337 @@
+"""What a name in a Python file refers to: the one name-resolution layer every rule uses.
+
+The table is built from the file's `ast` (the C parser: a fraction of a libcst parse) and knows,
+per scope, every way a name is bound: imports in all their forms (`import os, torch`,
+`import torch.serialization as ser`, `from torch.serialization import save`), aliases
+(`save = torch.save`, `t = __import__("torch")`, `s = getattr(torch, "save")`,
+`p = pdb.Pdb()`), and bindings that hide a name (parameters, loop targets, definitions).
+Resolution follows Python's scoping (a class body is not an enclosing scope of its methods;
+`global` binds in the module) and is flow-insensitive: a name bound two ways resolves to both.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["NameRef", "AttrRef", "CallRef", "Ref", "Scope", "NameTable", "canonical", "ref_of_ast"]
+
+# A scope is the path of definitions that encloses a node: (("class", "A"), ("def", "f")).
+Scope = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NameRef:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttrRef:
+    base: Ref
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRef:
+    """A call whose result may itself name something: `__import__("torch")`, `pdb.Pdb()`."""
+
+    func: Ref
+    args: tuple[Ref | str | None, ...]  # a string literal, a name-like expression, or None
+
+
+Ref = NameRef | AttrRef | CallRef
+
+# Spellings of one function under another module path, folded so rules list each callee once.
+_CANONICAL = (
+    ("torch.serialization.", "torch."),
+    ("numpy.lib.npyio.", "numpy."),
+    ("numpy.lib.format.", "numpy."),
+    ("pdb.Pdb().", "pdb."),
+    ("ipdb.__main__.", "ipdb."),
+    ("IPython.terminal.embed.", "IPython."),
+    ("code.InteractiveConsole().", "code."),
+    ("_pickle.", "pickle."),
+    ("posix.", "os."),
+)
+_BUILTINS = frozenset(dir(builtins))
+_MAX_DEPTH = 24
+
+
+def canonical(qname: str) -> str:
+    for prefix, replacement in _CANONICAL:
+        if qname.startswith(prefix):
+            return replacement + qname[len(prefix) :]
+    return qname
+
+
+@dataclass(frozen=True, slots=True)
+class _Alias:
+    value: ast.expr
+    scope: Scope
+
+
+_OTHER = None  # a binding that names nothing a rule asks about (a parameter, a loop target)
+_Binding = str | _Alias | None  # an import's qualified name, an alias, or _OTHER
+
+
+def ref_of_ast(node: ast.AST) -> Ref | None:
+    """The name-like shape of an expression, or None when it names nothing."""
+    if isinstance(node, ast.Name):
+        return NameRef(node.id)
+    if isinstance(node, ast.Attribute):
+        base = ref_of_ast(node.value)
+        return AttrRef(base, node.attr) if base is not None else None
+    if isinstance(node, ast.Call):
+        func = ref_of_ast(node.func)
+        if func is None:
+            return None
+        if len(node.args) > 3 or any(isinstance(a, ast.Starred) for a in node.args):
+            return CallRef(func, ())  # a call all the same; its arguments name nothing
+        args: list[Ref | str | None] = []
+        for arg in node.args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                args.append(arg.value)
+            else:
+                args.append(ref_of_ast(arg))
+        return CallRef(func, tuple(args))
+    return None
+
+
+@dataclass(slots=True)
+class NameTable:
+    """Bindings per scope, and the resolver over them."""
+
+    bindings: dict[Scope, dict[str, list[_Binding]]] = field(default_factory=dict)
+    star_modules: list[str] = field(default_factory=list)
+    _memo: dict[tuple[str, Scope], frozenset[str]] = field(default_factory=dict)
+    _busy: set[tuple[str, Scope]] = field(default_factory=set)
+
+    @classmethod
+    def build(cls, tree: ast.Module, source: bytes | None = None) -> NameTable:
+        """The table of a parsed module; with its source, simple statements that cannot bind inside
+        an expression (no `lambda`, no `:=` on their lines) are bound without walking their expressions."""
+        table = cls()
+        _Binder(table, source.splitlines() if source is not None else None).visit(tree)
+        return table
+
+    @classmethod
+    def empty(cls) -> NameTable:
+        return cls()
+
+    def module_aliases(self) -> dict[str, list[_Binding]]:
+        return self.bindings.get((), {})
+
+    def resolve(self, ref: Ref | None, scope: Scope, depth: int = 0) -> frozenset[str]:
+        """Every qualified name `ref` may stand for in `scope` (raw, not canonical)."""
+        if ref is None or depth > _MAX_DEPTH:
+            return frozenset()
+        if isinstance(ref, NameRef):
+            return self.lookup(ref.id, scope, depth)
+        if isinstance(ref, AttrRef):
+            return frozenset(f"{q}.{ref.attr}" for q in self.resolve(ref.base, scope, depth + 1))
+        out: set[str] = set()
+        for q in self.resolve(ref.func, scope, depth + 1):
+            first = ref.args[0] if ref.args else None
+            second = ref.args[1] if len(ref.args) > 1 else None
+            if q == "builtins.getattr" and isinstance(second, str) and not isinstance(first, str):
+                out.update(f"{b}.{second}" for b in self.resolve(first, scope, depth + 1))
+            elif q == "builtins.__import__" and isinstance(first, str):
+                out.add(first.split(".")[0])
+            elif q == "importlib.import_module" and isinstance(first, str) and not first.startswith("."):
+                out.add(first)
+            else:
+                out.add(q + "()")
+        return frozenset(out)
+
+    def lookup(self, name: str, scope: Scope, depth: int = 0) -> frozenset[str]:
+        key = (name, scope)
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        if key in self._busy:
+            return frozenset()  # an alias cycle (`a = b; b = a`) names nothing
+        self._busy.add(key)
+        try:
+            result = self._lookup(name, scope, depth)
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _lookup(self, name: str, scope: Scope, depth: int) -> frozenset[str]:
+        for where in _chain(scope):
+            found = self.bindings.get(where, {}).get(name)
+            if found is None:
+                continue
+            out: set[str] = set()
+            for binding in found:
+                if isinstance(binding, str):
+                    out.add(binding)
+                elif isinstance(binding, _Alias):
+                    out.update(self.resolve(ref_of_ast(binding.value), binding.scope, depth + 1))
+            return frozenset(out)
+        out = {f"{module}.{name}" for module in self.star_modules}
+        if name in _BUILTINS:
+            out.add("builtins." + name)
+        return frozenset(out)
+
+
+def _chain(scope: Scope) -> Iterable[Scope]:
+    """The scopes a name is looked up in, innermost first (class bodies only when innermost)."""
+    yield scope
+    for i in range(len(scope) - 1, -1, -1):
+        outer = scope[:i]
+        if outer and outer[-1][0] == "class":
+            continue
+        yield outer
+
+
+_SIMPLE = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
+
+
+class _Binder(ast.NodeVisitor):
+    def __init__(self, table: NameTable, lines: list[bytes] | None = None) -> None:
+        self.table = table
+        self.lines = lines
+        self.scope: Scope = ()
+        self.globals: dict[Scope, set[str]] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        if self.lines is not None and isinstance(node, _SIMPLE) and self._plain(node):
+            self._targets(node)
+            return
+        super().visit(node)
+
+    def _plain(self, node: ast.stmt) -> bool:
+        assert self.lines is not None
+        return not any(b"lambda" in line or b":=" in line for line in self.lines[node.lineno - 1 : node.end_lineno])
+
+    def _targets(self, node: ast.stmt) -> None:
+        """The bindings of a statement whose expressions bind nothing."""
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self._assign(target, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._assign(node.target, node.value)
+        elif isinstance(node, ast.AugAssign | ast.Delete):
+            for target in node.targets if isinstance(node, ast.Delete) else [node.target]:
+                if isinstance(target, ast.Name):
+                    self.bind(target.id, _OTHER)
+                elif isinstance(target, ast.Tuple | ast.List):
+                    self.visit(target)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        # Its target lives in the comprehension's own scope, not the enclosing one.
+        self.visit(node.iter)
+        for test in node.ifs:
+            self.visit(test)
+
+    def bind(self, name: str, binding: _Binding) -> None:
+        where = () if name in self.globals.get(self.scope, ()) else self.scope
+        self.table.bindings.setdefault(where, {}).setdefault(name, []).append(binding)
+
+    def _enter(self, kind: str, name: str) -> Scope:
+        outer = self.scope
+        self.scope = outer + ((kind, name),)
+        return outer
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.bind(alias.asname, alias.name)
+            else:
+                top = alias.name.split(".")[0]
+                self.bind(top, top)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                self.table.star_modules.append(module)
+                continue
+            prefix = module if module.endswith(".") else module + "."
+            self.bind(alias.asname or alias.name, prefix + alias.name)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, name: str, kind: str) -> None:
+        for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+            self.visit(default)
+        if not isinstance(node, ast.Lambda):
+            for decorator in node.decorator_list:
+                self.visit(decorator)
+            self.bind(name, _OTHER)
+        outer = self._enter(kind, name)
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None:
+                self.bind(arg.arg, _OTHER)
+        body = node.body if isinstance(node.body, list) else [node.body]
+        for stmt in body:
+            self.visit(stmt)
+        self.scope = outer
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._function(node, node.name, "def")
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._function(node, node.name, "def")
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._function(node, "", "lambda")
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(expr)
+        self.bind(node.name, _OTHER)
+        outer = self._enter("class", node.name)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scope = outer
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.globals.setdefault(self.scope, set()).update(node.names)
+
+    def _assign(self, target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            ref = ref_of_ast(value) if value is not None else None
+            self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)
+        else:
+            self.visit(target)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self._assign(target, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+            self._assign(node.target, node.value)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._assign(node.target, node.value)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.bind(node.id, _OTHER)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.bind(node.name, _OTHER)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self.bind(node.name, _OTHER)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self.bind(node.name, _OTHER)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self.bind(node.rest, _OTHER)
+        self.generic_visit(node)

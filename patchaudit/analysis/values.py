@@ -1,0 +1,226 @@
+"""What an expression's value is, as far as a rule needs to know: constants, fixed paths, counts.
+
+Pure functions over libcst nodes. Those that must know what a call is take `resolves`, the
+rule's own name-resolution (`Rule.resolves_to`), and `value_of`, the local assignments seen so
+far (`Rule.values_of`), so they use the one name layer and the one data flow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+
+from patchaudit.analysis.names import AttrRef, CallRef, NameRef, Ref
+
+__all__ = ["UNKNOWN", "const_value", "truth", "ref_of_cst", "literal_string", "fixed_path", "count_of", "call_arg"]
+
+UNKNOWN = object()
+Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
+ValuesOf = Callable[[cst.Name], Sequence[cst.BaseExpression]]
+
+
+def ref_of_cst(node: cst.CSTNode) -> Ref | None:
+    """The name-like shape of a libcst expression (the same shape names.ref_of_ast gives)."""
+    if isinstance(node, cst.Name):
+        return NameRef(node.value)
+    if isinstance(node, cst.Attribute):
+        base = ref_of_cst(node.value)
+        return AttrRef(base, node.attr.value) if base is not None else None
+    if isinstance(node, cst.Call):
+        func = ref_of_cst(node.func)
+        positional = [a for a in node.args if a.keyword is None]
+        if func is None:
+            return None
+        if len(positional) > 3 or any(a.star for a in positional):
+            return CallRef(func, ())  # a call all the same; its arguments name nothing
+        args: list[Ref | str | None] = []
+        for arg in positional:
+            text = literal_string(arg.value) if isinstance(arg.value, cst.SimpleString) else None
+            args.append(text if text is not None else ref_of_cst(arg.value))
+        return CallRef(func, tuple(args))
+    return None
+
+
+def literal_string(node: cst.BaseExpression) -> str | None:
+    """The value of a plain string literal (or the literal parts of an f-string), else None."""
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.FormattedString):
+        return "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
+    return None
+
+
+def call_arg(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument at `position` or named `keyword`, if given."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    if len(positional) > position:
+        return positional[position].value
+    return None
+
+
+def const_value(node: cst.BaseExpression) -> object:
+    """The value of a constant expression (any depth of and/or/not, brackets), else UNKNOWN.
+
+    And/or fold by truth as Python evaluates them for a condition: `x and False` is falsy
+    whatever x is, `x or 1` truthy.
+    """
+    if isinstance(node, cst.Name):
+        return {"True": True, "False": False, "None": None}.get(node.value, UNKNOWN)
+    if isinstance(node, cst.Integer | cst.Float):
+        try:
+            return node.evaluated_value
+        except ValueError:
+            return UNKNOWN
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if value is not None else UNKNOWN
+    if isinstance(node, cst.Tuple | cst.List) and not node.elements:
+        return ()
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        inner = truth(node.expression)
+        return UNKNOWN if inner is None else not inner
+    if isinstance(node, cst.BooleanOperation):
+        left, right = truth(node.left), truth(node.right)
+        if isinstance(node.operator, cst.And):
+            if left is False or right is False:
+                return False
+            return True if left is True and right is True else UNKNOWN
+        if left is True or right is True:
+            return True
+        return False if left is False and right is False else UNKNOWN
+    return UNKNOWN
+
+
+def truth(node: cst.BaseExpression) -> bool | None:
+    """Whether a condition is constant true (True), constant false (False), or depends (None)."""
+    value = const_value(node)
+    return None if value is UNKNOWN else bool(value)
+
+
+_PATH_CALLS = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.PurePosixPath")
+_PASS_THROUGH = (
+    "builtins.str",
+    "os.fspath",
+    "os.path.abspath",
+    "os.path.expanduser",
+    "os.path.normpath",
+    "os.path.realpath",
+)
+
+
+def fixed_path(
+    node: cst.BaseExpression, resolves: Resolves, value_of: ValuesOf | None = None, depth: int = 0
+) -> str | None:
+    """The literal part of a path that code fixes rather than takes from its caller, else None.
+
+    A path is fixed when it starts with a literal: `"/tmp/x"`, `"/tmp/x_" + s`, `"/tmp/%d" % i`,
+    `"/tmp/{}".format(i)`, `f"/tmp/{i}.pt"`, `os.path.join("/tmp", name)`, `Path("/tmp") / name`,
+    also through a local name assigned one of these. An absolute literal later in a join fixes it too.
+    """
+    if depth > 8:
+        return None
+    again = lambda n: fixed_path(n, resolves, value_of, depth + 1)  # noqa: E731
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+        return literal_string(node)
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        return first.value if isinstance(first, cst.FormattedStringText) else None
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Add | cst.Modulo):
+            return again(node.left)
+        if isinstance(node.operator, cst.Divide):
+            right = literal_string(node.right)
+            if right is not None and right.startswith("/"):
+                return right
+            return again(node.left)
+        return None
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("format", "joinpath", "with_suffix", "with_name"):
+            return again(func.value)
+        if resolves(node, "os.path.join") and node.args:
+            for arg in reversed(node.args[1:]):
+                text = literal_string(arg.value)
+                if text is not None and text.startswith("/"):
+                    return text
+            return again(node.args[0].value)
+        if node.args and resolves(node, _PATH_CALLS + _PASS_THROUGH):
+            return again(node.args[0].value)
+        return None
+    if isinstance(node, cst.Name) and value_of is not None:
+        for value in reversed(value_of(node)):
+            found = again(value)
+            if found is not None:
+                return found
+    return None
+
+
+# Names that hold a token, sequence or batch count: `num_tokens`, `num_actual_tokens`,
+# `num_scheduled_tokens`, `batch_size`, `bsz`, `seq_len`...
+COUNT_NAME = re.compile(
+    r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^num_\w*tokens\w*$|^batch_size$|^bsz$|^seq_lens?$"
+)
+LEN_OF = re.compile(r"token|ids$|seq|req|prompt|batch", re.IGNORECASE)
+_CASTS = ("builtins.int", "builtins.float", "builtins.len")
+_CAST_METHODS = ("item", "long", "int", "tolist")
+
+
+def _small_index(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer) and node.value in ("0", "1")
+
+
+def count_of(
+    node: cst.BaseExpression, resolves: Resolves, value_of: ValuesOf | None = None, depth: int = 0
+) -> str | None:
+    """How `node` spells a token/batch count (`.shape[0]`, `len(ids)`...), else None."""
+    if depth > 8:
+        return None
+    again = lambda n: count_of(n, resolves, value_of, depth + 1)  # noqa: E731
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if not (isinstance(index, cst.Index) and _small_index(index.value)):
+            return None
+        owner = node.value
+        if isinstance(owner, cst.Attribute) and owner.attr.value == "shape":
+            return f".shape[{index.value.value}]"  # type: ignore[attr-defined]
+        sized = isinstance(owner, cst.Call) and not owner.args and isinstance(owner.func, cst.Attribute)
+        if sized and owner.func.attr.value == "size":  # type: ignore[attr-defined]
+            return f".size()[{index.value.value}]"  # type: ignore[attr-defined]
+        return None
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "size" and len(node.args) == 1 and _small_index(node.args[0].value):
+                return f".size({node.args[0].value.value})"  # type: ignore[attr-defined]
+            if func.attr.value == "numel" and not node.args:
+                return ".numel()"
+            if func.attr.value in _CAST_METHODS and not node.args:
+                return again(func.value)
+        if len(node.args) == 1:
+            name = resolves(node, _CASTS)
+            if name == "builtins.len":
+                # len() of anything is too common a guard (`len(args) == 2`): only counts of
+                # tokens, ids, sequences, requests or batches.
+                arg = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
+                return f"len({arg})" if LEN_OF.search(arg.rsplit(".", 1)[-1]) else None
+            if name is not None:
+                return again(node.args[0].value)
+        return None
+    if isinstance(node, cst.Name):
+        if COUNT_NAME.match(node.value):
+            return node.value
+        if value_of is not None:
+            for value in reversed(value_of(node)):
+                found = again(value)
+                if found is not None:
+                    return f"{node.value} = {found}"
+        return None
+    if isinstance(node, cst.Attribute) and COUNT_NAME.match(node.attr.value):
+        return node.attr.value
+    return None

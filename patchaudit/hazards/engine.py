@@ -1,0 +1,325 @@
+"""Run a rule pack over one file: prefilter, parse, one batched libcst pass, suppressions, change mapping."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+from patchaudit.analysis.names import NameTable
+from patchaudit.hazards.changes import changed_lines, decode, ignores
+from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
+from patchaudit.hazards.source import SourceFile
+from patchaudit.hazards.tracker import Tracker
+from patchaudit.report import Finding
+from patchaudit.rule import FileContext, Hit, Rule, Statement
+
+__all__ = ["check_file", "needs_parse", "active_rules"]
+
+
+def active_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[type[Rule]]:
+    active = []
+    for rule in rules:
+        if not rule.applies_to(file.path):
+            continue
+        if rule.NEEDS_PRISTINE and (file.pristine is None or not file.drifted):
+            continue
+        if prefilter and not rule.prefilter(file.installed):
+            continue
+        active.append(rule)
+    return active
+
+
+def needs_parse(file: SourceFile, rules: Sequence[type[Rule]]) -> bool:
+    """Whether checking this file costs a parse (the engine's expensive step)."""
+    if not file.path.endswith(".py"):
+        return False
+    return file.drifted or any(r.USES_LIBCST for r in active_rules(file, rules))
+
+
+def _parse_error_hit(message: str, line: int | None = 1) -> Hit:
+    line = max(line or 1, 1)
+    return Hit(
+        rule=PARSE_ERROR,
+        severity=ENGINE_RULES[PARSE_ERROR][0],
+        line=line,
+        column=0,
+        message=message,
+        stmt_line=line,
+    )
+
+
+class _Nodes:
+    """Every ast node of a statement, walked once per file; a class reuses its members' walks."""
+
+    def __init__(self) -> None:
+        self.memo: dict[int, list[ast.AST]] = {}
+
+    def __call__(self, stmt: ast.stmt) -> list[ast.AST]:
+        found = self.memo.get(id(stmt))
+        if found is None:
+            if isinstance(stmt, ast.ClassDef):
+                found = [stmt]
+                for expr in [*stmt.decorator_list, *stmt.bases, *stmt.keywords]:
+                    found.extend(ast.walk(expr))
+                for member in stmt.body:
+                    found.extend(self(member))
+            else:
+                found = list(ast.walk(stmt))
+            self.memo[id(stmt)] = found
+        return found
+
+
+def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
+    """Statements grouped by the lines they span (decorators included; `a; b` is one block)."""
+    blocks: list[tuple[int, int, list[ast.stmt]]] = []
+    for stmt in statements:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        last = stmt.end_lineno or stmt.lineno
+        if blocks and first <= blocks[-1][1]:
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], last), [*blocks[-1][2], stmt])
+        else:
+            blocks.append((first, last, [stmt]))
+    return blocks
+
+
+def _reduced(
+    data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]], changed: set[int] | None
+) -> tuple[bytes, list[int]] | None:
+    """The file with every statement no rule could flag turned into blank lines.
+
+    Module-level statements are dropped whole; inside a class that is kept, each member that no
+    rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
+    positions need no mapping; the line of every module-level statement kept comes along.
+    None when no statement is left. A rule keeps what its filters
+    match (Rule.keeps), counting a mention of a module-level name bound to something its
+    filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
+    drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
+    whole module (WHOLE_MODULE): its findings could not be in the change.
+    """
+    lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
+    module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
+    mentions: list[re.Pattern[bytes] | None] = []
+    for rule in rules:
+        bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
+        mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
+
+    nodes = _Nodes()
+
+    def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
+        touched = changed is None or any(line in changed for line in range(first, last + 1))
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
+        return any(
+            (touched or rule.WHOLE_MODULE)
+            and rule.keeps(statement, alias is not None and alias.search(statement.text) is not None)
+            for rule, alias in zip(rules, mentions, strict=True)
+        )
+
+    out = list(lines)
+    blocks = _blocks(tree.body)
+    kept: list[int] = []
+    for first, last, stmts in blocks:
+        if not keep(first, last, stmts):
+            for index in range(first - 1, min(last, len(lines))):
+                out[index] = b"\n"
+            continue
+        kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
+        (cls,) = stmts if len(stmts) == 1 else (None,)
+        if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
+            continue
+        for m_first, m_last, members in _blocks(cls.body):
+            if keep(m_first, m_last, members):
+                continue
+            line = lines[m_first - 1]
+            out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
+            for index in range(m_first, min(m_last, len(lines))):
+                out[index] = b"\n"
+    if not kept:
+        return None
+    return b"".join(out), kept
+
+
+def _run_rules(
+    file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True, changed: set[int] | None = None
+) -> tuple[list[Hit], str]:
+    """Raw hits for one file, and its decoded text."""
+    data = file.installed
+    text = decode(data)
+    active = active_rules(file, rules, prefilter=prefilter)
+    hits: list[Hit] = []
+    pristine_text = decode(file.pristine) if file.pristine is not None else None
+    for rule in active:
+        if not rule.USES_LIBCST:
+            hits.extend(rule(FileContext(path=file.path)).check_text(text, pristine_text))
+    if not file.path.endswith(".py"):
+        return hits, text
+    cst_rules = [r for r in active if r.USES_LIBCST]
+    if b"\0" in data:
+        return hits + [_parse_error_hit("binary content in a .py file")], text
+    if not cst_rules and not file.drifted:
+        return hits, text  # a file that verifies is parsed only when a rule could match
+    try:
+        tree = ast.parse(data)
+    except SyntaxError as exc:
+        return hits + [_parse_error_hit(f"does not parse: {exc.msg}", exc.lineno)], text
+    except Exception as exc:  # undecodable bytes, bad coding cookie, recursion: report, never crash
+        return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
+    if not cst_rules:
+        return hits, text
+    names = NameTable.build(tree, data)
+    if prefilter:
+        reduced = _reduced(data, tree, names, cst_rules, changed)
+    else:
+        reduced = data, [b[2][0].lineno for b in _blocks(tree.body)]
+    if reduced is None:
+        return hits, text
+    source, firsts = reduced
+    try:
+        module = cst.parse_module(source)
+    except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
+        return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
+    context = FileContext(path=file.path, wrapper=MetadataWrapper(module, unsafe_skip_copy=True), names=names)
+    visitors: list[cst.BatchableCSTVisitor] = [Tracker(context)]
+    visitors.extend(rule(context) for rule in cst_rules)
+    try:
+        cst.visit_batched(module, visitors)
+        if context.pending:
+            if not prefilter or any(p.top is None for p in context.pending):
+                positions = context.metadata(PositionProvider)  # the whole module: slow, exact
+            else:
+                positions = _statement_positions(module, [p.top for p in context.pending], firsts)
+            for p in context.pending:
+                start = positions[p.node].start  # type: ignore[attr-defined]
+                stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
+                hits.append(
+                    Hit(
+                        rule=p.rule,
+                        severity=p.severity,
+                        line=start.line,
+                        column=start.column,
+                        message=p.message,
+                        stmt_line=stmt,
+                    )
+                )
+    except Exception as exc:  # a user rule's bug must not stop the scan
+        ids = ", ".join(r.ID for r in cst_rules)
+        hits.append(
+            Hit(
+                rule=RULE_ERROR,
+                severity=ENGINE_RULES[RULE_ERROR][0],
+                line=1,
+                column=0,
+                message=f"rules [{ids}] failed: {type(exc).__name__}: {exc}",
+                stmt_line=1,
+            )
+        )
+    return hits, text
+
+
+def _statement_positions(
+    module: cst.Module, tops: list[cst.CSTNode | None], firsts: list[int]
+) -> dict[cst.CSTNode, object]:
+    """Positions of the nodes inside the given module-level statements only.
+
+    PositionProvider generates code for the whole module with position tracking, four times the
+    cost of plain code generation. It runs only over the statements that hold a finding, and
+    their first lines come from ast (`firsts`, one per statement of the module, in order).
+    """
+    wanted = {id(t) for t in tops if t is not None}
+    out: dict[cst.CSTNode, object] = {}
+    if len(firsts) == len(module.body):
+        for stmt, first in zip(module.body, firsts, strict=True):
+            if id(stmt) in wanted:
+                mini = _mini(module, stmt)
+                found = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+                shift = first - found[stmt].start.line
+                for node, r in found.items():
+                    out[node] = CodeRange(
+                        CodePosition(r.start.line + shift, r.start.column),
+                        CodePosition(r.end.line + shift, r.end.column),
+                    )
+        return out
+    line = sum(module.code_for_node(empty).count("\n") for empty in module.header)
+    for stmt in module.body:
+        code = module.code_for_node(stmt)
+        if id(stmt) in wanted:
+            wanted.discard(id(stmt))
+            mini = _mini(module, stmt)
+            for node, r in MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider).items():
+                out[node] = CodeRange(
+                    CodePosition(r.start.line + line, r.start.column),
+                    CodePosition(r.end.line + line, r.end.column),
+                )
+            if not wanted:
+                break
+        line += code.count("\n")
+    return out
+
+
+def _mini(module: cst.Module, stmt: cst.CSTNode) -> cst.Module:
+    return cst.Module(
+        body=[stmt],  # type: ignore[list-item]
+        header=[],
+        footer=[],
+        encoding=module.encoding,
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        has_trailing_newline=module.has_trailing_newline,
+    )
+
+
+def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[Finding]:
+    """Findings for one file, suppressions applied, before severity overrides.
+
+    prefilter=False runs every rule over the whole file, skipping no file and no statement, and
+    takes positions from libcst for the whole module; the results are the same, only slower
+    (the tests check that).
+    """
+    changed: set[int] | None = None
+    if file.drifted and file.pristine is not None:
+        changed = changed_lines(decode(file.installed), decode(file.pristine))
+    hits, text = _run_rules(file, rules, prefilter=prefilter, changed=changed)
+    found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}
+    used: set[tuple[int, str]] = set()
+    suppressed: list[bool] = []
+    for hit in hits:
+        is_suppressed = False
+        for line in {hit.line, hit.stmt_line}:
+            if hit.rule in found_ignores.get(line, ()):
+                used.add((line, hit.rule))
+                is_suppressed = True
+        suppressed.append(is_suppressed)
+    for line, ids in sorted(found_ignores.items()):
+        for rule_id in sorted(ids - {rule for (ln, rule) in used if ln == line}):
+            suppressed.append(False)
+            hits.append(
+                Hit(
+                    rule=UNUSED_IGNORE,
+                    severity=ENGINE_RULES[UNUSED_IGNORE][0],
+                    line=line,
+                    column=0,
+                    message=f"ignore[{rule_id}] matches no finding on this line",
+                    stmt_line=line,
+                )
+            )
+
+    findings = []
+    for hit, is_suppressed in zip(hits, suppressed, strict=True):
+        if changed is not None and not (hit.always_in_change or hit.line in changed or hit.stmt_line in changed):
+            continue
+        findings.append(
+            Finding(
+                rule=hit.rule,
+                severity=hit.severity,
+                path=file.path,
+                line=hit.line,
+                message=hit.message,
+                in_change=file.drifted,
+                column=hit.column,
+                suppressed=is_suppressed,
+            )
+        )
+    return findings

@@ -1,0 +1,109 @@
+"""The visitor that runs first in every batched pass: statement, scope and assignment stacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import libcst as cst
+
+from patchaudit.rule import FileContext, visitor_methods
+
+__all__ = ["Tracker"]
+
+
+class Tracker(cst.BatchableCSTVisitor):
+    """Keeps what rules read from the context: statements, scopes, parameters, local values."""
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self._main_flags: list[bool] = []
+
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return visitor_methods(self)
+
+    def visit_If(self, node: cst.If) -> None:
+        self.context.stmts.append(node)
+        is_main = _is_main_guard(node.test)
+        self._main_flags.append(is_main)
+        if is_main:
+            self.context.main_guard_depth += 1
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self.context.stmts.pop()
+        if self._main_flags.pop():
+            self.context.main_guard_depth -= 1
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.context.stmts.append(node)
+        self.context.functions.append(node.name.value)
+        self.context.scope.append(("def", node.name.value))
+        p = node.params
+        names = [x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]]
+        for star in (p.star_arg, p.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.append(star.name.value)
+        self.context.params.append(frozenset(names))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.context.stmts.pop()
+        self.context.functions.pop()
+        self.context.scope.pop()
+        self.context.params.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.context.stmts.append(node)
+        self.context.scope.append(("class", node.name.value))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.context.stmts.pop()
+        self.context.scope.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.context.scope.append(("lambda", ""))
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.context.scope.pop()
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name) and self.context.functions:
+            key = (tuple(self.context.scope), target.value)
+            self.context.assigned.setdefault(key, []).append(value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assign(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._assign(node.target, node.value)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._assign(node.target, node.value)
+
+
+def _add_statement_hooks(cls: type[Tracker]) -> None:
+    # libcst finds batched visitor methods by their __name__, so each gets a function of its own.
+    for kind in ("SimpleStatementLine", "For", "While", "With", "Try", "TryStar", "Match"):
+
+        def visit(self: Tracker, node: cst.CSTNode) -> None:
+            self.context.stmts.append(node)
+
+        def leave(self: Tracker, original_node: cst.CSTNode) -> None:
+            self.context.stmts.pop()
+
+        visit.__name__, leave.__name__ = f"visit_{kind}", f"leave_{kind}"
+        setattr(cls, visit.__name__, visit)
+        setattr(cls, leave.__name__, leave)
+
+
+_add_statement_hooks(Tracker)
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = [test.left, test.comparisons[0].comparator]
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    strings = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
+    return bool(names and strings)

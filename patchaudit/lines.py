@@ -1,0 +1,47 @@
+"""Physical source lines, numbered as Python, ast, libcst and site.py number them."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+__all__ = ["source_lines", "pth_executable_lines", "line_opcodes"]
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of `text`, each ended by \\r\\n, \\r or \\n only (the ending dropped).
+
+    Not str.splitlines, which also ends a line at \\f, \\v, \\x1c-\\x1e, \\x85 and \\u2028 and so
+    shifts every line number after one of them away from what a traceback, ast or libcst says.
+    """
+    lines = _NEWLINE.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def pth_executable_lines(text: str) -> list[int]:
+    """1-based numbers of the lines site.py executes in a .pth file (those starting `import`)."""
+    return [n for n, line in enumerate(source_lines(text), start=1) if line.startswith(("import ", "import\t"))]
+
+
+def line_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib opcodes from lines `a` to lines `b`, the common head and tail matched first.
+
+    A hand patch touches a few lines of a large file: SequenceMatcher then only sees the middle.
+    """
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    inner = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
+    out: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
+    out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in inner.get_opcodes()]
+    if tail:
+        out.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return out

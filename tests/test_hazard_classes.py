@@ -1,0 +1,292 @@
+"""Each class of hand patch, and each look-alike, through the CLI on a real installed wheel.
+
+One wheel ships a vendor module per case; the test installs it with pip into a venv, writes the
+patched module over the installed one (as an engineer editing site-packages does) and runs
+`patchaudit scan --wheelhouse` with the pristine wheel beside it, so every finding is attributed
+to the change.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, site_packages
+
+# name -> (vendor code, patched code, [(rule, line of the patched file, severity)]); [] is a look-alike.
+CASES: dict[str, tuple[str, str, list[tuple[str, int, str]]]] = {}
+
+
+def case(name: str, vendor: str, patched: str, *expected: tuple[str, int, str]) -> None:
+    CASES[name] = (textwrap.dedent(vendor).lstrip("\n"), textwrap.dedent(patched).lstrip("\n"), list(expected))
+
+
+VENDOR_SAVE = """
+import torch
+
+
+def forward(x):
+    return x
+"""
+
+# -- names: every import form reaches the same function --------------------------------------
+for key, imports, call in [
+    ("import_list", "import os, torch", "torch.save(x, '/tmp/x.pt')"),
+    ("submodule_alias", "import torch.serialization as ser", "ser.save(x, '/tmp/x.pt')"),
+    ("from_submodule", "from torch.serialization import save", "save(x, '/tmp/x.pt')"),
+    ("dunder_import", "import os", "__import__('torch').save(x, '/tmp/x.pt')"),
+    ("getattr", "import torch", "getattr(torch, 'save')(x, '/tmp/x.pt')"),
+    ("local_alias", "import torch\nsave = torch.save", "save(x, '/tmp/x.pt')"),
+]:
+    case(
+        f"names_{key}",
+        VENDOR_SAVE.replace("import torch", imports),
+        VENDOR_SAVE.replace("import torch", imports).replace("    return x", f"    {call}\n    return x"),
+        ("torch-save", 5 + imports.count("\n"), "high"),
+    )
+
+# -- values: constant folding and fixed paths ----------------------------------------------
+VENDOR_GUARD = """
+def check(self, q):
+    if self.kv_cache_dtype.startswith("fp8") and not self.supports_fp8(q):
+        raise NotImplementedError("FP8 MLA is not supported")
+    return q
+"""
+for key, test in [
+    ("chain", 'False and self.kv_cache_dtype.startswith("fp8") and not self.supports_fp8(q)'),
+    ("not_true", 'not True and self.kv_cache_dtype.startswith("fp8")'),
+    ("none", "None"),
+    ("zero_brackets", '(0) and (self.kv_cache_dtype.startswith("fp8"))'),
+]:
+    case(
+        f"fold_{key}",
+        VENDOR_GUARD,
+        VENDOR_GUARD.replace('self.kv_cache_dtype.startswith("fp8") and not self.supports_fp8(q)', test),
+        ("disabled-guard", 2, "high"),
+    )
+
+VENDOR_IO = """
+import os
+from pathlib import Path
+
+
+def record(x, i, name):
+    return x
+"""
+for key, line, rule in [
+    ("plus", "open('/tmp/x_' + str(i), 'w').write(str(x))", "file-write"),
+    ("percent", "open('/tmp/x_%d' % i, 'w').write(str(x))", "file-write"),
+    ("format", "open('/tmp/x_{}'.format(i), 'w').write(str(x))", "file-write"),
+    ("fstring", "open(f'/tmp/x_{i}', 'a').write(str(x))", "file-write"),
+    ("join", "open(os.path.join('/tmp', name), 'w').write(str(x))", "file-write"),
+    ("path_div", "(Path('/tmp') / name).write_text(str(x))", "file-write"),
+    ("path_open", "Path('/tmp/x.log').open('a').write(str(x))", "file-write"),
+    ("write_text", "Path('/var/tmp/x.json').write_text(str(x))", "file-write"),
+    ("print_file", "print(x, file=open('/tmp/x.log', 'a'))", "file-write"),
+]:
+    case(
+        f"path_{key}",
+        VENDOR_IO,
+        VENDOR_IO.replace("    return x", f"    {line}\n    return x"),
+        (rule, 6, "high"),
+    )
+
+# -- token counts: spellings, data flow, tests ------------------------------------------------
+VENDOR_TOKENS = """
+import torch
+
+
+class Attention:
+    def forward(self, x, attn_metadata):
+        return x
+"""
+for key, body, line in [
+    ("shape_i", "if x.shape[0] == 5:\n            torch.save(x, path)", 6),
+    ("size_list", "n = int(x.size()[0])\n        if n == 5:\n            print(x)", 7),
+    ("size_call", "if x.size(0) in (5, 7):\n            print(x)", 6),
+    ("numel", "if x.numel() == 4096:\n            print(x)", 6),
+    ("len_ids", "ids = x.tolist()\n        if len(ids) == 5:\n            print(ids)", 7),
+    ("metadata", "if attn_metadata.num_actual_tokens == 5:\n            print(x)", 6),
+    ("match", "match x.shape[0]:\n            case 5:\n                print(x)", 7),
+    ("ifexp", "tag = print(x) if x.shape[0] == 5 else None", 6),
+    ("compound", "if x.dtype is None or (x.shape[0] == 5 and x.is_cuda):\n            print(x)", 6),
+    ("multiline", "if (\n            x.shape[0]\n            == 5\n        ):\n            print(x)", 6),
+]:
+    case(
+        f"count_{key}",
+        VENDOR_TOKENS,
+        VENDOR_TOKENS.replace("        return x", f"        {body}\n        return x"),
+        ("token-count-branch", line, "high"),
+    )
+
+# -- guards: deleted, turned into log/return, weakened, swallowed ------------------------------
+case(
+    "guard_module_level",
+    "import sys\nif sys.version_info < (3, 9):\n    raise RuntimeError('needs 3.9')\nX = 1\n",
+    "import sys\nX = 1\n",
+    ("removed-guard", 1, "high"),
+)
+case(
+    "guard_class_level",
+    "class C:\n    dtype = 'fp16'\n    assert dtype in ('fp16', 'bf16')\n",
+    "class C:\n    dtype = 'fp16'\n",
+    ("removed-guard", 2, "high"),
+)
+case(
+    "guard_to_warning",
+    "import warnings\n\n\ndef f(d):\n    if d == 'fp8':\n        raise ValueError(d)\n    return d\n",
+    "import warnings\n\n\ndef f(d):\n    if d == 'fp8':\n        warnings.warn(d)\n    return d\n",
+    ("removed-guard", 6, "high"),
+)
+case(
+    "guard_to_return",
+    "def f(d):\n    if d is None:\n        raise ValueError('d')\n    return d\n",
+    "def f(d):\n    if d is None:\n        return None\n    return d\n",
+    ("removed-guard", 3, "high"),
+)
+case(
+    "guard_assert_deleted",
+    "def f(x):\n    assert x.ndim == 2\n    return x\n",
+    "def f(x):\n    return x\n",
+    ("removed-guard", 1, "high"),
+)
+case(
+    "guard_weakened",
+    "import os\n\n\ndef f(d):\n    if d == 'fp8':\n        raise ValueError(d)\n",
+    "import os\n\n\ndef f(d):\n    if d == 'fp8' and not os.environ.get('SKIP'):\n        raise ValueError(d)\n",
+    ("removed-guard", 6, "high"),
+)
+case(
+    "guard_swallowed",
+    "def f(self, w):\n    self._verify(w)\n    return w\n",
+    "def f(self, w):\n    try:\n        self._verify(w)\n    except Exception:\n        pass\n    return w\n",
+    ("removed-guard", 3, "high"),
+)
+
+# -- debuggers ------------------------------------------------------------------------------
+VENDOR_DBG = "import os\n\n\ndef forward(x):\n    return x\n"
+for key, imports, call in [
+    ("pdb_class", "import pdb", "pdb.Pdb().set_trace()"),
+    ("code_interact", "import code", "code.interact(local=locals())"),
+    ("ipython_embed", "from IPython import embed", "embed()"),
+    ("debugpy_listen", "import debugpy", "debugpy.listen(5678)"),
+    ("debugpy_wait", "import debugpy", "debugpy.wait_for_client()"),
+]:
+    case(
+        f"debugger_{key}",
+        VENDOR_DBG,
+        VENDOR_DBG.replace("import os", f"import os\n{imports}").replace("    return x", f"    {call}\n    return x"),
+        ("debugger", 6, "high"),
+    )
+
+# -- look-alikes: a careful reviewer would not flag these -------------------------------------
+case(
+    "quiet_typing_guard",
+    "X = 1\n",
+    "if False:\n    from typing import Optional\nX = 1\n",
+)
+case(
+    "quiet_cache_path",
+    "import os\n\n\ndef path(root, batch_size):\n    return root\n",
+    "import os\n\n\ndef path(root, batch_size):\n    return os.path.join(root, f'bs{batch_size}.json')\n",
+)
+case(
+    "quiet_exception_type",
+    "def f(x):\n    if x < 0:\n        raise ValueError('x')\n",
+    "def f(x):\n    if x < 0:\n        raise TypeError('x must be >= 0')\n",
+)
+case(
+    "quiet_assert_swap",
+    "def f(a, n):\n    assert a.shape[0] == n\n",
+    "def f(a, n):\n    assert n == a.shape[0], 'rows'\n",
+)
+case(
+    "quiet_bytesio",
+    "import io\nimport torch\n\n\ndef to_bytes(t):\n    return t\n",
+    "import io\nimport torch\n\n\ndef to_bytes(t):\n    buf = io.BytesIO()\n"
+    "    torch.save(t, buf)\n    return buf.getvalue()\n",
+)
+case(
+    "quiet_save_function",
+    "import torch\n\n\ndef save(model, path):\n    pass\n",
+    "import torch\n\n\ndef save(model, path):\n    torch.save(model.state_dict(), path)\n",
+)
+case(
+    "quiet_empty_batch",
+    "def forward(self, x):\n    return x\n",
+    "def forward(self, x):\n    if x.shape[0] == 0:\n        return x\n    return x\n",
+)
+case(
+    "quiet_squeeze",
+    "def forward(self, x):\n    return x\n",
+    "def forward(self, x):\n    if x.shape[0] == 1:\n        x = x.squeeze(0)\n    return x\n",
+)
+case(
+    "quiet_logger_debug",
+    "import logging\nlogger = logging.getLogger(__name__)\n\n\ndef f(x):\n    return x\n",
+    "import logging\nlogger = logging.getLogger(__name__)\n\n\ndef f(x):\n    logger.debug('x=%s', x)\n    return x\n",
+)
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
+    tmp = tmp_path_factory.mktemp("classes")
+    files = {f"demo/{name}.py": vendor for name, (vendor, _, _) in CASES.items()}
+    files["demo/__init__.py"] = ""
+    wheel = build_wheel(tmp / "wheelhouse", "demo", "1.0", files)
+    python = make_venv(tmp / "venv")
+    pip_install(python, wheel)
+    site = site_packages(python)
+    for name, (_, patched, _) in CASES.items():
+        (site / "demo" / f"{name}.py").write_text(patched)
+    proc = patchaudit("scan", "--python", str(python), "--wheelhouse", str(wheel.parent), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    (dist,) = json.loads(proc.stdout)["distributions"]
+    found: dict[str, list[tuple[str, int, str]]] = {name: [] for name in CASES}
+    for f in dist["findings"]:
+        assert f["in_change"], f
+        found[Path(f["path"]).stem].append((f["rule"], f["line"], f["severity"]))
+    return found
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c[2]])
+def test_patch_is_caught(scanned, name: str) -> None:
+    for expected in CASES[name][2]:
+        assert expected in scanned[name], (CASES[name][1], scanned[name])
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c[2]])
+def test_look_alike_is_quiet(scanned, name: str) -> None:
+    assert scanned[name] == [], (CASES[name][1], scanned[name])
+
+
+def test_all_files_on_untouched_code_does_not_fail(tmp_path: Path) -> None:
+    vendor = "import torch\n\n\ndef forward(x):\n    if x.shape[0] == 5:\n        torch.save(x, '/tmp/x.pt')\n"
+    wheel = build_wheel(tmp_path / "wheelhouse", "upstream", "1.0", {"upstream/__init__.py": vendor})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    proc = patchaudit("scan", "--python", str(python), "--all-files", "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    (dist,) = doc["distributions"]
+    assert {(f["rule"], f["line"], f["in_change"]) for f in dist["findings"]} == {
+        ("token-count-branch", 5, False),
+        ("torch-save", 6, False),
+    }
+    assert doc["summary"]["upstream"]["high"] == 2
+    human = patchaudit("scan", "--python", str(python), "--all-files")
+    assert human.returncode == 0
+    assert "In code that verifies against RECORD (2 findings, not failing):" in human.stdout
+    # Without RECORD nothing verifies: the same code counts (its packages named by top_level.txt).
+    meta = site_packages(python) / "upstream-1.0.dist-info"
+    (meta / "RECORD").unlink()
+    (meta / "top_level.txt").write_text("upstream\n")
+    proc = patchaudit("scan", "--python", str(python), "--all-files", "--format", "json")
+    assert proc.returncode == 1
+    (dist,) = json.loads(proc.stdout)["distributions"]
+    assert {(f["rule"], f["in_change"]) for f in dist["findings"]} == {
+        ("token-count-branch", True),
+        ("torch-save", True),
+    }

@@ -1,0 +1,130 @@
+"""Prefilters are sound: every rule gives the same findings with and without them.
+
+Over every example of every rule and generated variants of each (calls and conditions broken over
+lines, imports merged, the code moved into a method, unrelated code and aliases around it).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import textwrap
+import tokenize
+
+import pytest
+
+from patchaudit.hazards import SourceFile, check_file, load_rules
+from patchaudit.hazards.examples import as_example
+
+RULES = load_rules()
+PADDING = "import logging\nlogger = logging.getLogger(__name__)\n\n\ndef unrelated(a):\n    return a + 1\n\n\n"
+
+
+def _broken_over_lines(code: str) -> str:
+    """A newline after every opening bracket and comma: the same code, spread over lines."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return code
+    lines = code.splitlines(keepends=True)
+    inserts = sorted(
+        {(t.end[0], t.end[1]) for t in tokens if t.type == tokenize.OP and t.string in ("(", "[", ",")},
+        reverse=True,
+    )
+    for row, col in inserts:
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + "\n" + line[col:]
+    return "".join(lines)
+
+
+def _in_method(code: str) -> str:
+    return "class Wrapper:\n    def forward(self, x):\n" + textwrap.indent(code, "        ") + "\n        pass\n"
+
+
+def _merged_imports(code: str) -> str:
+    return code.replace("import ", "import os, ", 1) if code.startswith("import ") else code
+
+
+def _aliased(code: str) -> str:
+    out = code
+    for module in ("torch", "pdb", "os", "subprocess", "numpy"):
+        out = out.replace(f"import {module}\n", f"import {module}\n_m_{module} = {module}\n", 1)
+    return out
+
+
+VARIANTS = {
+    "as-is": lambda c: c,
+    "lines": _broken_over_lines,
+    "method": _in_method,
+    "imports": _merged_imports,
+    "padded": lambda c: PADDING + c,
+    "aliased": _aliased,
+    "padded-lines": lambda c: PADDING + _broken_over_lines(c),
+}
+
+
+def _cases():
+    for rule in RULES:
+        for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID)):
+            for index, example in enumerate(examples):
+                yield pytest.param(rule, as_example(example), id=f"{rule.ID}-{kind}-{index}")
+
+
+@pytest.mark.parametrize(("rule", "example"), list(_cases()))
+def test_prefilter_changes_nothing(rule, example) -> None:
+    tried = 0
+    for name, variant in VARIANTS.items():
+        code = variant(example.code)
+        if example.path.endswith(".py"):
+            try:
+                ast.parse(code)
+            except SyntaxError:
+                continue
+        file = SourceFile(
+            path=example.path,
+            installed=code.encode(),
+            pristine=variant(example.pristine).encode() if example.pristine is not None else None,
+        )
+        tried += 1
+        for rules in ([rule], RULES) if name in ("as-is", "padded-lines") else ([rule],):
+            assert check_file(file, rules) == check_file(file, rules, prefilter=False), (name, code)
+    assert tried >= 3
+    if example.pristine is None and example.path.endswith(".py"):
+        # Drifted against a pristine file: the engine also drops statements outside the change.
+        code = PADDING + _in_method(example.code)
+        lines = code.splitlines(keepends=True)
+        pairs = [(code, p) for p in (PADDING, _in_method(example.code), "".join(lines[: len(lines) // 2]) + "\n")]
+        body = ast.parse(example.code).body
+        if len(body) >= 2:
+            # Only the first statement changed; the rest of the module (after padding) did not.
+            split = example.code.splitlines(keepends=True)
+            first, rest = "".join(split[: body[0].end_lineno]), "".join(split[body[0].end_lineno :])
+            pairs.append((first + PADDING + rest, PADDING + rest))
+        for installed, pristine in pairs:
+            file = SourceFile(path=example.path, installed=installed.encode(), pristine=pristine.encode())
+            for rules in ([rule], RULES):
+                assert check_file(file, rules) == check_file(file, rules, prefilter=False), (pristine, installed)
+
+
+def test_removed_guard_reads_only_changed_functions_without_changing_the_result(monkeypatch) -> None:
+    import email
+    import inspect
+    import json
+    from pathlib import Path
+
+    (rule,) = [r for r in RULES if r.ID == "removed-guard"]
+    module = inspect.getmodule(rule)
+    corpus = [p.read_text() for pkg in (json, email) for p in sorted(Path(pkg.__file__).parent.glob("*.py"))]
+    pairs = []
+    for pristine in corpus:
+        lines = pristine.splitlines(keepends=True)
+        guards = [i for i, line in enumerate(lines) if line.lstrip().startswith(("raise ", "assert "))]
+        for i in guards[:6]:
+            indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+            pairs.append((pristine, "".join([*lines[:i], indent + "pass\n", *lines[i + 1 :]])))
+    assert len(pairs) > 50
+    fast = [list(rule().check_text(installed, pristine)) for pristine, installed in pairs]
+    monkeypatch.setattr(module, "_functions", lambda tree, lines: {})
+    slow = [list(rule().check_text(installed, pristine)) for pristine, installed in pairs]
+    assert fast == slow
+    assert sum(map(len, fast)) >= len(pairs) // 2
