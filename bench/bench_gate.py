@@ -8,6 +8,14 @@ after one warm-up each, timed from the outside with their interpreter start, eve
 checked; prints every pair and the median ratio (target <= 0.33x). Then it changes one byte of a
 file keeping its size and mtime (as `touch -r` would) and checks that the warm gate still fails,
 and passes again once the byte is back (`--no-edit-check` skips it).
+
+As a service's own user against a root-owned env (the gate-as-`User=vllm` case): `--user NAME` runs
+both commands as NAME through `setpriv` (an exec, no login), with a clean environment and the gate's
+caches in a fresh `$STATE_DIRECTORY` owned by NAME, as the systemd drop-in arranges; `--env K=V` adds
+to both (e.g. `PYTHONPATH=DIR` holding only pip, for an env without pip). The warm gate must say
+`cached`, or the bench stops:
+    python bench/bench_gate.py --python ENV/bin/python vllm --user nobody --no-edit-check \
+        --patchaudit 'python3.11 -m patchaudit' --env PYTHONPATH=PIPDIR --gate-env PYTHONPATH=CHECKOUT:DEPS
 """
 
 from __future__ import annotations
@@ -30,6 +38,26 @@ TARGET = 0.33
 def gate_code(cmd: list[str]) -> tuple[int, str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     return proc.returncode, proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()
+
+
+def _as_user(
+    name: str, anchor: list[str], ours: list[str], env: list[str], gate_env: list[str]
+) -> tuple[list[str], list[str]]:
+    """Both commands as user NAME (setpriv execs; no login), each with a clean environment."""
+    import pwd
+    import tempfile
+
+    user = pwd.getpwnam(name)
+    top = Path(tempfile.mkdtemp(prefix="pa-bench-state-"))
+    top.chmod(0o755)
+    state = top / "patchaudit" / "bench"
+    state.mkdir(parents=True)
+    for d in (state, state.parent):
+        os.chown(d, user.pw_uid, user.pw_gid)
+    print(f"as {name} (uid {user.pw_uid}); the gate's caches in $STATE_DIRECTORY={state}")
+    switch = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "env", "-i"]
+    base = ["PATH=/usr/bin:/bin", "HOME=/nonexistent", "LANG=C.UTF-8"]
+    return [*switch, *base, *env, *anchor], [*switch, *base, f"STATE_DIRECTORY={state}", *gate_env, *ours]
 
 
 def edit_check(ours: list[str], python: str, dist: str) -> bool:
@@ -79,11 +107,16 @@ def main() -> int:
     parser.add_argument("--allow-drift", action="store_true", help="time a gate that fails (exit 1) too")
     parser.add_argument("--no-edit-check", action="store_true")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--user", help="run both commands as this user, caches in a $STATE_DIRECTORY it owns")
+    parser.add_argument("--env", action="append", default=[], help="K=V for the anchor (with --user)")
+    parser.add_argument("--gate-env", action="append", default=[], help="K=V for the gate (with --user)")
     args = parser.parse_args()
 
     anchor = [args.python, "-m", "pip", "show", args.anchor]
     target = ["--path", args.path] if args.path else ["--python", args.python]
     ours = [*shlex.split(args.patchaudit), "gate", *args.dists, *target]
+    if args.user:
+        anchor, ours = _as_user(args.user, anchor, ours, args.env, args.gate_env)
     ok = (0, 1) if args.allow_drift else (0,)
     print(f"anchor: {shlex.join(anchor)}")
     print(f"ours:   {shlex.join(ours)}", flush=True)
@@ -95,6 +128,8 @@ def main() -> int:
     print(f"warm gate: exit {code}  {line}")
     if code not in ok:
         sys.exit(f"the gate does not pass on this env (exit {code}); --allow-drift times it anyway")
+    if args.user and " cached;" not in line:
+        sys.exit("the warm gate did not answer from its cache")
     pairs = Pairs("pip show", "gate")
     pairs.measure(lambda: run(anchor), lambda: run(ours, ok=ok), args.rounds)
     figures: dict[str, object] = dict(pairs.report(TARGET))

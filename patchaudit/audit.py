@@ -33,16 +33,22 @@ class ScanOptions:
     pristine: bool = True  # look up pristine bytes for drifted files (local sources unless `fetch`)
     fetch: bool = False  # also ask the package index
     wheelhouse: tuple[Path, ...] = ()
+    cache_dir: Path | None = None  # --cache-dir: caches go below it, one directory per environment
 
 
-def cache_dir(env: Environment) -> Path:
-    return env.state_dir / "cache"
+def cache_dir(env: Environment, options: ScanOptions) -> Path | None:
+    """Where this run keeps its caches (see patchaudit.cachedir); None: uncached."""
+    if not options.use_cache:
+        return None
+    from patchaudit import cachedir
+
+    where = cachedir.locate(env.prefix, options.cache_dir).path
+    return where if where is not None and cachedir.ensure(where) else None
 
 
 def stat_cache(env: Environment, options: ScanOptions) -> StatCache | None:
-    if not options.use_cache:
-        return None
-    return StatCache(cache_dir(env) / STAT_CACHE_NAME)
+    where = cache_dir(env, options)
+    return StatCache(where / STAT_CACHE_NAME) if where is not None else None
 
 
 def scan(
@@ -54,11 +60,12 @@ def scan(
     """Verify the selected distributions and, unless told not to, run the hazard rules."""
     every = environment.distributions(env)
     chosen = environment.select(every, options.names)
+    where = cache_dir(env, options)
     report = verify(
         env,
         chosen,
         every=every,
-        cache=stat_cache(env, options),
+        cache=StatCache(where / STAT_CACHE_NAME) if where is not None else None,
         workers=options.workers,
         progress=progress,
     )
@@ -66,7 +73,7 @@ def scan(
     if options.pristine:
         report, pristine = _with_pristine(env, report, chosen, options)
     if options.hazards:
-        report = _with_hazards(env, report, chosen, options, pristine)
+        report = _with_hazards(report, chosen, options, pristine, where)
     return _with_fact_findings(report, options.severity_overrides)
 
 
@@ -206,11 +213,11 @@ def _join(note: str | None, more: str) -> str:
 
 
 def _with_hazards(
-    env: Environment,
     report: Report,
     chosen: Sequence[InstalledDist],
     options: ScanOptions,
     pristine: Mapping[Path, Mapping[str, bytes]],
+    where: Path | None,
 ) -> Report:
     from patchaudit.hazardpool import HazardJob, check_jobs
 
@@ -233,7 +240,7 @@ def _with_hazards(
         jobs,
         rule_dirs=options.rule_dirs,
         severity_overrides=options.severity_overrides,
-        cache_dir=cache_dir(env) / "hazards" if options.use_cache else None,
+        cache_dir=where / "hazards" if where is not None else None,
         workers=options.workers,
     )
     dists = [

@@ -27,6 +27,7 @@ POLICY_KEYS = frozenset(
         "approved",
         "workers",
         "models",
+        "cache_dir",
     }
 )
 MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
@@ -85,6 +86,7 @@ class Policy:
     approved: tuple[ApprovedPatch, ...] = ()
     workers: int | None = None  # None: every CPU this process may use
     models: tuple[ModelSpec, ...] = ()
+    cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -178,6 +180,7 @@ class Policy:
                 models.append(spec)
 
         baseline = string("baseline")
+        cache_dir = string("cache_dir")
         policy = cls(
             source=source,
             python=path_of(python) if python else None,
@@ -194,6 +197,7 @@ class Policy:
             approved=tuple(approved),
             workers=workers,
             models=tuple(models),
+            cache_dir=path_of(cache_dir) if cache_dir else None,
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))

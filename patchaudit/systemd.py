@@ -43,15 +43,28 @@ def quote(arg: str) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def drop_in(*, policy: Path, command: Path, warn_only: bool = False) -> str:
-    """The drop-in text: ExecStartPre= runs the gate; a failing gate stops the start unless warn_only."""
+def state_directory(unit: str) -> str:
+    """The unit's own directory below /var/lib for the gate's caches: `patchaudit/<unit>`."""
+    stem = unit_name(unit).removesuffix(".service")
+    return "patchaudit/" + "".join(c if c.isalnum() or c in "-_." else "_" for c in stem).lstrip(".")
+
+
+def drop_in(*, policy: Path, command: Path, warn_only: bool = False, unit: str = "service") -> str:
+    """The drop-in text: ExecStartPre= runs the gate; a failing gate stops the start unless warn_only.
+
+    StateDirectory= gives the gate a cache directory that the service's user owns (systemd creates
+    it and passes it as $STATE_DIRECTORY), so a gate running as that user starts warm even when the
+    environment belongs to root.
+    """
     prefix = "-" if warn_only else ""
     line = f"ExecStartPre={prefix}{quote(str(command))} gate --policy {quote(str(policy))}"
     what = "logs problems and lets the service start" if warn_only else "stops the start on any problem"
     return (
         "# Written by `patchaudit systemd install`.\n"
         f"# The patchaudit gate runs before the service starts and {what}.\n"
+        "# Its caches go to /var/lib/<StateDirectory>, owned by the service's user.\n"
         "[Service]\n"
+        f"StateDirectory={state_directory(unit)}\n"
         f"{line}\n"
     )
 
@@ -70,7 +83,7 @@ def install(
     name = unit_name(unit)
     policy = policy.absolute()
     load(policy)  # a policy that cannot be read would stop the service at every start
-    text = drop_in(policy=policy, command=(command or executable()).absolute(), warn_only=warn_only)
+    text = drop_in(policy=policy, command=(command or executable()).absolute(), warn_only=warn_only, unit=name)
     directory = root / UNIT_DIR / f"{name}.d"
     target = directory / DROP_IN_NAME
     try:

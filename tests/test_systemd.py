@@ -110,3 +110,23 @@ def test_systemd_analyze_verifies_the_unit_with_the_drop_in(
     conf.write_text(conf.read_text().replace("ExecStartPre=-/", "ExecStartPre=/").replace("=/", "=/nonexistent/", 1))
     bad = subprocess.run([systemd_analyze, "verify", str(unit)], capture_output=True, text=True)
     assert bad.returncode != 0 and "/nonexistent/" in bad.stderr
+
+
+def test_drop_in_gives_the_gate_a_state_directory_systemd_accepts(
+    root: Path, policy: Path, systemd_analyze: str
+) -> None:
+    """StateDirectory=patchaudit/<unit>: systemd makes it, owned by the service's user, and passes it to
+    the gate as $STATE_DIRECTORY, so a gate running as that user keeps its caches warm."""
+    assert patchaudit("systemd", "install", "vllm@a.service", "--policy", policy, "--root", root).returncode == 0
+    (root / "etc/systemd/system/vllm@a.service").write_text(UNIT)
+    conf = root / "etc/systemd/system/vllm@a.service.d/patchaudit.conf"
+    (line,) = [ln for ln in conf.read_text().splitlines() if ln.startswith("StateDirectory=")]
+    assert line == "StateDirectory=patchaudit/vllm_a"
+    unit = root / "etc/systemd/system/vllm@a.service"
+    ok = subprocess.run([systemd_analyze, "verify", str(unit)], capture_output=True, text=True)
+    assert ok.returncode == 0 and "StateDirectory" not in ok.stderr, ok.stderr
+
+    # systemd really reads the line: a path it may not use is named, with the drop-in's line number
+    conf.write_text(conf.read_text().replace(line, "StateDirectory=/var/lib/x"))
+    bad = subprocess.run([systemd_analyze, "verify", str(unit)], capture_output=True, text=True)
+    assert f"{conf}:" in bad.stderr and "StateDirectory= path is absolute" in bad.stderr, bad.stderr

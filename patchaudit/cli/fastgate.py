@@ -4,6 +4,7 @@ value) returns None, and the click command handles it with its usual messages an
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ VALUE_OPTIONS = {
     "--policy": "policy",
     "--baseline": "baseline",
     "--fail-on": "fail_on",
+    "--cache-dir": "cache_dir",
     "--workers": "workers",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
@@ -73,6 +75,7 @@ def fast_gate(args: list[str]) -> int | None:
         fail_on=values.get("fail_on"),
         fail_open="fail_open" in flags,
         no_cache="no_cache" in flags,
+        cache_dir=path("cache_dir"),
         workers=int(values["workers"]) if "workers" in values else None,
     )
 
@@ -87,6 +90,7 @@ def run_gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    cache_dir: Path | None = None,
     workers: int | None = None,
     fmt: str = "journal",
 ) -> int:
@@ -104,9 +108,13 @@ def run_gate(
             fail_on=fail_on,
             fail_open=fail_open,
             use_cache=not no_cache,
+            cache_dir=cache_dir,
             workers=workers,
         )
     )
+    for note in verdict.notes:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"patchaudit: note: {note}\n")
     if fmt == "prometheus":
         from patchaudit.render.prometheus import from_verdict, render_prometheus
 

@@ -24,6 +24,11 @@ from patchaudit.report import FAIL_ON_CHOICES
 @click.option("--fail-open", is_flag=True, help="Let an internal error or unreadable input pass (exit 0).")
 @click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
 @click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Keep the caches below DIR (one directory per environment), e.g. when the environment is read-only.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["journal", "prometheus"]),
@@ -45,6 +50,7 @@ def gate(
     fail_on: str | None,
     fail_open: bool,
     no_cache: bool,
+    cache_dir: Path | None,
     workers: int | None,
     fmt: str,
 ) -> int:
@@ -58,6 +64,7 @@ def gate(
         fail_on=fail_on,
         fail_open=fail_open,
         no_cache=no_cache,
+        cache_dir=cache_dir,
         workers=workers,
         fmt=fmt,
     )

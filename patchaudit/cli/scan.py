@@ -44,6 +44,11 @@ PROGRESS_THRESHOLD = 2000
 @click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
 @click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
 @click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Keep the caches below DIR (one directory per environment).",
+)
+@click.option(
     "--workers",
     type=click.IntRange(1, 256),
     help="Worker processes for hashing and hazards (default: every CPU this process may use).",
@@ -63,6 +68,7 @@ def scan(
     wheelhouse: tuple[Path, ...],
     fetch: bool,
     no_cache: bool,
+    cache_dir: Path | None,
     workers: int | None,
     verbose: bool,
     fail_on: str,
@@ -78,6 +84,7 @@ def scan(
         all_files=all_files,
         rule_dirs=rule_dirs,
         use_cache=not no_cache,
+        cache_dir=cache_dir,
         workers=workers,
         wheelhouse=wheelhouse,
         fetch=fetch,

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit import __version__
+from patchaudit import __version__, cachedir
 from patchaudit.errors import ExitCode, PatchAuditError
-from patchaudit.gate.cache import FilePlan, VerdictCache
+from patchaudit.gate.cache import FilePlan, VerdictCache, predicted_prefix
 from patchaudit.gate.verdict import (
     Problem,
     Verdict,
@@ -50,6 +50,7 @@ class GateOptions:
     fail_on: str | None = None  # "high" ... "info", "none"
     fail_open: bool = False
     use_cache: bool = True
+    cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
     workers: int | None = None  # None: the policy's, else every CPU this process may use
 
 
@@ -86,7 +87,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     python, site_path = options.python, options.site_path
     names, fail_on, baseline = options.names, options.fail_on, options.baseline
     rule_dirs: tuple[Path, ...] = ()
+    cache_base = options.cache_dir
     if policy is not None:
+        cache_base = cache_base or policy.cache_dir
         python = python or (policy.python if site_path is None else None)
         site_path = site_path or (policy.path if options.python is None else None)
         names = names or policy.distributions
@@ -102,7 +105,8 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
         key += repr([os.environ.get(k) for k in env_keys])
 
-    cache = VerdictCache.open(python, site_path) if options.use_cache else None
+    where = cachedir.locate(predicted_prefix(python, site_path), cache_base) if options.use_cache else None
+    cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
         hit = cache.lookup(key)
         if hit is not None:
@@ -114,6 +118,8 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     models = _model_targets(policy)
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
+    if where is not None and env.prefix != predicted_prefix(python, site_path):
+        where = cachedir.locate(env.prefix, cache_base)
     taken = time.time_ns()
     unit_files, unit_dirs = _unit_paths(baseline)
     plan, fingerprint, newest = FilePlan.build(
@@ -123,13 +129,20 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
     workers = options.workers or (policy.workers if policy is not None else None)
-    verdict = _verdict(env, names, policy or Policy(), fail_on, baseline, options.use_cache, models, workers)
-    if options.use_cache:
+    use_cache = where is not None and where.path is not None and cachedir.ensure(where.path)
+    verdict = _verdict(
+        env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base
+    )
+    if use_cache and where is not None and where.path is not None:
         from patchaudit.hashing import racy_window_ns
 
         # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
         if newest < taken - racy_window_ns(newest):
-            VerdictCache.store(env, python, site_path, key, plan, fingerprint, verdict)
+            VerdictCache.store(where.path, python, site_path, key, plan, fingerprint, verdict)
+    elif where is not None:
+        # asked for a cache and none can be written: every start verifies from scratch; say so, once
+        note = where.note or f"cannot create the cache directory {where.path}"
+        verdict = replace(verdict, notes=(*verdict.notes, f"running uncached: {note}"))
     return verdict
 
 
@@ -177,6 +190,7 @@ def _verdict(
     baseline_path: Path | None,
     use_cache: bool,
     models: Sequence[Any] = (),
+    cache_base: Path | None = None,
     workers: int | None = None,
 ) -> Verdict:
     import dataclasses
@@ -191,6 +205,7 @@ def _verdict(
         rule_dirs=policy.rule_dirs,
         severity_overrides=dict(policy.severity),
         use_cache=use_cache,
+        cache_dir=cache_base,
         workers=workers,
     )
     report = scan(env, options)

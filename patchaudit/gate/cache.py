@@ -180,10 +180,10 @@ def _walk_rows(roots: Sequence[str], rows: list[tuple[int, ...]], seen: set[str]
                     seen.add(entry.path)
 
 
-# --- the verdict cache, beside the environment's stat cache ---
+# --- the verdict cache, beside the environment's stat cache (where: patchaudit.cachedir) ---
 
 
-def _predicted_prefix(python: Path | None, site_path: Path | None) -> Path | None:
+def predicted_prefix(python: Path | None, site_path: Path | None) -> Path:
     """Where the environment's prefix most likely is, without running its interpreter."""
     if site_path is not None:
         site = site_path.absolute()
@@ -220,11 +220,8 @@ class VerdictCache:
         self.site_path = site_path
 
     @classmethod
-    def open(cls, python: Path | None, site_path: Path | None) -> VerdictCache | None:
-        prefix = _predicted_prefix(python, site_path)
-        if prefix is None:
-            return None
-        path = prefix / ".patchaudit" / "cache" / CACHE_NAME
+    def open(cls, directory: Path, python: Path | None, site_path: Path | None) -> VerdictCache | None:
+        path = directory / CACHE_NAME
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError):
@@ -250,7 +247,7 @@ class VerdictCache:
 
     @staticmethod
     def store(
-        env: Environment,
+        directory: Path,
         python: Path | None,
         site_path: Path | None,
         key: str,
@@ -259,7 +256,7 @@ class VerdictCache:
         verdict: Verdict,
     ) -> None:
         """Keep the verdict; a cache that cannot be written is simply not kept."""
-        path = env.state_dir / "cache" / CACHE_NAME
+        path = directory / CACHE_NAME
         try:
             data = json.loads(path.read_bytes())
             entries = data["entries"] if data.get("version") == CACHE_VERSION else {}

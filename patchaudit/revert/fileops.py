@@ -15,7 +15,7 @@ from patchaudit.diff import read_installed
 from patchaudit.environment import Environment
 from patchaudit.errors import LockBusy
 from patchaudit.revert.model import Original
-from patchaudit.revert.paths import check_destination
+from patchaudit.revert.paths import check_destination, refuse_unsafe_root
 
 LOCK_WAIT = 10.0
 
@@ -68,7 +68,12 @@ def drop_bytecode(env: Environment, dest: Path, roots: Sequence[str] = ()) -> li
 
 @contextlib.contextmanager
 def locked(env: Environment, *, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the environment's revert lock (fcntl.flock); LockBusy after `wait` seconds."""
+    """Hold the environment's revert lock (fcntl.flock); LockBusy after `wait` seconds.
+
+    Every write into the environment holds it: as root, an environment that is not root's alone (or
+    has a symlinked scheme directory) is refused here, before anything is written.
+    """
+    refuse_unsafe_root(env)
     env.state_dir.mkdir(parents=True, exist_ok=True)
     path = env.state_dir / "lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)

@@ -21,6 +21,45 @@ def _roots(env: Environment) -> list[str]:
     return [os.path.realpath(r) for r in env.writable_roots()]
 
 
+def root_write_problem(env: Environment) -> str | None:
+    """As root, why this environment may not be written (None: it may, or patchaudit is not root).
+
+    check_destination resolves the scheme directories: a user-owned environment whose site-packages
+    is a symlink to /etc would make /etc a place to write. As root, every scheme directory, the state
+    directory and each directory above them up to the prefix must be a real directory, and each of
+    them (and everything above) root's alone.
+    """
+    from patchaudit import trust
+
+    if not trust.running_as_root():
+        return None
+    prefix = os.path.abspath(env.prefix)
+    dirs = [os.path.abspath(d) for d in (*env.writable_roots(), env.state_dir)]
+    for directory in dirs:
+        current = directory
+        while True:
+            if os.path.islink(current):
+                return f"{current} is a symlink"
+            parent = os.path.dirname(current)
+            if current == prefix or not current.startswith(prefix + "/") or parent == current:
+                break
+            current = parent
+    reason = trust.foreign_writer(dirs)
+    return f"not root-only: {reason}" if reason is not None else None
+
+
+def refuse_unsafe_root(env: Environment) -> None:
+    """UnsafePath (exit 2, nothing written) when root may not write this environment."""
+    from patchaudit.errors import UnsafePath
+
+    reason = root_write_problem(env)
+    if reason is not None:
+        raise UnsafePath(
+            f"refusing to write into {env.prefix} as root: {reason}",
+            hint="run as the environment's owner, or make the environment root-only without symlinked directories",
+        )
+
+
 def check_destination(env: Environment, dest: Path, extra_roots: Sequence[str] = ()) -> str | None:
     """Why `dest` may not be written (None when it may): only inside the env's scheme directories.
 

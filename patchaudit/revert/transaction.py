@@ -53,6 +53,7 @@ from patchaudit.revert.paths import (
     journal_dir,
     new_run_id,
     quarantine_name,
+    refuse_unsafe_root,
     run_dir,
     staged_name,
 )
@@ -73,6 +74,8 @@ def execute(
     `roots`: the project directories of the environment's editable installs, which an interrupted
     run may have been writing (callers compute them from the environment, never from a file).
     """
+    if plan.actions:
+        refuse_unsafe_root(env)  # a dry run says so too
     if dry_run or not plan.actions:
         return summary(plan, None, None, dry_run=dry_run)
     with locked(env, wait=lock_wait):
