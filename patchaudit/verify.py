@@ -84,14 +84,29 @@ def _normalize(path: str) -> str:
     return path
 
 
-def _load(dist: InstalledDist) -> _Loaded:
-    record_path = dist.record_path
-    if record_path is None:
-        return _Loaded(dist=dist, record=None)
+def _read_record(dist: InstalledDist) -> bytes | None:
+    if dist.record_path is None:
+        return None
     try:
-        record = parse_record(record_path.read_bytes())
+        return dist.record_path.read_bytes()
     except OSError:
+        return None
+
+
+_SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
+
+
+def _largest_size(data: bytes | None) -> int:
+    """The biggest size a RECORD lists at a glance (1 MB or more, else 0): an order to read them in."""
+    return max(map(int, _SIZE_FIELD.findall(data)), default=0) if data else 0
+
+
+def _load(dist: InstalledDist, data: bytes | None = None) -> _Loaded:
+    if data is None:
+        data = _read_record(dist)
+    if data is None:
         return _Loaded(dist=dist, record=None)
+    record = parse_record(data)
     loaded = _Loaded(dist=dist, record=record)
     for entry in record.entries:
         loaded.entries[_normalize(entry.path)] = entry.path
@@ -101,7 +116,7 @@ def _load(dist: InstalledDist) -> _Loaded:
     return loaded
 
 
-def _absolute(location: Path, path: str) -> str:
+def _absolute(location: Path | str, path: str) -> str:
     if path.startswith("/"):
         return path
     if "/." in path or path.startswith("."):
@@ -109,50 +124,71 @@ def _absolute(location: Path, path: str) -> str:
     return f"{location}/{path}"
 
 
+_Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECORD lists it
+
+
 class _Ownership:
-    """Which RECORD owns which file or directory, per site directory; built once, on first question.
+    """Which RECORD owns which file or directory, per site directory and top-level name.
 
     Answering "who owns this?" needs every RECORD of the environment, so the RECORDs of distributions
-    not being scanned are read only when a question is asked.
+    not being scanned are read only when a question is asked. The index is built per top-level name
+    (`nvidia/`, `torch/`) from the distributions that list something below it, when first asked: a
+    question about `vllm/x` never indexes the 60k other files of the environment.
     """
 
     def __init__(self, every: Sequence[InstalledDist], loaded: dict[Path, _Loaded]):
         self._every = every
         self._loaded = loaded
-        # site directory -> path -> owners; keyed per directory so that no lookup hashes a Path
-        self._files: dict[Path, dict[str, list[InstalledDist]]] | None = None
-        self._dirs: dict[Path, dict[str, list[InstalledDist]]] = {}
+        # (site directory, top-level name) -> the distributions listing paths below it
+        self._tops: dict[tuple[Path, str], list[_Loaded]] | None = None
+        # (site directory, top-level name) -> (path -> owners, directory -> owners)
+        self._indexes: dict[tuple[Path, str], tuple[_Owners, _Owners]] = {}
 
-    def _index(self) -> dict[Path, dict[str, list[InstalledDist]]]:
-        if self._files is None:
-            files: dict[Path, dict[str, list[InstalledDist]]] = {}
-            dirs: dict[Path, dict[str, list[InstalledDist]]] = {}
+    def _by_top(self) -> dict[tuple[Path, str], list[_Loaded]]:
+        if self._tops is None:
             for dist in self._every:
                 if dist.meta_dir not in self._loaded:
                     self._loaded[dist.meta_dir] = _load(dist)
+            tops: dict[tuple[Path, str], list[_Loaded]] = {}
             for item in self._loaded.values():
+                location = item.dist.location
+                for top in {key.partition("/")[0] for key in item.entries if "/" in key}:
+                    tops.setdefault((location, top), []).append(item)
+            self._tops = tops
+        return self._tops
+
+    def _index(self, location: Path, top: str) -> tuple[_Owners, _Owners]:
+        index = self._indexes.get((location, top))
+        if index is None:
+            files: dict[str, list[InstalledDist]] = {}
+            dirs: dict[str, list[InstalledDist]] = {}
+            prefix = top + "/"
+            for item in self._by_top().get((location, top), ()):
                 dist = item.dist
-                here = files.setdefault(dist.location, {})
-                here_dirs = dirs.setdefault(dist.location, {})
                 seen_dirs: set[str] = set()
                 for key in item.entries:
-                    owners = here.get(key)
-                    if owners is None:
-                        here[key] = [dist]
-                    else:
-                        owners.append(dist)
+                    if not key.startswith(prefix):
+                        continue
+                    files.setdefault(key, []).append(dist)
                     parent = key.rpartition("/")[0]
                     while parent and parent not in seen_dirs:
                         seen_dirs.add(parent)
-                        here_dirs.setdefault(parent, []).append(dist)
+                        dirs.setdefault(parent, []).append(dist)
                         parent = parent.rpartition("/")[0]
-            self._files, self._dirs = files, dirs
-        return self._files
+            index = self._indexes[location, top] = (files, dirs)
+        return index
 
     def owners(self, location: Path, rel: str) -> list[InstalledDist]:
-        if self._files is None and "/" not in rel:
+        top, sep, _ = rel.partition("/")
+        if not sep:
             return self._top_level_owners(location, rel)
-        return self._index().get(location, {}).get(rel, [])
+        return self._index(location, top)[0].get(rel, [])
+
+    def owned(self, location: Path, rel: str) -> bool:
+        top, sep, _ = rel.partition("/")
+        if not sep:
+            return bool(self._top_level_owners(location, rel))
+        return rel in self._index(location, top)[0]
 
     def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
         """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
@@ -175,10 +211,6 @@ class _Ownership:
                 found.append(dist)
         return found
 
-    def files_at(self, location: Path) -> dict[str, list[InstalledDist]]:
-        """Every path some RECORD lists in this site directory, with its owners."""
-        return self._index().get(location, {})
-
     def recorded(self, dist: InstalledDist, key: str) -> str | None:
         """`dist`'s RECORD hash for `key` ("sha256=..."), once its RECORD is loaded; None if it has none."""
         item = self._loaded.get(dist.meta_dir)
@@ -189,8 +221,7 @@ class _Ownership:
         return item.hashes.get(key)
 
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
-        self._index()
-        return self._dirs.get(location, {}).get(rel_dir, [])
+        return self._index(location, rel_dir.partition("/")[0])[1].get(rel_dir, [])
 
 
 def _top_dirs(loaded: _Loaded) -> set[str]:
@@ -214,6 +245,19 @@ def _is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], locatio
 
 def _is_real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
+
+
+def _site_tops(locations: Iterable[Path]) -> list[tuple[Path, str]]:
+    """Every real directory in these site directories but the metadata ones: where packages live."""
+    roots: list[tuple[Path, str]] = []
+    for location in locations:
+        try:
+            with os.scandir(location) as it:
+                names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        roots.extend((location, n) for n in names if not n.endswith((".dist-info", ".egg-info")) and n != "__pycache__")
+    return roots
 
 
 def _walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
@@ -270,24 +314,7 @@ def verify(
 ) -> Report:
     """Check each distribution's files against its RECORD; `every` is the whole env, for ownership."""
     every = list(every) if every is not None else list(dists)
-    loaded = {d.meta_dir: _load(d) for d in dists}
-    ownership = _Ownership(every, dict(loaded))
-
-    jobs: list[tuple[str, str]] = []
-    where: dict[tuple[Path, str], str] = {}
-    sizes: dict[str, int] = {}
-    for item in loaded.values():
-        if item.record is None:
-            continue
-        location = item.dist.location
-        for entry in item.record.entries:
-            if entry.hash is not None and entry.hash.trusted:
-                absolute = _absolute(location, entry.path)
-                where[location, entry.path] = absolute
-                jobs.append((absolute, entry.hash.algorithm))
-                if entry.size:
-                    sizes[absolute] = entry.size
-    total = len(jobs)
+    total = 0
     done = 0
 
     def tick(n: int) -> None:
@@ -296,26 +323,52 @@ def verify(
         if progress is not None:
             progress(done, total)
 
-    # The workers first walk the package directories and look at bytecode, then hash; meanwhile
-    # this process matches what they found against the RECORDs.
-    with_record = [item for item in loaded.values() if item.record is not None]
-    roots = sorted({(item.dist.location, top) for item in with_record for top in _top_dirs(item)})
-    roots = [(location, top) for location, top in roots if _is_real_dir(location / top)]
-    sources = [(item.dist.location, _sources(item)) for item in with_record]
-    hashing = Hashing(
-        jobs,
-        cache=cache,
-        workers=workers,
-        progress=tick if progress else None,
-        sizes=sizes,
-        first=[(_walk_list, root) for root in roots] + [(_unchecked_bytecode_at, args) for args in sources],
-    )
-    found = hashing.first_results()
-    walks = _Walks(ownership, dict(zip(roots, found[: len(roots)], strict=True)))
-    bytecode = found[len(roots) :]
-    found_here = {
-        item.dist.meta_dir: (_added_files(item, ownership, walks), bytecode[n]) for n, item in enumerate(with_record)
-    }
+    # RECORDs are read one by one, and what each lists goes to the workers at once: they hash while
+    # this process reads the next. Each job names the digest the file should have, and the workers
+    # send back only the files that do not have it. Distributions with the biggest files come first,
+    # so that no big file is left for the end. The package directories are walked first of all:
+    # every top-level directory when the whole environment is scanned (no RECORD needs reading to
+    # know them), else those the scanned RECORDs list.
+    hashing = Hashing(cache=cache, workers=workers, progress=tick if progress else None, more=True)
+    raw = {d.meta_dir: _read_record(d) for d in dists}
+    parsed: dict[Path, _Loaded] = {}
+    if {d.meta_dir for d in every} <= raw.keys():
+        roots = _site_tops(sorted({d.location for d in dists}))
+    else:
+        parsed = {d.meta_dir: _load(d, raw[d.meta_dir]) for d in dists}
+        roots = sorted({(item.dist.location, top) for item in parsed.values() for top in _top_dirs(item)})
+        roots = [(location, top) for location, top in roots if _is_real_dir(location / top)]
+    for root in roots:
+        hashing.first(_walk_list, *root)
+    with_record: list[_Loaded] = []
+    for dist in sorted(dists, key=lambda d: -_largest_size(raw[d.meta_dir])):
+        item = parsed.get(dist.meta_dir) or _load(dist, raw[dist.meta_dir])
+        parsed[dist.meta_dir] = item
+        if item.record is None:
+            continue
+        with_record.append(item)
+        location = str(dist.location)
+        jobs: list[tuple[str, str, str]] = []
+        sizes: dict[str, int] = {}
+        for entry in item.record.entries:
+            if entry.hash is not None and entry.hash.trusted:
+                absolute = _absolute(location, entry.path)
+                jobs.append((absolute, entry.hash.algorithm, f"{entry.hash.algorithm}={entry.hash.value}"))
+                if entry.size:
+                    sizes[absolute] = entry.size
+        total += len(jobs)
+        hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))
+        hashing.add(jobs, sizes)
+    hashing.close()
+    loaded = {d.meta_dir: parsed[d.meta_dir] for d in dists}
+    ownership = _Ownership(every, dict(loaded))
+
+    walked = dict(zip(roots, hashing.first_results(len(roots)), strict=True))
+    walks = _Walks(ownership, walked)
+    added_by = {item.dist.meta_dir: _added_files(item, ownership, walks) for item in with_record}
+    found = hashing.first_results()[len(roots) :]
+    bytecode = dict(zip((item.dist.meta_dir for item in with_record), found, strict=True))
+    found_here = {meta_dir: (added_by[meta_dir], bytecode[meta_dir]) for meta_dir in added_by}
     states = hashing.result()
 
     reports: list[DistReport] = []
@@ -346,6 +399,7 @@ def verify(
             for p in item.record.problems
         ]
         checked = 0
+        location = str(dist.location)
         for entry in item.record.entries:
             if entry.hash is None:
                 continue
@@ -353,8 +407,13 @@ def verify(
                 unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
                 continue
             checked += 1
-            state = states[where[dist.location, entry.path], entry.hash.algorithm]
-            verdict = _state_to_drift(entry.path, str(entry.hash), state)
+            if not states:
+                continue
+            expected = f"{entry.hash.algorithm}={entry.hash.value}"
+            state = states.get((_absolute(location, entry.path), entry.hash.algorithm, expected))
+            if state is None:  # it has the digest its RECORD line names
+                continue
+            verdict = _state_to_drift(entry.path, expected, state)
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
@@ -500,7 +559,7 @@ def _dedupe(drift: Iterable[Drift]) -> list[Drift]:
 
 
 class _Walks:
-    """Each package directory walked once per verify, and each file found there judged once.
+    """Each package directory walked once per verify, and the files found there judged once.
 
     Namespace directories (`nvidia/`) are a top-level directory of many distributions: walked per
     distribution, the same tree was read and every file in it looked up once for each of them.
@@ -509,8 +568,8 @@ class _Walks:
     def __init__(self, ownership: _Ownership, walked: dict[tuple[Path, str], list[tuple[str, bool]]]) -> None:
         self._ownership = ownership
         self._walked = walked  # (location, top) -> what a worker's walk found
-        # (location, path) -> (closest owner,) for a file no RECORD owns, None for an owned one
-        self._judged: dict[tuple[Path, str], tuple[InstalledDist | None] | None] = {}
+        # (location, top) -> (path, is_symlink, closest owner) of the files below it that no RECORD owns
+        self._unowned: dict[tuple[Path, str], list[tuple[str, bool, InstalledDist | None]]] = {}
         self._drift: dict[tuple[Path, str], Drift] = {}
 
     def unowned(
@@ -518,29 +577,27 @@ class _Walks:
     ) -> list[tuple[str, bool, InstalledDist | None]]:
         """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns.
 
-        Files the asking distribution owns are passed over first: the index of every RECORD in the
-        environment is built only when some file is not its own.
+        The answer is the same whichever distribution asks (what one owns, the index of all holds),
+        so it is worked out once per directory. Files the first asker owns are passed over first:
+        the index of the other RECORDs is built only when some file is not its own.
         """
+        found = self._unowned.get((location, top))
+        if found is not None:
+            return found
         walked = self._walked.get((location, top))
         if walked is None:
-            walked = self._walked[location, top] = list(_walk(location, top))
+            walked = list(_walk(location, top))
         mine = own.__contains__
+        ownership = self._ownership
+        owned = lambda path: ownership.owned(location, path)  # noqa: E731
         found = []
         for rel, is_link in walked:
             if rel in own or _is_bytecode_of_known_source(rel, mine, location):
                 continue
-            judged: tuple[InstalledDist | None] | None
-            if (location, rel) in self._judged:
-                judged = self._judged[location, rel]
-            else:
-                owned = self._ownership.files_at(location).__contains__
-                if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
-                    judged = None
-                else:
-                    judged = (_closest_owner(location, rel, self._ownership),)
-                self._judged[location, rel] = judged
-            if judged is not None:
-                found.append((rel, is_link, judged[0]))
+            if owned(rel) or _is_bytecode_of_known_source(rel, owned, location):
+                continue
+            found.append((rel, is_link, _closest_owner(location, rel, ownership)))
+        self._unowned[location, top] = found
         return found
 
     def drift(self, location: Path, rel: str, is_link: bool) -> Drift:

@@ -163,7 +163,7 @@ def test_a_busy_node_is_reported_and_the_command_ends_within_its_timeout(nodes: 
         assert proc.returncode == 1, proc.stderr
         result = json.loads(proc.stdout)
         statuses = sorted(n["status"] for n in result["nodes"])
-        assert statuses == ["answered", "answered", "timeout"]
+        assert statuses == ["answered", "answered", "timeout"], result["nodes"]
         assert elapsed < 15 + 20  # the timeout, plus interpreter and Ray client start
     finally:
         nodes.delays[2].write_text("0")
