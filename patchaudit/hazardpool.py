@@ -20,6 +20,7 @@ from patchaudit.report import Finding, Severity
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
 TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left
+MAX_TASK_FILES = 64  # files in one task at most, however small
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,6 +74,23 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _tasks(items: Sequence[_Item], sizes: Sequence[int], n_workers: int) -> list[list[_Item]]:
+    """Cut `items` (biggest first) into runs of about `total / (workers × TASKS_PER_WORKER)` bytes."""
+    share = max(1, sum(sizes) // (n_workers * TASKS_PER_WORKER))
+    tasks: list[list[_Item]] = []
+    task: list[_Item] = []
+    used = 0
+    for item, size in zip(items, sizes, strict=True):
+        if task and (used + size > share or len(task) >= MAX_TASK_FILES):
+            tasks.append(task)
+            task, used = [], 0
+        task.append(item)
+        used += size
+    if task:
+        tasks.append(task)
+    return tasks
+
+
 def check_jobs(
     jobs: Sequence[HazardJob],
     *,
@@ -95,11 +113,11 @@ def check_jobs(
         for index, found in _check(settings, locations, items):
             results[index].extend(found)
         return results
-    # Biggest files first, a few at a time: the time a file takes grows with its size, and a worker
-    # left with a batch of the biggest files at the end would keep every other one waiting.
-    items.sort(key=lambda item: -_size(locations[item[0]] / item[1]))
-    per_task = max(1, min(16, len(items) // (n_workers * TASKS_PER_WORKER)))
-    tasks = [items[start : start + per_task] for start in range(0, len(items), per_task)]
+    # Biggest files first, in tasks of about equal bytes: the time a file takes grows with its size, so
+    # a task of the biggest files alone would keep every other worker waiting at the end.
+    sizes = [_size(locations[item[0]] / item[1]) for item in items]
+    order = sorted(range(len(items)), key=lambda i: -sizes[i])
+    tasks = _tasks([items[i] for i in order], [sizes[i] for i in order], n_workers)
     from patchaudit import hazards
 
     hazards.load_rules(rule_dirs)  # loaded once here: forked workers inherit the pack
