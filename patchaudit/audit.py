@@ -61,17 +61,13 @@ def scan(
     every = environment.distributions(env)
     chosen = environment.select(every, options.names)
     where = cache_dir(env, options)
-    report = verify(
-        env,
-        chosen,
-        every=every,
-        cache=StatCache(where / STAT_CACHE_NAME) if where is not None else None,
-        workers=options.workers,
-        progress=progress,
-    )
+    cache = StatCache(where / STAT_CACHE_NAME) if where is not None else None
+    report = verify(env, chosen, every=every, cache=cache, workers=options.workers, progress=progress)
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:
-        report, pristine = _with_pristine(env, report, chosen, options)
+        report, pristine = _with_pristine(env, report, chosen, options, cache)
+        if cache is not None:
+            cache.save()  # the digests of archives that direct_url.json names
     if options.hazards:
         report = _with_hazards(report, chosen, options, pristine, where)
     return _with_fact_findings(report, options.severity_overrides)
@@ -89,7 +85,11 @@ def _with_fact_findings(report: Report, overrides: Mapping[str, Severity]) -> Re
 
 
 def _with_pristine(
-    env: Environment, report: Report, chosen: Sequence[InstalledDist], options: ScanOptions
+    env: Environment,
+    report: Report,
+    chosen: Sequence[InstalledDist],
+    options: ScanOptions,
+    cache: StatCache | None = None,
 ) -> tuple[Report, dict[Path, dict[str, bytes]]]:
     """Pristine bytes of modified files, so hazards see the patch itself; a stale RECORD is not a patch.
 
@@ -112,7 +112,7 @@ def _with_pristine(
         if not modified and not (explicit and installed.record_path is not None):
             dists.append(dist)
             continue
-        check = _find_wheel(env, installed, modified, options)
+        check = _find_wheel(env, installed, modified, options, cache)
         if isinstance(check, Refusal):
             if explicit:
                 note = Unverified(path=installed.meta_dir.name, reason=check.reason)
@@ -133,14 +133,20 @@ class Refusal:
 
 
 def _find_wheel(
-    env: Environment, dist: InstalledDist, drift: Sequence[Drift], options: ScanOptions
+    env: Environment,
+    dist: InstalledDist,
+    drift: Sequence[Drift],
+    options: ScanOptions,
+    cache: StatCache | None = None,
 ) -> BuildCheck | Refusal:
     """The accepted wheel, or why there is none (another build; nothing found, naming what was tried)."""
     from patchaudit import pristine
     from patchaudit.errors import PatchAuditError, PristineNotFound
 
     try:
-        return pristine.find_pristine(env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch)
+        return pristine.find_pristine(
+            env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch, cache=cache
+        )
     except PristineNotFound as exc:
         return Refusal(reason=str(exc), tried=exc.tried)
     except PatchAuditError as exc:

@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pristine_helpers import IndexServer, build_wheel, make_venv, pip_install, r
 
 from patchaudit import environment
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.hashing import StatCache
 from patchaudit.pristine import Transfer, find_pristine
 from patchaudit.pristine.cache import OwnCache, PipCache, normalize_url
 from patchaudit.pristine.index import IndexConfig, PackageIndex, pip_config
@@ -318,6 +320,35 @@ def test_direct_url_archive_with_matching_hash(tmp_path: Path) -> None:
     wheel.write_bytes(wheel.read_bytes() + b"tampered")
     with pytest.raises(PristineNotFound):
         find_pristine(env, dist, drift=drift, environ=NO_NET)
+
+
+def test_a_verified_direct_url_archive_is_remembered_until_it_changes(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "dist", "demo", "1.0", files(3))
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)  # pip records the archive's sha256 in direct_url.json
+    site = site_packages(python)
+    old = patch(site, "demo/mod1.py")
+    env, dist, drift = drift_for(python)
+    assert dist.direct_url is not None and dist.direct_url["url"] == wheel.as_uri()
+    cache_file = tmp_path / "stat-cache.json"
+    cache = StatCache(cache_file)
+    time.sleep(0.1)  # past the racy window of the archive's timestamps
+    check = find_pristine(env, dist, drift=drift, environ=NO_NET, cache=cache)
+    assert check.wheel.authentic and check.files["demo/mod1.py"].data == old
+    cache.save()
+    assert str(wheel) in json.loads(cache_file.read_text())["entries"]
+    again = find_pristine(env, dist, drift=drift, environ=NO_NET, cache=StatCache(cache_file))
+    assert again.wheel.authentic and again.files["demo/mod1.py"].data == old
+    # Another build of the same size put in its place with the old mtime (`touch -r`): the inode's
+    # ctime moved, so the remembered digest is not used and the archive is no longer evidence.
+    other = build_wheel(tmp_path / "other", "demo", "1.0", {**files(3), "demo/mod1.py": b"VALUE = 7\n" * 50})
+    st = wheel.stat()
+    assert other.stat().st_size == st.st_size
+    wheel.write_bytes(other.read_bytes())
+    os.utime(wheel, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert wheel.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(PristineNotFound, match="no pristine wheel"):
+        find_pristine(env, dist, drift=drift, environ=NO_NET, cache=StatCache(cache_file))
 
 
 def test_find_links_directory_from_pip_config(installed: tuple[Path, Path, Path], tmp_path: Path) -> None:

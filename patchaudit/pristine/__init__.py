@@ -8,6 +8,7 @@ from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError, PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.hashing import StatCache
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile, check_same_build, wheel_index
 from patchaudit.pristine.direct_url import DirectUrlArchive
@@ -56,13 +57,16 @@ def default_sources(
     environ: Mapping[str, str] | None = None,
     transfer: Transfer | None = None,
     offline: bool = False,
+    cache: StatCache | None = None,
 ) -> list[PristineSource]:
-    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's and uv's caches, the index."""
+    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's and uv's caches, the index.
+
+    `cache` remembers the digests of archives that direct_url.json names (see DirectUrlArchive)."""
     environ = os.environ if environ is None else environ
     houses = list(wheelhouse) or wheelhouses_from_environ(environ)  # type: ignore[arg-type]
     own = OwnCache.of(env)
     found: list[PristineSource] = [Wheelhouse(h) for h in houses]
-    found += [DirectUrlArchive(), own]
+    found += [DirectUrlArchive(cache), own]
     config = pip_config(env, environ)
     if not config.no_cache:
         found.append(PipCache(pip_cache_dir(environ, config.cache_dir)))  # type: ignore[arg-type]
@@ -82,6 +86,7 @@ def find_pristine(
     environ: Mapping[str, str] | None = None,
     transfer: Transfer | None = None,
     offline: bool = False,
+    cache: StatCache | None = None,
 ) -> BuildCheck:
     """The first candidate that is the installed build and provides the bytes `drift` needs.
 
@@ -90,7 +95,9 @@ def find_pristine(
     """
     record = installed_record(dist)
     if sources is None:
-        sources = default_sources(env, wheelhouse=wheelhouse, environ=environ, transfer=transfer, offline=offline)
+        sources = default_sources(
+            env, wheelhouse=wheelhouse, environ=environ, transfer=transfer, offline=offline, cache=cache
+        )
     needed = [d.path for d in drift if d.state is not DriftState.ADDED]
     refusals: list[PatchAuditError] = []
     tried: list[str] = []

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from collections.abc import Collection
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from patchaudit.environment import InstalledDist
+from patchaudit.hashing import StatCache, StatKey, racy_window_ns
 from patchaudit.pristine.http import local_path
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import open_local, wheel_matches
+from patchaudit.record import encode_digest
 
 
 def archive_hash(info: dict[str, object]) -> tuple[str, str] | None:
@@ -51,10 +55,14 @@ class DirectUrlArchive:
     """A local wheel named by `file://` in direct_url.json, accepted only when its published hash matches.
 
     Remote archive URLs are left to the index source: downloading a whole archive to check its hash
-    would cost more than the index's range requests.
+    would cost more than the index's range requests. With a stat cache, a verified archive is not
+    hashed again until its size, times, inode or device change (a 336 MB wheel is 0.3 s of hashing).
     """
 
     name = "direct_url"
+
+    def __init__(self, cache: StatCache | None = None) -> None:
+        self.cache = cache
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
         info = dist.direct_url
@@ -66,13 +74,29 @@ class DirectUrlArchive:
         published = archive_hash(info)
         if path is None or published is None or not path.is_file() or not wheel_matches(filename, dist):
             return None
-        h = hashlib.new(published[0])
+        algorithm, hex_digest = published
+        try:
+            expected = f"{algorithm}={encode_digest(bytes.fromhex(hex_digest))}"
+        except ValueError:
+            return None
+        if self._digest(str(path), algorithm) != expected:
+            return None
+        return open_local(path, "direct_url.json archive", authentic=True)
+
+    def _digest(self, path: str, algorithm: str) -> str | None:
+        """The archive's digest ("algo=urlsafe-b64"), from the stat cache when its entry still holds."""
+        h = hashlib.new(algorithm)
         try:
             with open(path, "rb") as fh:
+                key = StatKey.of(os.fstat(fh.fileno()))
+                if self.cache is not None and (hit := self.cache.get(path, key, algorithm)) is not None:
+                    return hit
                 while chunk := fh.read(1 << 20):
                     h.update(chunk)
         except OSError:
             return None
-        if h.hexdigest() != published[1]:
-            return None
-        return open_local(path, "direct_url.json archive", authentic=True)
+        digest = f"{algorithm}={encode_digest(h.digest())}"
+        newest = max(key.mtime_ns, key.ctime_ns)
+        if self.cache is not None and time.time_ns() - newest > racy_window_ns(newest):
+            self.cache.put(path, key, digest)
+        return digest

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import tempfile
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -303,7 +302,7 @@ def local_path(url: str) -> Path | None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "file":
         return None
-    return Path(urllib.request.url2pathname(parts.path))
+    return Path(urllib.parse.unquote(parts.path))  # what url2pathname does on POSIX
 
 
 def sha256_of(fh: io.IOBase) -> str:
