@@ -84,7 +84,7 @@ or `if False: yield` (a generator marker)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = re.compile(
-        rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*)*" + _LITERAL
+        rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*+)*" + _LITERAL
     )
 
     @classmethod

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import io
+import subprocess
+import sys
 import textwrap
 import tokenize
 
@@ -128,3 +130,21 @@ def test_removed_guard_reads_only_changed_functions_without_changing_the_result(
     slow = [list(rule().check_text(installed, pristine)) for pristine, installed in pairs]
     assert fast == slow
     assert sum(map(len, fast)) >= len(pairs) // 2
+
+
+def test_prefilters_take_linear_time_on_comment_banners(tmp_path) -> None:
+    """A licence banner of `#` runs after a keyword once sent a prefilter into exponential
+    backtracking: chardet's johabfreq.py (pip vendors it) never finished under `--all-files`."""
+    banner = "#" * 64 + "\n#   " + "  ".join(["word"] * 30) + "\n" + "#" * 64 + "\n"
+    table = "TABLE = {\n" + "".join(f"    0x{8800 + i:X}: {i},\n" for i in range(3000)) + "}\n"
+    source = tmp_path / "freq.py"
+    source.write_text("# modify it under the terms of the GNU Lesser General Public License or\n" + banner + table)
+    code = (
+        "import sys; from pathlib import Path; from patchaudit.hazards import SourceFile, check_files\n"
+        "data = Path(sys.argv[1]).read_bytes()\n"
+        "print(len(check_files([SourceFile(path='freq.py', installed=data, pristine=None, drifted=False)], workers=1)))"
+    )
+    # Linear: milliseconds. Exponential in a 64-character run: longer than any machine would wait.
+    proc = subprocess.run([sys.executable, "-c", code, str(source)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
