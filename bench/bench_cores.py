@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -51,14 +52,19 @@ class Bench:
         """One run: wall time and exit status; a run past its time is killed and says so."""
         self.say("$ " + shlex.join(cmd))
         start = time.perf_counter()
-        try:
-            with open(out or os.devnull, "wb") as sink:
-                proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, timeout=max(timeout, 1), check=False)
-            row: dict[str, object] = {"wall": round(time.perf_counter() - start, 3), "code": proc.returncode}
-            if proc.returncode not in (0, 1):
-                row["stderr"] = proc.stderr.decode(errors="replace")[-2000:]
-        except subprocess.TimeoutExpired:
-            row = {"wall": None, "timed_out_after": round(timeout, 1)}
+        # Its own process group: a run past its time is killed with its worker processes, which would
+        # otherwise go on using the cores while the next runs are timed.
+        with open(out or os.devnull, "wb") as sink:
+            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, start_new_session=True)
+            try:
+                _, err = proc.communicate(timeout=max(timeout, 1))
+                row: dict[str, object] = {"wall": round(time.perf_counter() - start, 3), "code": proc.returncode}
+                if proc.returncode not in (0, 1):
+                    row["stderr"] = err.decode(errors="replace")[-2000:]
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                row = {"wall": None, "timed_out_after": round(timeout, 1)}
         self.say(f"  -> {row}")
         return row
 
