@@ -191,3 +191,48 @@ def test_batches_start_with_the_biggest_files_and_keep_every_job() -> None:
     cut = batches(jobs, sizes)
     assert cut[0][0] == ("/x/500", "sha256") and cut[0][1] == ("/x/10", "sha256")
     assert sorted(job for batch in cut for job in batch) == sorted(jobs)
+
+
+def test_a_record_cut_into_pieces_for_the_workers_reports_what_the_whole_record_reports(tmp_path: Path) -> None:
+    """With nothing cached the workers read RECORD themselves, a piece each: a patch on either side of a
+    cut, in the first and the last line, is found, and the report equals a run from a warm cache (where
+    this process reads RECORD and hands out the files)."""
+    import json
+
+    from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
+
+    from patchaudit.record import parse_record
+    from patchaudit.verify import _record_chunks
+
+    files: dict[str, bytes | str] = {f"cut/pkg{n // 100}/module_{n:05d}.py": f"N = {n}\n" for n in range(2500)}
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "wheels", "cut", "1.0", files))
+    site = site_packages(python)
+    (record,) = site.glob("cut-1.0.dist-info/RECORD")
+    pieces = _record_chunks(record.read_bytes())
+    assert len(pieces) >= 3 and b"".join(pieces) == record.read_bytes()
+    # the last file of each piece but the last, the first file of each piece but the first, and the
+    # first and last lines of the whole RECORD
+    ends = [parse_record(piece).entries for piece in pieces]
+    chosen = {ends[0][0].path, ends[-1][-1].path}
+    for before, after in zip(ends, ends[1:], strict=False):
+        chosen |= {before[-1].path, after[0].path}
+    patched = sorted(p for p in chosen if p.endswith(".py"))
+    for rel in patched:
+        (site / rel).write_text("N = 'patched'\n")
+    time.sleep(0.1)  # past the racy window, so that the first run's stat keys are kept
+
+    def scan(*extra: str) -> dict:
+        proc = patchaudit("scan", "--python", python, "--format", "json", "--no-hazards", *extra)
+        assert proc.returncode == 1, proc.stderr
+        return json.loads(proc.stdout)
+
+    cold = scan("--no-cache", "--workers", "3")
+    one = scan("--no-cache", "--workers", "1")
+    first = scan("--workers", "3")  # nothing cached yet: pieces, keeping stat keys
+    warm = scan("--workers", "3")  # from the cache: this process hands out the files
+    assert cold == one == first == warm
+    (cut,) = [d for d in cold["distributions"] if d["name"] == "cut"]
+    assert sorted(d["path"] for d in cut["drift"]) == patched
+    assert {d["state"] for d in cut["drift"]} == {"modified"}
+    assert len(patched) >= 5
