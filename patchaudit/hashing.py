@@ -102,9 +102,6 @@ class StatCache:
     def has(self, path: str) -> bool:
         return path in self._entries
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def get(self, path: str, key: StatKey, algorithm: str) -> str | None:
         hit = self._entries.get(path)
         if hit is not None and hit[0] == key and hit[1].startswith(algorithm + "="):
@@ -220,7 +217,7 @@ def _hash_path(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
     return digest, st.st_size, st.st_nlink, key
 
 
-def to_state(path: str, raw: Raw, cache: StatCache | None) -> FileState:
+def _to_state(path: str, raw: Raw, cache: StatCache | None) -> FileState:
     if isinstance(raw, FileState):
         return raw
     digest, size, nlink, key = raw
@@ -251,7 +248,7 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
         hit = cached_state(path, algorithm, cache)
         if hit is not None:
             return hit
-    return to_state(path, _hash_path(path, algorithm, bytearray(CHUNK), time.time_ns()), cache)
+    return _to_state(path, _hash_path(path, algorithm, bytearray(CHUNK), time.time_ns()), cache)
 
 
 # A job: (path, algorithm), or (path, algorithm, the digest it should have). A job with an expected
@@ -397,19 +394,13 @@ class Hashing:
         self._missed += len(todo)
         if sizes:
             self._sizes.update(sizes)
-        if len(self._todo) >= POOL_MIN_FILES:
-            self.start()
-        if self._pool is not None:
-            self._submit(final=False)
-
-    def start(self) -> None:
-        """Start the worker processes now (when more than one worker may run): `first` calls then run
-        there, also when no job is added at all."""
-        if self._pool is None and self._limit > 1:
+        if self._pool is None and self._limit > 1 and len(self._todo) >= POOL_MIN_FILES:
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(max_workers=self._limit, mp_context=pool_context())
             self._first_futures = [self._pool.submit(fn, *args) for fn, args in self._first]
+        if self._pool is not None:
+            self._submit(final=False)
 
     def _submit(self, *, final: bool) -> None:
         """Hand the waiting jobs to the pool in batches, biggest files first; a batch that is not
@@ -455,7 +446,7 @@ class Hashing:
                 job = next(shared, None)
             if job is None:
                 break
-            state = to_state(job[0], _hash_path(job[0], job[1], buf, time.time_ns()), self._cache)
+            state = _to_state(job[0], _hash_path(job[0], job[1], buf, time.time_ns()), self._cache)
             if len(job) != 3 or state.digest != job[2]:
                 self.results[job] = state
             done += 1
@@ -484,7 +475,7 @@ class Hashing:
                     found, clean = future.result()
                     for index, raw in found:
                         job = batch[index]
-                        self.results[job] = to_state(job[0], raw, cache)
+                        self.results[job] = _to_state(job[0], raw, cache)
                     if cache is not None:
                         for index, key in clean:
                             job = batch[index]

@@ -12,19 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import (
-    POOL_MIN_FILES,
-    FileState,
-    Hashing,
-    Job,
-    KeyTuple,
-    Raw,
-    StatCache,
-    StatKey,
-    hash_batch,
-    read_regular,
-    to_state,
-)
+from patchaudit.hashing import FileState, Hashing, StatCache, read_regular
 from patchaudit.lines import pth_executable_lines, source_lines
 from patchaudit.record import Record, encode_digest, parse_record
 from patchaudit.report import (
@@ -315,39 +303,6 @@ def _state_to_drift(path: str, expected: str, state: FileState) -> Drift | Unver
     return None
 
 
-RECORD_CHUNK_BYTES = 64 << 10  # RECORD bytes a worker task parses and hashes (about 600 files)
-
-
-def _record_chunks(data: bytes) -> list[bytes]:
-    """A RECORD cut at line ends into tasks; one piece when a quoted field could hold a line end."""
-    if len(data) <= RECORD_CHUNK_BYTES or b'"' in data or data.count(b"\r") != data.count(b"\r\n"):
-        return [data]  # (pip ends lines with \r\n; a lone \r ends a csv row too)
-    chunks: list[bytes] = []
-    start = 0
-    while start < len(data):
-        end = data.find(b"\n", start + RECORD_CHUNK_BYTES)
-        end = len(data) if end < 0 else end + 1
-        chunks.append(data[start:end])
-        start = end
-    return chunks
-
-
-def _hash_record_chunk(
-    location: str, chunk: bytes, keys: bool
-) -> tuple[list[tuple[Job, Raw]], list[tuple[str, KeyTuple, str]], int]:
-    """(In a worker.) Parse a piece of RECORD and hash what it lists: the files that differ from their
-    line, the stat keys of the clean ones when a cache will keep them, and how many were checked.
-    The same jobs as this process would build from the whole RECORD (parse_record is line-local
-    for a RECORD without quotes, the only kind that is cut)."""
-    jobs: list[Job] = [
-        (_absolute(location, e.path), e.hash.algorithm, f"{e.hash.algorithm}={e.hash.value}")
-        for e in parse_record(chunk).entries
-        if e.hash is not None and e.hash.trusted
-    ]
-    found, clean = hash_batch(jobs, keys)
-    return [(jobs[i], r) for i, r in found], [(jobs[i][0], key, jobs[i][2]) for i, key in clean], len(jobs)  # type: ignore[misc]
-
-
 def verify(
     env: Environment,
     dists: Sequence[InstalledDist],
@@ -385,29 +340,13 @@ def verify(
         roots = [(location, top) for location, top in roots if _is_real_dir(location / top)]
     for root in roots:
         hashing.first(_walk_list, *root)
-    order = sorted(dists, key=lambda d: -_largest_size(raw[d.meta_dir]))
-    # With nothing cached, the workers read the RECORDs themselves, in chunks of lines: this process
-    # then builds no job and sends no path, and parses the RECORDs for the report while they hash.
-    chunked = 0
-    lines = sum(data.count(b"\n") for data in raw.values() if data)
-    if (cache is None or not len(cache)) and lines >= POOL_MIN_FILES:
-        hashing.start()
-        for dist in order:
-            data = raw[dist.meta_dir]
-            for chunk in _record_chunks(data) if data else ():
-                hashing.first(_hash_record_chunk, str(dist.location), chunk, cache is not None)
-                chunked += 1
     with_record: list[_Loaded] = []
-    for dist in order:
+    for dist in sorted(dists, key=lambda d: -_largest_size(raw[d.meta_dir])):
         item = parsed.get(dist.meta_dir) or _load(dist, raw[dist.meta_dir])
         parsed[dist.meta_dir] = item
         if item.record is None:
             continue
         with_record.append(item)
-        hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))
-        if chunked:
-            total += sum(1 for e in item.record.entries if e.hash is not None and e.hash.trusted)
-            continue
         location = str(dist.location)
         jobs: list[tuple[str, str, str]] = []
         sizes: dict[str, int] = {}
@@ -418,6 +357,7 @@ def verify(
                 if entry.size:
                     sizes[absolute] = entry.size
         total += len(jobs)
+        hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))
         hashing.add(jobs, sizes)
     hashing.close()
     loaded = {d.meta_dir: parsed[d.meta_dir] for d in dists}
@@ -427,17 +367,9 @@ def verify(
     walks = _Walks(ownership, walked)
     added_by = {item.dist.meta_dir: _added_files(item, ownership, walks) for item in with_record}
     found = hashing.first_results()[len(roots) :]
-    from_records, found = found[:chunked], found[chunked:]
     bytecode = dict(zip((item.dist.meta_dir for item in with_record), found, strict=True))
     found_here = {meta_dir: (added_by[meta_dir], bytecode[meta_dir]) for meta_dir in added_by}
     states = hashing.result()
-    for differ, clean, count in from_records:
-        for job, raw_state in differ:
-            states[job] = to_state(job[0], raw_state, cache)
-        if cache is not None:
-            for path, key, digest in clean:
-                cache.put(path, StatKey(*key), digest)
-        tick(count)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
