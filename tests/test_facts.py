@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import marshal
@@ -158,6 +159,41 @@ def test_a_patch_beside_a_wrong_record_is_still_drift(understated: tuple[Path, P
         assert by_path(dist(report, "vcodec"))["vcodec/_codec.so"]["state"] == "modified"
     finally:
         target.write_bytes(CODEC)
+
+
+def test_a_local_index_is_read_offline_for_a_wheel_whose_record_is_wrong(
+    understated: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An air-gapped host installs from a mirror on disk (a `file://` simple index, or find-links): it
+    holds the wheel, reading it sends nothing anywhere, so a scan without --fetch reads it."""
+    python, wheel = understated
+    files = tmp_path / "mirror" / "files"
+    files.mkdir(parents=True)
+    shutil.copy2(wheel, files / wheel.name)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    page = tmp_path / "mirror" / "simple" / "vcodec"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="../../files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+    simple = (tmp_path / "mirror" / "simple").as_uri()
+    # the mirror is one real pip reads
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--index-url", simple, "vcodec==2.0.4"]
+        + ["-d", str(tmp_path / "got")],
+        check=True,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""},
+    )
+    assert (tmp_path / "got" / wheel.name).is_file()
+
+    for where in ({"PIP_NO_INDEX": "0", "PIP_INDEX_URL": simple, "PIP_FIND_LINKS": ""}, {"PIP_FIND_LINKS": str(files)}):
+        code, report = scan(python, "vcodec", env=where)  # no --fetch
+        assert code == 0, (where, report)
+        (entry,) = dist(report, "vcodec")["drift"]
+        assert (entry["state"], entry["wheel"]) == ("record-mismatch", wheel.name)
+
+    # a remote index is not read offline: the file stays modified, naming what was tried
+    code, report = scan(python, "vcodec", env={"PIP_NO_INDEX": "0", "PIP_INDEX_URL": "http://127.0.0.1:9/simple"})
+    assert code == 1
+    assert "no wheel at hand" in by_path(dist(report, "vcodec"))["vcodec/_codec.so"]["note"]
 
 
 MOD = b"def f():\n    return 1\n"

@@ -13,7 +13,7 @@ from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile, check_same_build, wheel_index
 from patchaudit.pristine.direct_url import DirectUrlArchive
 from patchaudit.pristine.http import Transfer
-from patchaudit.pristine.index import index_source, pip_config
+from patchaudit.pristine.index import index_source, local_index_source, pip_config
 from patchaudit.pristine.interface import PristineSource, PristineWheel, candidates
 from patchaudit.pristine.uvcache import UvCache, uv_cache_dir
 from patchaudit.pristine.wheelhouse import Wheelhouse
@@ -59,7 +59,8 @@ def default_sources(
     offline: bool = False,
     cache: StatCache | None = None,
 ) -> list[PristineSource]:
-    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's and uv's caches, the index.
+    """The sources in order: wheelhouse, direct_url.json archive, own cache, pip's and uv's caches, the index
+    (offline: only the indexes and find-links pip is configured with that are local).
 
     `cache` remembers the digests of archives that direct_url.json names (see DirectUrlArchive)."""
     environ = os.environ if environ is None else environ
@@ -73,6 +74,8 @@ def default_sources(
     found.append(UvCache(uv_cache_dir(environ)))
     if not offline:
         found.append(index_source(env, environ=environ, transfer=transfer, cache=own))
+    elif (local := local_index_source(env, environ=environ, cache=own)) is not None:
+        found.append(local)
     return found
 
 

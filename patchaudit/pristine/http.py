@@ -87,7 +87,17 @@ def _reason(exc: BaseException) -> str:
 
 
 def fetch(url: str, transfer: Transfer, *, accept: str | None = None) -> tuple[bytes, str, str]:
-    """GET a small resource: (body, content type, final url)."""
+    """GET a small resource: (body, content type, final url). A `file://` URL is read from disk, as pip
+    reads a local index: a directory stands for its `index.html`."""
+    path = local_path(url)
+    if path is not None:
+        page = path / "index.html" if path.is_dir() else path
+        try:
+            body = page.read_bytes()
+        except OSError as exc:
+            raise PristineNotFound(f"cannot read {page}: {exc.strerror or exc}") from None
+        kind = "application/vnd.pypi.simple.v1+json" if page.suffix == ".json" else "text/html"
+        return body, kind, url
     resp = _get(url, {"Accept": accept} if accept else None)
     with resp:
         transfer.requests += 1 + len(resp.history)

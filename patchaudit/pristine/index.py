@@ -285,6 +285,32 @@ class _LazyRecorder:
         self.cache.recorder(self.filename, name)(member, data, mode)
 
 
+def _is_local(url: str) -> bool:
+    return "://" not in url or urllib.parse.urlsplit(url).scheme == "file"
+
+
+def local_index_source(
+    env: Environment, *, environ: Mapping[str, str] | None = None, cache: OwnCache | None = None
+) -> PackageIndex | None:
+    """The indexes and find-links pip is configured with that lie on this machine (`file://` URLs and
+    directories), or None: reading them sends nothing anywhere, so offline runs use them too."""
+    config = pip_config(env, environ)
+    urls = [u for u in config.urls() if _is_local(u)]
+    links = tuple(link for link in config.find_links if _is_local(link))
+    if not urls and not links:
+        return None
+    local = IndexConfig(
+        index_url=urls[0] if urls else "",
+        extra_index_urls=tuple(urls[1:]),
+        find_links=links,
+        no_index=not urls,
+        no_cache=True,
+    )
+    source = PackageIndex(local, cache=cache)
+    source.name = "local-index"
+    return source
+
+
 def index_source(
     env: Environment,
     *,
