@@ -73,8 +73,8 @@ def default_sources(
         found.append(PipCache(pip_cache_dir(environ, config.cache_dir)))  # type: ignore[arg-type]
     found.append(UvCache(uv_cache_dir(environ)))
     if not offline:
-        found.append(index_source(env, environ=environ, transfer=transfer, cache=own))
-    elif (local := local_index_source(env, environ=environ, cache=own)) is not None:
+        found.append(index_source(env, environ=environ, transfer=transfer, cache=own, config=config))
+    elif (local := local_index_source(config, cache=own)) is not None:
         found.append(local)
     return found
 

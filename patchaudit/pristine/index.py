@@ -289,12 +289,9 @@ def _is_local(url: str) -> bool:
     return "://" not in url or urllib.parse.urlsplit(url).scheme == "file"
 
 
-def local_index_source(
-    env: Environment, *, environ: Mapping[str, str] | None = None, cache: OwnCache | None = None
-) -> PackageIndex | None:
-    """The indexes and find-links pip is configured with that lie on this machine (`file://` URLs and
+def local_index_source(config: IndexConfig, *, cache: OwnCache | None = None) -> PackageIndex | None:
+    """The indexes and find-links of `config` (pip's) that lie on this machine (`file://` URLs and
     directories), or None: reading them sends nothing anywhere, so offline runs use them too."""
-    config = pip_config(env, environ)
     urls = [u for u in config.urls() if _is_local(u)]
     links = tuple(link for link in config.find_links if _is_local(link))
     if not urls and not links:
@@ -317,8 +314,11 @@ def index_source(
     environ: Mapping[str, str] | None = None,
     transfer: Transfer | None = None,
     cache: OwnCache | None = None,
+    config: IndexConfig | None = None,
 ) -> PackageIndex:
-    config = pip_config(env, environ)
+    """The index pip is configured with (`config`, when the caller has read it already)."""
+    if config is None:
+        config = pip_config(env, environ)
     pip_cache = None
     if not config.no_cache:
         pip_cache = PipCache(pip_cache_dir(os.environ if environ is None else environ, config.cache_dir))  # type: ignore[arg-type]
