@@ -190,6 +190,12 @@ def test_a_local_index_is_read_offline_for_a_wheel_whose_record_is_wrong(
         (entry,) = dist(report, "vcodec")["drift"]
         assert (entry["state"], entry["wheel"]) == ("record-mismatch", wheel.name)
 
+    # a mirror whose file is not what its page publishes is not evidence: modified, and no error
+    (files / wheel.name).write_bytes(wheel.read_bytes() + b"junk")
+    code, report = scan(python, "vcodec", env={"PIP_NO_INDEX": "0", "PIP_INDEX_URL": simple, "PIP_FIND_LINKS": ""})
+    assert code == 1
+    assert by_path(dist(report, "vcodec"))["vcodec/_codec.so"]["state"] == "modified"
+
     # a remote index is not read offline: the file stays modified, naming what was tried
     code, report = scan(python, "vcodec", env={"PIP_NO_INDEX": "0", "PIP_INDEX_URL": "http://127.0.0.1:9/simple"})
     assert code == 1
