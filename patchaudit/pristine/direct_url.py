@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import time
 from collections.abc import Collection
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from patchaudit.environment import InstalledDist
-from patchaudit.hashing import StatCache, StatKey, racy_window_ns
+from patchaudit.hashing import StatCache, hash_file
 from patchaudit.pristine.http import local_path
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import open_local, wheel_matches
@@ -79,24 +77,7 @@ class DirectUrlArchive:
             expected = f"{algorithm}={encode_digest(bytes.fromhex(hex_digest))}"
         except ValueError:
             return None
-        if self._digest(str(path), algorithm) != expected:
+        # hash_file never follows a symlink; the archive may be one (a wheelhouse of links), as before
+        if hash_file(os.path.realpath(path), algorithm, self.cache).digest != expected:
             return None
         return open_local(path, "direct_url.json archive", authentic=True)
-
-    def _digest(self, path: str, algorithm: str) -> str | None:
-        """The archive's digest ("algo=urlsafe-b64"), from the stat cache when its entry still holds."""
-        h = hashlib.new(algorithm)
-        try:
-            with open(path, "rb") as fh:
-                key = StatKey.of(os.fstat(fh.fileno()))
-                if self.cache is not None and (hit := self.cache.get(path, key, algorithm)) is not None:
-                    return hit
-                while chunk := fh.read(1 << 20):
-                    h.update(chunk)
-        except OSError:
-            return None
-        digest = f"{algorithm}={encode_digest(h.digest())}"
-        newest = max(key.mtime_ns, key.ctime_ns)
-        if self.cache is not None and time.time_ns() - newest > racy_window_ns(newest):
-            self.cache.put(path, key, digest)
-        return digest
