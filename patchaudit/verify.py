@@ -341,6 +341,7 @@ def verify(
     for root in roots:
         hashing.first(_walk_list, *root)
     with_record: list[_Loaded] = []
+    jobs_of: dict[Path, list[tuple[str, str, str]]] = {}  # per distribution, in RECORD order
     for dist in sorted(dists, key=lambda d: -_largest_size(raw[d.meta_dir])):
         item = parsed.get(dist.meta_dir) or _load(dist, raw[dist.meta_dir])
         parsed[dist.meta_dir] = item
@@ -357,6 +358,7 @@ def verify(
                 if entry.size:
                     sizes[absolute] = entry.size
         total += len(jobs)
+        jobs_of[dist.meta_dir] = jobs
         hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))
         hashing.add(jobs, sizes)
     hashing.close()
@@ -399,7 +401,7 @@ def verify(
             for p in item.record.problems
         ]
         checked = 0
-        location = str(dist.location)
+        pending = iter(jobs_of[dist.meta_dir])  # one job per trusted entry, in this order
         for entry in item.record.entries:
             if entry.hash is None:
                 continue
@@ -407,13 +409,11 @@ def verify(
                 unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
                 continue
             checked += 1
-            if not states:
-                continue
-            expected = f"{entry.hash.algorithm}={entry.hash.value}"
-            state = states.get((_absolute(location, entry.path), entry.hash.algorithm, expected))
+            job = next(pending)
+            state = states.get(job) if states else None
             if state is None:  # it has the digest its RECORD line names
                 continue
-            verdict = _state_to_drift(entry.path, expected, state)
+            verdict = _state_to_drift(entry.path, job[2], state)
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
