@@ -15,6 +15,7 @@ from patchaudit.hashing import StatCache
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
 
 if TYPE_CHECKING:
+    from patchaudit.errata import Errata
     from patchaudit.pristine.check import BuildCheck
 from patchaudit.verify import verify
 
@@ -34,6 +35,7 @@ class ScanOptions:
     fetch: bool = False  # also ask the package index
     wheelhouse: tuple[Path, ...] = ()
     cache_dir: Path | None = None  # --cache-dir: caches go below it, one directory per environment
+    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.errata)
 
 
 def cache_dir(env: Environment, options: ScanOptions) -> Path | None:
@@ -101,8 +103,16 @@ def _with_pristine(
     explicit = options.fetch or bool(options.wheelhouse)
     found: dict[Path, dict[str, bytes]] = {}
     dists: list[DistReport] = []
+    errata: Errata | None = None
     for dist, installed in zip(report.distributions, chosen, strict=True):
         modified = [d for d in dist.drift if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)]
+        if modified and dist.source is Source.WHEEL:
+            if errata is None:
+                from patchaudit.errata import load
+
+                errata = load(options.errata)
+            dist = _with_errata(dist, errata)
+            modified = [d for d in dist.drift if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)]
         from_git = dist.source in (Source.EDITABLE, Source.VCS) and dist.location != str(installed.location)
         if from_git:
             if modified:
@@ -122,6 +132,26 @@ def _with_pristine(
         found[installed.meta_dir] = {path: f.data for path, f in check.files.items()}
         dists.append(_apply_build_check(dist, check))
     return dataclasses.replace(report, distributions=tuple(dists)), found
+
+
+def _with_errata(dist: DistReport, errata: Errata) -> DistReport:
+    """Modified files that a known erratum accounts for (RECORD line and bytes both as the wheel has
+    them) are record-mismatch, naming the wheel; no wheel needs to be at hand."""
+    facts: list[Drift] = []
+    drift: list[Drift] = []
+    for d in dist.drift:
+        known = None
+        if d.state is DriftState.MODIFIED:
+            known = errata.explain(dist.name, dist.version, d.path, d.expected, d.actual)
+        if known is None:
+            drift.append(d)
+            continue
+        note = f"installed bytes equal the member of {known.wheel} (sha256 {known.wheel_sha256[:16]}...), "
+        note += "an erratum patchaudit knows; its RECORD is wrong about them"
+        facts.append(dataclasses.replace(d, state=DriftState.RECORD_MISMATCH, wheel=known.wheel, note=note))
+    if not facts:
+        return dist
+    return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -28,6 +28,7 @@ POLICY_KEYS = frozenset(
         "workers",
         "models",
         "cache_dir",
+        "errata",
     }
 )
 MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
@@ -87,6 +88,7 @@ class Policy:
     workers: int | None = None  # None: every CPU this process may use
     models: tuple[ModelSpec, ...] = ()
     cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
+    errata: tuple[Path, ...] = ()  # wheels known to ship a wrong RECORD, beyond patchaudit's own (patchaudit.errata)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -143,6 +145,10 @@ class Policy:
         if not isinstance(rule_dirs, list) or not all(isinstance(d, str) and d for d in rule_dirs):
             bad("'rule_dirs' must be a list of directories")
             rule_dirs = []
+        errata = data.get("errata", [])
+        if not isinstance(errata, list) or not all(isinstance(e, str) and e for e in errata):
+            bad("'errata' must be a list of errata files")
+            errata = []
 
         severity: dict[str, Severity] = {}
         raw_severity = data.get("severity", {})
@@ -198,6 +204,7 @@ class Policy:
             workers=workers,
             models=tuple(models),
             cache_dir=path_of(cache_dir) if cache_dir else None,
+            errata=tuple(path_of(e) for e in errata),
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "ps": "patchaudit.cli.ps:ps",
     "metrics": "patchaudit.cli.metrics:metrics",
     "cluster": "patchaudit.cli.cluster:cluster",
+    "errata": "patchaudit.cli.errata:errata",
 }
 
 

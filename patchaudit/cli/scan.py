@@ -42,6 +42,12 @@ PROGRESS_THRESHOLD = 2000
 @click.option("--show-suppressed", is_flag=True, help="List findings silenced by '# patchaudit: ignore[...]'.")
 @wheelhouse_option
 @click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
+@click.option(
+    "--errata",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="An errata file (`patchaudit errata WHEEL` writes one) of wheels whose RECORD is wrong (repeatable).",
+)
 @click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
 @click.option(
     "--cache-dir",
@@ -67,6 +73,7 @@ def scan(
     show_suppressed: bool,
     wheelhouse: tuple[Path, ...],
     fetch: bool,
+    errata: tuple[Path, ...],
     no_cache: bool,
     cache_dir: Path | None,
     workers: int | None,
@@ -88,6 +95,7 @@ def scan(
         workers=workers,
         wheelhouse=wheelhouse,
         fetch=fetch,
+        errata=errata,
     )
     if fmt == "human" and out is None and sys.stderr.isatty():
         report = _scan_with_progress(env, options)

@@ -122,10 +122,13 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         where = cachedir.locate(env.prefix, cache_base)
     taken = time.time_ns()
     unit_files, unit_dirs = _unit_paths(baseline)
+    from patchaudit.errata import SHIPPED
+
+    errata_files = (SHIPPED, *(policy.errata if policy is not None else ()))
     plan, fingerprint, newest = FilePlan.build(
         env,
         names,
-        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files],
+        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files, *errata_files],
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
     workers = options.workers or (policy.workers if policy is not None else None)
@@ -207,6 +210,7 @@ def _verdict(
         use_cache=use_cache,
         cache_dir=cache_base,
         workers=workers,
+        errata=policy.errata,
     )
     report = scan(env, options)
     if baseline_path is not None:
