@@ -153,7 +153,7 @@ echo "scan=$?"
 
 def test_gate_plan_watches_the_files_of_an_os_package() -> None:
     """The gate reuses a verdict while nothing it read changed: six.py must be among what it reads."""
-    from patchaudit.gate.cache import FilePlan
+    from patchaudit.gate.plan import FilePlan
 
     env = environment.from_python(SYSTEM_PYTHON)
     plan, _, _ = FilePlan.build(env, ["six"], extra_files=[], extra_roots=[])

@@ -248,3 +248,28 @@ def test_a_file_name_with_a_newline_cannot_forge_journal_lines(env: Path) -> Non
         " (expected - got " + record_hash(b"X = 1\n") + ")"
     )
     assert summary(proc).startswith("patchaudit gate: FAIL: 1 added;")
+
+
+def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(env: Path, tmp_path: Path) -> None:
+    """A warm gate stats ~100,000 entries of a real stack, shared out over forked processes; the
+    verdict must not depend on how many, and an edit anywhere (size and mtime kept) must show."""
+    from patchaudit import environment
+    from patchaudit.gate.plan import PARALLEL_MIN_ENTRIES, FilePlan
+
+    tree = tmp_path / "tree"
+    for d in range(24):
+        (tree / f"d{d:02}" / "sub").mkdir(parents=True)
+        for f in range(PARALLEL_MIN_ENTRIES // 20):
+            (tree / f"d{d:02}" / "sub" / f"m{f}.py").write_text("x = 1\n")
+    roots = sorted(tree.iterdir())
+    plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=roots)
+    assert sum(plan.weights) > PARALLEL_MIN_ENTRIES
+    plan = FilePlan.from_dict(plan.to_dict())
+    assert [plan.fingerprint(n)[0] for n in (1, 2, 3, 8)] == [built] * 4
+
+    victim = tree / "d17" / "sub" / "m99.py"
+    before = victim.stat()
+    victim.write_text("x = 2\n")
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = {plan.fingerprint(n)[0] for n in (1, 3)}
+    assert len(after) == 1 and built not in after

@@ -6,7 +6,7 @@ verdict only while that fingerprint is unchanged. ctime cannot be set from user 
 edit hidden with `touch -r` still changes the fingerprint and the audit runs again.
 
 This package keeps its imports light: the warm path must cost a fraction of `pip show`. The verdict
-(also `baseline check`'s) is in verdict.py, the fingerprint cache in cache.py.
+(also `baseline check`'s) is in verdict.py, what it depends on in plan.py, the cache in cache.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from patchaudit import __version__, cachedir
 from patchaudit.errors import ExitCode, PatchAuditError
-from patchaudit.gate.cache import FilePlan, VerdictCache, predicted_prefix
+from patchaudit.gate.cache import VerdictCache, predicted_prefix
+from patchaudit.gate.plan import FilePlan
 from patchaudit.gate.verdict import (
     Problem,
     Verdict,
@@ -108,7 +109,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     where = cachedir.locate(predicted_prefix(python, site_path), cache_base) if options.use_cache else None
     cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
-        hit = cache.lookup(key)
+        from patchaudit.cpus import available_cpus
+
+        hit = cache.lookup(key, options.workers or (policy.workers if policy else None) or available_cpus())
         if hit is not None:
             return hit
 
