@@ -198,16 +198,20 @@ def test_pool_and_serial_agree() -> None:
 
 def test_prefilters_change_nothing_on_real_code() -> None:
     rules = load_rules()
-    corpus = _package_files(click) + _package_files(json) + [
-        SourceFile(path="m/attn.py", installed=PATCHED, pristine=None),
-        SourceFile(path="m/attn2.py", installed=PATCHED, pristine=VENDOR),
-        SourceFile(
-            path="m/shadow.py",
-            installed=b"import os\nimport torch as print\nprint.save(1, '/tmp/x')\n"
-            b"def f(os):\n    os.system('x')\nos = None\n",
-            pristine=None,
-        ),
-    ]
+    corpus = (
+        _package_files(click)
+        + _package_files(json)
+        + [
+            SourceFile(path="m/attn.py", installed=PATCHED, pristine=None),
+            SourceFile(path="m/attn2.py", installed=PATCHED, pristine=VENDOR),
+            SourceFile(
+                path="m/shadow.py",
+                installed=b"import os\nimport torch as print\nprint.save(1, '/tmp/x')\n"
+                b"def f(os):\n    os.system('x')\nos = None\n",
+                pristine=None,
+            ),
+        ]
+    )
     flagged = 0
     for file in corpus:
         fast = check_file(file, rules)
