@@ -2,6 +2,9 @@
 
 Each command is timed from the outside (interpreter start included) with the CPU time of all its
 processes beside the wall time: on a shared machine the CPU time says what load did to the wall time.
+Every command runs as installed software does: with its bytecode. PYTHONDONTWRITEBYTECODE is dropped
+from the environment, so a bench's warm-up run writes the `.pyc` files of a source checkout (which a
+wheel install writes at install time) and no timed run compiles Python source.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def run(
     argv: Sequence[str] | str = ["bash", "-o", "pipefail", "-c", cmd] if shell else cmd
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, env=env, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

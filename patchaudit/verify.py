@@ -14,7 +14,7 @@ from pathlib import Path
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import FileState, Hashing, StatCache, read_regular
 from patchaudit.lines import pth_executable_lines, source_lines
-from patchaudit.record import Record, encode_digest, parse_record
+from patchaudit.record import STRONG_ALGORITHMS, Record, encode_digest, parse_record
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -108,8 +108,7 @@ def _load(dist: InstalledDist, data: bytes | None = None) -> _Loaded:
         return _Loaded(dist=dist, record=None)
     record = parse_record(data)
     loaded = _Loaded(dist=dist, record=record)
-    for entry in record.entries:
-        loaded.entries[_normalize(entry.path)] = entry.path
+    loaded.entries = {_normalize(p): p for p, _, _ in record.entries}
     for problem in record.problems:
         if problem.path:
             loaded.entries.setdefault(_normalize(problem.path), problem.path)
@@ -351,12 +350,15 @@ def verify(
         location = str(dist.location)
         jobs: list[tuple[str, str, str]] = []
         sizes: dict[str, int] = {}
-        for entry in item.record.entries:
-            if entry.hash is not None and entry.hash.trusted:
-                absolute = _absolute(location, entry.path)
-                jobs.append((absolute, entry.hash.algorithm, f"{entry.hash.algorithm}={entry.hash.value}"))
-                if entry.size:
-                    sizes[absolute] = entry.size
+        for path, record_hash, size in item.record.entries:
+            if record_hash is None:
+                continue
+            algorithm, value = record_hash
+            if algorithm in STRONG_ALGORITHMS:
+                absolute = _absolute(location, path)
+                jobs.append((absolute, algorithm, f"{algorithm}={value}"))
+                if size:
+                    sizes[absolute] = size
         total += len(jobs)
         jobs_of[dist.meta_dir] = jobs
         hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))

@@ -89,3 +89,70 @@ def test_revert_keeps_a_record_row_with_a_quoted_newline(tmp_path: Path) -> None
     after = parse_record(record_file.read_bytes())
     assert after.problems == () and {e.path for e in after.entries} == rows_before
     assert scan() == fresh
+
+
+SIMPLE_CASES = {
+    "plain": f"pkg/a.py,sha256={EMPTY},0\npkg-1.0.dist-info/RECORD,,\n",
+    "quoted comma and doubled quote": f'"pkg/E=1,N=2.json",sha256={EMPTY},12\n"pkg/say ""hi"".py",,\n',
+    "crlf": f"pkg/a.py,sha256={EMPTY},0\r\npkg/b.py,,\r\n",
+    "no final newline": f"pkg/a.py,sha256={EMPTY},0\npkg/b.py,sha256={EMPTY},7",
+    "size without hash": "pkg/a.py,,5\n",
+    "climbing path": f"../../../bin/tool,sha256={EMPTY},3\n",
+}
+# Files the one-regex reading must hand to csv: it would read them otherwise, or they hold a problem.
+OTHER_CASES = {
+    "blank line": f"pkg/a.py,sha256={EMPTY},0\n\npkg/b.py,,\n",
+    "four fields": f"pkg/a.py,extra,sha256={EMPTY},0\n",
+    "a line of four fields whose tail looks like a whole line": f"x,pkg/a.py,sha256={EMPTY},0\n",
+    "quoted newline": f'"pkg/a\nb.py",sha256={EMPTY},0\n',
+    "lone carriage return": f"pkg/a\r.py,sha256={EMPTY},0\n",
+    "sha512": "pkg/a.py,sha512=" + "A" * 86 + ",0\n",
+    "short digest": "pkg/a.py,sha256=short,1\n",
+    "negative size": f"pkg/a.py,sha256={EMPTY},-1\n",
+    "unicode digit size": f"pkg/a.py,sha256={EMPTY},\u0661\n",
+    "NUL in path": f"pkg/a\x00.py,sha256={EMPTY},0\n",
+    "quote inside an unquoted path": f'pkg/a"b.py,sha256={EMPTY},0\n',
+    "text after a closing quote": f'"pkg/a.py"x,sha256={EMPTY},0\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIMPLE_CASES) + sorted(OTHER_CASES))
+def test_the_one_regex_reading_equals_csv_or_hands_over(name: str) -> None:
+    """Nearly every RECORD is read with one regular expression; it must give csv's entries exactly,
+    or leave the file to csv (which then also reports its problems)."""
+    from patchaudit import record
+
+    text = SIMPLE_CASES.get(name) or OTHER_CASES[name]
+    by_csv = record._parse_csv(text, False)
+    fast = record._parse_simple(text)
+    if name in SIMPLE_CASES:
+        assert fast is not None and by_csv.problems == ()
+        assert fast == by_csv
+    else:
+        assert fast is None
+    assert parse_record(text.encode()) == by_csv
+
+
+def test_real_records_read_the_same_both_ways(tmp_path: Path) -> None:
+    """Every RECORD pip wrote for this test run's own venv (click, rich, libcst, ...) and for a wheel
+    with awkward names in a new one."""
+    import sysconfig
+
+    from patchaudit import record
+
+    wheel = build_wheel(
+        tmp_path / "w",
+        "awkward",
+        "1.0",
+        {"awkward/__init__.py": "", "awkward/E=1,N=2.json": "{}", 'awkward/q"uote.txt': "x", "awkward/é.py": ""},
+    )
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    records = sorted(site_packages(python).glob("*.dist-info/RECORD"))
+    records += sorted(Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info/RECORD"))
+    assert len(records) > 20
+    for path in records:
+        text = path.read_text("utf-8")
+        fast = record._parse_simple(text)
+        assert fast is not None, path
+        assert fast == record._parse_csv(text, False), path
