@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
-    {"verify", "vcs", "fingerprint", "facts"},  # facts: packaging facts (overwritten, regenerated) beside drift
+    # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
+    {"verify", "vcs", "fingerprint", "facts", "errata"},
     {"revert", "diff"},
     {"hazards", "rule", "analysis", "hazardpool"},  # the engine, the rule API and analysis; the worker pool
     {"pristine"},
