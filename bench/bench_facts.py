@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from patchaudit import audit, environment, facts, verify
+from patchaudit import audit, environment, facts, ownership, verify
 
 
 def main() -> None:
@@ -57,7 +57,7 @@ def main() -> None:
         print(f"  without {a:6.3f}s   with {b:6.3f}s   ratio {b / a:5.2f}")
     verify._facts = with_facts
     ratio = statistics.median(b / a for a, b in pairs)
-    files = sum(len(d.entries) for d in [verify._load(x) for x in every])
+    files = sum(len(d.entries) for d in [ownership.load(x) for x in every])
     print(f"{len(every)} distributions, {files} RECORD entries; classification handed {sum(handed)} files")
     print(f"median ratio with/without classification: {ratio:.3f}x")
 

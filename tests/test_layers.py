@@ -21,7 +21,8 @@ LAYERS: list[set[str]] = [
     {"gate", "baseline", "systemd"},
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
-    {"verify", "vcs", "fingerprint", "facts", "errata"},
+    # ownership: who owns which file, and added files; hooks: startup hooks nobody owns
+    {"verify", "vcs", "fingerprint", "facts", "errata", "ownership", "hooks"},
     {"revert", "diff"},
     {"hazards", "rule", "analysis", "hazardpool"},  # the engine, the rule API and analysis; the worker pool
     {"pristine"},

@@ -1,0 +1,309 @@
+"""Who owns what: each distribution's RECORD paths, indexed per top-level directory, and the files in its
+package directories that no RECORD of the environment owns (added files)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchaudit.environment import InstalledDist
+from patchaudit.record import Record, parse_record
+from patchaudit.report import Drift, DriftState
+
+_Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECORD lists it
+
+
+@dataclass(slots=True)
+class Loaded:
+    dist: InstalledDist
+    record: Record | None
+    entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
+    hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
+
+
+def normalize(path: str) -> str:
+    """RECORD path -> key relative to the dist's location ('..' kept when it climbs out)."""
+    if "\\" in path or "/." in path or "//" in path or path.startswith("."):
+        return posixpath.normpath(path.replace("\\", "/"))
+    return path
+
+
+def read_record(dist: InstalledDist) -> bytes | None:
+    if dist.record_path is None:
+        return None
+    try:
+        return dist.record_path.read_bytes()
+    except OSError:
+        return None
+
+
+def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
+    if data is None:
+        data = read_record(dist)
+    if data is None:
+        return Loaded(dist=dist, record=None)
+    record = parse_record(data)
+    loaded = Loaded(dist=dist, record=record)
+    loaded.entries = {normalize(p): p for p, _, _ in record.entries}
+    for problem in record.problems:
+        if problem.path:
+            loaded.entries.setdefault(normalize(problem.path), problem.path)
+    return loaded
+
+
+class Ownership:
+    """Which RECORD owns which file or directory, per site directory and top-level name.
+
+    Answering "who owns this?" needs every RECORD of the environment, so the RECORDs of distributions
+    not being scanned are read only when a question is asked. The index is built per top-level name
+    (`nvidia/`, `torch/`) from the distributions that list something below it, when first asked: a
+    question about `vllm/x` never indexes the 60k other files of the environment.
+    """
+
+    def __init__(self, every: Sequence[InstalledDist], loaded: dict[Path, Loaded]):
+        self._every = every
+        self._loaded = loaded
+        # (site directory, top-level name) -> the distributions listing paths below it
+        self._tops: dict[tuple[Path, str], list[Loaded]] | None = None
+        # (site directory, top-level name) -> (path -> owners, directory -> owners)
+        self._indexes: dict[tuple[Path, str], tuple[_Owners, _Owners]] = {}
+
+    def _by_top(self) -> dict[tuple[Path, str], list[Loaded]]:
+        if self._tops is None:
+            for dist in self._every:
+                if dist.meta_dir not in self._loaded:
+                    self._loaded[dist.meta_dir] = load(dist)
+            tops: dict[tuple[Path, str], list[Loaded]] = {}
+            for item in self._loaded.values():
+                location = item.dist.location
+                for top in {key.partition("/")[0] for key in item.entries if "/" in key}:
+                    tops.setdefault((location, top), []).append(item)
+            self._tops = tops
+        return self._tops
+
+    def _index(self, location: Path, top: str) -> tuple[_Owners, _Owners]:
+        index = self._indexes.get((location, top))
+        if index is None:
+            files: dict[str, list[InstalledDist]] = {}
+            dirs: dict[str, list[InstalledDist]] = {}
+            prefix = top + "/"
+            for item in self._by_top().get((location, top), ()):
+                dist = item.dist
+                seen_dirs: set[str] = set()
+                for key in item.entries:
+                    if not key.startswith(prefix):
+                        continue
+                    files.setdefault(key, []).append(dist)
+                    parent = key.rpartition("/")[0]
+                    while parent and parent not in seen_dirs:
+                        seen_dirs.add(parent)
+                        dirs.setdefault(parent, []).append(dist)
+                        parent = parent.rpartition("/")[0]
+            index = self._indexes[location, top] = (files, dirs)
+        return index
+
+    def owners(self, location: Path, rel: str) -> list[InstalledDist]:
+        top, sep, _ = rel.partition("/")
+        if not sep:
+            return self._top_level_owners(location, rel)
+        return self._index(location, top)[0].get(rel, [])
+
+    def owned(self, location: Path, rel: str) -> bool:
+        top, sep, _ = rel.partition("/")
+        if not sep:
+            return bool(self._top_level_owners(location, rel))
+        return rel in self._index(location, top)[0]
+
+    def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
+        """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
+        needle = name.encode()
+        found = []
+        for dist in self._every:
+            if dist.location != location:
+                continue
+            item = self._loaded.get(dist.meta_dir)
+            if item is None:
+                path = dist.record_path
+                try:
+                    raw = path.read_bytes() if path is not None else b""
+                except OSError:
+                    raw = b""
+                if needle not in raw:
+                    continue
+                item = self._loaded[dist.meta_dir] = load(dist)
+            if name in item.entries:
+                found.append(dist)
+        return found
+
+    def recorded(self, dist: InstalledDist, key: str) -> str | None:
+        """`dist`'s RECORD hash for `key` ("sha256=..."), once its RECORD is loaded; None if it has none."""
+        item = self._loaded.get(dist.meta_dir)
+        if item is None or item.record is None:
+            return None
+        if item.hashes is None:
+            item.hashes = {normalize(e.path): str(e.hash) for e in item.record.entries if e.hash is not None}
+        return item.hashes.get(key)
+
+    def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
+        return self._index(location, rel_dir.partition("/")[0])[1].get(rel_dir, [])
+
+
+def top_dirs(loaded: Loaded) -> set[str]:
+    tops = set()
+    meta = loaded.dist.meta_dir.name
+    for key in loaded.entries:
+        first, sep, _ = key.partition("/")
+        if sep and first not in tops and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
+            tops.add(first)
+    return tops
+
+
+def is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], location: Path) -> bool:
+    parent, _, name = rel.rpartition("/")
+    if not name.endswith(".pyc") or not parent.endswith("__pycache__"):
+        return False
+    source_dir = parent[: -len("__pycache__")].rstrip("/")
+    source = (source_dir + "/" if source_dir else "") + name.split(".", 1)[0] + ".py"
+    return owned(source) or (location / source).is_file()
+
+
+def is_real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def site_tops(locations: Iterable[Path]) -> list[tuple[Path, str]]:
+    """Every real directory in these site directories but the metadata ones: where packages live."""
+    roots: list[tuple[Path, str]] = []
+    for location in locations:
+        try:
+            with os.scandir(location) as it:
+                names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        roots.extend((location, n) for n in names if not n.endswith((".dist-info", ".egg-info")) and n != "__pycache__")
+    return roots
+
+
+def walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
+    return list(walk(location, top))
+
+
+def walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:
+    """(path relative to location, is_symlink) of every non-directory below location/top.
+
+    Symlinked directories are reported, never entered.
+    """
+    base = len(str(location)) + 1
+    stack = [str(location / top)]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        yield entry.path[base:], entry.is_symlink()
+        except OSError:
+            continue
+
+
+class Walks:
+    """Each package directory walked once per verify, and the files found there judged once.
+
+    Namespace directories (`nvidia/`) are a top-level directory of many distributions: walked per
+    distribution, the same tree was read and every file in it looked up once for each of them.
+    """
+
+    def __init__(self, ownership: Ownership, walked: dict[tuple[Path, str], list[tuple[str, bool]]]) -> None:
+        self._ownership = ownership
+        self._walked = walked  # (location, top) -> what a worker's walk found
+        # (location, top) -> (path, is_symlink, closest owner) of the files below it that no RECORD owns
+        self._unowned: dict[tuple[Path, str], list[tuple[str, bool, InstalledDist | None]]] = {}
+        self._drift: dict[tuple[Path, str], Drift] = {}
+
+    def unowned(
+        self, location: Path, top: str, own: dict[str, str | None]
+    ) -> list[tuple[str, bool, InstalledDist | None]]:
+        """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns.
+
+        The answer is the same whichever distribution asks (what one owns, the index of all holds),
+        so it is worked out once per directory. Files the first asker owns are passed over first:
+        the index of the other RECORDs is built only when some file is not its own.
+        """
+        found = self._unowned.get((location, top))
+        if found is not None:
+            return found
+        walked = self._walked.get((location, top))
+        if walked is None:
+            walked = list(walk(location, top))
+        mine = own.__contains__
+        ownership = self._ownership
+        owned = lambda path: ownership.owned(location, path)  # noqa: E731
+        found = []
+        for rel, is_link in walked:
+            if rel in own or is_bytecode_of_known_source(rel, mine, location):
+                continue
+            if owned(rel) or is_bytecode_of_known_source(rel, owned, location):
+                continue
+            found.append((rel, is_link, closest_owner(location, rel, ownership)))
+        self._unowned[location, top] = found
+        return found
+
+    def drift(self, location: Path, rel: str, is_link: bool) -> Drift:
+        made = self._drift.get((location, rel))
+        if made is None:
+            note = f"symlink to {os.readlink(location / rel)}" if is_link else None
+            actual = None if is_link else file_digest(location / rel)
+            made = self._drift[location, rel] = Drift(path=rel, state=DriftState.ADDED, actual=actual, note=note)
+        return made
+
+
+def added_files(item: Loaded, ownership: Ownership, walks: Walks) -> tuple[list[Drift], list[Drift]]:
+    """Files under the distribution's top-level directories that no RECORD owns.
+
+    Returns (attributed to this distribution, shared directories where the owner is ambiguous).
+    """
+    location = item.dist.location
+    own = item.entries
+    mine: list[Drift] = []
+    shared: list[Drift] = []
+    for top in sorted(top_dirs(item)):
+        root = location / top
+        if root.is_symlink():
+            # Its files still hash clean through the link, and whatever else the target holds imports.
+            swap_note = f"package directory replaced by a symlink to {os.readlink(root)}"
+            mine.append(Drift(path=top, state=DriftState.MODIFIED, note=swap_note))
+            continue
+        if not root.is_dir():
+            continue
+        for rel, is_link, owner in walks.unowned(location, top, own):
+            if rel in own:
+                continue
+            if owner is item.dist:
+                mine.append(walks.drift(location, rel, is_link))
+            elif owner is None:
+                shared.append(walks.drift(location, rel, is_link))
+    return mine, shared
+
+
+def closest_owner(location: Path, rel: str, ownership: Ownership) -> InstalledDist | None:
+    """The one distribution that owns files in the deepest directory holding `rel`, if exactly one."""
+    parts = rel.split("/")[:-1]
+    while parts:
+        owners = ownership.dir_owners(location, "/".join(parts))
+        if len(owners) == 1:
+            return owners[0]
+        if len(owners) > 1:
+            return None
+        parts.pop()
+    return None
+
+
+def file_digest(path: Path) -> str | None:
+    from patchaudit.hashing import hash_file
+
+    return hash_file(str(path)).digest
