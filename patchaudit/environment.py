@@ -168,11 +168,11 @@ class InstalledDist:
 
 def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
     """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
-    from patchaudit.metadata import installed_metadata
+    from patchaudit.metadata import name_version
 
-    found = installed_metadata(meta_dir)
-    if found is not None and found.get("Name") and found.get("Version"):
-        return found["Name"], found["Version"]
+    name, version = name_version(meta_dir)
+    if name and version:
+        return name, version
     stem = meta_dir.name.rsplit(".", 1)[0]
     name, sep, version = stem.partition("-")
     if not sep:

@@ -8,45 +8,97 @@ out of the metadata directory's own files.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-import importlib_metadata
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import importlib_metadata
 
 HEAD_LIMIT = 64 << 10
 _HEADER_FILES = ("METADATA", "PKG-INFO")
 
 
-class BoundedDistribution(importlib_metadata.Distribution):
-    """A `.dist-info`/`.egg-info` directory as importlib_metadata sees it, read within limits."""
+# A header line as the email parser reads it: a field name of printable ASCII but the colon, a colon, the value.
+_HEADER_LINE = re.compile(r"([\x21-\x39\x3b-\x7e]+):[ \t]*(.*)")
 
-    def __init__(self, meta_dir: Path) -> None:
-        self.meta_dir = meta_dir
 
-    def read_text(self, filename: str | os.PathLike[str]) -> str | None:
-        name = os.fspath(filename)
-        if not name or "/" in name or name in (".", ".."):
-            return None
-        try:
-            fd = os.open(self.meta_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return None
-        try:
-            data = os.read(fd, HEAD_LIMIT)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if name in _HEADER_FILES:
-            data = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0] + b"\n\n"
-        return data.decode("utf-8", "replace")
-
-    def locate_file(self, path: str | os.PathLike[str]) -> Path:
-        return self.meta_dir.parent / path
+def read_bounded(meta_dir: Path, filename: str | os.PathLike[str]) -> str | None:
+    """A file of the metadata directory as text, within limits; of METADATA/PKG-INFO the header block only."""
+    name = os.fspath(filename)
+    if not name or "/" in name or name in (".", ".."):
+        return None
+    try:
+        fd = os.open(meta_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, HEAD_LIMIT)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if name in _HEADER_FILES:
+        data = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0] + b"\n\n"
+    return data.decode("utf-8", "replace")
 
 
 def installed_metadata(meta_dir: Path) -> importlib_metadata.PackageMetadata | None:
     """The core metadata headers of one installed distribution; None when it has none readable."""
+    import importlib_metadata
+
+    class BoundedDistribution(importlib_metadata.Distribution):
+        """A `.dist-info`/`.egg-info` directory as importlib_metadata sees it, read within limits."""
+
+        def read_text(self, filename: str | os.PathLike[str]) -> str | None:
+            return read_bounded(meta_dir, filename)
+
+        def locate_file(self, path: str | os.PathLike[str]) -> Path:
+            return meta_dir.parent / path
+
     try:
-        return BoundedDistribution(meta_dir).metadata
+        return BoundedDistribution().metadata
     except importlib_metadata.MetadataNotFound:
         return None
+
+
+def name_version(meta_dir: Path) -> tuple[str | None, str | None]:
+    """(Name, Version) as `installed_metadata` gives them (None where missing or unreadable).
+
+    Every distribution of an environment is named at every scan and gate start: a header block of
+    plain `Field: value` lines (what installers write) is read here directly, and anything else
+    (a folded Name or Version, a line that is no header) through the email parser as before.
+    """
+    text = None
+    for filename in _HEADER_FILES:
+        text = read_bounded(meta_dir, filename)
+        if text is not None:
+            break
+    if text is not None and "\r" not in text:  # the email parser also ends lines at a lone CR
+        found = _plain_name_version(text)
+        if found is not None:
+            return found
+    meta = installed_metadata(meta_dir)
+    if meta is None:
+        return None, None
+    return meta.get("Name"), meta.get("Version")
+
+
+def _plain_name_version(block: str) -> tuple[str | None, str | None] | None:
+    """Name and Version of a header block whose every line is a header or a continuation of one other
+    than Name's or Version's; None for any other block."""
+    values: dict[str, str] = {}
+    last = ""
+    for line in block.split("\n"):
+        if not line:
+            continue
+        if line[0] in " \t":
+            if last in ("name", "version"):
+                return None
+            continue
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:
+            return None
+        last = match[1].lower()
+        values.setdefault(last, match[2])
+    return values.get("name"), values.get("version")

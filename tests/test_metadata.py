@@ -45,3 +45,51 @@ def test_unreadable_or_symlinked_metadata_falls_back_to_the_directory_name(site:
     metadata.unlink()
     metadata.write_bytes(b"Metadata-Version: 2.1\nName: Demo.Pkg\xff\nVersion: 1.0\n\n")
     assert listed(site) == [("Demo.Pkg\ufffd", "1.0")]
+
+
+HEADER_BLOCKS = {
+    "plain": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\nName: not this\n",
+    "crlf": "Metadata-Version: 2.1\r\nName: demo\r\nVersion: 1.0\r\n",
+    "trailing spaces kept": "Name: demo \nVersion: 1.0  \n",
+    "another field folded": "Name: demo\nSummary: one\n  two\nVersion: 2\n",
+    "name folded": "Name: de\n mo\nVersion: 2\n",
+    "version folded": "Name: demo\nVersion:\n 2\n",
+    "a From line": "From someone\nName: demo\nVersion: 1\n",
+    "a line that is no header": "Name: demo\nnot a header\nVersion: 1\n",
+    "a lone carriage return": "Name: demo\rVersion: 1\n",
+    "field names in any case": "name: demo\nVERSION: 3\n",
+    "the first of two": "Name: demo\nName: other\nVersion: 1\n",
+    "a tab after the colon": "Name:\tdemo\nVersion:1\n",
+    "a space before the colon": "Name : demo\nVersion: 1\n",
+    "no version": "Name: demo\n",
+    "empty": "",
+    "not UTF-8": "Name: d\xe9mo\nVersion: 1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEADER_BLOCKS))
+def test_name_and_version_read_directly_equal_the_email_parser(name: str, tmp_path: Path) -> None:
+    """The direct read of Name and Version is a shortcut: it must agree with importlib_metadata's
+    email parser on every header block, or hand the block to it."""
+    from patchaudit.metadata import name_version
+
+    meta_dir = tmp_path / "demo-1.0.dist-info"
+    meta_dir.mkdir()
+    text = HEADER_BLOCKS[name]
+    (meta_dir / "METADATA").write_bytes(text.encode("latin-1" if name == "not UTF-8" else "utf-8"))
+    parsed = installed_metadata(meta_dir)
+    assert parsed is not None
+    assert name_version(meta_dir) == (parsed.get("Name"), parsed.get("Version"))
+
+
+def test_name_and_version_of_every_real_distribution_equal_the_email_parser() -> None:
+    import sysconfig
+
+    from patchaudit.metadata import name_version
+
+    dirs = sorted(Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info"))
+    assert len(dirs) > 20
+    for meta_dir in dirs:
+        parsed = installed_metadata(meta_dir)
+        assert parsed is not None
+        assert name_version(meta_dir) == (parsed.get("Name"), parsed.get("Version")), meta_dir
