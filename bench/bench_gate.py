@@ -61,7 +61,8 @@ def _as_user(
 
 
 def edit_check(ours: list[str], python: str, dist: str) -> bool:
-    """Flip one byte of one of DIST's files, keep size and mtime; the warm gate must still see it."""
+    """Flip one byte of one of DIST's files, keep size and mtime; the warm gate must still see it, and
+    give its verdict from before the edit once the byte is back (on an env with drift of its own too)."""
     from patchaudit import environment
     from patchaudit.record import parse_record
 
@@ -75,6 +76,7 @@ def edit_check(ours: list[str], python: str, dist: str) -> bool:
     st = target.stat()
     flipped = original[:-1] + (b" " if original[-1:] != b" " else b"\n")
     print(f"edit check on {target} ({st.st_size} bytes)")
+    before_code, before_line = gate_code(ours)
     try:
         target.write_bytes(flipped)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -82,14 +84,19 @@ def edit_check(ours: list[str], python: str, dist: str) -> bool:
         assert (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
         code, line = gate_code(ours)
         print(f"  after the edit:   exit {code}  {line}")
-        caught = code == 1
+        caught = code == 1 and verdict_of(line) != verdict_of(before_line)
     finally:
         target.write_bytes(original)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     time.sleep(0.1)
     code, line = gate_code(ours)
     print(f"  after restoring:  exit {code}  {line}")
-    return caught and code == 0
+    return caught and (code, verdict_of(line)) == (before_code, verdict_of(before_line))
+
+
+def verdict_of(line: str) -> str:
+    """`FAIL: 1 added, 2 modified` of a summary line, without its counts of files and seconds."""
+    return line.removeprefix("patchaudit gate: ").split(";", 1)[0]
 
 
 def main() -> int:
@@ -139,7 +146,7 @@ def main() -> int:
     if not args.no_edit_check:
         dist = args.dists[0] if args.dists else args.anchor
         ok_edit = edit_check(ours, args.python, dist)
-        print("edit check: " + ("caught, and clean again once restored" if ok_edit else "FAILED"))
+        print("edit check: " + ("caught, and the verdict from before once restored" if ok_edit else "FAILED"))
         if not ok_edit:
             return 1
     return 0
