@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from patchaudit import environment
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import StatCache
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
+from patchaudit.statcache import StatCache
 
 if TYPE_CHECKING:
     from patchaudit.errata import Errata

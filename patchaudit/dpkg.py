@@ -7,9 +7,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.hashing import StatCache, hash_many
+from patchaudit.hashing import hash_many
 from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState, Unverified
+from patchaudit.statcache import StatCache
 
 INFO_DIR = Path("/var/lib/dpkg/info")
 

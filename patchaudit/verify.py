@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import FileState, Hashing, StatCache, read_regular
+from patchaudit.hashing import FileState, Hashing, read_regular
 from patchaudit.hooks import startup_hooks
 from patchaudit.ownership import (
     Loaded,
@@ -39,6 +39,7 @@ from patchaudit.report import (
     Target,
     Unverified,
 )
+from patchaudit.statcache import StatCache
 
 _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from wheels import record_hash
 
-from patchaudit.hashing import StatCache, StatKey, hash_file, hash_many
+from patchaudit.hashing import hash_file, hash_many
+from patchaudit.statcache import StatCache, StatKey
 
 
 def test_hash_matches_record_encoding_for_small_and_large_files(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"pristine"},
     {"bytecode"},
     {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"}
-    | {"cpus", "lines", "cachedir"},
+    | {"cpus", "lines", "cachedir", "statcache"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

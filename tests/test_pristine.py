@@ -17,12 +17,12 @@ from pristine_helpers import IndexServer, build_wheel, make_venv, pip_install, r
 
 from patchaudit import environment
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
-from patchaudit.hashing import StatCache
 from patchaudit.pristine import Transfer, find_pristine
 from patchaudit.pristine.cache import OwnCache, PipCache, normalize_url
 from patchaudit.pristine.index import IndexConfig, PackageIndex, pip_config
 from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.report import Drift, DriftState
+from patchaudit.statcache import StatCache
 from patchaudit.verify import verify
 
 NO_NET = {"PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1"}

@@ -140,7 +140,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base
     )
     if use_cache and where is not None and where.path is not None:
-        from patchaudit.hashing import racy_window_ns
+        from patchaudit.statcache import racy_window_ns
 
         # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
         if newest < taken - racy_window_ns(newest):

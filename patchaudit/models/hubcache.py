@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
-from patchaudit.hashing import FileState, StatCache
+from patchaudit.hashing import FileState
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import LayoutScan, ModelTarget, Problem, Tracked, is_commit
 from patchaudit.report import DriftState
+from patchaudit.statcache import StatCache
 
 INCOMPLETE = ".incomplete"
 

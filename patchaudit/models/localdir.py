@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.hashing import StatCache
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.hubcache import read_tree
 from patchaudit.models.layout import HF_LOCAL, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.report import DriftState
+from patchaudit.statcache import StatCache
 
 METADATA_SUFFIX = ".metadata"
 

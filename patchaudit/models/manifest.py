@@ -17,12 +17,12 @@ from pathlib import Path
 
 from patchaudit.atomic import atomic_write
 from patchaudit.errors import ModelNotFound, PatchAuditError
-from patchaudit.hashing import StatCache
 from patchaudit.models.configdiff import is_config
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
 from patchaudit.report import DriftState
+from patchaudit.statcache import StatCache
 
 SCHEMA = "patchaudit/model-manifest/v1"
 CONFIG_LIMIT = 1 << 20  # configs up to this size are kept whole, for key diffs and revert

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchaudit.hashing import StatCache, read_regular
+from patchaudit.hashing import read_regular
 from patchaudit.models import hubcache, localdir, manifest
 from patchaudit.models.configdiff import diff_config, is_config, key_line
 from patchaudit.models.configrules import SAFETENSORS_RULE, rule_for
@@ -15,6 +15,7 @@ from patchaudit.models.layout import LayoutScan, ModelKind, ModelTarget, Tracked
 from patchaudit.models.pristine import Sources
 from patchaudit.models.safetensors import check_header
 from patchaudit.report import ConfigChange, Drift, DriftState, Finding, ModelReport, Severity
+from patchaudit.statcache import StatCache
 
 CONFIG_LIMIT = 8 << 20
 

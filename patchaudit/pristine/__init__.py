@@ -8,7 +8,6 @@ from pathlib import Path
 
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError, PristineNotFound, UnsafePath, WheelMismatch
-from patchaudit.hashing import StatCache
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile, check_same_build, wheel_index
 from patchaudit.pristine.direct_url import DirectUrlArchive
@@ -20,6 +19,7 @@ from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
 from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
+from patchaudit.statcache import StatCache
 
 __all__ = [
     "RECORD_MISMATCH",

@@ -8,11 +8,12 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from patchaudit.environment import InstalledDist
-from patchaudit.hashing import StatCache, hash_file
+from patchaudit.hashing import hash_file
 from patchaudit.pristine.http import local_path
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import open_local, wheel_matches
 from patchaudit.record import encode_digest
+from patchaudit.statcache import StatCache
 
 
 def archive_hash(info: dict[str, object]) -> tuple[str, str] | None:
