@@ -393,3 +393,43 @@ def test_unchecked_hash_bytecode_that_disagrees_with_its_source_is_drift(tmp_pat
     assert code == 1
     (drift,) = dist(report, "nu")["drift"]
     assert drift["path"] == f"nu/__pycache__/{pyc.name}" and drift["state"] == "modified"
+
+
+def test_a_scan_of_many_distributions_on_worker_processes_reports_each_where_it_belongs(tmp_path: Path) -> None:
+    """40 distributions, 600 files: the pool starts, and the package-directory walks and bytecode checks go
+    to the workers several to a task. An added file, a patched file and an unchecked-hash .pyc in three of
+    them are each reported for their own distribution, the same on 1 and 3 workers."""
+    import py_compile
+    import sys
+
+    names = [f"many{n:02}" for n in range(40)]
+    files = {f"{{0}}/m{k}.py": f"X = {k}\n" for k in range(14)}
+    wheels = [
+        build_wheel(
+            tmp_path / "w", name, "1.0", {f"{name}/__init__.py": "", **{p.format(name): t for p, t in files.items()}}
+        )
+        for name in names
+    ]
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, *wheels, extra=("--no-compile",))  # the .pyc below is then in no RECORD
+    site = site_packages(python)
+    (site / "many35" / "extra.py").write_text("import os\n")
+    (site / "many05" / "m3.py").write_text("X = 33\n")
+    evil = tmp_path / "evil.py"
+    evil.write_text("print('EVIL')\nX = 1\n")
+    pyc = site / "many20" / "__pycache__" / f"m1.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(str(evil), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+
+    reports = []
+    for workers in ("3", "1"):
+        code, report = scan_json(python, "--no-cache", "--workers", workers)
+        assert code == 1
+        reports.append(report)
+        found = {(d["name"], item["path"], item["state"]) for d in report["distributions"] for item in d["drift"]}
+        assert found == {
+            ("many35", "many35/extra.py", "added"),
+            ("many05", "many05/m3.py", "modified"),
+            ("many20", f"many20/__pycache__/{pyc.name}", "modified"),
+        }, found
+        assert report["summary"]["files_checked"] >= 600
+    assert reports[0]["distributions"] == reports[1]["distributions"]
