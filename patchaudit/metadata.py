@@ -7,12 +7,15 @@ out of the metadata directory's own files.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import importlib_metadata
 
 HEAD_LIMIT = 64 << 10
@@ -47,19 +50,31 @@ def installed_metadata(meta_dir: Path) -> importlib_metadata.PackageMetadata | N
     """The core metadata headers of one installed distribution; None when it has none readable."""
     import importlib_metadata
 
+    try:
+        return _bounded_distribution()(meta_dir).metadata
+    except importlib_metadata.MetadataNotFound:
+        return None
+
+
+@functools.cache
+def _bounded_distribution() -> Callable[[Path], importlib_metadata.Distribution]:
+    """The importlib_metadata Distribution that reads within limits, made once importlib_metadata is needed
+    (a scan or gate names its distributions without it, see name_version)."""
+    import importlib_metadata
+
     class BoundedDistribution(importlib_metadata.Distribution):
         """A `.dist-info`/`.egg-info` directory as importlib_metadata sees it, read within limits."""
 
+        def __init__(self, meta_dir: Path) -> None:
+            self.meta_dir = meta_dir
+
         def read_text(self, filename: str | os.PathLike[str]) -> str | None:
-            return read_bounded(meta_dir, filename)
+            return read_bounded(self.meta_dir, filename)
 
         def locate_file(self, path: str | os.PathLike[str]) -> Path:
-            return meta_dir.parent / path
+            return self.meta_dir.parent / path
 
-    try:
-        return BoundedDistribution().metadata
-    except importlib_metadata.MetadataNotFound:
-        return None
+    return BoundedDistribution
 
 
 def name_version(meta_dir: Path) -> tuple[str | None, str | None]:

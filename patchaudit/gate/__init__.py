@@ -88,9 +88,10 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     python, site_path = options.python, options.site_path
     names, fail_on, baseline = options.names, options.fail_on, options.baseline
     rule_dirs: tuple[Path, ...] = ()
-    cache_base = options.cache_dir
+    cache_base, workers = options.cache_dir, options.workers
     if policy is not None:
         cache_base = cache_base or policy.cache_dir
+        workers = workers or policy.workers
         python = python or (policy.python if site_path is None else None)
         site_path = site_path or (policy.path if options.python is None else None)
         names = names or policy.distributions
@@ -111,7 +112,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     if cache is not None:
         from patchaudit.cpus import available_cpus
 
-        hit = cache.lookup(key, options.workers or (policy.workers if policy else None) or available_cpus())
+        hit = cache.lookup(key, workers or available_cpus())
         if hit is not None:
             return hit
 
@@ -134,7 +135,6 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files, *errata_files],
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
-    workers = options.workers or (policy.workers if policy is not None else None)
     use_cache = where is not None and where.path is not None and cachedir.ensure(where.path)
     verdict = _verdict(
         env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base

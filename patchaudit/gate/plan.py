@@ -134,7 +134,7 @@ class FilePlan:
 
 def _part_digests(plan: FilePlan, processes: int) -> list[tuple[int, int]]:
     count = len(plan.roots) + 2
-    weights = [len(plan.site_dirs), *(plan.weights or [1] * len(plan.roots)), len(plan.files)]
+    weights = [len(plan.site_dirs), *plan.weights, len(plan.files)]  # no weights (an older plan): one process
     processes = min(processes, MAX_STAT_PROCESSES, count)
     if processes <= 1 or not plan.weights or sum(weights) < PARALLEL_MIN_ENTRIES:
         return [plan.part(i) for i in range(count)]
