@@ -6,19 +6,14 @@ import errno
 import hashlib
 import os
 import stat
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from patchaudit.cpus import available_cpus
 from patchaudit.record import encode_digest
 from patchaudit.statcache import StatCache, StatKey, racy_window_ns
-
-if TYPE_CHECKING:  # multiprocessing is imported only when a pool starts: revert and diff hash a few files
-    import multiprocessing.context
-    from concurrent.futures import Future, ProcessPoolExecutor
 
 CHUNK = 1 << 20  # read buffer: a file below this size is read with one system call
 POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
@@ -97,7 +92,7 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
 Raw = tuple[str, int, int, "tuple[int, int, int, int, int] | None"] | FileState
 
 
-def _hash_path(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
+def hash_raw(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
     """Hash one path as it is on disk (open, fstat, read, close); `started`: a time before the read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -127,7 +122,7 @@ def _hash_path(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
     return digest, st.st_size, st.st_nlink, key
 
 
-def _to_state(path: str, raw: Raw, cache: StatCache | None) -> FileState:
+def to_state(path: str, raw: Raw, cache: StatCache | None) -> FileState:
     if isinstance(raw, FileState):
         return raw
     digest, size, nlink, key = raw
@@ -158,38 +153,29 @@ def hash_file(path: str, algorithm: str = "sha256", cache: StatCache | None = No
         hit = cached_state(path, algorithm, cache)
         if hit is not None:
             return hit
-    return _to_state(path, _hash_path(path, algorithm, bytearray(CHUNK), time.time_ns()), cache)
+    return to_state(path, hash_raw(path, algorithm, bytearray(CHUNK), time.time_ns()), cache)
 
 
-# A job: (path, algorithm), or (path, algorithm, the digest it should have). A job with an expected
-# digest that it matches is answered by its absence: 60k clean files cost the main process nothing.
-Job = tuple[str, str] | tuple[str, str, str]
+Job = tuple[str, str]  # (path, algorithm)
 KeyTuple = tuple[int, int, int, int, int]
 
 
-def hash_batch(batch: Sequence[Job], keys: bool = False) -> tuple[list[tuple[int, Raw]], list[tuple[int, KeyTuple]]]:
-    """Hash a batch in this process, with one buffer for all (a worker's task).
-
-    Returns (index, what was found) for every job that has no expected digest or does not match it,
-    and, when `keys`, (index, stat key) of the matching ones whose digest may be cached.
-    """
+def buffer() -> bytearray:
+    """This process's read buffer (one per worker process, made on first use)."""
     global _buffer
     if _buffer is None:
         _buffer = bytearray(CHUNK)
-    started = time.time_ns()  # before every read of the batch: a stricter racy check, never a looser one
-    found: list[tuple[int, Raw]] = []
-    clean: list[tuple[int, KeyTuple]] = []
-    for index, job in enumerate(batch):
-        raw = _hash_path(job[0], job[1], _buffer, started)
-        if len(job) == 3 and not isinstance(raw, FileState) and raw[0] == job[2]:
-            if keys and raw[3] is not None:
-                clean.append((index, raw[3]))
-            continue
-        found.append((index, raw))
-    return found, clean
+    return _buffer
 
 
 _buffer: bytearray | None = None
+
+
+def hash_batch(_: object, batch: Sequence[Job]) -> list[tuple[int, Raw]]:
+    """(index, what was found) for each job of a batch, hashed in this process (a worker's task)."""
+    buf = buffer()
+    started = time.time_ns()  # before every read of the batch: a stricter racy check, never a looser one
+    return [(index, hash_raw(path, algorithm, buf, started)) for index, (path, algorithm) in enumerate(batch)]
 
 
 def batches(jobs: Sequence[Job], sizes: Mapping[str, int] | None = None) -> list[list[Job]]:
@@ -223,188 +209,6 @@ def batches(jobs: Sequence[Job], sizes: Mapping[str, int] | None = None) -> list
     return out
 
 
-def pool_context() -> multiprocessing.context.BaseContext:
-    """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-class Hashing:
-    """Hashing under way: `result()` waits for every digest, keyed by job.
-
-    A job that names the digest it should have and has it is left out of the result. With
-    `more=True` jobs keep coming through `add()` until `close()`: hashing starts while the caller is
-    still reading RECORDs.
-    """
-
-    def __init__(
-        self,
-        jobs: Iterable[Job] = (),
-        *,
-        cache: StatCache | None = None,
-        workers: int | None = None,
-        progress: Callable[[int], None] | None = None,
-        sizes: Mapping[str, int] | None = None,
-        first: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]] = (),
-        more: bool = False,
-    ) -> None:
-        """`first`: (function, args) to run on the workers before any hashing (module-level functions,
-        picklable arguments); `first_results()` gives what they returned, in order."""
-        self._cache = cache
-        self._progress = progress
-        self._limit = max(1, workers or available_cpus())
-        self.results: dict[Job, FileState] = {}
-        self._todo: list[Job] = []  # not yet handed to a worker
-        self._sizes: dict[str, int] = {}
-        self._missed = 0  # jobs the cache could not answer
-        self._first: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-        self._first_futures: list[Future[Any]] = []
-        self._first_done: list[Any] = []  # what the first calls returned, run here when no pool started
-        self._pool: ProcessPoolExecutor | None = None
-        self._futures: list[tuple[list[Job], Future[tuple[list[tuple[int, Raw]], list[tuple[int, KeyTuple]]]]]] = []
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-        self.workers = 1
-        self.processes = False
-        for fn, args in first:
-            self.first(fn, *args)
-        self.add(jobs, sizes)
-        if not more:
-            self.close()
-
-    def first(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run fn(*args) on a worker ahead of the hashing handed in after it."""
-        self._first.append((fn, args))
-        if self._pool is not None:
-            self._first_futures.append(self._pool.submit(fn, *args))
-
-    def add(self, jobs: Iterable[Job], sizes: Mapping[str, int] | None = None) -> None:
-        """More jobs; once there are enough for worker processes, they start on them at once."""
-        cache = self._cache
-        if cache is None:
-            todo = list(jobs)
-        else:
-            # Cache hits cost one lstat each: cheaper here than handed to a worker and sent back.
-            todo, hits = [], 0
-            for job in jobs:
-                hit = cached_state(job[0], job[1], cache)
-                if hit is None:
-                    todo.append(job)
-                    continue
-                hits += 1
-                if len(job) != 3 or hit.digest != job[2]:
-                    self.results[job] = hit
-            if self._progress is not None and hits:
-                self._progress(hits)
-        self._todo.extend(todo)
-        self._missed += len(todo)
-        if sizes:
-            self._sizes.update(sizes)
-        if self._pool is None and self._limit > 1 and len(self._todo) >= POOL_MIN_FILES:
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(max_workers=self._limit, mp_context=pool_context())
-            self._first_futures = [self._pool.submit(fn, *args) for fn, args in self._first]
-        if self._pool is not None:
-            self._submit(final=False)
-
-    def _submit(self, *, final: bool) -> None:
-        """Hand the waiting jobs to the pool in batches, biggest files first; a batch that is not
-        full waits for the next jobs unless this is the last call."""
-        assert self._pool is not None
-        cut = batches(self._todo, self._sizes)
-        self._todo = []
-        if cut and not final:
-            last = cut[-1]
-            if len(last) < BATCH_FILES and sum(self._sizes.get(job[0], 0) for job in last) < BATCH_BYTES:
-                self._todo = cut.pop()
-        keys = self._cache is not None
-        try:
-            self._futures.extend((b, self._pool.submit(hash_batch, b, keys)) for b in cut)
-        except BaseException:
-            self._pool.shutdown(cancel_futures=True)
-            raise
-
-    def close(self) -> None:
-        """No more jobs: hand over the rest."""
-        if self._closed:
-            return
-        self._closed = True
-        self.workers = min(self._limit, self._missed or 1)
-        self.processes = self._pool is not None
-        if self._pool is not None:
-            self._submit(final=True)
-        elif self.workers > 1:
-            shared = iter(self._todo)
-            lock = threading.Lock()
-            self._threads = [
-                threading.Thread(target=self._work, args=(shared, lock), daemon=True) for _ in range(self.workers)
-            ]
-            for t in self._threads:
-                t.start()
-            self._todo = []
-
-    def _work(self, shared: Iterator[Job], lock: threading.Lock) -> None:
-        buf = bytearray(CHUNK)
-        done = 0
-        while True:
-            with lock:
-                job = next(shared, None)
-            if job is None:
-                break
-            state = _to_state(job[0], _hash_path(job[0], job[1], buf, time.time_ns()), self._cache)
-            if len(job) != 3 or state.digest != job[2]:
-                self.results[job] = state
-            done += 1
-            if self._progress is not None and done == 64:
-                self._progress(done)
-                done = 0
-        if self._progress is not None and done:
-            self._progress(done)
-
-    def first_results(self, count: int | None = None) -> list[Any]:
-        """What the `first` calls returned, in order; only the first `count` of them when given."""
-        wanted = len(self._first) if count is None else count
-        if self._first_futures:
-            return [f.result() for f in self._first_futures[:wanted]]
-        while len(self._first_done) < wanted:
-            fn, args = self._first[len(self._first_done)]
-            self._first_done.append(fn(*args))
-        return self._first_done[:wanted]
-
-    def result(self) -> dict[Job, FileState]:
-        self.close()
-        if self._pool is not None:
-            try:
-                cache = self._cache
-                for batch, future in self._futures:
-                    found, clean = future.result()
-                    for index, raw in found:
-                        job = batch[index]
-                        self.results[job] = _to_state(job[0], raw, cache)
-                    if cache is not None:
-                        for index, key in clean:
-                            job = batch[index]
-                            cache.put(job[0], StatKey(*key), job[2])  # type: ignore[misc]
-                    if self._progress is not None:
-                        self._progress(len(batch))
-            finally:
-                self._pool.shutdown(cancel_futures=True)
-                self._pool = None
-        elif self._threads:
-            for t in self._threads:
-                t.join()
-            self._threads = []
-        elif self._todo:
-            self._work(iter(self._todo), threading.Lock())
-        self._todo = []
-        return self.results
-
-
 def hash_many(
     jobs: Iterable[tuple[str, str]],
     *,
@@ -415,10 +219,31 @@ def hash_many(
 ) -> dict[tuple[str, str], FileState]:
     """Hash (path, algorithm) jobs on `workers` CPUs (default: those this process may use).
 
-    Many files go to worker processes in batches (per-file work holds the GIL: threads plateau at a
-    few cores); a few, or one worker, stay in this process. `sizes` (path -> expected size) lets the
+    Many files go to worker processes in batches (patchaudit.workers); a few, or one worker, stay in
+    this process. `sizes` (path -> expected size) lets the
     biggest files start first. Results are keyed by the job itself: one file listed under two
     algorithms is checked under both.
     """
-    states = Hashing(jobs, cache=cache, workers=workers, progress=progress, sizes=sizes).result()
-    return {(job[0], job[1]): state for job, state in states.items()}
+    from patchaudit.workers import Pool
+
+    results: dict[tuple[str, str], FileState] = {}
+    todo: list[Job] = []
+    for job in jobs:
+        hit = cached_state(job[0], job[1], cache) if cache is not None else None
+        if hit is None:
+            todo.append(job)
+        else:
+            results[job] = hit
+    if progress is not None and results:
+        progress(len(results))
+    limit = max(1, workers or available_cpus())
+    if len(todo) < POOL_MIN_FILES:
+        limit = 1
+    cut = batches(todo, sizes) if limit > 1 else [todo]
+    tick = (lambda index: progress(len(cut[index]))) if progress is not None else None
+    with Pool(hash_batch, cut, None, workers=limit, progress=tick) as pool:
+        for index, batch in enumerate(cut):
+            for i, raw in pool.result(index):
+                path, algorithm = batch[i]
+                results[path, algorithm] = to_state(path, raw, cache)
+    return results

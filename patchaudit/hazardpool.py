@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.cpus import available_cpus
-from patchaudit.hashing import pool_context, read_regular
+from patchaudit.hashing import read_regular
 from patchaudit.report import Finding, Severity
+from patchaudit.workers import pool_context
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
 TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left

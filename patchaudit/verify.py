@@ -7,28 +7,28 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from patchaudit.cpus import available_cpus
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import FileState, Hashing, read_regular
+from patchaudit.hashing import POOL_MIN_FILES, FileState, to_state
 from patchaudit.hooks import startup_hooks
 from patchaudit.ownership import (
     Loaded,
     Ownership,
     Walks,
     added_files,
-    file_digest,
     is_real_dir,
     load,
     normalize,
     read_record,
     site_tops,
     top_dirs,
-    walk_list,
 )
-from patchaudit.record import STRONG_ALGORITHMS
+from patchaudit.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -39,22 +39,8 @@ from patchaudit.report import (
     Target,
     Unverified,
 )
-from patchaudit.statcache import StatCache
-
-_SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
-
-
-def _largest_size(data: bytes | None) -> int:
-    """The biggest size a RECORD lists at a glance (1 MB or more, else 0): an order to read them in."""
-    return max(map(int, _SIZE_FIELD.findall(data)), default=0) if data else 0
-
-
-def _absolute(location: Path | str, path: str) -> str:
-    if path.startswith("/"):
-        return path
-    if "/." in path or path.startswith("."):
-        return os.path.normpath(f"{location}/{path}")
-    return f"{location}/{path}"
+from patchaudit.statcache import StatCache, StatKey
+from patchaudit.workers import Pool
 
 
 def _state_to_drift(path: str, expected: str, state: FileState) -> Drift | Unverified | None:
@@ -87,22 +73,12 @@ def verify(
 ) -> Report:
     """Check each distribution's files against its RECORD; `every` is the whole env, for ownership."""
     every = list(every) if every is not None else list(dists)
-    total = 0
-    done = 0
 
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(done, total)
-
-    # RECORDs are read one by one, and what each lists goes to the workers at once: they hash while
-    # this process reads the next. Each job names the digest the file should have, and the workers
-    # send back only the files that do not have it. Distributions with the biggest files come first,
-    # so that no big file is left for the end. The package directories are walked first of all:
-    # every top-level directory when the whole environment is scanned (no RECORD needs reading to
-    # know them), else those the scanned RECORDs list.
-    hashing = Hashing(cache=cache, workers=workers, progress=tick if progress else None, more=True)
+    # Every RECORD is read first, and cut into pieces (pieces.py); the worker processes start at
+    # once and parse, hash and compare the pieces themselves, while this process parses each RECORD
+    # whole for the report. The package directories are walked first of all: every top-level
+    # directory when the whole environment is scanned (no RECORD needs reading to know them), else
+    # those the scanned RECORDs list.
     raw = {d.meta_dir: read_record(d) for d in dists}
     parsed: dict[Path, Loaded] = {}
     if {d.meta_dir for d in every} <= raw.keys():
@@ -111,43 +87,34 @@ def verify(
         parsed = {d.meta_dir: load(d, raw[d.meta_dir]) for d in dists}
         roots = sorted({(item.dist.location, top) for item in parsed.values() for top in top_dirs(item)})
         roots = [(location, top) for location, top in roots if is_real_dir(location / top)]
-    for root in roots:
-        hashing.first(walk_list, *root)
-    with_record: list[Loaded] = []
-    jobs_of: dict[Path, list[tuple[str, str, str]]] = {}  # per distribution, in RECORD order
-    for dist in sorted(dists, key=lambda d: -_largest_size(raw[d.meta_dir])):
-        item = parsed.get(dist.meta_dir) or load(dist, raw[dist.meta_dir])
-        parsed[dist.meta_dir] = item
-        if item.record is None:
-            continue
-        with_record.append(item)
-        location = str(dist.location)
-        jobs: list[tuple[str, str, str]] = []
-        sizes: dict[str, int] = {}
-        for path, record_hash, size in item.record.entries:
-            if record_hash is None:
-                continue
-            algorithm, value = record_hash
-            if algorithm in STRONG_ALGORITHMS:
-                absolute = _absolute(location, path)
-                jobs.append((absolute, algorithm, f"{algorithm}={value}"))
-                if size:
-                    sizes[absolute] = size
-        total += len(jobs)
-        jobs_of[dist.meta_dir] = jobs
-        hashing.first(_unchecked_bytecode_at, dist.location, _sources(item))
-        hashing.add(jobs, sizes)
-    hashing.close()
-    loaded = {d.meta_dir: parsed[d.meta_dir] for d in dists}
-    ownership = Ownership(every, dict(loaded))
+    with_data = [d for d in dists if raw[d.meta_dir] is not None]
+    records = [(str(d.location), raw[d.meta_dir] or b"") for d in with_data]
+    tasks: list[Piece | tuple[Path, str]] = [*roots, *pieces(records)]
+    work = Shared(records=records, cache=cache)
+    lines = sum(task.lines for task in tasks if isinstance(task, Piece))
+    done = 0
 
-    walked = dict(zip(roots, hashing.first_results(len(roots)), strict=True))
-    walks = Walks(ownership, walked)
-    added_by = {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
-    found = hashing.first_results()[len(roots) :]
-    bytecode = dict(zip((item.dist.meta_dir for item in with_record), found, strict=True))
-    found_here = {meta_dir: (added_by[meta_dir], bytecode[meta_dir]) for meta_dir in added_by}
-    states = hashing.result()
+    def tick(index: int) -> None:
+        nonlocal done
+        task = tasks[index]
+        if progress is not None and isinstance(task, Piece):
+            done += task.lines
+            progress(done, lines)
+
+    limit = max(1, workers or available_cpus())
+    if lines < POOL_MIN_FILES:
+        limit = 1
+    with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
+        for dist in dists:
+            if dist.meta_dir not in parsed:
+                parsed[dist.meta_dir] = load(dist, raw[dist.meta_dir])
+            pool.ready()
+        loaded = {d.meta_dir: parsed[d.meta_dir] for d in dists}
+        with_record = [item for item in loaded.values() if item.record is not None]
+        ownership = Ownership(every, dict(loaded))
+        walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})
+        added_by = {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
+        found_by = _collect(pool, tasks, [d.meta_dir for d in with_data], records, cache)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -177,7 +144,9 @@ def verify(
             for p in item.record.problems
         ]
         checked = 0
-        pending = iter(jobs_of[dist.meta_dir])  # one job per trusted entry, in this order
+        pieces_found = found_by.get(dist.meta_dir)
+        found = pieces_found.found if pieces_found is not None else {}
+        seen: set[tuple[str, str]] = set()
         for entry in item.record.entries:
             if entry.hash is None:
                 continue
@@ -185,20 +154,25 @@ def verify(
                 unverified.append(Unverified(path=entry.path, reason=f"{entry.hash.algorithm} hash is not trusted"))
                 continue
             checked += 1
-            job = next(pending)
-            state = states.get(job) if states else None
-            if state is None:  # it has the digest its RECORD line names
+            if not found:  # every file has the digest its RECORD line names
                 continue
-            verdict = _state_to_drift(entry.path, job[2], state)
+            key = (entry.path, str(entry.hash))
+            state = found.get(key)
+            if state is None:
+                continue
+            seen.add(key)
+            verdict = _state_to_drift(entry.path, key[1], state)
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
                 unverified.append(verdict)
+        if pieces_found is None or pieces_found.checked != checked or len(seen) != len(found):
+            raise RuntimeError(f"internal error: the workers did not check what {dist.meta_dir}/RECORD lists")
         drift, facts = _facts(item, drift, ownership)
-        (added, shared), (stale, foreign) = found_here[dist.meta_dir]
+        added, shared = added_by[dist.meta_dir]
         drift.extend(added)
-        drift.extend(stale)
-        unverified.extend(foreign)
+        drift.extend(pieces_found.stale)
+        unverified.extend(pieces_found.foreign)
         env_drift.extend(shared)
         report = DistReport(
             name=dist.name,
@@ -229,6 +203,47 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+@dataclass(slots=True)
+class _Found:
+    """What the workers found in one distribution's RECORD, all its pieces together."""
+
+    checked: int = 0
+    found: dict[tuple[str, str], FileState] = dataclasses.field(default_factory=dict)  # (path, expected) -> state
+    stale: list[Drift] = dataclasses.field(default_factory=list)
+    foreign: list[Unverified] = dataclasses.field(default_factory=list)
+
+
+def _collect(
+    pool: Pool[Shared, Piece | tuple[Path, str], Any],
+    tasks: Sequence[Piece | tuple[Path, str]],
+    meta_dirs: Sequence[Path],
+    records: Sequence[tuple[str, bytes]],
+    cache: StatCache | None,
+) -> dict[Path, _Found]:
+    """Every piece's result, per distribution; clean digests go to the stat cache."""
+    out = {meta_dir: _Found() for meta_dir in meta_dirs}
+    seen_stale: set[tuple[Path, str]] = set()
+    for index, task in enumerate(tasks):
+        if not isinstance(task, Piece):
+            continue
+        checked: Checked = pool.result(index)
+        meta_dir = meta_dirs[task.record]
+        location = records[task.record][0]
+        into = out[meta_dir]
+        into.checked += checked.checked
+        for path, expected, raw in checked.found:
+            into.found[path, expected] = to_state(absolute_path(location, path), raw, cache)
+        if cache is not None:
+            for absolute, digest, key in checked.clean:
+                cache.put(absolute, StatKey(*key), digest)
+        for drift in checked.stale:  # pieces listing sources of one directory each look at its bytecode
+            if (meta_dir, drift.path) not in seen_stale:
+                seen_stale.add((meta_dir, drift.path))
+                into.stale.append(drift)
+        into.foreign.extend(u for u in checked.foreign if u not in into.foreign)
+    return out
 
 
 def _facts(item: Loaded, drift: list[Drift], ownership: Ownership) -> tuple[list[Drift], list[Drift]]:
@@ -305,7 +320,7 @@ def _with_working_tree(report: DistReport, dist: InstalledDist) -> DistReport:
     if co is None or tree is None:
         return report
     record_drift = tuple(
-        dataclasses.replace(d, path=_absolute(dist.location, d.path)) if not os.path.isabs(d.path) else d
+        dataclasses.replace(d, path=absolute_path(dist.location, d.path)) if not os.path.isabs(d.path) else d
         for d in report.drift
     )
     return dataclasses.replace(report, location=str(co.project), drift=record_drift + tree, verifiable=True)
@@ -332,57 +347,3 @@ def _dedupe(drift: Iterable[Drift]) -> list[Drift]:
     for d in drift:
         seen.setdefault(d.path, d)
     return list(seen.values())
-
-
-_UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, check_source off
-
-
-def _sources(item: Loaded) -> list[str]:
-    """The distribution's .py files inside its location (the sources bytecode may stand for)."""
-    return [key for key in item.entries if key.endswith(".py") and not key.startswith(("../", "/"))]
-
-
-def _unchecked_bytecode(item: Loaded) -> tuple[list[Drift], list[Unverified]]:
-    return _unchecked_bytecode_at(item.dist.location, _sources(item))
-
-
-def _unchecked_bytecode_at(location: Path, sources: list[str]) -> tuple[list[Drift], list[Unverified]]:
-    """Bytecode that Python runs without ever looking at its source, and that disagrees with it.
-
-    Timestamp and checked-hash .pyc files are revalidated by the interpreter, so an edit of the source
-    wins; an unchecked-hash .pyc (PEP 552) is used as it is, whatever the source now says.
-    """
-    stems: dict[str, set[str]] = {}
-    for key in sources:
-        parent, _, name = key.rpartition("/")
-        stems.setdefault(parent, set()).add(name[:-3])
-    drift: list[Drift] = []
-    foreign: list[Unverified] = []
-    for parent, names in stems.items():
-        cache_dir = f"{location}/{parent}/__pycache__" if parent else f"{location}/__pycache__"
-        try:
-            entries = os.listdir(cache_dir)
-        except OSError:
-            continue
-        for entry in entries:
-            stem = entry.partition(".")[0]
-            if not entry.endswith(".pyc") or stem not in names:
-                continue
-            header = read_regular(f"{cache_dir}/{entry}", 16) or b""
-            if len(header) < 16 or int.from_bytes(header[4:8], "little") & 0b11 != _UNCHECKED_HASH:
-                continue
-            from patchaudit import bytecode
-
-            rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
-            pyc_name = bytecode.parse_pyc_path(rel)
-            magic = bytecode.magic_for(pyc_name.cache_tag) if pyc_name is not None else None
-            source = read_regular(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py") or b""
-            if magic is None or header[:4] != magic:
-                reason = "unchecked-hash bytecode of a Python version it is not named for, or one unknown here"
-                foreign.append(Unverified(path=rel, reason=reason))
-            elif header[8:16] != bytecode.source_hash(magic, source):
-                note = "unchecked-hash bytecode that disagrees with its source: Python runs it, not the source"
-                drift.append(
-                    Drift(path=rel, state=DriftState.MODIFIED, actual=file_digest(Path(cache_dir, entry)), note=note)
-                )
-    return drift, foreign

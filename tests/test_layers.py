@@ -21,14 +21,15 @@ LAYERS: list[set[str]] = [
     {"gate", "baseline", "systemd"},
     {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
     # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
-    # ownership: who owns which file, and added files; hooks: startup hooks nobody owns
-    {"verify", "vcs", "fingerprint", "facts", "errata", "ownership", "hooks"},
+    # ownership: who owns which file, and added files; hooks: startup hooks nobody owns; pieces: what a
+    # worker checks of a RECORD
+    {"verify", "vcs", "fingerprint", "facts", "errata", "ownership", "hooks", "pieces"},
     {"revert", "diff"},
     {"hazards", "rule", "analysis", "hazardpool"},  # the engine, the rule API and analysis; the worker pool
     {"pristine"},
     {"bytecode"},
     {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"}
-    | {"cpus", "lines", "cachedir", "statcache"},
+    | {"cpus", "lines", "cachedir", "statcache", "workers"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

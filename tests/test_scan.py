@@ -396,9 +396,10 @@ def test_unchecked_hash_bytecode_that_disagrees_with_its_source_is_drift(tmp_pat
 
 
 def test_a_scan_of_many_distributions_on_worker_processes_reports_each_where_it_belongs(tmp_path: Path) -> None:
-    """40 distributions, 600 files: the pool starts, and the package-directory walks and bytecode checks go
-    to the workers several to a task. An added file, a patched file and an unchecked-hash .pyc in three of
-    them are each reported for their own distribution, the same on 1 and 3 workers."""
+    """40 distributions, 600 files: the pool starts, and the package-directory walks and the pieces of the
+    RECORDs (hashes and bytecode checks) go to the workers. An added file, a patched file and an
+    unchecked-hash .pyc in three of them are each reported for their own distribution, the same on 1 and
+    3 workers."""
     import py_compile
     import sys
 

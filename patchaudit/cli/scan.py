@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,11 +158,17 @@ def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
+        auto_refresh=False,  # no refresh thread: the hashing workers can then fork (patchaudit.workers)
     ) as progress:
         task = progress.add_task("hashing", total=None, visible=False)
+        shown = 0.0
 
         def update(done: int, total: int) -> None:
+            nonlocal shown
             if total >= PROGRESS_THRESHOLD:
                 progress.update(task, completed=done, total=total, visible=True)
+                if done == total or time.monotonic() - shown >= 0.1:
+                    progress.refresh()
+                    shown = time.monotonic()
 
         return run_scan(env, options, progress=update)

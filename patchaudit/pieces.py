@@ -1,0 +1,203 @@
+"""RECORDs in pieces, each checked on a worker process: parse it, hash what it lists, send back the rest.
+
+A worker is handed a byte range of a RECORD it already holds (see patchaudit.workers) and parses it
+with the same parser the report uses. It sends back only what a user may need to see: the files that
+do not have the digest their line names, with what was found; for a clean file, the stat key its
+digest may be cached under. The report's own parse of the whole RECORD and the pieces' parses list
+the same entries (a piece is whole lines of a RECORD that quotes no path); verify checks that they
+agree, entry for entry count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from patchaudit import bytecode
+from patchaudit.hashing import BATCH_BYTES, BIG_FILE, KeyTuple, Raw, buffer, cached_state, hash_raw, read_regular
+from patchaudit.ownership import file_digest, normalize, walk_list
+from patchaudit.record import STRONG_ALGORITHMS, parse_record
+from patchaudit.report import Drift, DriftState, Unverified
+from patchaudit.statcache import StatCache
+
+PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
+_SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
+
+
+class Piece(NamedTuple):
+    """Lines [start, stop) of RECORD number `record`; `largest`: the biggest size they list (1 MB or more, else 0)."""
+
+    record: int
+    start: int
+    stop: int
+    largest: int
+    lines: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What every worker reads: each RECORD's site directory and bytes, and the stat cache."""
+
+    records: list[tuple[str, bytes]]
+    cache: StatCache | None
+
+
+@dataclass(slots=True)
+class Checked:
+    """What a worker found in one piece."""
+
+    checked: int = 0  # entries with a trusted hash, checked
+    found: list[tuple[str, str, Raw]] = field(default_factory=list)  # (RECORD path, expected, what is there)
+    clean: list[tuple[str, str, KeyTuple]] = field(default_factory=list)  # (absolute path, digest, stat key)
+    stale: list[Drift] = field(default_factory=list)  # unchecked-hash bytecode that disagrees with its source
+    foreign: list[Unverified] = field(default_factory=list)
+
+
+def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
+    """Every RECORD cut into pieces, in the order to start them: a file of 4 MB or more is a piece of its
+    own, biggest first, so that no big file is left for the end; then the rest in RECORD order, cut
+    every PIECE_TEXT bytes and wherever what a piece lists would pass BATCH_BYTES."""
+    big: list[Piece] = []
+    rest: list[Piece] = []
+    for number, (_, data) in enumerate(records):
+        for start, stop, largest in _cut(data):
+            piece = Piece(number, start, stop, largest, data.count(b"\n", start, stop) or 1)
+            (big if largest >= BIG_FILE else rest).append(piece)
+    big.sort(key=lambda p: -p.largest)
+    return big + rest
+
+
+def _cut(data: bytes) -> list[tuple[int, int, int]]:
+    """(start, stop, largest size listed) of the pieces of one RECORD, whole lines each."""
+    if b'"' in data:  # a quoted path may hold a newline: the csv reader reads such a RECORD whole
+        return [(0, len(data), max(map(int, _SIZE_FIELD.findall(data)), default=0))]
+    out: list[tuple[int, int, int]] = []
+    start = weight = largest = 0
+
+    def close(stop: int) -> None:
+        nonlocal start, weight, largest
+        if stop > start:
+            out.append((start, stop, largest))
+        start, weight, largest = stop, 0, 0
+
+    def text_up_to(limit: int) -> None:
+        while limit - start > PIECE_TEXT:
+            stop = data.find(b"\n", start + PIECE_TEXT, limit) + 1
+            if stop == 0:
+                return
+            close(stop)
+
+    for match in _SIZE_FIELD.finditer(data):
+        size = int(match[1])
+        line = data.rfind(b"\n", 0, match.start()) + 1
+        end = data.find(b"\n", match.end()) + 1 or len(data)
+        text_up_to(line)
+        if size >= BIG_FILE:
+            close(line)
+            out.append((line, end, size))
+            start = end
+            continue
+        if weight + size > BATCH_BYTES:
+            close(line)
+        weight += size
+        largest = max(largest, size)
+    text_up_to(len(data))
+    close(len(data))
+    return out
+
+
+def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
+    """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
+    if isinstance(task, Piece):
+        return check(shared, task)
+    return walk_list(*task)
+
+
+def check(shared: Shared, piece: Piece) -> Checked:
+    location, data = shared.records[piece.record]
+    record = parse_record(data[piece.start : piece.stop])
+    cache = shared.cache
+    buf = buffer()
+    started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
+    out = Checked()
+    sources: list[str] = []
+    for path, record_hash, _ in record.entries:
+        if path.endswith(".py"):
+            key = normalize(path)
+            if not key.startswith(("../", "/")):
+                sources.append(key)
+        if record_hash is None or record_hash.algorithm not in STRONG_ALGORITHMS:
+            continue
+        algorithm, value = record_hash
+        expected = f"{algorithm}={value}"
+        absolute = absolute_path(location, path)
+        out.checked += 1
+        if cache is not None:
+            hit = cached_state(absolute, algorithm, cache)
+            if hit is not None:
+                if hit.digest != expected:
+                    out.found.append((path, expected, hit))
+                continue
+        raw = hash_raw(absolute, algorithm, buf, started)
+        if isinstance(raw, tuple) and raw[0] == expected:
+            if cache is not None and raw[3] is not None:
+                out.clean.append((absolute, expected, raw[3]))
+        else:
+            out.found.append((path, expected, raw))
+    out.stale, out.foreign = unchecked_bytecode(Path(location), sources)
+    return out
+
+
+def absolute_path(location: Path | str, path: str) -> str:
+    if path.startswith("/"):
+        return path
+    if "/." in path or path.startswith("."):
+        return os.path.normpath(f"{location}/{path}")
+    return f"{location}/{path}"
+
+
+_UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, check_source off
+
+
+def unchecked_bytecode(location: Path, sources: list[str]) -> tuple[list[Drift], list[Unverified]]:
+    """Bytecode that Python runs without ever looking at its source, and that disagrees with it.
+
+    Timestamp and checked-hash .pyc files are revalidated by the interpreter, so an edit of the source
+    wins; an unchecked-hash .pyc (PEP 552) is used as it is, whatever the source now says.
+    """
+    stems: dict[str, set[str]] = {}
+    for key in sources:
+        parent, _, name = key.rpartition("/")
+        stems.setdefault(parent, set()).add(name[:-3])
+    drift: list[Drift] = []
+    foreign: list[Unverified] = []
+    for parent, names in stems.items():
+        cache_dir = f"{location}/{parent}/__pycache__" if parent else f"{location}/__pycache__"
+        try:
+            entries = os.listdir(cache_dir)
+        except OSError:
+            continue
+        for entry in entries:
+            stem = entry.partition(".")[0]
+            if not entry.endswith(".pyc") or stem not in names:
+                continue
+            header = read_regular(f"{cache_dir}/{entry}", 16) or b""
+            if len(header) < 16 or int.from_bytes(header[4:8], "little") & 0b11 != _UNCHECKED_HASH:
+                continue
+            rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
+            pyc_name = bytecode.parse_pyc_path(rel)
+            magic = bytecode.magic_for(pyc_name.cache_tag) if pyc_name is not None else None
+            source = read_regular(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py") or b""
+            if magic is None or header[:4] != magic:
+                reason = "unchecked-hash bytecode of a Python version it is not named for, or one unknown here"
+                foreign.append(Unverified(path=rel, reason=reason))
+            elif header[8:16] != bytecode.source_hash(magic, source):
+                note = "unchecked-hash bytecode that disagrees with its source: Python runs it, not the source"
+                drift.append(
+                    Drift(path=rel, state=DriftState.MODIFIED, actual=file_digest(Path(cache_dir, entry)), note=note)
+                )
+    return drift, foreign

@@ -1,0 +1,211 @@
+"""Worker processes for a list of tasks known before they start.
+
+The tasks, and `shared` (what every task reads: RECORD bytes, the stat cache), are in memory when the
+workers fork, so nothing is sent to them but task numbers, and no thread of this process hands work
+over: such a thread needs the GIL, which this process holds while it parses RECORDs, and the workers
+wait with it. Each worker takes the next task number from a pipe filled before it started (a read of
+one 4-byte number from a pipe is atomic, so the workers share no lock, and one that dies holds none)
+and sends each result back on a pipe of its own as soon as the task is done.
+
+Without fork (threads are running), the workers are spawned and `shared` is pickled to each.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pickle
+import signal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:  # multiprocessing is imported only when workers start: revert and diff hash a few files
+    import multiprocessing.context
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+S = TypeVar("S")
+T = TypeVar("T")
+R = TypeVar("R")
+
+_NUMBER = 4  # bytes per task number in the pipe
+
+
+def pool_context() -> multiprocessing.context.BaseContext:
+    """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended before sending back every task it took."""
+
+
+def _fill(tasks: int) -> int:
+    """A pipe holding the numbers 0..tasks-1, write end closed: its read end, to hand to the workers."""
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    try:
+        data = b"".join(i.to_bytes(_NUMBER, "little") for i in range(tasks))
+        if len(data) > 65536:  # more than a pipe holds by default: ask for room (up to pipe-max-size)
+            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(data))
+        os.set_blocking(write_fd, False)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+    except OSError as exc:
+        os.close(read_fd)
+        raise RuntimeError(f"cannot queue {tasks} tasks for worker processes: {exc.strerror}") from None
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def _serve(
+    fn: Callable[[Any, Any], Any], tasks: Sequence[Any], shared: Any, numbers: Connection, out: Connection
+) -> None:
+    """A worker: run tasks until the pipe of task numbers is empty; one message per task."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the parent's to handle
+    fd = numbers.fileno()
+    while raw := os.read(fd, _NUMBER):
+        index = int.from_bytes(raw, "little")
+        try:
+            message = (index, True, fn(shared, tasks[index]))
+        except Exception as exc:  # sent back to be raised in the parent
+            message = (index, False, _portable(exc))
+        out.send(message)
+    out.close()
+
+
+def _portable(exc: Exception) -> Exception:
+    try:
+        pickle.dumps(exc)
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+class Pool(Generic[S, T, R]):
+    """`fn(shared, task)` for every task, on up to `workers` processes; `result(i)` waits for task i.
+
+    With one worker, or one task, nothing forks: each task runs here when its result is asked for.
+    Use as a context manager: leaving it stops the workers, finished or not.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[S, T], R],
+        tasks: Sequence[T],
+        shared: S,
+        *,
+        workers: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """`progress(i)` is called here as task i's result comes in."""
+        self._fn = fn
+        self._progress = progress
+        self._tasks = tasks
+        self._shared = shared
+        self._results: dict[int, tuple[bool, Any]] = {}
+        self._processes: list[BaseProcess] = []
+        self._pipes: dict[Connection, BaseProcess] = {}
+        self._died: int | None = None
+        self.workers = min(workers, len(tasks))
+        if self.workers > 1:
+            self._start()
+        else:
+            self.workers = 1
+
+    def _start(self) -> None:
+        from multiprocessing import Pipe
+
+        context = pool_context()
+        from multiprocessing.connection import Connection
+
+        numbers = Connection(_fill(len(self._tasks)), writable=False)
+        try:
+            for _ in range(self.workers):
+                reader, writer = Pipe(duplex=False)
+                process = context.Process(  # type: ignore[attr-defined]
+                    target=_serve, args=(self._fn, self._tasks, self._shared, numbers, writer), daemon=True
+                )
+                process.start()
+                writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
+                self._processes.append(process)
+                self._pipes[reader] = process
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            numbers.close()
+
+    def _receive(self, timeout: float | None) -> None:
+        """Take in what the workers have sent; wait up to `timeout` (None: until something comes)."""
+        from multiprocessing.connection import Connection as Connection_
+        from multiprocessing.connection import wait
+
+        for reader in wait(list(self._pipes), timeout):
+            assert isinstance(reader, Connection_)
+            try:
+                while True:
+                    index, ok, value = reader.recv()
+                    self._results[index] = (ok, value)
+                    if self._progress is not None:
+                        self._progress(index)
+                    if not reader.poll():
+                        break
+            except EOFError:
+                process = self._pipes.pop(reader)
+                reader.close()
+                process.join()
+                if process.exitcode:
+                    self._died = process.exitcode
+
+    def ready(self) -> None:
+        """Take in what has come back so far, without waiting (call it between pieces of other work)."""
+        if self._pipes:
+            self._receive(0)
+
+    def result(self, index: int) -> R:
+        """Task `index`'s result (its exception is raised here); waits for it."""
+        while index not in self._results:
+            if not self._pipes:
+                if self.workers == 1:
+                    try:
+                        self._results[index] = (True, self._fn(self._shared, self._tasks[index]))
+                    except Exception as exc:
+                        self._results[index] = (False, exc)
+                    if self._progress is not None:
+                        self._progress(index)
+                    break
+                raise WorkerDied(f"a worker process ended without finishing its work{self._exit_note()}")
+            self._receive(None)
+        ok, value = self._results.pop(index)
+        if not ok:
+            raise value
+        return value
+
+    def _exit_note(self) -> str:
+        code = self._died
+        if code is None:
+            return ""
+        return f" (killed by signal {-code})" if code < 0 else f" (exit status {code})"
+
+    def close(self) -> None:
+        """Stop the workers (those still running are terminated) and close the pipes."""
+        for reader, process in list(self._pipes.items()):
+            if process.is_alive():
+                process.terminate()
+            process.join()
+            reader.close()
+        self._pipes.clear()
+
+    def __enter__(self) -> Pool[S, T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
