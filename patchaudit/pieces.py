@@ -4,8 +4,8 @@ A worker is handed a byte range of a RECORD it already holds (see patchaudit.wor
 with the same parser the report uses. It sends back only what a user may need to see: the files that
 do not have the digest their line names, with what was found; for a clean file, the stat key its
 digest may be cached under. The report's own parse of the whole RECORD and the pieces' parses list
-the same entries (a piece is whole lines of a RECORD that quotes no path); verify checks that they
-agree, entry for entry count.
+the same entries (a piece is whole rows, cut only where every newline ends a row); verify checks that
+they agree: as many entries checked, and every file sent back one that the report lists.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from patchaudit import bytecode
 from patchaudit.hashing import BATCH_BYTES, BIG_FILE, KeyTuple, Raw, buffer, cached_state, hash_raw, read_regular
 from patchaudit.ownership import file_digest, normalize, walk_list
-from patchaudit.record import STRONG_ALGORITHMS, parse_record
+from patchaudit.record import SIMPLE_LINE, STRONG_ALGORITHMS, parse_record
 from patchaudit.report import Drift, DriftState, Unverified
 from patchaudit.statcache import StatCache
 
@@ -73,7 +73,7 @@ def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
 
 def _cut(data: bytes) -> list[tuple[int, int, int]]:
     """(start, stop, largest size listed) of the pieces of one RECORD, whole lines each."""
-    if b'"' in data:  # a quoted path may hold a newline: the csv reader reads such a RECORD whole
+    if b'"' in data and not _rows_are_lines(data):
         return [(0, len(data), max(map(int, _SIZE_FIELD.findall(data)), default=0))]
     out: list[tuple[int, int, int]] = []
     start = weight = largest = 0
@@ -110,6 +110,24 @@ def _cut(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
+def _rows_are_lines(data: bytes) -> bool:
+    """Whether every line that holds a quote is a whole simple row: a quoted path with no newline in it.
+
+    Then no quoted field runs on past its line, every newline ends a row, and the RECORD may be cut at
+    any of them (vLLM quotes the paths of its fused-MoE configs, which hold commas). A quoted path
+    holding a newline, or anything odder, keeps the RECORD whole: the csv reader reads it in one piece.
+    """
+    at = data.find(b'"')
+    while at != -1:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end == -1 else end
+        if not SIMPLE_LINE.fullmatch(data[start:end].decode("utf-8", "surrogateescape")):
+            return False
+        at = data.find(b'"', end)
+    return True
+
+
 def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
     """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
     if isinstance(task, Piece):
@@ -124,12 +142,7 @@ def check(shared: Shared, piece: Piece) -> Checked:
     buf = buffer()
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
     out = Checked()
-    sources: list[str] = []
     for path, record_hash, _ in record.entries:
-        if path.endswith(".py"):
-            key = normalize(path)
-            if not key.startswith(("../", "/")):
-                sources.append(key)
         if record_hash is None or record_hash.algorithm not in STRONG_ALGORITHMS:
             continue
         algorithm, value = record_hash
@@ -148,6 +161,10 @@ def check(shared: Shared, piece: Piece) -> Checked:
                 out.clean.append((absolute, expected, raw[3]))
         else:
             out.found.append((path, expected, raw))
+    # The sources bytecode may stand for: every .py the piece names inside the site directory, on a
+    # bad line too.
+    named = [entry.path for entry in record.entries] + [p.path for p in record.problems if p.path]
+    sources = [key for path in named if path.endswith(".py") and not (key := normalize(path)).startswith(("../", "/"))]
     out.stale, out.foreign = unchecked_bytecode(Path(location), sources)
     return out
 

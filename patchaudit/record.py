@@ -80,7 +80,7 @@ def parse_hash(text: str) -> RecordHash:
 # A line as installers write nearly all of them: `path,sha256=<digest>,size` (hash and size may be empty),
 # the path quoted when it holds a comma or a quote. Anchored to whole lines (re.M), so a file whose every
 # line matches is read exactly as csv reads it.
-_SIMPLE_LINE = re.compile(
+SIMPLE_LINE = re.compile(
     r'^(?:([^",\r\n\x00]++)|"((?:[^"\r\n\x00]|"")++)"),(?:sha256=([A-Za-z0-9_-]{43}))?,([0-9]*+)\r?$', re.M
 )
 
@@ -90,7 +90,7 @@ def parse_record(data: bytes) -> Record:
 
     One csv reader runs over the whole file, as installers read it: a quoted path that holds a
     newline is one entry. Problems name the line their row starts on. A file whose every line is a
-    simple one (see _SIMPLE_LINE) is read with one regular expression instead, to the same entries.
+    simple one (see SIMPLE_LINE) is read with one regular expression instead, to the same entries.
     """
     try:
         text, mixed = data.decode("utf-8"), False
@@ -105,7 +105,7 @@ def parse_record(data: bytes) -> Record:
 
 def _parse_simple(text: str) -> Record | None:
     """The entries of a RECORD whose every line is simple; None when any line is not."""
-    found = _SIMPLE_LINE.findall(text)
+    found = SIMPLE_LINE.findall(text)
     if len(found) != text.count("\n") + (1 if text and not text.endswith("\n") else 0):
         return None
     new = tuple.__new__  # what the NamedTuples' own constructors call, without a Python frame per entry

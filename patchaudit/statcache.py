@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +46,6 @@ class StatCache:
         self.path = path
         self._entries: dict[str, tuple[StatKey, str]] = {}
         self._dirty = False
-        self._lock = threading.Lock()
         if path is not None:
             self._load(path)
 
@@ -78,10 +76,9 @@ class StatCache:
         return None
 
     def put(self, path: str, key: StatKey, digest: str) -> None:
-        with self._lock:
-            if self._entries.get(path) != (key, digest):
-                self._entries[path] = (key, digest)
-                self._dirty = True
+        if self._entries.get(path) != (key, digest):
+            self._entries[path] = (key, digest)
+            self._dirty = True
 
     def save(self) -> None:
         """Write atomically; a cache that cannot be written is simply not kept."""

@@ -12,12 +12,15 @@ Without fork (threads are running), the workers are spawned and `shared` is pick
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pickle
 import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from patchaudit.errors import PatchAuditError
 
 if TYPE_CHECKING:  # multiprocessing is imported only when workers start: revert and diff hash a few files
     import multiprocessing.context
@@ -42,34 +45,47 @@ def pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-class WorkerDied(RuntimeError):
-    """A worker process ended before sending back every task it took."""
+class WorkerDied(PatchAuditError):
+    """A worker process ended before sending back every task it took (killed, out of memory)."""
 
 
-def _fill(tasks: int) -> int:
-    """A pipe holding the numbers 0..tasks-1, write end closed: its read end, to hand to the workers."""
-    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+def _fill(tasks: int) -> int | None:
+    """A pipe holding the numbers 0..tasks-1, write end closed: its read end, to hand to the workers.
+
+    None when the pipe cannot hold them all (more than pipe-max-size, or a user over the kernel's
+    pipe-user-pages-soft): the tasks then run in this process.
+    """
+    read_fd, write_fd = os.pipe()
     try:
         data = b"".join(i.to_bytes(_NUMBER, "little") for i in range(tasks))
-        if len(data) > 65536:  # more than a pipe holds by default: ask for room (up to pipe-max-size)
-            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(data))
+        grow = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux; elsewhere a pipe holds what it holds
+        if len(data) > 65536 and grow is not None:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(write_fd, grow, len(data))
         os.set_blocking(write_fd, False)
         view = memoryview(data)
         while view:
             view = view[os.write(write_fd, view) :]
-    except OSError as exc:
+    except OSError:  # full (EAGAIN): no room for every task number
         os.close(read_fd)
-        raise RuntimeError(f"cannot queue {tasks} tasks for worker processes: {exc.strerror}") from None
+        return None
     finally:
         os.close(write_fd)
     return read_fd
 
 
 def _serve(
-    fn: Callable[[Any, Any], Any], tasks: Sequence[Any], shared: Any, numbers: Connection, out: Connection
+    fn: Callable[[Any, Any], Any],
+    tasks: Sequence[Any],
+    shared: Any,
+    numbers: Connection,
+    out: Connection,
+    inherited: Sequence[int],
 ) -> None:
     """A worker: run tasks until the pipe of task numbers is empty; one message per task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the parent's to handle
+    for fd in inherited:  # read ends of the result pipes, forked with it: held here, a write to a
+        os.close(fd)  # pipe whose parent is gone would block for ever instead of failing
     fd = numbers.fileno()
     while raw := os.read(fd, _NUMBER):
         index = int.from_bytes(raw, "little")
@@ -82,8 +98,9 @@ def _serve(
 
 
 def _portable(exc: Exception) -> Exception:
+    """`exc` if it survives the trip back to the parent, else a RuntimeError that says what it was."""
     try:
-        pickle.dumps(exc)
+        pickle.loads(pickle.dumps(exc))
     except Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return exc
@@ -111,45 +128,49 @@ class Pool(Generic[S, T, R]):
         self._tasks = tasks
         self._shared = shared
         self._results: dict[int, tuple[bool, Any]] = {}
-        self._processes: list[BaseProcess] = []
         self._pipes: dict[Connection, BaseProcess] = {}
         self._died: int | None = None
         self.workers = min(workers, len(tasks))
-        if self.workers > 1:
-            self._start()
-        else:
+        if self.workers <= 1 or not self._start():
             self.workers = 1
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
         from multiprocessing import Pipe
-
-        context = pool_context()
         from multiprocessing.connection import Connection
 
-        numbers = Connection(_fill(len(self._tasks)), writable=False)
+        read_fd = _fill(len(self._tasks))
+        if read_fd is None:
+            return False
+        context = pool_context()
+        forked = context.get_start_method() == "fork"
+        numbers = Connection(read_fd, writable=False)
         try:
             for _ in range(self.workers):
                 reader, writer = Pipe(duplex=False)
+                inherited = [r.fileno() for r in (*self._pipes, reader)] if forked else []
                 process = context.Process(  # type: ignore[attr-defined]
-                    target=_serve, args=(self._fn, self._tasks, self._shared, numbers, writer), daemon=True
+                    target=_serve,
+                    args=(self._fn, self._tasks, self._shared, numbers, writer, inherited),
+                    daemon=True,
                 )
-                process.start()
-                writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
-                self._processes.append(process)
                 self._pipes[reader] = process
+                try:
+                    process.start()
+                finally:
+                    writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
         except BaseException:
             self.close()
             raise
         finally:
             numbers.close()
+        return True
 
     def _receive(self, timeout: float | None) -> None:
         """Take in what the workers have sent; wait up to `timeout` (None: until something comes)."""
-        from multiprocessing.connection import Connection as Connection_
-        from multiprocessing.connection import wait
+        from multiprocessing.connection import Connection, wait
 
         for reader in wait(list(self._pipes), timeout):
-            assert isinstance(reader, Connection_)
+            assert isinstance(reader, Connection)
             try:
                 while True:
                     index, ok, value = reader.recv()
@@ -158,7 +179,7 @@ class Pool(Generic[S, T, R]):
                         self._progress(index)
                     if not reader.poll():
                         break
-            except EOFError:
+            except (EOFError, OSError):  # the worker is gone (OSError: gone half-way through a message)
                 process = self._pipes.pop(reader)
                 reader.close()
                 process.join()
@@ -182,7 +203,8 @@ class Pool(Generic[S, T, R]):
                     if self._progress is not None:
                         self._progress(index)
                     break
-                raise WorkerDied(f"a worker process ended without finishing its work{self._exit_note()}")
+                note = self._exit_note()
+                raise WorkerDied(f"a worker process ended before finishing its work{note}; nothing is reported")
             self._receive(None)
         ok, value = self._results.pop(index)
         if not ok:
@@ -193,14 +215,21 @@ class Pool(Generic[S, T, R]):
         code = self._died
         if code is None:
             return ""
-        return f" (killed by signal {-code})" if code < 0 else f" (exit status {code})"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "a signal"
+            return f" (killed by signal {-code}, {name})"
+        return f" (exit status {code})"
 
     def close(self) -> None:
         """Stop the workers (those still running are terminated) and close the pipes."""
         for reader, process in list(self._pipes.items()):
-            if process.is_alive():
-                process.terminate()
-            process.join()
+            if process.pid is not None:  # started
+                if process.is_alive():
+                    process.terminate()
+                process.join()
             reader.close()
         self._pipes.clear()
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.metadata
+import py_compile
+import sys
+from pathlib import Path
 
-from patchaudit.pieces import pieces
+from patchaudit.pieces import Shared, check, pieces
 from patchaudit.record import parse_record
 
 
@@ -30,16 +33,57 @@ def test_the_pieces_of_real_records_are_whole_lines_and_list_the_same_entries() 
     assert max(sum(1 for p in cut if p.record == n) for n in range(len(records))) > 1  # some are cut
 
 
-def test_a_big_file_is_a_piece_of_its_own_started_first_and_a_quoted_record_stays_whole() -> None:
+def test_a_big_file_is_a_piece_of_its_own_started_first() -> None:
     digest = "sha256=" + "A" * 43
     small = "".join(f"pkg/m{n}.py,{digest},{100 + n}\n" for n in range(2000))
     big = f"pkg/huge.so,{digest},{50 << 20}\n"
     bigger = f"pkg/huger.so,{digest},{80 << 20}\n"
     plain = (small[:40_000].rpartition("\n")[0] + "\n" + big + small[40_000:].partition("\n")[2] + bigger).encode()
-    quoted = f'"pkg/a,b.py",{digest},5\n{big}'.encode()
-    cut = pieces([("/site", plain), ("/site", quoted)])
+    cut = pieces([("/site", plain)])
     first, second = cut[0], cut[1]
     assert plain[first.start : first.stop] == bigger.encode() and first.largest == 80 << 20
     assert plain[second.start : second.stop] == big.encode()
-    assert [(p.start, p.stop) for p in cut if p.record == 1] == [(0, len(quoted))]
-    assert len([p for p in cut if p.record == 0]) > 4
+    assert len(cut) > 4
+    assert [e for p in sorted(cut) for e in parse_record(plain[p.start : p.stop]).entries] == list(
+        parse_record(plain).entries
+    )
+
+
+def test_quoted_paths_are_cut_between_rows_and_a_quoted_newline_keeps_the_record_whole() -> None:
+    """vLLM quotes the paths of its fused-MoE configs (they hold commas): such a RECORD is still cut;
+    one whose quoted path holds a newline, or whose quoted line is odd, is read whole."""
+    digest = "sha256=" + "A" * 43
+    lines = [
+        f'"vllm/configs/E={n},N=14336,device_name=A100.json",{digest},{n}\n'
+        if n % 3 == 0
+        else f"vllm/m{n}.py,{digest},{n}\n"
+        for n in range(3000)
+    ]
+    quoted = "".join(lines).encode()
+    multiline = quoted + f'"vllm/odd\nname.py",{digest},5\n'.encode() + quoted
+    odd_quote = quoted + f'"vllm/a"b.py,{digest},5\n'.encode() + quoted
+    cut = pieces([("/site", quoted), ("/site", multiline), ("/site", odd_quote)])
+    mine = sorted(p for p in cut if p.record == 0)
+    assert len(mine) > 4
+    assert all(quoted[p.stop - 1 : p.stop] == b"\n" for p in mine)
+    assert [e for p in mine for e in parse_record(quoted[p.start : p.stop]).entries] == list(
+        parse_record(quoted).entries
+    )
+    assert [(p.start, p.stop) for p in cut if p.record == 1] == [(0, len(multiline))]
+    assert [(p.start, p.stop) for p in cut if p.record == 2] == [(0, len(odd_quote))]
+
+
+def test_a_source_on_a_bad_record_line_still_has_its_unchecked_bytecode_checked(tmp_path: Path) -> None:
+    """Python runs an unchecked-hash .pyc whatever its source says: a malformed RECORD line for the
+    source does not take the .pyc out of the check."""
+    source = tmp_path / "pkg" / "m.py"
+    source.parent.mkdir()
+    source.write_text("X = 1\n")
+    pyc = source.parent / "__pycache__" / f"m.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(str(source), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    source.write_text("X = 2  # edited after compiling\n")
+    for line in (b"pkg/m.py,,\n", b"pkg/m.py,sha256=bad,6\n"):
+        records = [(str(tmp_path), line)]
+        (piece,) = pieces(records)
+        found = check(Shared(records=records, cache=None), piece)
+        assert [d.path for d in found.stale] == [f"pkg/__pycache__/{pyc.name}"], line

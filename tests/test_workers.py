@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from patchaudit.hashing import hash_many
+from patchaudit.statcache import StatCache, StatKey
 from patchaudit.workers import Pool, WorkerDied
 
 
@@ -75,3 +79,57 @@ def test_with_a_thread_running_the_workers_are_started_afresh_and_agree(tmp_path
         thread.join()
     assert with_thread == hash_many(files, workers=1)
     assert len(with_thread) == 600
+
+
+def _cached(shared: StatCache, task: str) -> str | None:
+    return shared.get(task, StatKey.of(os.stat(task)), "sha256")
+
+
+def test_with_a_thread_running_the_stat_cache_goes_to_the_workers_too(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"a")
+    cache = StatCache(tmp_path / "cache.json")
+    cache.put(str(target), StatKey.of(os.stat(target)), "sha256=known")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        with Pool(_cached, [str(target)] * 4, cache, workers=2) as pool:
+            assert [pool.result(i) for i in range(4)] == ["sha256=known"] * 4
+    finally:
+        stop.set()
+        thread.join()
+
+
+ORPHAN = """
+import os, sys, time
+from patchaudit.workers import Pool
+
+def big(_, task):
+    time.sleep(0.1)
+    return os.getpid(), b"x" * 200_000  # more than a pipe holds: the worker waits for its parent to read
+
+pool = Pool(big, list(range(12)), None, workers=2)
+print(pool.result(0)[0], pool.result(1)[0], flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_whose_parent_is_killed_do_not_linger() -> None:
+    """Killed (SIGKILL, or SIGTERM's default), the parent cleans nothing up: its workers must end of themselves."""
+    done = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    pids = {int(pid) for pid in done.stdout.split()}
+    assert pids and os.getpid() not in pids
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in pids)
