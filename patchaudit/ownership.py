@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,21 @@ def top_dirs(loaded: Loaded) -> set[str]:
         if sep and first not in tops and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
             tops.add(first)
     return tops
+
+
+_FIRST_PART = re.compile(rb'^"?([^/\r\n",]+)/', re.MULTILINE)
+
+
+def record_tops(data: bytes | None, meta_name: str) -> set[str]:
+    """The top-level directories a RECORD's paths start with, read off its bytes without parsing it.
+
+    What top_dirs() finds for plain paths; an odd spelling (`./pkg/x`, `pkg\\x`) may be missed here,
+    and Walks then walks that directory when it is asked about it.
+    """
+    if not data:
+        return set()
+    found = {part.decode("utf-8", "surrogateescape") for part in set(_FIRST_PART.findall(data))}
+    return found - {".", "..", meta_name, "__pycache__"}
 
 
 def is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], location: Path) -> bool:

@@ -25,8 +25,8 @@ from patchaudit.ownership import (
     load,
     normalize,
     read_record,
+    record_tops,
     site_tops,
-    top_dirs,
 )
 from patchaudit.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.report import (
@@ -80,12 +80,10 @@ def verify(
     # directory when the whole environment is scanned (no RECORD needs reading to know them), else
     # those the scanned RECORDs list.
     raw = {d.meta_dir: read_record(d) for d in dists}
-    parsed: dict[Path, Loaded] = {}
     if {d.meta_dir for d in every} <= raw.keys():
         roots = site_tops(sorted({d.location for d in dists}))
     else:
-        parsed = {d.meta_dir: load(d, raw[d.meta_dir]) for d in dists}
-        roots = sorted({(item.dist.location, top) for item in parsed.values() for top in top_dirs(item)})
+        roots = sorted({(d.location, top) for d in dists for top in record_tops(raw[d.meta_dir], d.meta_dir.name)})
         roots = [(location, top) for location, top in roots if is_real_dir(location / top)]
     with_data = [d for d in dists if raw[d.meta_dir] is not None]
     records = [(str(d.location), raw[d.meta_dir] or b"") for d in with_data]
@@ -105,11 +103,10 @@ def verify(
     if lines < POOL_MIN_FILES:
         limit = 1
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
+        loaded: dict[Path, Loaded] = {}
         for dist in dists:
-            if dist.meta_dir not in parsed:
-                parsed[dist.meta_dir] = load(dist, raw[dist.meta_dir])
+            loaded[dist.meta_dir] = load(dist, raw[dist.meta_dir])
             pool.ready()
-        loaded = {d.meta_dir: parsed[d.meta_dir] for d in dists}
         with_record = [item for item in loaded.values() if item.record is not None]
         ownership = Ownership(every, dict(loaded))
         walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})

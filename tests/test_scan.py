@@ -434,3 +434,31 @@ def test_a_scan_of_many_distributions_on_worker_processes_reports_each_where_it_
         }, found
         assert report["summary"]["files_checked"] >= 600
     assert reports[0]["distributions"] == reports[1]["distributions"]
+
+
+def test_a_scan_of_one_distribution_finds_added_files_however_its_record_spells_paths(tmp_path: Path) -> None:
+    """The package directories to walk are read off RECORD bytes before any parsing; a RECORD edited to
+    spell its paths `./pkg/...` still gets its directory walked, and an added file found."""
+    from patchaudit.ownership import load, record_tops, top_dirs
+
+    wheels = [
+        build_wheel(tmp_path / "w", name, "1.0", {f"{name}/__init__.py": "", f"{name}/core.py": "X = 1\n"})
+        for name in ("dotted", "plainpkg")
+    ]
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, *wheels)
+    site = site_packages(python)
+    record = next(site.glob("dotted-1.0.dist-info/RECORD"))
+    record.write_text(record.read_text().replace("dotted/", "./dotted/"))
+    for name in ("dotted", "plainpkg"):
+        (site / name / "extra.py").write_text("import os\n")
+        code, report = scan_json(python, "--no-cache", name)
+        assert code == 1
+        assert [(d["path"], d["state"]) for d in dist(report, name)["drift"]] == [(f"{name}/extra.py", "added")]
+
+    from patchaudit.environment import distributions, from_python
+
+    for installed in distributions(from_python(python)):
+        raw = installed.record_path.read_bytes() if installed.record_path else None
+        if installed.name == "plainpkg" or installed.name == "pip":
+            assert record_tops(raw, installed.meta_dir.name) == top_dirs(load(installed, raw))
