@@ -178,6 +178,12 @@ def hash_batch(_: object, batch: Sequence[Job]) -> list[tuple[int, Raw]]:
     return [(index, hash_raw(path, algorithm, buf, started)) for index, (path, algorithm) in enumerate(batch)]
 
 
+def pool_size(workers: int | None, files: int) -> int:
+    """Worker processes for hashing `files` files: `workers`, else the CPUs this process may use; one
+    (this process) for fewer than POOL_MIN_FILES."""
+    return 1 if files < POOL_MIN_FILES else max(1, workers or available_cpus())
+
+
 def batches(jobs: Sequence[Job], sizes: Mapping[str, int] | None = None) -> list[list[Job]]:
     """Jobs cut into worker tasks: big files first, largest first, so that none is left for the end;
     then the rest in their order (neighbours in one directory), BATCH_FILES or BATCH_BYTES at a time."""
@@ -236,9 +242,7 @@ def hash_many(
             results[job] = hit
     if progress is not None and results:
         progress(len(results))
-    limit = max(1, workers or available_cpus())
-    if len(todo) < POOL_MIN_FILES:
-        limit = 1
+    limit = pool_size(workers, len(todo))
     cut = batches(todo, sizes) if limit > 1 else [todo]
     tick = (lambda index: progress(len(cut[index]))) if progress is not None else None
     with Pool(hash_batch, cut, None, workers=limit, progress=tick) as pool:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patchaudit.cpus import available_cpus
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import POOL_MIN_FILES, FileState, to_state
+from patchaudit.hashing import FileState, pool_size, to_state
 from patchaudit.hooks import startup_hooks
 from patchaudit.ownership import (
     Loaded,
@@ -99,9 +98,7 @@ def verify(
             done += task.lines
             progress(done, lines)
 
-    limit = max(1, workers or available_cpus())
-    if lines < POOL_MIN_FILES:
-        limit = 1
+    limit = pool_size(workers, lines)
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
         loaded: dict[Path, Loaded] = {}
         for dist in dists:
@@ -111,7 +108,7 @@ def verify(
         ownership = Ownership(every, dict(loaded))
         walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})
         added_by = {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
-        found_by = _collect(pool, tasks, [d.meta_dir for d in with_data], records, cache)
+        found_by = _collect(pool, tasks, with_data, cache)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -141,8 +138,8 @@ def verify(
             for p in item.record.problems
         ]
         checked = 0
-        pieces_found = found_by.get(dist.meta_dir)
-        found = pieces_found.found if pieces_found is not None else {}
+        pieces_found = found_by[dist.meta_dir]  # every distribution with a RECORD was cut into pieces
+        found = pieces_found.found
         seen: set[tuple[str, str]] = set()
         for entry in item.record.entries:
             if entry.hash is None:
@@ -163,7 +160,7 @@ def verify(
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
                 unverified.append(verdict)
-        if pieces_found is None or pieces_found.checked != checked or len(seen) != len(found):
+        if pieces_found.checked != checked or len(seen) != len(found):
             raise RuntimeError(f"internal error: the workers did not check what {dist.meta_dir}/RECORD lists")
         drift, facts = _facts(item, drift, ownership)
         added, shared = added_by[dist.meta_dir]
@@ -215,19 +212,19 @@ class _Found:
 def _collect(
     pool: Pool[Shared, Piece | tuple[Path, str], Any],
     tasks: Sequence[Piece | tuple[Path, str]],
-    meta_dirs: Sequence[Path],
-    records: Sequence[tuple[str, bytes]],
+    dists: Sequence[InstalledDist],
     cache: StatCache | None,
 ) -> dict[Path, _Found]:
-    """Every piece's result, per distribution; clean digests go to the stat cache."""
-    out = {meta_dir: _Found() for meta_dir in meta_dirs}
+    """Every piece's result, per distribution (`dists`: one per RECORD the pieces number); clean digests
+    go to the stat cache."""
+    out = {dist.meta_dir: _Found() for dist in dists}
     seen_stale: set[tuple[Path, str]] = set()
     for index, task in enumerate(tasks):
         if not isinstance(task, Piece):
             continue
         checked: Checked = pool.result(index)
-        meta_dir = meta_dirs[task.record]
-        location = records[task.record][0]
+        dist = dists[task.record]
+        meta_dir, location = dist.meta_dir, dist.location
         into = out[meta_dir]
         into.checked += checked.checked
         for path, expected, raw in checked.found:
