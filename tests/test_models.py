@@ -269,7 +269,7 @@ def test_sarif_carries_config_findings(hub: dict[str, object]) -> None:
     sarif = json.loads(proc.stdout)
     schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
     jsonschema.validate(sarif, schema)
-    (result,) = sarif["runs"][0]["results"]
+    result, drift = sarif["runs"][0]["results"]
     assert (result["ruleId"], result["level"], result["message"]["text"]) == (
         "config-quantization",
         "error",
@@ -277,8 +277,12 @@ def test_sarif_carries_config_findings(hub: dict[str, object]) -> None:
     )
     location = result["locations"][0]["physicalLocation"]["artifactLocation"]
     assert location["uri"] == f"snapshots/{hub['first']}/hf_quant_config.json"
+    assert location["uriBaseId"] == "MODELDIR"  # a model directory, named as such
     base = sarif["runs"][0]["originalUriBaseIds"][location["uriBaseId"]]["uri"]
     assert base.endswith("models--acme--tiny-fp8/")
+    # The edited file is a result of its own too, under the drift rule of its state.
+    assert drift["ruleId"] == "modified-file"
+    assert drift["locations"][0]["physicalLocation"]["artifactLocation"] == location
 
 
 def test_a_file_the_commit_does_not_list_is_added_and_removed_by_revert(hub: dict[str, object]) -> None:
