@@ -79,12 +79,13 @@ def scan(
 ) -> int:
     """Verify each of TARGETS (a model directory or a repo id in the hub cache) against its own records."""
     from patchaudit.models.scan import ModelScanOptions
-    from patchaudit.report import Report, Target
+    from patchaudit.report import Report, Target, now_utc
 
+    started = now_utc()
     options = ModelScanOptions(deep=deep, use_cache=not no_cache, workers=workers, sources=sources)
     resolved = [_resolve(t, revision, cache_dir) for t in targets]
     models = tuple(_scan(t, options).report for t in resolved)
-    report = Report(target=Target(python=None, paths=()), distributions=(), models=models)
+    report = Report(target=Target(python=None, paths=()), distributions=(), models=models, started=started)
     if fmt == "json":
         from patchaudit.render.json import render_json
 
