@@ -20,8 +20,9 @@ def _target_options(func: F) -> F:
         "--source",
         "sources",
         multiple=True,
-        type=click.Path(path_type=Path, file_okay=False),
-        help="Another hub cache, repo folder or --local-dir tree to take pristine bytes from (repeatable).",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        help="Another hub cache, repo folder, --local-dir tree or plain directory holding identical files, "
+        "to take pristine bytes from; every file is used only if it hashes as recorded (repeatable).",
     )(func)
     func = click.option(
         "--cache-dir",
@@ -153,6 +154,7 @@ def diff(
 @click.argument("paths", nargs=-1)
 @_target_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask; needed when stdin is not a terminal.")
 def revert(
     target: str,
     paths: tuple[str, ...],
@@ -160,6 +162,7 @@ def revert(
     cache_dir: Path | None,
     sources: tuple[Path, ...],
     dry_run: bool,
+    yes: bool,
 ) -> int:
     """Put TARGET's drifted files (or PATHS of them) back; every replaced byte is quarantined first."""
     from patchaudit.models import revert as core
@@ -168,6 +171,20 @@ def revert(
     resolved = _resolve(target, revision, cache_dir)
     found = _scan(resolved, ModelScanOptions(use_cache=False, sources=sources))
     made = core.plan(found, paths)
+    if made.plan.actions and not dry_run and not yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            from patchaudit.errors import PatchAuditError
+
+            raise PatchAuditError(
+                f"model revert would change {len(made.plan.actions)} file(s) of {resolved.root} and stdin is "
+                "not a terminal to ask",
+                hint="pass -y/--yes, or --dry-run to see the plan",
+            )
+        for action in made.plan.actions:
+            click.echo(f"  {action.kind.value:<7} {action.path}")
+        click.confirm(f"Revert {len(made.plan.actions)} file(s) of {resolved.name}?", abort=True)
     result = core.execute(resolved, made, dry_run=dry_run)
     verb = "would " if dry_run else ""
     links = {a.path for a in made.plan.actions if a.kind == "symlink"}
