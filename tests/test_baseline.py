@@ -300,3 +300,9 @@ def test_check_judges_an_unapproved_patch_as_the_gate_does(env: Path, tmp_path: 
     gate = patchaudit("gate", "svc", "--python", env, "--baseline", out, "--no-cache")
     assert text.returncode == gate.returncode == 1
     assert "torch-save" in text.stdout and "torch-save" in gate.stdout
+
+
+def test_create_help_says_out_is_required() -> None:
+    proc = patchaudit("baseline", "create", "--help")
+    assert proc.returncode == 0
+    assert "required" in " ".join(proc.stdout.split()).split("--out", 1)[1].split("--", 1)[0]

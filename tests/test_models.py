@@ -362,3 +362,16 @@ def test_revert_takes_a_plain_source_directory_and_asks_first(hub: dict[str, obj
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"restore {shard.name}" in done.stdout
     assert shard.read_bytes() == good
+
+
+def test_hub_cache_drift_names_its_commit_once(hub: dict[str, object]) -> None:
+    for name in ("hf_quant_config.json", "config.json"):
+        target = snap(hub, "first", name)
+        data = target.read_bytes()
+        target.unlink()
+        target.write_bytes(data + b"\n")
+    proc = run("model", "scan", REPO_ID, "--revision", str(hub["first"]), env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count(str(hub["first"])) == 1, proc.stdout
+    assert "    modified config.json" in proc.stdout and "    modified hf_quant_config.json" in proc.stdout
+    assert all(len(line) <= 100 for line in proc.stdout.splitlines()[1:])
