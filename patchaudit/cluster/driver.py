@@ -113,13 +113,9 @@ def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterRes
     def left() -> float:
         return max(min(5.0, deadline - time.monotonic()), 0.1)
 
-    explicit = address != "auto" and "://" not in address
-    if explicit:
-        _reachable(address, left())  # fail at once, in one line, when nothing listens there
     ray = _import_ray()  # seconds on a busy host: within the deadline too
     resolved = _resolve(address)
-    if not explicit:
-        _reachable(resolved, left())
+    _reachable(resolved, left())  # fail at once, in one line, when nothing listens there
     if _is_loopback(resolved.rpartition(":")[0]):
         _keep_on_loopback()
     done = threading.Event()
