@@ -233,6 +233,16 @@ def _patchaudit_cluster(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def _ended(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """Its output once it ends; killed (and the test failed) when it does not end in time."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+
+
 def test_a_gcs_that_never_answers_ends_at_the_timeout_and_a_signal_ends_it_at_once() -> None:
     import signal
     import socket
@@ -244,7 +254,7 @@ def test_a_gcs_that_never_answers_ends_at_the_timeout_and_a_signal_ends_it_at_on
 
         started = time.monotonic()
         proc = _patchaudit_cluster("--address", address, "--timeout", "5")
-        out, err = proc.communicate(timeout=60)
+        out, err = _ended(proc)
         elapsed = time.monotonic() - started
         assert proc.returncode == 2, err
         assert err == f"patchaudit: error: no answer from the Ray GCS at {address} within 5s\n"  # no Ray noise
@@ -255,13 +265,13 @@ def test_a_gcs_that_never_answers_ends_at_the_timeout_and_a_signal_ends_it_at_on
             time.sleep(5)  # past the imports, inside Ray's connection attempts
             sent = time.monotonic()
             proc.send_signal(sig)
-            out, err = proc.communicate(timeout=60)
+            out, err = _ended(proc)
             assert time.monotonic() - sent < 1.0
             assert proc.returncode == code
             assert err == f"patchaudit: interrupted ({sig.name})\n"
 
     started = time.monotonic()
     proc = _patchaudit_cluster("--address", address, "--timeout", "5")  # now nothing listens there at all
-    out, err = proc.communicate(timeout=60)
+    out, err = _ended(proc)
     assert proc.returncode == 2 and err.count("\n") == 1
     assert time.monotonic() - started < 6
