@@ -30,5 +30,11 @@ def check_output(stdout: str) -> None:
         data = json.loads(text)
     except ValueError:
         return
-    if isinstance(data, dict) and data.get("schema") == SCHEMA:
+    if not isinstance(data, dict):
+        return
+    if data.get("schema") == SCHEMA:
         check_report(data)
+    elif data.get("schema") == "patchaudit/cluster/v1":  # each node's own report
+        for node in data.get("nodes", []):
+            if node.get("report") is not None:
+                check_report(node["report"])
