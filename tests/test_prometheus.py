@@ -228,7 +228,7 @@ def test_systemd_timer_refreshes_the_textfile_and_verifies(tmp_path: Path) -> No
     timer = units / "patchaudit-metrics-vllm.timer"
     service = units / "patchaudit-metrics-vllm.service"
     assert "OnUnitActiveSec=5min" in timer.read_text()
-    assert f" metrics --policy {policy} --textfile {tmp_path / 'tf'}" in service.read_text()
+    assert f" metrics --policy {policy} --textfile {tmp_path / 'tf'} --name vllm\n" in service.read_text()
     for unit in (service, timer):
         ok = subprocess.run([SYSTEMD_ANALYZE, "verify", str(unit)], capture_output=True, text=True)
         assert ok.returncode == 0, ok.stderr
