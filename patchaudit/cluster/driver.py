@@ -142,12 +142,16 @@ def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterRes
     with _quiet_stderr():
         worker = threading.Thread(target=conversation, name="patchaudit-ray", daemon=True)
         worker.start()
-        # collection ends at the deadline by itself; the rest is for ray.shutdown
+        # Not connected by the deadline: over. Connected: collection ends at the deadline by itself (late
+        # tasks are cancelled), and a little grace lets the answers in hand come out, then ray.shutdown.
+        answered_at: float | None = None
         while not done.wait(0.1):
             now = time.monotonic()
-            if "result" in outcome and now < deadline + SHUTDOWN_GRACE:
-                continue
-            if now >= deadline + (SHUTDOWN_GRACE if "result" in outcome else 0.0):
+            if "result" in outcome:
+                answered_at = answered_at or now
+                if now >= answered_at + GRACE:
+                    break
+            elif now >= deadline + (GRACE if outcome.get("connected") else 0.0):
                 break
     if "result" in outcome:
         result: ClusterResult = outcome["result"]
@@ -159,7 +163,7 @@ def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterRes
     raise ClusterTimeout(f"no answer from the Ray GCS at {resolved} within {timeout:g}s")
 
 
-SHUTDOWN_GRACE = 3.0  # seconds past the deadline for ray.shutdown, once the answers are in
+GRACE = 3.0  # seconds for the answers to come out past the deadline, and again for ray.shutdown
 
 
 def _resolve(address: str) -> str:
