@@ -116,7 +116,7 @@ def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterRes
     ray = _import_ray()  # seconds on a busy host: within the deadline too
     resolved = _resolve(address)
     _reachable(resolved, left())  # fail at once, in one line, when nothing listens there
-    if _is_loopback(resolved.rpartition(":")[0]):
+    if _is_loopback(_host_port(resolved)[0]):
         _keep_on_loopback()
     done = threading.Event()
     outcome: dict[str, Any] = {}
@@ -187,10 +187,15 @@ def _resolve(address: str) -> str:
     return str(found)
 
 
+def _host_port(address: str) -> tuple[str, str]:
+    """("host", "port") of `HOST:PORT`, `[v6]:PORT` or `ray://HOST:PORT`."""
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    return host.strip("[]"), port
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
-    host = host.strip("[]")
     if host == "localhost":
         return True
     try:
@@ -241,11 +246,11 @@ def _reachable(resolved: str, timeout: float) -> None:
     """Fail fast, in one line, when nothing listens at the cluster's bootstrap address."""
     import socket
 
-    host, sep, port = resolved.rpartition(":")
-    if not sep or not port.isdigit():
+    host, port = _host_port(resolved)
+    if not host or not port.isdigit():
         raise ClusterUnavailable(f"{resolved!r} is not a Ray address", hint="auto or HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise ClusterUnavailable(f"cannot connect to the Ray cluster at {resolved}: {exc.strerror or exc}") from None
 
