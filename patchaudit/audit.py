@@ -293,6 +293,32 @@ def _with_hazards(
     return dataclasses.replace(report, distributions=tuple(dists), rules=rules)
 
 
+def hazards_over(
+    report: Report,
+    files: Mapping[str, Sequence[str]],
+    *,
+    rule_dirs: Sequence[Path] = (),
+    severity_overrides: Mapping[str, Severity] | None = None,
+    workers: int | None = None,
+) -> Report:
+    """The hazard rules over more files of the report's distributions (distribution name -> paths), as
+    changed files with no pristine bytes to compare with: every finding in them counts as a change."""
+    from patchaudit.hazardpool import HazardJob, check_jobs
+
+    jobs = [
+        HazardJob(location=Path(d.location), files=tuple((f, True) for f in sorted(set(files.get(d.name, ())))))
+        for d in report.distributions
+    ]
+    if not any(job.files for job in jobs):
+        return report
+    found = check_jobs(jobs, rule_dirs=rule_dirs, severity_overrides=severity_overrides, workers=workers)
+    dists = tuple(
+        dataclasses.replace(dist, findings=dist.findings + tuple(more)) if more else dist
+        for dist, more in zip(report.distributions, found, strict=True)
+    )
+    return dataclasses.replace(report, distributions=dists)
+
+
 def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
     """The .py files of a distribution without RECORD: its top_level.txt packages and modules."""
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchaudit.atomic import atomic_write
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
-from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report
+from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report, Severity
 
 if TYPE_CHECKING:
     from patchaudit.environment import Environment
@@ -367,7 +367,7 @@ def with_hazards(
     scanned: Report,
     *,
     rule_dirs: Sequence[Path] = (),
-    severity_overrides: Mapping[str, Any] | None = None,
+    severity_overrides: Mapping[str, Severity] | None = None,
     workers: int | None = None,
 ) -> Report:
     """The hazard rules over every change against the baseline that the scan did not already judge.
@@ -376,28 +376,20 @@ def with_hazards(
     other file that differs only from the baseline, is judged here, so nothing unapproved passes unread.
     There are no pristine bytes to compare with: every finding in such a file counts as a change.
     """
-    from patchaudit.hazardpool import HazardJob, check_jobs
+    from patchaudit.audit import hazards_over
 
     judged = {d.name: {x.path for x in d.drift} for d in scanned.distributions}
-    jobs: list[HazardJob] = []
-    for dist in checked.distributions:
-        seen = judged.get(dist.name, set())
-        files = sorted(
-            {
-                d.path
-                for d in dist.drift
-                if d.state is not DriftState.MISSING and d.path.endswith(".py") and d.path not in seen
-            }
-        )
-        jobs.append(HazardJob(location=Path(dist.location), files=tuple((f, True) for f in files)))
-    if not any(job.files for job in jobs):
-        return checked
-    found = check_jobs(jobs, rule_dirs=rule_dirs, severity_overrides=severity_overrides, workers=workers)
-    dists = tuple(
-        dataclasses.replace(dist, findings=dist.findings + tuple(more)) if more else dist
-        for dist, more in zip(checked.distributions, found, strict=True)
+    unjudged = {
+        dist.name: [
+            d.path
+            for d in dist.drift
+            if d.state is not DriftState.MISSING and d.path.endswith(".py") and d.path not in judged.get(dist.name, ())
+        ]
+        for dist in checked.distributions
+    }
+    return hazards_over(
+        checked, unjudged, rule_dirs=rule_dirs, severity_overrides=severity_overrides or {}, workers=workers
     )
-    return dataclasses.replace(checked, distributions=dists)
 
 
 def _gone(snap: DistSnapshot) -> DistReport:
