@@ -19,6 +19,7 @@ from patchaudit.report import schema_path
 def test_the_schema_ships_in_the_package_and_a_scan_report_follows_it(tmp_path: Path) -> None:
     assert Path(schema_path()).is_file()
     assert Path(schema_path()).parent.name == "patchaudit"
+    jsonschema.Draft202012Validator.check_schema(json.loads(Path(schema_path()).read_text()))
     wheel = build_wheel(tmp_path / "w", "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": "X = 1\n"})
     python = make_venv(tmp_path / "venv")
     pip_install(python, wheel)
