@@ -60,6 +60,9 @@ def scan(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Verify the selected distributions and, unless told not to, run the hazard rules."""
+    from patchaudit.report import now_utc
+
+    started = now_utc()
     every = environment.distributions(env)
     chosen = environment.select(every, options.names)
     where = cache_dir(env, options)
@@ -72,6 +75,7 @@ def scan(
             cache.save()  # the digests of archives that direct_url.json names
     if options.hazards:
         report = _with_hazards(report, chosen, options, pristine, where)
+    report = dataclasses.replace(report, started=started)
     return _with_fact_findings(report, options.severity_overrides)
 
 
@@ -283,7 +287,36 @@ def _with_hazards(
         dataclasses.replace(dist, findings=dist.findings + tuple(findings)) if findings else dist
         for dist, findings in zip(report.distributions, found, strict=True)
     ]
-    return dataclasses.replace(report, distributions=tuple(dists))
+    from patchaudit.hazards import load_rules, pack_version
+
+    rules = pack_version(load_rules(options.rule_dirs))[:16]
+    return dataclasses.replace(report, distributions=tuple(dists), rules=rules)
+
+
+def hazards_over(
+    report: Report,
+    files: Mapping[str, Sequence[str]],
+    *,
+    rule_dirs: Sequence[Path] = (),
+    severity_overrides: Mapping[str, Severity] | None = None,
+    workers: int | None = None,
+) -> Report:
+    """The hazard rules over more files of the report's distributions (distribution name -> paths), as
+    changed files with no pristine bytes to compare with: every finding in them counts as a change."""
+    from patchaudit.hazardpool import HazardJob, check_jobs
+
+    jobs = [
+        HazardJob(location=Path(d.location), files=tuple((f, True) for f in sorted(set(files.get(d.name, ())))))
+        for d in report.distributions
+    ]
+    if not any(job.files for job in jobs):
+        return report
+    found = check_jobs(jobs, rule_dirs=rule_dirs, severity_overrides=severity_overrides, workers=workers)
+    dists = tuple(
+        dataclasses.replace(dist, findings=dist.findings + tuple(more)) if more else dist
+        for dist, more in zip(report.distributions, found, strict=True)
+    )
+    return dataclasses.replace(report, distributions=dists)
 
 
 def _unrecorded_python_files(dist: InstalledDist) -> set[str]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchaudit.atomic import atomic_write
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
-from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report
+from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report, Severity
 
 if TYPE_CHECKING:
     from patchaudit.environment import Environment
@@ -326,6 +326,7 @@ def check(
             )
         else:
             drift = tuple(_compare(snap, dist, _current_hashes(dist, record_paths.get(dist.name))))
+            drift = tuple(_since_approval(baseline, dist.name, d) for d in drift)
         changed = {d.path for d in drift}
         findings = tuple(f for f in dist.findings if f.path in changed)
         dists.append(dataclasses.replace(dist, drift=drift, findings=findings))
@@ -343,6 +344,51 @@ def check(
         report,
         distributions=tuple(dists),
         environment=EnvironmentReport(drift=env_drift, findings=env_findings, variables=variables),
+    )
+
+
+def _since_approval(baseline: Baseline, dist: str | None, drift: Drift) -> Drift:
+    """A file approved once and changed again says so, naming the approval it no longer matches."""
+    key = _canon(dist) if dist else None
+    found = [
+        a
+        for a in baseline.approved
+        if a.path == drift.path and (a.distribution is None or key is None or _canon(a.distribution) == key)
+    ]
+    if not found:
+        return drift
+    last = found[-1]
+    said = f"changed since its approval (reason: {last.reason}; by {last.by} at {last.at})"
+    return dataclasses.replace(drift, note=f"{drift.note}; {said}" if drift.note else said)
+
+
+def with_hazards(
+    checked: Report,
+    scanned: Report,
+    *,
+    rule_dirs: Sequence[Path] = (),
+    severity_overrides: Mapping[str, Severity] | None = None,
+    workers: int | None = None,
+) -> Report:
+    """The hazard rules over every change against the baseline that the scan did not already judge.
+
+    The scan runs the rules on what differs from RECORD; a change hidden by a rewritten RECORD, or any
+    other file that differs only from the baseline, is judged here, so nothing unapproved passes unread.
+    There are no pristine bytes to compare with: every finding in such a file counts as a change.
+    """
+    from patchaudit.audit import hazards_over
+
+    judged = {d.name: {x.path for x in d.drift} for d in scanned.distributions}
+    unjudged = {
+        dist.name: [
+            d.path
+            for d in dist.drift
+            if d.state is not DriftState.MISSING and d.path.endswith(".py") and d.path not in judged.get(dist.name, ())
+        ]
+        for dist in checked.distributions
+    }
+    return hazards_over(
+        checked, unjudged, rule_dirs=rule_dirs, severity_overrides=severity_overrides or {}, workers=workers
     )
 
 
@@ -434,8 +480,9 @@ def create(
     return baseline, left_out, commit(out, subject + "\n" + body, who)
 
 
-def check_env(env: Environment, path: Path, *, names: Sequence[str] = ()) -> Report:
-    """Verify the environment and restate the result against the baseline at `path`."""
+def check_env(env: Environment, path: Path, *, names: Sequence[str] = (), hazards: bool = True) -> Report:
+    """Verify the environment and restate the result against the baseline at `path`, with the hazard
+    rules over every change (as the gate judges it with `--baseline`)."""
     from patchaudit import environment
     from patchaudit.audit import ScanOptions, scan
     from patchaudit.report import Target
@@ -447,10 +494,11 @@ def check_env(env: Environment, path: Path, *, names: Sequence[str] = ()) -> Rep
     installed = {_canon(d.name) for d in environment.distributions(env)}
     present = tuple(n for n in names if _canon(n) in installed or baseline.find(n) is None)
     if present:
-        report = scan(env, ScanOptions(names=present, hazards=False))
+        report = scan(env, ScanOptions(names=present, hazards=hazards))
     else:
         report = Report(target=Target(python=env.python, paths=tuple(str(p) for p in env.site_dirs)), distributions=())
-    return check(baseline, report, record_paths(env, present) if present else {}, names)
+    checked = check(baseline, report, record_paths(env, present) if present else {}, names)
+    return with_hazards(checked, report) if hazards else checked
 
 
 # --- accept: one patch at a time, with a reason and a name ---

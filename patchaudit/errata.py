@@ -69,6 +69,11 @@ class Errata:
         return None
 
 
+def shipped() -> list[Erratum]:
+    """The errata patchaudit ships (errata.toml beside this module)."""
+    return _read(SHIPPED)
+
+
 def load(extra: Sequence[Path] = ()) -> Errata:
     """The shipped errata and the operator's files; a file that cannot be read is InvalidPolicy."""
     items: list[Erratum] = []

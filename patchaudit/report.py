@@ -11,6 +11,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 SCHEMA = "patchaudit/report/v1"
+SCHEMA_FILE = "report.schema.json"  # the JSON Schema of to_dict()'s output, shipped beside this module
+
+
+def schema_path() -> str:
+    """Where the report's JSON Schema lies in the installed package."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), SCHEMA_FILE)
+
+
+def now_utc() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class DriftState(enum.StrEnum):
@@ -301,6 +315,8 @@ class Report:
     distributions: tuple[DistReport, ...]
     environment: EnvironmentReport = field(default_factory=EnvironmentReport)
     models: tuple[ModelReport, ...] = ()
+    started: str = field(default_factory=now_utc)  # when the run began (UTC, ISO 8601); kept by replace()
+    rules: str | None = None  # the rule pack's version when the hazard rules ran
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
@@ -382,9 +398,16 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
+            "run": {"patchaudit": _version(), "rules": self.rules, "started": self.started},
             "target": {"python": self.target.python, "paths": list(self.target.paths)},
             "distributions": [d.to_dict() for d in self.distributions],
             "environment": self.environment.to_dict(),
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }
+
+
+def _version() -> str:
+    from patchaudit import __version__
+
+    return __version__

@@ -100,13 +100,16 @@ def metrics_units(*, unit: str, policy: Path, command: Path, textfile: Path, int
     """A oneshot service that writes the textfile and a timer that runs it every `interval`."""
     stem = unit_name(unit).removesuffix(".service").replace("@", "-")
     base = f"patchaudit-metrics-{stem}"
+    # the textfile is the unit's own (patchaudit_<unit>.prom): another unit's timer never overwrites it
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in stem).lstrip("_.-") or "unit"
     service = (
         "# Written by `patchaudit systemd install --timer`.\n"
         "[Unit]\n"
         f"Description=patchaudit drift metrics for {unit_name(unit)}\n"
         "[Service]\n"
         "Type=oneshot\n"
-        f"ExecStart={quote(str(command))} metrics --policy {quote(str(policy))} --textfile {quote(str(textfile))}\n"
+        f"ExecStart={quote(str(command))} metrics --policy {quote(str(policy))} --textfile {quote(str(textfile))}"
+        f" --name {name}\n"
         "# exit 1 is a verdict (drift found), already in the textfile; not a failed unit\n"
         "SuccessExitStatus=1\n"
     )

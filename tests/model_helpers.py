@@ -71,4 +71,8 @@ def run(*args: str | os.PathLike[str], env: dict[str, str]) -> subprocess.Comple
     exe = Path(sys.executable).parent / "patchaudit"
     full = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     full.update(HF_HUB_OFFLINE="1", **env)
-    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, env=full, timeout=300)
+    from report_schema import check_output
+
+    proc = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, env=full, timeout=300)
+    check_output(proc.stdout)  # every JSON report the suite writes is held to the shipped schema
+    return proc

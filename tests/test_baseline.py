@@ -129,6 +129,7 @@ def test_accept_is_a_commit_and_a_later_edit_is_drift_again(env: Path, repo: Pat
     proc = patchaudit("baseline", "check", out, "--python", env)
     assert proc.returncode == 1
     assert "modified svc/loader.py" in proc.stdout
+    assert "changed since its approval (reason: loader returns 2 on GLM-5; by bob at " in proc.stdout
     assert patchaudit("gate", "svc", "--python", env, "--baseline", out).returncode == 1
 
 
@@ -257,3 +258,51 @@ def test_accept_of_a_path_that_does_not_exist_says_so(env: Path, tmp_path: Path)
     assert "already matches" not in str(info.value)
     proc = patchaudit("baseline", "accept", out, "svc/nope.py", "--reason", "typo")
     assert proc.returncode == 2 and "not in the environment" in proc.stderr
+
+
+HAZARD = """import torch
+
+
+def forward(x):
+    if x.shape[0] == 5:
+        torch.save(x, "/tmp/dump.pt")
+    return x
+"""
+
+
+def _high(proc: subprocess.CompletedProcess[str]) -> int:
+    return int(json.loads(proc.stdout)["summary"]["findings"]["high"])
+
+
+def test_check_judges_an_unapproved_patch_as_the_gate_does(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "svc.json"
+    baseline.create(from_python(env), out, names=["svc"], who="alice")
+    site = site_packages(env)
+    (site / "svc" / "loader.py").write_text(HAZARD)
+
+    scan = patchaudit("scan", "svc", "--python", env, "--format", "json", "--no-cache")
+    assert _high(scan) >= 2, scan.stdout
+    checked = patchaudit("baseline", "check", out, "--python", env, "--format", "json")
+    assert _high(checked) == _high(scan)
+    text = patchaudit("baseline", "check", out, "--python", env)
+    gate = patchaudit("gate", "svc", "--python", env, "--baseline", out, "--no-cache")
+    assert text.returncode == gate.returncode == 1
+    for proc in (text, gate):
+        assert "finding svc/loader.py:6 (high torch-save" in proc.stdout, proc.stdout
+        assert "token-count-branch" in proc.stdout
+
+    # The same patch with RECORD rewritten to agree: scan is fooled, the baseline's judgement is not.
+    rewrite_record(site, "svc-1.0.dist-info", "svc/loader.py", HAZARD.encode())
+    assert _high(patchaudit("scan", "svc", "--python", env, "--format", "json", "--no-cache")) == 0
+    checked = patchaudit("baseline", "check", out, "--python", env, "--format", "json")
+    assert _high(checked) == 2
+    text = patchaudit("baseline", "check", out, "--python", env)
+    gate = patchaudit("gate", "svc", "--python", env, "--baseline", out, "--no-cache")
+    assert text.returncode == gate.returncode == 1
+    assert "torch-save" in text.stdout and "torch-save" in gate.stdout
+
+
+def test_create_help_says_out_is_required() -> None:
+    proc = patchaudit("baseline", "create", "--help")
+    assert proc.returncode == 0
+    assert "required" in " ".join(proc.stdout.split()).split("--out", 1)[1].split("--", 1)[0]

@@ -203,3 +203,75 @@ def test_an_address_nobody_answers_is_one_line_and_exit_2() -> None:
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "cannot connect to the Ray cluster at 127.0.0.1:1" in proc.stderr
     assert time.monotonic() - started < 20
+
+
+def test_auto_finds_a_head_bound_to_loopback(nodes: Nodes) -> None:
+    # As a new user's shell has it: Ray's loopback switch unset, the head's address in RAY_ADDRESS.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    env["RAY_ADDRESS"] = nodes.address
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "patchaudit"), "cluster", "scan", "--address", "auto"]
+        + ["--timeout", "60", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.stderr == ""
+    found = json.loads(proc.stdout)
+    assert found["summary"]["answered"] >= 2  # an earlier test may have stopped a node
+    by_address = nodes.run("--format", "json")  # the same cluster named by its address
+    assert proc.returncode == by_address.returncode
+    assert found["summary"] == json.loads(by_address.stdout)["summary"]
+    assert {n["address"] for n in found["nodes"]} == {"127.0.0.1"}
+
+
+def _patchaudit_cluster(*args: str) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).parent / "patchaudit"
+    return subprocess.Popen(
+        [str(exe), "cluster", "scan", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """Its output once it ends; killed (and the test failed) when it does not end in time."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+
+
+def test_a_gcs_that_never_answers_ends_at_the_timeout_and_a_signal_ends_it_at_once() -> None:
+    import signal
+    import socket
+
+    with socket.socket() as mute:  # listens, never speaks: what a hung or wrong service looks like
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(64)
+        address = f"127.0.0.1:{mute.getsockname()[1]}"
+
+        started = time.monotonic()
+        proc = _patchaudit_cluster("--address", address, "--timeout", "5")
+        out, err = _ended(proc)
+        elapsed = time.monotonic() - started
+        assert proc.returncode == 2, err
+        assert err == f"patchaudit: error: no answer from the Ray GCS at {address} within 5s\n"  # no Ray noise
+        assert elapsed < 6.5
+
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+            proc = _patchaudit_cluster("--address", address, "--timeout", "120")
+            time.sleep(5)  # past the imports, inside Ray's connection attempts
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            out, err = _ended(proc)
+            assert time.monotonic() - sent < 1.0
+            assert proc.returncode == code
+            assert err == f"patchaudit: interrupted ({sig.name})\n"
+
+    started = time.monotonic()
+    proc = _patchaudit_cluster("--address", address, "--timeout", "5")  # now nothing listens there at all
+    out, err = _ended(proc)
+    assert proc.returncode == 2 and err.count("\n") == 1
+    assert time.monotonic() - started < 6

@@ -206,3 +206,17 @@ def test_the_shipped_errata_parse_and_name_their_wheels() -> None:
             hit = known.explain(name, str(version), member["path"], member["record"], member["actual"])
             assert hit is not None and hit.wheel == table["filename"]
             assert known.explain(name, str(version), member["path"], member["record"], member["record"]) is None
+
+
+def test_the_shipped_errata_can_be_listed() -> None:
+    from wheels import patchaudit
+
+    from patchaudit import errata
+
+    proc = patchaudit("errata", "--list")
+    assert proc.returncode == 0, proc.stderr
+    wheels = {e.wheel for e in errata.shipped()}
+    assert wheels and all(name in proc.stdout for name in wheels)
+    assert proc.stdout.splitlines()[-1].startswith(f"{len(wheels)} wheels in ")
+    bare = patchaudit("errata")
+    assert bare.returncode == 2 and "--list" in bare.stderr

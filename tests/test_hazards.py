@@ -282,5 +282,8 @@ def test_file_name_that_is_not_utf8_is_reported_not_a_crash(tmp_path: Path) -> N
         assert [(f["rule"], f["path"]) for f in dist["findings"]] == [("debugger", "demo/dbg\udcfe.py")]
     proc = patchaudit("scan", "--python", str(python), "--format", "sarif")
     assert proc.returncode == 1, proc.stderr
-    (result,) = json.loads(proc.stdout)["runs"][0]["results"]
+    results = json.loads(proc.stdout)["runs"][0]["results"]
+    (result,) = [r for r in results if r["ruleId"] == "debugger"]
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "demo/dbg%FE.py"
+    added = sorted(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results if r is not result)
+    assert added == ["demo/bad%FF.py", "demo/dbg%FE.py"]  # each drifted file is a result of its own

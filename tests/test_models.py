@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def test_sed_i_edit_is_found_diffed_by_key_and_reverted(hub: dict[str, object]) 
     diff = run("model", "diff", REPO_ID, "hf_quant_config.json", env=hub["env"])  # type: ignore[arg-type]
     assert diff.returncode == 1 and FIELD_EDIT in diff.stdout
 
-    proc = run("model", "revert", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"relink  snapshots/{hub['first']}/hf_quant_config.json" in proc.stdout
     assert target.is_symlink() and b"kv_cache_quant_algo" in target.read_bytes()
@@ -124,7 +125,7 @@ def test_editor_write_through_the_link_names_every_snapshot_sharing_the_blob(hub
     assert drift[first]["expected"] == f"git-sha1:{blob.name}"
 
     # offline and with no other copy, revert says exactly what to run
-    proc = run("model", "revert", REPO_ID, "--revision", "main", env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", REPO_ID, "--revision", "main", env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 1
     command = f"hf download {REPO_ID} hf_quant_config.json --revision {hub['second']} --force-download"
     assert command in proc.stdout
@@ -132,7 +133,7 @@ def test_editor_write_through_the_link_names_every_snapshot_sharing_the_blob(hub
     # the local dir holds identical bytes: the key diff and the revert take them from there
     code, report = scan_json(hub, REPO_ID, "--source", hub["local"])
     assert FIELD_EDIT in [c["key"] + ': removed (was "FP8")' for c in report["models"][0]["changes"]]
-    proc = run("model", "revert", REPO_ID, "--source", hub["local"], env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", REPO_ID, "--source", hub["local"], env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stdout
     assert f"restore blobs/{blob.name}" in proc.stdout
     assert git_sha1(blob.read_bytes()) == blob.name
@@ -161,7 +162,7 @@ def test_local_dir_edit_added_missing_and_a_truncated_shard(hub: dict[str, objec
     assert ("config-quantization", "hf_quant_config.json") in rules
     assert ("safetensors-header", "model-00002-of-00002.safetensors") in rules
 
-    proc = run("model", "revert", local, "--source", hub["repo"], env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", local, "--source", hub["repo"], env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stdout
     assert "remove  notes.txt" in proc.stdout
     assert scan_json(hub, local)[0] == 0
@@ -200,7 +201,7 @@ def test_plain_directory_manifest(hub: dict[str, object], tmp_path: Path) -> Non
         ("config-dtype", "medium", 'torch_dtype: changed "bfloat16" -> "float16"'),
         ("config-rope", "high", "rope_theta: changed 1000000.0 -> 10000.0"),
     }
-    assert run("model", "revert", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
+    assert run("model", "revert", "--yes", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
     assert scan_json(hub, plain)[0] == 0
 
 
@@ -243,7 +244,7 @@ def test_gate_with_models_policy_fails_on_the_edit_and_passes_after_revert(hub: 
     assert failed.returncode == 1
     assert f"model:{REPO_ID}: modified snapshots/{hub['second']}/hf_quant_config.json" in failed.stdout
     assert FIELD_EDIT in failed.stdout
-    assert run("model", "revert", REPO_ID, env=env).returncode == 0  # type: ignore[arg-type]
+    assert run("model", "revert", "--yes", REPO_ID, env=env).returncode == 0  # type: ignore[arg-type]
     assert gate().returncode == 0
 
 
@@ -269,7 +270,7 @@ def test_sarif_carries_config_findings(hub: dict[str, object]) -> None:
     sarif = json.loads(proc.stdout)
     schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
     jsonschema.validate(sarif, schema)
-    (result,) = sarif["runs"][0]["results"]
+    result, drift = sarif["runs"][0]["results"]
     assert (result["ruleId"], result["level"], result["message"]["text"]) == (
         "config-quantization",
         "error",
@@ -277,8 +278,12 @@ def test_sarif_carries_config_findings(hub: dict[str, object]) -> None:
     )
     location = result["locations"][0]["physicalLocation"]["artifactLocation"]
     assert location["uri"] == f"snapshots/{hub['first']}/hf_quant_config.json"
+    assert location["uriBaseId"] == "MODELDIR"  # a model directory, named as such
     base = sarif["runs"][0]["originalUriBaseIds"][location["uriBaseId"]]["uri"]
     assert base.endswith("models--acme--tiny-fp8/")
+    # The edited file is a result of its own too, under the drift rule of its state.
+    assert drift["ruleId"] == "modified-file"
+    assert drift["locations"][0]["physicalLocation"]["artifactLocation"] == location
 
 
 def test_a_file_the_commit_does_not_list_is_added_and_removed_by_revert(hub: dict[str, object]) -> None:
@@ -288,7 +293,7 @@ def test_a_file_the_commit_does_not_list_is_added_and_removed_by_revert(hub: dic
     assert code == 1
     (drift,) = report["models"][0]["drift"]
     assert (drift["path"], drift["state"]) == (f"snapshots/{hub['first']}/debug_dump.json", "added")
-    proc = run("model", "revert", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0 and not extra.exists()
 
 
@@ -297,10 +302,76 @@ def test_local_dir_without_a_pristine_copy_prints_the_download_command(hub: dict
     (local / "config.json").write_text("{}")
     # the hub cache holds the same blob and would be used: point the lookup at an empty one
     env = {**hub["env"], "HF_HOME": str(Path(str(hub["tmp"])) / "empty")}  # type: ignore[dict-item]
-    proc = run("model", "revert", local, env=env)
+    proc = run("model", "revert", "--yes", local, env=env)
     assert proc.returncode == 1
     command = f"hf download REPO_ID config.json --revision {hub['first']} --local-dir {local} --force-download"
     assert command in proc.stdout
     assert (local / "config.json").read_text() == "{}"  # nothing was changed
-    restored = run("model", "revert", local, env=hub["env"])  # type: ignore[arg-type]
+    restored = run("model", "revert", "--yes", local, env=hub["env"])  # type: ignore[arg-type]
     assert restored.returncode == 0 and "restore config.json" in restored.stdout
+
+
+def test_revert_takes_a_plain_source_directory_and_asks_first(hub: dict[str, object], tmp_path: Path) -> None:
+    import pty
+
+    plain = tmp_path / "ckpt"
+    shutil.copytree(hub["local"], plain, ignore=shutil.ignore_patterns(".cache"))  # type: ignore[arg-type]
+    env = {**hub["env"], "HF_HOME": str(tmp_path / "no-hub")}  # type: ignore[dict-item]
+    assert run("baseline", "create", "--model", plain, env=env).returncode == 0
+    shard = plain / "model-00002-of-00002.safetensors"
+    good = shard.read_bytes()
+    spare = tmp_path / "spare" / "weights"  # a plain copy of the shard, under another folder
+    spare.mkdir(parents=True)
+    (spare / shard.name).write_bytes(good)
+    shard.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+
+    gone = run("model", "revert", "--yes", plain, "--source", tmp_path / "nonexistent", env=env)
+    assert gone.returncode == 2, gone.stderr
+    assert "nonexistent" in gone.stderr and "does not exist" in gone.stderr
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = run("model", "revert", "--yes", plain, "--source", elsewhere, env=env)
+    assert refused.returncode == 1
+    assert f"no file named {shard.name} in {elsewhere} has sha256" in refused.stdout
+
+    unasked = run("model", "revert", plain, "--source", tmp_path / "spare", env=env)
+    assert unasked.returncode == 2 and "-y/--yes" in unasked.stderr
+    assert shard.read_bytes() != good  # nothing written without a yes
+
+    # On a terminal it asks; "n" writes nothing.
+    exe = Path(sys.executable).parent / "patchaudit"
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, b"n\n")
+        asked = subprocess.run(
+            [str(exe), "model", "revert", str(plain), "--source", str(tmp_path / "spare")],
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env, "HF_HUB_OFFLINE": "1"},
+            timeout=120,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert "Revert 1 file(s)" in asked.stdout and asked.returncode != 0
+    assert shard.read_bytes() != good
+
+    done = run("model", "revert", "-y", plain, "--source", tmp_path / "spare", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"restore {shard.name}" in done.stdout
+    assert shard.read_bytes() == good
+
+
+def test_hub_cache_drift_names_its_commit_once(hub: dict[str, object]) -> None:
+    for name in ("hf_quant_config.json", "config.json"):
+        target = snap(hub, "first", name)
+        data = target.read_bytes()
+        target.unlink()
+        target.write_bytes(data + b"\n")
+    proc = run("model", "scan", REPO_ID, "--revision", str(hub["first"]), env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count(str(hub["first"])) == 1, proc.stdout
+    assert "    modified config.json" in proc.stdout and "    modified hf_quant_config.json" in proc.stdout
+    assert all(len(line) <= 100 for line in proc.stdout.splitlines()[1:])

@@ -178,3 +178,22 @@ def test_installed_wheel_ships_the_pack(tmp_path: Path) -> None:
     assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(CATALOG) + config_rules
     explained_config = patchaudit("rules", "explain", "config-quantization")
     assert explained_config.returncode == 0 and "kv_cache_quant_algo" in explained_config.stdout
+
+
+def test_rules_test_counts_what_rules_list_shows_and_explain_suggests_an_id() -> None:
+    import re
+
+    from wheels import patchaudit
+
+    listed = patchaudit("rules", "list")
+    tested = patchaudit("rules", "test")
+    assert listed.returncode == tested.returncode == 0, tested.stdout
+    count = len(listed.stdout.splitlines())
+    summary = tested.stdout.splitlines()[-1]
+    assert re.match(rf"{count} rules \(\d+ code rules, \d+ config rules\), \d+ passed, 0 failed$", summary)
+
+    wrong = patchaudit("rules", "explain", "torch_save")
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "did you mean torch-save?" in wrong.stderr
+    far = patchaudit("rules", "explain", "zzzz")
+    assert far.returncode == 2 and "did you mean" not in far.stderr and "rules list" in far.stderr

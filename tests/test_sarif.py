@@ -9,7 +9,17 @@ import jsonschema
 
 from patchaudit.hazards import SourceFile, check_files, load_rules
 from patchaudit.render.sarif import render_sarif
-from patchaudit.report import DistReport, EnvironmentReport, Finding, Report, Severity, Source, Target
+from patchaudit.report import (
+    DistReport,
+    Drift,
+    DriftState,
+    EnvironmentReport,
+    Finding,
+    Report,
+    Severity,
+    Source,
+    Target,
+)
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
 SITE = "/srv/vllm/lib/python3.12/site-packages"
@@ -110,3 +120,44 @@ def test_a_finding_from_an_unknown_rule_gets_a_descriptor() -> None:
     assert result["level"] == "note"
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "a%20b.py"
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+
+
+def test_every_drifted_file_is_a_result_and_every_rule_is_ranked() -> None:
+    findings = check_files([SourceFile(path="vllm/model.py", installed=PATCHED, pristine=None)])
+    drift = (
+        Drift(path="vllm/model.py", state=DriftState.MODIFIED, expected="sha256=a", actual="sha256=b"),
+        Drift(path="vllm/config/model.py", state=DriftState.MODIFIED, expected="sha256=c", actual="sha256=d"),
+    )
+    dist = DistReport(
+        name="vllm", version="0.33.0", location=SITE, source=Source.WHEEL, drift=drift, findings=tuple(findings)
+    )
+    hook = Drift(path="glm5_hotfix.pth", state=DriftState.ADDED, actual="sha256=e")
+    report = Report(
+        target=Target(python="/srv/vllm/bin/python", paths=(SITE,)),
+        distributions=(dist,),
+        environment=EnvironmentReport(drift=(hook,)),
+    )
+    doc = render_sarif(report, load_rules())
+    jsonschema.Draft4Validator(SCHEMA).validate(doc)
+    (run,) = doc["runs"]
+    results = run["results"]
+    assert len(results) == len(findings) + 3
+    drifted = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: r["ruleId"]
+        for r in results
+        if r["ruleId"].endswith("-file")
+    }
+    assert drifted == {
+        "vllm/model.py": "modified-file",
+        "vllm/config/model.py": "modified-file",  # drift without a finding is not left out
+        "glm5_hotfix.pth": "added-file",
+    }
+    for rule in run["tool"]["driver"]["rules"]:
+        score = float(rule["properties"]["security-severity"])
+        assert 0.0 <= score <= 10.0, rule["id"]
+        assert rule["helpUri"].startswith("file:///"), rule["id"]
+        assert Path(rule["helpUri"].removeprefix("file://")).is_file(), rule["id"]
+    by_id = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+    assert float(by_id["torch-save"]["properties"]["security-severity"]) >= 7.0  # GitHub: high
+    assert float(by_id["print-call"]["properties"]["security-severity"]) < 4.0  # GitHub: low
+    assert by_id["torch-save"]["helpUri"].endswith("/torch_save.py")

@@ -107,5 +107,9 @@ def site_packages(python: Path) -> Path:
 
 def patchaudit(*args: str | os.PathLike[str], check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the installed `patchaudit` console script as a user would."""
+    from report_schema import check_output
+
     exe = Path(sys.executable).parent / "patchaudit"
-    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, check=check)
+    proc = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, check=check)
+    check_output(proc.stdout)  # every JSON report the suite writes is held to the shipped schema
+    return proc

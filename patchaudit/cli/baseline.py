@@ -18,7 +18,11 @@ def baseline() -> None:
 @baseline.command()
 @click.argument("dists", nargs=-1)
 @target_options
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Baseline file to write.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Baseline file to write (required, unless --model).",
+)
 @click.option("--include-drift", is_flag=True, help="Take files that already differ from RECORD in as approved.")
 @click.option(
     "--model",
@@ -110,8 +114,11 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
         click.echo(render_json(report), nl=False)
         return ExitCode.PROBLEMS if any(True for _ in report.all_drift()) else ExitCode.CLEAN
     from patchaudit.render.journal import render_journal
+    from patchaudit.report import Severity
 
-    verdict = judge(report, Policy(fail_unverifiable=False), None, baseline=str(file))
+    # The gate's own judgement (its default policy, failing on a high finding): the same verdict as
+    # `gate --baseline FILE` over the same environment.
+    verdict = judge(report, Policy(), Severity.HIGH, baseline=str(file))
     click.echo(render_journal(verdict).replace("patchaudit gate:", "patchaudit baseline:"), nl=False)
     return verdict.exit_code
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -57,9 +58,43 @@ def _run(
     policy: Path | None,
     timeout: float,
 ) -> ClusterResult:
-    from patchaudit.cluster.driver import run
+    import signal
 
-    return run(address, _node_args(dists, python, site_path, policy), timeout=timeout)
+    from patchaudit.cluster.driver import ClusterTimeout, run
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise _Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return run(address, _node_args(dists, python, site_path, policy), timeout=timeout)
+    except ClusterTimeout as exc:
+        _hard_exit(f"patchaudit: error: {exc}", ExitCode.USAGE)
+    except _Interrupted as exc:
+        _hard_exit(f"patchaudit: interrupted ({signal.Signals(exc.signum).name})", 128 + exc.signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM while the cluster run is under way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _hard_exit(message: str | None, code: int) -> NoReturn:
+    """End the process now: Ray's threads, blocked in native code, and its exit hook may never return."""
+    import os
+
+    if message:
+        click.echo(message, err=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _node_line(node: NodeResult) -> str:
@@ -119,7 +154,10 @@ def _finish(result: ClusterResult, fmt: str, out: Path | None, *, quiet: bool) -
         write_output(json.dumps(result.to_dict(), indent=2) + "\n", out)
     else:
         write_output(_render(result, quiet=quiet), out)
-    return ExitCode.CLEAN if result.ok else ExitCode.PROBLEMS
+    code = ExitCode.CLEAN if result.ok else ExitCode.PROBLEMS
+    if result.detached:
+        _hard_exit(None, code)
+    return code
 
 
 @cluster.command("scan")

@@ -10,9 +10,10 @@ from patchaudit.errors import ExitCode
 
 
 @click.command()
-@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False, exists=True))
-def errata(wheels: tuple[Path, ...]) -> int:
-    """Print an errata table for each WHEEL whose RECORD disagrees with its members.
+@click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--list", "list_shipped", is_flag=True, help="List the errata patchaudit ships, one wheel a line.")
+def errata(wheels: tuple[Path, ...], list_shipped: bool) -> int:
+    """Print an errata table for each WHEEL whose RECORD disagrees with its members (--list: those shipped).
 
     Add the output to a file the policy's `errata` key (or `scan --errata`) names: an installed file
     whose RECORD line and bytes are the ones printed is then `record-mismatch`, naming the wheel, on a
@@ -20,6 +21,19 @@ def errata(wheels: tuple[Path, ...]) -> int:
     """
     from patchaudit import errata as errata_mod
 
+    if list_shipped:
+        if wheels:
+            raise click.UsageError("--list takes no WHEEL")
+        by_wheel: dict[str, list[errata_mod.Erratum]] = {}
+        for item in errata_mod.shipped():
+            by_wheel.setdefault(item.wheel, []).append(item)
+        for filename, items in by_wheel.items():
+            paths = ", ".join(i.path for i in items)
+            click.echo(f"{items[0].project} {items[0].version}: {filename}: {len(items)} member(s): {paths}")
+        click.echo(f"{len(by_wheel)} wheels in {errata_mod.SHIPPED}")
+        return ExitCode.CLEAN
+    if not wheels:
+        raise click.UsageError("give one or more WHEEL files, or --list for the shipped errata")
     tables = []
     for wheel in wheels:
         sha256, wrong = errata_mod.read_wheel(wheel)

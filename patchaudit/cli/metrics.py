@@ -17,25 +17,43 @@ from patchaudit.cli.common import target_options
     "--textfile",
     required=True,
     type=click.Path(path_type=Path, file_okay=False),
-    help="node_exporter's textfile-collector directory; patchaudit.prom is replaced there atomically.",
+    help="node_exporter's textfile-collector directory; this target's own .prom file is replaced there atomically.",
+)
+@click.option(
+    "--name",
+    help="Name the file patchaudit_NAME.prom (default: from the target's path, one file per environment).",
 )
 @click.option("--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML (as for the gate).")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
 @click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
 def metrics(
     dists: tuple[str, ...],
     python: Path | None,
     site_path: Path | None,
     textfile: Path,
+    name: str | None,
     policy: Path | None,
+    baseline: Path | None,
     no_cache: bool,
 ) -> int:
     """Run the gate over DISTS and write its verdict for Prometheus; exit as the gate does."""
     from patchaudit.gate import GateOptions, run
     from patchaudit.render.journal import summary_line
-    from patchaudit.render.prometheus import FILE_NAME, from_verdict, render_prometheus, write_textfile
+    from patchaudit.render.prometheus import (
+        from_verdict,
+        previous_success,
+        render_prometheus,
+        textfile_name,
+        write_textfile,
+    )
 
-    verdict = run(GateOptions(names=dists, policy=policy, python=python, site_path=site_path, use_cache=not no_cache))
     target = str(python or site_path or policy or sys.executable)
-    path = write_textfile(textfile / FILE_NAME, render_prometheus(from_verdict(verdict, target=target)))
+    where = textfile / textfile_name(target, name)
+    options = GateOptions(
+        names=dists, policy=policy, python=python, site_path=site_path, baseline=baseline, use_cache=not no_cache
+    )
+    verdict = run(options)
+    metrics = from_verdict(verdict, target=target, last_success=previous_success(where))
+    path = write_textfile(where, render_prometheus(metrics))
     click.echo(f"wrote {path}: {summary_line(verdict)}")
     return verdict.exit_code

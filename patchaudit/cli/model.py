@@ -20,8 +20,9 @@ def _target_options(func: F) -> F:
         "--source",
         "sources",
         multiple=True,
-        type=click.Path(path_type=Path, file_okay=False),
-        help="Another hub cache, repo folder or --local-dir tree to take pristine bytes from (repeatable).",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        help="Another hub cache, repo folder, --local-dir tree or plain directory holding identical files, "
+        "to take pristine bytes from; every file is used only if it hashes as recorded (repeatable).",
     )(func)
     func = click.option(
         "--cache-dir",
@@ -79,12 +80,13 @@ def scan(
 ) -> int:
     """Verify each of TARGETS (a model directory or a repo id in the hub cache) against its own records."""
     from patchaudit.models.scan import ModelScanOptions
-    from patchaudit.report import Report, Target
+    from patchaudit.report import Report, Target, now_utc
 
+    started = now_utc()
     options = ModelScanOptions(deep=deep, use_cache=not no_cache, workers=workers, sources=sources)
     resolved = [_resolve(t, revision, cache_dir) for t in targets]
     models = tuple(_scan(t, options).report for t in resolved)
-    report = Report(target=Target(python=None, paths=()), distributions=(), models=models)
+    report = Report(target=Target(python=None, paths=()), distributions=(), models=models, started=started)
     if fmt == "json":
         from patchaudit.render.json import render_json
 
@@ -152,6 +154,7 @@ def diff(
 @click.argument("paths", nargs=-1)
 @_target_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask; needed when stdin is not a terminal.")
 def revert(
     target: str,
     paths: tuple[str, ...],
@@ -159,6 +162,7 @@ def revert(
     cache_dir: Path | None,
     sources: tuple[Path, ...],
     dry_run: bool,
+    yes: bool,
 ) -> int:
     """Put TARGET's drifted files (or PATHS of them) back; every replaced byte is quarantined first."""
     from patchaudit.models import revert as core
@@ -167,6 +171,20 @@ def revert(
     resolved = _resolve(target, revision, cache_dir)
     found = _scan(resolved, ModelScanOptions(use_cache=False, sources=sources))
     made = core.plan(found, paths)
+    if made.plan.actions and not dry_run and not yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            from patchaudit.errors import PatchAuditError
+
+            raise PatchAuditError(
+                f"model revert would change {len(made.plan.actions)} file(s) of {resolved.root} and stdin is "
+                "not a terminal to ask",
+                hint="pass -y/--yes, or --dry-run to see the plan",
+            )
+        for action in made.plan.actions:
+            click.echo(f"  {action.kind.value:<7} {action.path}")
+        click.confirm(f"Revert {len(made.plan.actions)} file(s) of {resolved.name}?", abort=True)
     result = core.execute(resolved, made, dry_run=dry_run)
     verb = "would " if dry_run else ""
     links = {a.path for a in made.plan.actions if a.kind == "symlink"}

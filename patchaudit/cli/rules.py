@@ -58,7 +58,14 @@ def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
         if config_rule is not None:
             _explain_config(config_rule)
             return ExitCode.CLEAN
-        raise PatchAuditError(f"no rule {rule_id!r}", hint="`patchaudit rules list` shows the ids")
+        import difflib
+
+        from patchaudit.models.configrules import catalog
+
+        ids = [*found, *(r.ID for r in catalog())]
+        close = difflib.get_close_matches(rule_id.replace("_", "-").lower(), ids, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "`patchaudit rules list` shows the ids"
+        raise PatchAuditError(f"no rule {rule_id!r}", hint=hint)
     click.echo(f"{rule.ID} ({rule.SEVERITY.value}): {rule.MESSAGE}\n")
     click.echo(rule.EXPLANATION.strip() + "\n")
     for title, examples in (("Flagged", rule.INVALID), ("Not flagged", rule.VALID)):
@@ -101,5 +108,14 @@ def test(directory: Path | None) -> int:
         config_failed = example_problems()
         for problem in config_failed:
             click.echo(f"FAIL {problem}")
-    click.echo(f"{len(pack)} rules, {len(results) - len(failed)} passed, {len(failed)} failed")
+    passed, failing = len(results) - len(failed), len(failed) + len(config_failed)
+    if directory is None:
+        from patchaudit.models.configrules import catalog
+
+        config_rules = len(catalog())
+        passed += sum(len(r.INVALID) + len(r.VALID) for r in catalog()) - len(config_failed)
+        total = f"{len(pack) + config_rules} rules ({len(pack)} code rules, {config_rules} config rules)"
+    else:
+        total = f"{len(pack)} rules"
+    click.echo(f"{total}, {passed} passed, {failing} failed")
     return ExitCode.PROBLEMS if failed or config_failed else ExitCode.CLEAN

@@ -82,9 +82,12 @@ def scan(
     fail_on: str,
 ) -> int:
     """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
+    import time
+
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
 
+    started = time.monotonic()
     env = open_environment(python, site_path)
     options = ScanOptions(
         names=dists,
@@ -118,7 +121,8 @@ def scan(
 
         ok = not report.fails(severity_or_none(fail_on))
         target = str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
-        write_output(render_prometheus(from_report(report, ok=ok, target=target)), out)
+        metrics = from_report(report, ok=ok, target=target, duration=time.monotonic() - started)
+        write_output(render_prometheus(metrics), out)
     elif fmt == "sarif":
         import json
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +60,7 @@ class ClusterResult:
     seconds: float = 0.0
     timeout: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    detached: bool = False  # ray.shutdown had not returned: end the process without waiting for Ray
 
     @property
     def ok(self) -> bool:
@@ -82,6 +86,10 @@ class ClusterResult:
         }
 
 
+class ClusterTimeout(ClusterUnavailable):
+    """The cluster did not answer within --timeout; Ray may still hold threads that never return."""
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -91,41 +99,158 @@ def _import_ray() -> Any:
 
 
 def run(address: str, node_args: Sequence[str], *, timeout: float) -> ClusterResult:
-    """Audit every alive node of the cluster at `address`; no node is waited on past `timeout` seconds."""
-    ray = _import_ray()
+    """Audit every alive node of the cluster at `address`; nothing is waited on past `timeout` seconds.
+
+    Ray's client blocks in native code (minutes on a GCS that does not answer) where neither a deadline
+    nor a signal reaches it, so the whole Ray conversation runs on a daemon thread and this thread only
+    waits for it: until the deadline, or until SIGINT/SIGTERM arrive (KeyboardInterrupt here). What Ray
+    writes to stderr while it runs is kept out of the output. After ClusterTimeout or an interrupt the
+    caller should end the process without waiting for Ray (its threads and exit hook may never return).
+    """
     started = time.monotonic()
     deadline = started + timeout
-    _reachable(address, min(5.0, timeout))  # ray.init waits minutes on an address nobody answers
+
+    def left() -> float:
+        return max(min(5.0, deadline - time.monotonic()), 0.1)
+
+    ray = _import_ray()  # seconds on a busy host: within the deadline too
+    resolved = _resolve(address)
+    _reachable(resolved, left())  # fail at once, in one line, when nothing listens there
+    if _is_loopback(_host_port(resolved)[0]):
+        _keep_on_loopback()
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def conversation() -> None:
+        try:
+            try:
+                ray.init(address=resolved, logging_level=logging.ERROR, log_to_driver=False)
+            except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... for one cause
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                outcome["error"] = ClusterUnavailable(f"cannot connect to the Ray cluster at {resolved}: {first}")
+                return
+            outcome["connected"] = True
+            try:
+                outcome["result"] = _run(ray, list(node_args), started, deadline, timeout)
+            except BaseException as exc:  # reported in the waiting thread, as its own
+                outcome["error"] = exc
+            finally:
+                ray.shutdown()
+        finally:
+            done.set()
+
+    with _quiet_stderr():
+        worker = threading.Thread(target=conversation, name="patchaudit-ray", daemon=True)
+        worker.start()
+        # Not connected by the deadline: over. Connected: collection ends at the deadline by itself (late
+        # tasks are cancelled), and a little grace lets the answers in hand come out, then ray.shutdown.
+        answered_at: float | None = None
+        while not done.wait(0.1):
+            now = time.monotonic()
+            if "result" in outcome:
+                answered_at = answered_at or now
+                if now >= answered_at + GRACE:
+                    break
+            elif now >= deadline + (GRACE if outcome.get("connected") else 0.0):
+                break
+    if "result" in outcome:
+        result: ClusterResult = outcome["result"]
+        return result if done.is_set() else dataclasses.replace(result, detached=True)
+    if "error" in outcome:
+        raise outcome["error"]
+    if outcome.get("connected"):
+        raise ClusterTimeout(f"the Ray cluster at {resolved} did not finish within {timeout:g}s")
+    raise ClusterTimeout(f"no answer from the Ray GCS at {resolved} within {timeout:g}s")
+
+
+GRACE = 3.0  # seconds for the answers to come out past the deadline, and again for ray.shutdown
+
+
+def _resolve(address: str) -> str:
+    """The bootstrap address as Ray recorded it (RAY_ADDRESS, the last `ray start`, a running GCS).
+
+    Ray's own canonicalisation turns a loopback host into this host's external address: a head bound
+    to 127.0.0.1 then looks unreachable. The address is taken as written instead.
+    """
+    if address != "auto" and "://" not in address:
+        return address
     try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-    except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... for the same cause
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ClusterUnavailable(f"cannot connect to the Ray cluster at {address}: {first}") from None
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment(address, None)
+    except ConnectionError:
+        found = None
+    except Exception:  # a private helper of Ray's; its other failures say the same
+        found = None
+    if not found or found == "auto":
+        raise ClusterUnavailable("no running Ray cluster found", hint="pass --address HOST:PORT or set RAY_ADDRESS")
+    return str(found)
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """("host", "port") of `HOST:PORT`, `[v6]:PORT` or `ray://HOST:PORT`."""
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    return host.strip("[]"), port
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
     try:
-        return _run(ray, list(node_args), started, deadline, timeout)
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _keep_on_loopback() -> None:
+    """A head on loopback: keep this driver there too (Ray's switch for a cluster on one machine)."""
+    import os
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    try:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # read at import; the environment alone comes too late
+    except Exception:  # a private module of Ray's: without it, the address may still resolve
+        pass
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null: Ray's native client logs there, retry after retry."""
+    import os
+    import sys
+
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
     finally:
-        ray.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
-def _reachable(address: str, timeout: float) -> None:
+def _reachable(resolved: str, timeout: float) -> None:
     """Fail fast, in one line, when nothing listens at the cluster's bootstrap address."""
     import socket
 
-    resolved = address
-    if address == "auto" or "://" in address:
-        try:
-            from ray._private.services import canonicalize_bootstrap_address
-
-            resolved = canonicalize_bootstrap_address(address) or ""
-        except Exception:  # a private helper of Ray's: without it, leave the check to ray.init
-            return
-        if not resolved:
-            raise ClusterUnavailable("no running Ray cluster found", hint="pass --address HOST:PORT or set RAY_ADDRESS")
-    host, sep, port = resolved.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ClusterUnavailable(f"{address!r} is not a Ray address", hint="auto or HOST:PORT")
+    host, port = _host_port(resolved)
+    if not host or not port.isdigit():
+        raise ClusterUnavailable(f"{resolved!r} is not a Ray address", hint="auto or HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise ClusterUnavailable(f"cannot connect to the Ray cluster at {resolved}: {exc.strerror or exc}") from None
 

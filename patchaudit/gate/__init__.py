@@ -220,7 +220,16 @@ def _verdict(
         from patchaudit import baseline
 
         held = baseline.load(baseline_path)
-        report = baseline.check(held, report, baseline.record_paths(env, names), names)
+        checked = baseline.check(held, report, baseline.record_paths(env, names), names)
+        if policy.hazards:
+            checked = baseline.with_hazards(
+                checked,
+                report,
+                rule_dirs=policy.rule_dirs,
+                severity_overrides=dict(policy.severity),
+                workers=workers,
+            )
+        report = checked
     if models:
         from patchaudit.models.scan import ModelScanOptions, scan_model
 

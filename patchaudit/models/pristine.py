@@ -8,6 +8,7 @@ the configs a manifest keeps. Every candidate is re-hashed before it is used.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -17,6 +18,14 @@ from patchaudit.models.layout import HF_LOCAL, ModelKind, ModelTarget, hub_cache
 from patchaudit.models.localdir import all_metadata
 
 READ_LIMIT = 2 << 30  # restore from memory up to this size; larger files: `hf download`
+MAX_PLAIN_FILES = 100_000  # files of the plain --source directories indexed by name, at most
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return list(path.iterdir())
+    except OSError:
+        return []
 
 
 def digest_of(data: bytes, algorithm: Algorithm) -> Digest:
@@ -31,8 +40,57 @@ class Sources:
         self.extra = tuple(Path(p).absolute() for p in extra)
         self.configs = configs or {}
         self._local_index: dict[str, Path] | None = None
+        self._by_name: dict[str, list[Path]] | None = None
 
-    def _candidates(self, digest: Digest) -> Iterator[tuple[Path, str]]:
+    def _plain(self) -> list[Path]:
+        """The --source directories that are neither a hub cache, a repo folder nor a --local-dir tree."""
+        return [
+            s
+            for s in self.extra
+            if not (s / "blobs").is_dir()
+            and not (s / HF_LOCAL / "download").is_dir()
+            and not any(repo_id_of(p) is not None for p in _children(s))
+        ]
+
+    def _named(self, name: str) -> list[Path]:
+        """Files of the plain --source directories by file name (a bounded walk, done once)."""
+        if self._by_name is None:
+            self._by_name = {}
+            seen = 0
+            for source in self._plain():
+                for base, dirs, names in os.walk(source):  # os.walk never follows symlinked directories
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                    for n in sorted(names):
+                        self._by_name.setdefault(n, []).append(Path(base) / n)
+                    seen += len(names)
+                    if seen > MAX_PLAIN_FILES:
+                        break
+        return self._by_name.get(name, [])
+
+    def _plain_candidates(self, path: str) -> Iterator[tuple[Path, str]]:
+        """A plain directory's file at the same path, then any of its files of the same name: each is
+        used only if its bytes hash to the digest the model records."""
+        parts = posixpath.normpath(path).split("/")
+        for source in self._plain():
+            if ".." not in parts and not posixpath.isabs(path):
+                yield source / path, str(source / path)
+        for candidate in self._named(posixpath.basename(path)):
+            yield candidate, str(candidate)
+
+    def why_not(self, digest: Digest, path: str) -> str:
+        """Why no --source held the bytes, one clause per source (empty without --source)."""
+        if not self.extra:
+            return ""
+        name = posixpath.basename(path)
+        said = []
+        for source in self.extra:
+            if source in self._plain():
+                said.append(f"no file named {name} in {source} has {digest.algorithm.value} {digest.hex[:16]}...")
+            else:
+                said.append(f"{source} holds no blob or file with {digest.algorithm.value} {digest.hex[:16]}...")
+        return "; ".join(said)
+
+    def _candidates(self, digest: Digest, path: str | None = None) -> Iterator[tuple[Path, str]]:
         name = digest.hex
         caches: list[Path] = []
         if self.target.kind is ModelKind.HUB_CACHE:
@@ -58,6 +116,8 @@ class Sources:
         local = self._local_files().get(name)
         if local is not None:
             yield local, str(local)
+        if path is not None:
+            yield from self._plain_candidates(path)
 
     def _local_files(self) -> dict[str, Path]:
         """etag -> file of the --source local dirs (their download metadata names each file's hash)."""
@@ -70,15 +130,16 @@ class Sources:
                             self._local_index.setdefault(meta.etag.strip('"').lower(), source / rel)
         return self._local_index
 
-    def find(self, digest: Digest, limit: int = READ_LIMIT) -> tuple[bytes, str] | None:
-        """Bytes that hash to `digest`, and where they came from; None when none are at hand."""
-        for path, where in self._candidates(digest):
+    def find(self, digest: Digest, limit: int = READ_LIMIT, *, path: str | None = None) -> tuple[bytes, str] | None:
+        """Bytes that hash to `digest`, and where they came from; None when none are at hand. With `path`
+        (the file's path in its repository), plain --source directories are searched by name too."""
+        for candidate, where in self._candidates(digest, path):
             try:
-                if not os.path.isfile(path) or os.lstat(path).st_size > limit:
+                if not os.path.isfile(candidate) or os.lstat(candidate).st_size > limit:
                     continue
             except OSError:
                 continue
-            data = read_regular(path)
+            data = read_regular(candidate)
             if data is not None and digest_of(data, digest.algorithm) == digest:
                 return data, where
         for name, text in self.configs.items():

@@ -97,12 +97,15 @@ def plan(scan: ModelScan, paths: Collection[str] = ()) -> ModelPlan:
             cannot(item, "no record of what this file should be")
             continue
         if target.kind is not ModelKind.HUB_CACHE:
-            found = scan.sources.find(item.expected)
+            found = scan.sources.find(item.expected, path=item.repo_path)
             if found is None:
+                why = "no pristine copy at hand offline"
+                unused = scan.sources.why_not(item.expected, item.repo_path)
+                why += f" ({unused})" if unused else ""
                 if target.kind is ModelKind.MANIFEST:
-                    refused.append(revert.Refusal(path=item.path, reason="no pristine copy at hand offline"))
+                    refused.append(revert.Refusal(path=item.path, reason=why))
                 else:
-                    cannot(item, "no pristine copy at hand offline")
+                    cannot(item, why)
                 continue
             mode = _mode(item.disk)
             write(item.path, item.disk, found[0], mode)
@@ -111,10 +114,11 @@ def plan(scan: ModelScan, paths: Collection[str] = ()) -> ModelPlan:
         link = os.path.relpath(blob, item.disk.parent)
         is_link_ok = os.path.islink(item.disk) and os.readlink(item.disk) == link
         if scan.sources.blob_intact(item.expected) is None:
-            found = scan.sources.find(item.expected)
+            found = scan.sources.find(item.expected, path=item.repo_path)
             if found is None:
+                unused = scan.sources.why_not(item.expected, item.repo_path)
                 cannot(item, f"blobs/{item.expected.hex} is {'gone' if not os.path.lexists(blob) else 'changed'} "
-                       "and no identical copy is at hand offline")  # fmt: skip
+                       "and no identical copy is at hand offline" + (f" ({unused})" if unused else ""))  # fmt: skip
                 continue
             write(f"blobs/{item.expected.hex}", blob, found[0], BLOB_MODE)
         if not is_link_ok:

@@ -16,7 +16,12 @@ if TYPE_CHECKING:
     from patchaudit.gate import Verdict
     from patchaudit.report import Report
 
-FILE_NAME = "patchaudit.prom"
+FILE_PREFIX = "patchaudit_"
+LAST_SUCCESS = "patchaudit_last_success_timestamp_seconds"
+DRIFT_STATES = ("modified", "missing", "added")
+FACT_STATES = ("overwritten", "record-mismatch", "regenerated")
+SEVERITIES = ("high", "medium", "low", "info")
+PROBLEM_KINDS = ("env-added", "env-changed", "env-removed", "interrupted-revert", "error")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,13 +39,53 @@ class Metrics:
     unverifiable: int = 0
     facts: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (distribution, state) -> files
     problems: Mapping[str, int] = field(default_factory=dict)  # other reasons to fail: kind -> count
+    duration: float = 0.0  # seconds the run took
+    last_success: float | None = None  # when a run last passed; None: this one, if it did, else never known
+
+
+def textfile_name(target: str, name: str | None = None) -> str:
+    """One file per audited target (`patchaudit_<name>.prom`): a second environment never overwrites
+    the first one's verdict. Without `name`, the target's path spelled in the characters node_exporter
+    and every shell take without quoting."""
+    import re
+
+    if name is not None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,100}", name):
+            from patchaudit.errors import PatchAuditError
+
+            raise PatchAuditError(
+                f"--name {name!r}: use letters, digits, '_', '.' and '-' (it names the .prom file)",
+                hint="--name vllm",
+            )
+        return f"{FILE_PREFIX}{name}.prom"
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_")[:100] or "default"
+    return f"{FILE_PREFIX}{slug}.prom"
+
+
+def previous_success(path: Path) -> float | None:
+    """The last success a textfile written before recorded, so a failing run keeps it (node_exporter's
+    convention); None when there is no such file or value."""
+    from patchaudit.errors import PatchAuditError
+    from patchaudit.safefs import read_capped_or_none
+
+    try:
+        data = read_capped_or_none(path, 1 << 20)
+    except PatchAuditError:
+        return None
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        if line.startswith(LAST_SUCCESS + " "):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
 
 
 def _count(counts: dict[tuple[str, str], int], key: tuple[str, str]) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
-def from_report(report: Report, *, ok: bool, target: str) -> Metrics:
+def from_report(report: Report, *, ok: bool, target: str, duration: float = 0.0) -> Metrics:
     from patchaudit import __version__
 
     drifted: dict[tuple[str, str], int] = {}
@@ -73,10 +118,11 @@ def from_report(report: Report, *, ok: bool, target: str) -> Metrics:
         unverifiable=summary["unverifiable"],
         facts=facts,
         problems=problems,
+        duration=duration,
     )
 
 
-def from_verdict(verdict: Verdict, *, target: str) -> Metrics:
+def from_verdict(verdict: Verdict, *, target: str, last_success: float | None = None) -> Metrics:
     from patchaudit import __version__
     from patchaudit.report import FACT_STATES, DriftState
 
@@ -110,6 +156,8 @@ def from_verdict(verdict: Verdict, *, target: str) -> Metrics:
         unverifiable=unverifiable,
         facts=facts,
         problems=problems,
+        duration=verdict.seconds,
+        last_success=last_success,
     )
 
 
@@ -130,8 +178,24 @@ def _gauge(name: str, help_text: str, samples: Iterable[tuple[Iterable[tuple[str
     return lines
 
 
+def _totals(counts: Mapping[tuple[str, str], int], keys: Iterable[str], index: int) -> dict[str, int]:
+    """Counts summed by one label, every key of a closed set present (0 when none)."""
+    totals = dict.fromkeys(keys, 0)
+    for key, n in counts.items():
+        totals[key[index]] = totals.get(key[index], 0) + n
+    return totals
+
+
+def _filled(counts: Mapping[tuple[str, str], int], states: Iterable[str]) -> dict[tuple[str, str], int]:
+    """Per-distribution counts with the environment's row (distribution "") present for every state."""
+    return {**{("", state): 0 for state in states}, **counts}
+
+
 def render_prometheus(metrics: Metrics) -> str:
-    """The text format, one HELP and TYPE per family; every family present even when all is clean."""
+    """The text format, one HELP and TYPE per family. Every series an alert needs is present with 0 when
+    all is clean (no `absent()` needed): the unlabelled ones, each closed label set in full (state,
+    severity, kind), and the environment's row of the per-distribution families."""
+    success = metrics.timestamp if metrics.ok else (metrics.last_success or 0.0)
     lines: list[str] = []
     lines += _gauge(
         "patchaudit_info",
@@ -143,13 +207,29 @@ def render_prometheus(metrics: Metrics) -> str:
         "When this file was written, seconds since the epoch.",
         [((), round(metrics.timestamp, 3))],
     )
+    lines += _gauge(
+        LAST_SUCCESS,
+        "When a run last passed, seconds since the epoch (0: none has, as far as this file knows).",
+        [((), round(success, 3))],
+    )
+    lines += _gauge(
+        "patchaudit_run_duration_seconds", "How long the run took, in seconds.", [((), round(metrics.duration, 3))]
+    )
     lines += _gauge("patchaudit_distributions", "Distributions audited.", [((), metrics.distributions)])
     lines += _gauge("patchaudit_files_checked", "RECORD entries checked.", [((), metrics.files_checked)])
     lines += _gauge(
         "patchaudit_drifted_files",
         "Files that differ from what their distribution shipped, by distribution and state "
         '(distribution "" is the environment: startup hooks, unowned files).',
-        [((("distribution", dist), ("state", state)), n) for (dist, state), n in sorted(metrics.drifted.items())],
+        [
+            ((("distribution", dist), ("state", state)), n)
+            for (dist, state), n in sorted(_filled(metrics.drifted, DRIFT_STATES).items())
+        ],
+    )
+    lines += _gauge(
+        "patchaudit_drifted_files_by_state",
+        "Drifted files of every distribution and the environment together, by state (each state always present).",
+        [((("state", state),), n) for state, n in _totals(metrics.drifted, DRIFT_STATES, 1).items()],
     )
     lines += _gauge(
         "patchaudit_drifted_distributions",
@@ -162,15 +242,23 @@ def render_prometheus(metrics: Metrics) -> str:
         [((("rule", rule), ("severity", sev)), n) for (rule, sev), n in sorted(metrics.findings.items())],
     )
     lines += _gauge(
+        "patchaudit_findings_by_severity",
+        "Hazard findings of every rule together, by severity (each severity always present).",
+        [((("severity", sev),), n) for sev, n in _totals(metrics.findings, SEVERITIES, 1).items()],
+    )
+    lines += _gauge(
         "patchaudit_packaging_facts",
         "Files that differ from RECORD for a packaging reason, not a patch (overwritten, record-mismatch, "
         "regenerated), by distribution and state.",
-        [((("distribution", dist), ("state", state)), n) for (dist, state), n in sorted(metrics.facts.items())],
+        [
+            ((("distribution", dist), ("state", state)), n)
+            for (dist, state), n in sorted(_filled(metrics.facts, FACT_STATES).items())
+        ],
     )
     lines += _gauge(
         "patchaudit_problems",
         "Other reasons the run failed, by kind (env-added, env-changed, env-removed, interrupted-revert, error).",
-        [((("kind", kind),), n) for kind, n in sorted(metrics.problems.items())],
+        [((("kind", kind),), n) for kind, n in sorted({**dict.fromkeys(PROBLEM_KINDS, 0), **metrics.problems}.items())],
     )
     lines += _gauge(
         "patchaudit_unverifiable_distributions",
