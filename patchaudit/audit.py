@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 from patchaudit import environment
 from patchaudit.environment import Environment, InstalledDist
+from patchaudit.hashing import hash_file
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
 from patchaudit.statcache import StatCache
 
 if TYPE_CHECKING:
     from patchaudit.errata import Errata
     from patchaudit.pristine.check import BuildCheck
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.verify import verify
 
 STAT_CACHE_NAME = "stat-v1.json"
@@ -146,7 +148,12 @@ def _with_errata(dist: DistReport, errata: Errata) -> DistReport:
     for d in dist.drift:
         known = None
         if d.state is DriftState.MODIFIED:
-            known = errata.explain(dist.name, dist.version, d.path, d.expected, d.actual)
+            actual = d.actual
+            if actual is None and errata.covers(dist.name, d.path):  # not hashed: its size differs
+                actual = hash_file(str(Path(dist.location) / d.path)).digest
+            known = errata.explain(dist.name, dist.version, d.path, d.expected, actual)
+            if known is not None:
+                d = dataclasses.replace(d, actual=actual)
         if known is None:
             drift.append(d)
             continue
@@ -343,9 +350,12 @@ def _python_files(dist: InstalledDist) -> set[str]:
     """Every .py file the distribution's RECORD lists inside its location."""
     from patchaudit.record import parse_record
 
-    if dist.record_path is None or not dist.record_path.exists():
+    if dist.record_path is None:
         return set()
-    record = parse_record(dist.record_path.read_bytes())
+    try:
+        record = parse_record(read_capped(dist.record_path, Cap.RECORD))
+    except UnreadableFile:
+        return set()
     return {
         e.path
         for e in record.entries

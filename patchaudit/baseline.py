@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from patchaudit.atomic import atomic_write
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
 from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report, Severity
+from patchaudit.safefs import Cap, UnreadableFile, Why, parse_json, read_capped
 
 if TYPE_CHECKING:
     from patchaudit.environment import Environment
@@ -173,15 +174,15 @@ class Baseline:
 
 def load(path: Path) -> Baseline:
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BaselineNotFound(
-            f"baseline {path} does not exist", hint="create it with `patchaudit baseline create --out FILE`"
-        ) from None
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+        raw = read_capped(path, Cap.JSON, follow=True)
+    except UnreadableFile as exc:
+        if exc.why is Why.MISSING:
+            raise BaselineNotFound(
+                f"baseline {path} does not exist", hint="create it with `patchaudit baseline create --out FILE`"
+            ) from None
+        raise BaselineError(f"cannot read baseline {exc}") from None
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except ValueError as exc:
         raise BaselineError(f"{path}: not JSON: {exc}") from None
     return Baseline.from_dict(data, source=str(path))
@@ -206,8 +207,8 @@ def _current_hashes(dist: DistReport, record_path: Path | None) -> dict[str, str
         from patchaudit.record import parse_record
 
         try:
-            record = parse_record(record_path.read_bytes())
-        except OSError:
+            record = parse_record(read_capped(record_path, Cap.RECORD))
+        except UnreadableFile:
             record = None
         if record is not None:
             for entry in record.entries:

@@ -13,6 +13,7 @@ from patchaudit.errors import PristineNotFound
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, Drift, DriftState
+from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
 
 DEV_NULL = "/dev/null"
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -102,23 +103,19 @@ def unified(path: str, old: bytes | None, new: bytes | None) -> tuple[str, bool]
 
 
 def read_installed(path: Path) -> bytes | str | None:
-    """The installed bytes without following a symlink: bytes, the link target (str), or None."""
+    """The installed bytes without following a symlink: bytes, the link target (str), or None when
+    missing. A FIFO, a device or a file past Cap.INSTALLED is UnreadableFile: never a read that waits."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        try:
-            return os.readlink(path)
-        except OSError:
+        return read_capped(path, Cap.INSTALLED)
+    except UnreadableFile as exc:
+        if exc.why is Why.MISSING:
             return None
+        if exc.why is not Why.SYMLINK:
+            raise
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return os.readlink(path)
+    except OSError:
+        return None
 
 
 def select_drift(report: DistReport, paths: Collection[str]) -> list[Drift]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -13,6 +12,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
 from patchaudit.report import Source
+from patchaudit.safefs import Cap, UnreadableFile, read_json
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -146,8 +146,8 @@ class InstalledDist:
     @property
     def direct_url(self) -> dict[str, object] | None:
         try:
-            data = json.loads((self.meta_dir / "direct_url.json").read_bytes())
-        except (OSError, ValueError):
+            data = read_json(self.meta_dir / "direct_url.json", Cap.SMALL)
+        except (UnreadableFile, ValueError):
             return None
         return data if isinstance(data, dict) else None
 

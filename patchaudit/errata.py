@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -25,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchaudit.errors import InvalidPolicy, PatchAuditError
 from patchaudit.record import parse_hash
+from patchaudit.safefs import Cap, UnreadableFile, parse_toml, read_capped
 
 SHIPPED = Path(__file__).with_name("errata.toml")
 
@@ -49,6 +49,10 @@ class Errata:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_path.values())
+
+    def covers(self, project: str, path: str) -> bool:
+        """Whether any erratum names this file of this project (then its digest is worth working out)."""
+        return (canonicalize_name(project), path) in self._by_path
 
     def explain(
         self, project: str, version: str, path: str, expected: str | None, actual: str | None
@@ -84,10 +88,10 @@ def load(extra: Sequence[Path] = ()) -> Errata:
 
 def _read(path: Path) -> list[Erratum]:
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InvalidPolicy(f"errata {path}: cannot read it ({exc.strerror})") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(read_capped(path, Cap.SMALL, follow=True))
+    except UnreadableFile as exc:
+        raise InvalidPolicy(f"errata {path}: cannot read it ({exc.why.value})") from None
+    except ValueError as exc:
         raise InvalidPolicy(f"errata {path}: not TOML ({exc})") from None
     wheels = data.get("wheel", [])
     if set(data) - {"wheel"} or not isinstance(wheels, list):

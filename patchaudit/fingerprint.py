@@ -15,6 +15,7 @@ from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import hash_file
 from patchaudit.record import parse_record
 from patchaudit.report import Report
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 
 ENVIRONMENT = "(environment)"  # startup hooks and unowned files, fingerprinted like a distribution
 MISSING = "missing"
@@ -38,8 +39,8 @@ def _found(dist: InstalledDist) -> dict[str, str] | None:
     if record_path is None:
         return None
     try:
-        record = parse_record(record_path.read_bytes())
-    except OSError:
+        record = parse_record(read_capped(record_path, Cap.RECORD))
+    except UnreadableFile:
         return None
     files: dict[str, str] = {}
     for entry in record.entries:

@@ -19,6 +19,7 @@ CHUNK = 1 << 20  # read buffer: a file below this size is read with one system c
 POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
 BATCH_FILES = 256  # files per worker task: few enough tasks to cost nothing, enough to balance
 BATCH_BYTES = 64 << 20
+SIZE_FIRST = 16 << 20  # a file over this size whose size is not its RECORD's is not hashed (hash_raw)
 BIG_FILE = 4 << 20  # files at least this big (by their RECORD size) are started first
 # Git's blob id: sha1 over "blob <size>\0" and the content (the Hub names small files' blobs by it).
 GIT_SHA1 = "git-sha1"
@@ -35,6 +36,7 @@ class FileState:
     error: str | None = None
     size: int = 0
     nlink: int = 1
+    size_differs: bool = False  # a regular file whose size is not the one expected: not read, not hashed
 
 
 def new_hash(algorithm: str, size: int) -> hashlib._Hash:
@@ -92,8 +94,14 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
 Raw = tuple[str, int, int, "tuple[int, int, int, int, int] | None"] | FileState
 
 
-def hash_raw(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
-    """Hash one path as it is on disk (open, fstat, read, close); `started`: a time before the read."""
+def hash_raw(path: str, algorithm: str, buf: bytearray, started: int, size: int | None = None) -> Raw:
+    """Hash one path as it is on disk (open, fstat, read, close); `started`: a time before the read.
+
+    With `size` (a RECORD's), a regular file of another size and over SIZE_FIRST bytes is not read: it
+    cannot have the digest expected, and a file grown to 64 GiB would take minutes to hash for a verdict
+    its size already gives. Smaller files are hashed still: a baseline approves a patch by its digest, and
+    the packaging facts (overwritten, record-mismatch) are told by it, for the price of a few milliseconds.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -109,6 +117,8 @@ def hash_raw(path: str, algorithm: str, buf: bytearray, started: int) -> Raw:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return FileState(not_regular=True, nlink=st.st_nlink)
+        if size is not None and st.st_size != size and st.st_size > SIZE_FIRST:
+            return FileState(size=st.st_size, nlink=st.st_nlink, size_differs=True)
         digest = f"{algorithm}={encode_digest(_read_digest(fd, st.st_size, algorithm, buf))}"
     except OSError as exc:
         return FileState(error=exc.strerror or str(exc))

@@ -17,6 +17,7 @@ from pathlib import Path
 from patchaudit.cpus import available_cpus
 from patchaudit.hashing import read_regular
 from patchaudit.report import Finding, Severity
+from patchaudit.safefs import Cap
 from patchaudit.workers import pool_context
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
@@ -49,8 +50,8 @@ def _check(settings: _Settings, locations: Sequence[Path], items: Sequence[_Item
 
     by_job: dict[int, list[hazards.SourceFile]] = {}
     for index, rel, drifted, before in items:
-        data = read_regular(locations[index] / rel)
-        if data is not None:
+        data = read_regular(locations[index] / rel, Cap.SOURCE + 1)
+        if data is not None and len(data) <= Cap.SOURCE:  # a source past the cap is not parsed
             source = hazards.SourceFile(path=rel, installed=data, pristine=before, drifted=drifted)
             by_job.setdefault(index, []).append(source)
     return [

@@ -13,6 +13,7 @@ from patchaudit.lines import pth_executable_lines, source_lines
 from patchaudit.ownership import Ownership, file_digest, is_bytecode_of_known_source, walk
 from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState, Finding, Severity
+from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
 
 STARTUP_HOOK = "startup-hook"
 
@@ -85,8 +86,17 @@ def startup_hooks(env: Environment, ownership: Ownership) -> tuple[list[Drift], 
             if path.is_dir() or ownership.owners(site_dir, bare):
                 continue
             try:
-                data = path.read_bytes()
-            except OSError:
+                data = read_capped(path, Cap.PTH, follow=True)  # site.py follows a linked .pth too
+            except UnreadableFile as exc:
+                if exc.why is not Why.MISSING:
+                    drift.append(
+                        Drift(
+                            path=name, state=DriftState.ADDED, note=f"startup file that cannot be read: {exc.why.value}"
+                        )
+                    )
+                    findings.append(
+                        _hook_finding(name, 1, Severity.HIGH, f"{bare} is {exc.why.value}: it cannot be checked")
+                    )
                 continue
             text = data.decode("utf-8", "replace")
             digest = f"sha256={encode_digest(hashlib.sha256(data).digest())}"

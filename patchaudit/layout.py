@@ -14,6 +14,7 @@ from pathlib import Path
 
 from patchaudit.errors import EnvironmentNotFound
 from patchaudit.probe import Answer
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
 _BINARY = re.compile(r"^python(\d+\.\d+)")
@@ -82,8 +83,8 @@ def read_cfg(cfg: Path) -> dict[str, str]:
     """pyvenv.cfg as site.venv() reads it: key = value lines, keys lower-cased."""
     out: dict[str, str] = {}
     try:
-        text = cfg.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_capped_text(cfg, Cap.SMALL)
+    except UnreadableFile:
         return out
     for line in text.splitlines():
         key, sep, value = line.partition("=")

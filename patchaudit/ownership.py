@@ -13,6 +13,7 @@ from pathlib import Path
 from patchaudit.environment import InstalledDist
 from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
+from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
 
 _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECORD lists it
 
@@ -23,6 +24,7 @@ class Loaded:
     record: Record | None
     entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
     hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
+    sizes: dict[str, int] | None = None  # normalized rel path -> the size RECORD gives, built when asked
 
 
 def normalize(path: str) -> str:
@@ -33,12 +35,20 @@ def normalize(path: str) -> str:
 
 
 def read_record(dist: InstalledDist) -> bytes | None:
+    """The RECORD's bytes, within Cap.RECORD; None when there is none, or it is not a regular file."""
+    return read_record_or_why(dist)[0]
+
+
+def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
+    """(RECORD bytes, None), or (None, why it cannot be read: a FIFO, a link, past its cap)."""
     if dist.record_path is None:
-        return None
+        return None, None
     try:
-        return dist.record_path.read_bytes()
-    except OSError:
-        return None
+        return read_capped(dist.record_path, Cap.RECORD), None
+    except UnreadableFile as exc:
+        return None, None if exc.why is Why.MISSING else f"RECORD is {exc.why.value}" + (
+            f" ({exc.detail})" if exc.detail else ""
+        )
 
 
 def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
@@ -127,11 +137,7 @@ class Ownership:
                 continue
             item = self._loaded.get(dist.meta_dir)
             if item is None:
-                path = dist.record_path
-                try:
-                    raw = path.read_bytes() if path is not None else b""
-                except OSError:
-                    raw = b""
+                raw = read_record(dist) or b""
                 if needle not in raw:
                     continue
                 item = self._loaded[dist.meta_dir] = load(dist)
@@ -147,6 +153,15 @@ class Ownership:
         if item.hashes is None:
             item.hashes = {normalize(e.path): str(e.hash) for e in item.record.entries if e.hash is not None}
         return item.hashes.get(key)
+
+    def recorded_size(self, dist: InstalledDist, key: str) -> int | None:
+        """`dist`'s RECORD size for `key`, once its RECORD is loaded; None if it gives none."""
+        item = self._loaded.get(dist.meta_dir)
+        if item is None or item.record is None:
+            return None
+        if item.sizes is None:
+            item.sizes = {normalize(e.path): e.size for e in item.record.entries if e.size is not None}
+        return item.sizes.get(key)
 
     def dir_owners(self, location: Path, rel_dir: str) -> list[InstalledDist]:
         return self._index(location, rel_dir.partition("/")[0])[1].get(rel_dir, [])

@@ -142,7 +142,7 @@ def check(shared: Shared, piece: Piece) -> Checked:
     buf = buffer()
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
     out = Checked()
-    for path, record_hash, _ in record.entries:
+    for path, record_hash, size in record.entries:
         if record_hash is None or record_hash.algorithm not in STRONG_ALGORITHMS:
             continue
         algorithm, value = record_hash
@@ -155,7 +155,7 @@ def check(shared: Shared, piece: Piece) -> Checked:
                 if hit.digest != expected:
                     out.found.append((path, expected, hit))
                 continue
-        raw = hash_raw(absolute, algorithm, buf, started)
+        raw = hash_raw(absolute, algorithm, buf, started, size)
         if isinstance(raw, tuple) and raw[0] == expected:
             if cache is not None and raw[3] is not None:
                 out.clean.append((absolute, expected, raw[3]))

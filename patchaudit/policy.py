@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from patchaudit.errors import InvalidPolicy
 from patchaudit.report import FAIL_ON_CHOICES, Severity
+from patchaudit.safefs import Cap, UnreadableFile, parse_toml, read_capped
 
 POLICY_KEYS = frozenset(
     {
@@ -273,12 +273,12 @@ def _approved(item: Any, n: int, bad: Any) -> ApprovedPatch | None:
 def load(path: Path) -> Policy:
     """Read a policy file; a pyproject.toml contributes its `[tool.patchaudit]` table."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidPolicy(f"cannot read policy {path}: {exc.strerror or exc}") from None
+        raw = read_capped(path, Cap.SMALL, follow=True)
+    except UnreadableFile as exc:
+        raise InvalidPolicy(f"cannot read policy {exc}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(raw)
+    except ValueError as exc:
         raise InvalidPolicy(f"{path}: not valid TOML: {exc}") from None
     if path.name == "pyproject.toml" or "tool" in data:
         tool = data.get("tool", {})

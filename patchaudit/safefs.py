@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import enum
 import errno
+import json
 import os
 import stat
+from typing import Any
 
 from patchaudit.errors import PatchAuditError
 
@@ -32,6 +34,7 @@ class Cap(enum.IntEnum):
     JSON = 256 * MIB  # journals, manifests, baselines, reports given back
     CONFIG = 64 * MIB  # a model's config.json and friends
     PROC = 4 * MIB  # a /proc file (maps, environ, cmdline)
+    INSTALLED = 1024 * MIB  # an installed file read whole to diff, quarantine or restore it
 
 
 class Why(enum.StrEnum):
@@ -50,6 +53,7 @@ class UnreadableFile(PatchAuditError):
     def __init__(self, path: str | os.PathLike[str], why: Why, detail: str = "") -> None:
         self.path = os.fspath(path)
         self.why = why
+        self.detail = detail
         text = f"{self.path!r}: {why.value}" + (f" ({detail})" if detail else "")
         super().__init__(text)
 
@@ -126,6 +130,39 @@ def read_capped_or_none(
         raise
 
 
+def parse_json(data: bytes | str) -> Any:
+    """JSON from the target or the user; every way it can be bad is a ValueError: syntax, encoding,
+    nesting deep enough to exhaust the parser's recursion, an integer too long to convert."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError:
+        raise
+    except (TypeError, MemoryError) as exc:
+        raise ValueError(f"cannot be parsed ({type(exc).__name__})") from None
+
+
+def parse_toml(data: bytes | str) -> dict[str, Any]:
+    """TOML, with every way it can be bad a ValueError (tomllib's own errors are ValueErrors already)."""
+    import tomllib
+
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def read_json(path: str | os.PathLike[str], cap: int = Cap.JSON, *, dir_fd: int | None = None) -> Any:
+    """A JSON file of the target: `read_capped` then `parse_json` (UnreadableFile, or ValueError)."""
+    return parse_json(read_capped(path, cap, dir_fd=dir_fd))
+
+
 def _open_error(path: str | os.PathLike[str], exc: OSError) -> UnreadableFile:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return UnreadableFile(path, Why.MISSING)
@@ -150,4 +187,14 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-__all__ = ["Cap", "UnreadableFile", "Why", "read_capped", "read_capped_or_none", "read_capped_text"]
+__all__ = [
+    "Cap",
+    "UnreadableFile",
+    "Why",
+    "parse_json",
+    "parse_toml",
+    "read_capped",
+    "read_capped_or_none",
+    "read_capped_text",
+    "read_json",
+]

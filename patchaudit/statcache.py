@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.atomic import atomic_write
+from patchaudit.safefs import UnreadableFile, read_json
 
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick
@@ -51,8 +52,8 @@ class StatCache:
 
     def _load(self, path: Path) -> None:
         try:
-            raw = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+            raw = read_json(path)
+        except (UnreadableFile, ValueError):
             return
         if not isinstance(raw, dict) or raw.get("version") != STAT_CACHE_VERSION:
             return

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import FileState, pool_size, to_state
+from patchaudit.hashing import FileState, hash_file, pool_size, to_state
 from patchaudit.hooks import startup_hooks
 from patchaudit.ownership import (
     Loaded,
@@ -23,7 +23,7 @@ from patchaudit.ownership import (
     is_real_dir,
     load,
     normalize,
-    read_record,
+    read_record_or_why,
     record_tops,
     site_tops,
 )
@@ -42,7 +42,7 @@ from patchaudit.statcache import StatCache, StatKey
 from patchaudit.workers import Pool
 
 
-def _state_to_drift(path: str, expected: str, state: FileState) -> Drift | Unverified | None:
+def _state_to_drift(path: str, expected: str, state: FileState, size: int | None = None) -> Drift | Unverified | None:
     if state.missing:
         return Drift(path=path, state=DriftState.MISSING, expected=expected)
     if state.symlink is not None:
@@ -53,6 +53,11 @@ def _state_to_drift(path: str, expected: str, state: FileState) -> Drift | Unver
         return Drift(path=path, state=DriftState.MODIFIED, expected=expected, note="not a regular file")
     if state.error is not None:
         return Unverified(path=path, reason=f"unreadable: {state.error}")
+    if state.size_differs:  # not hashed: its digest is worked out only where a verdict needs it (_facts)
+        sized = f"size {state.size}, RECORD says {size}"
+        if state.nlink > 1:
+            sized += f"; hard link shared by {state.nlink} paths"
+        return Drift(path=path, state=DriftState.MODIFIED, expected=expected, nlink=state.nlink, note=sized)
     if state.digest != expected:
         note = f"hard link shared by {state.nlink} paths" if state.nlink > 1 else None
         return Drift(
@@ -78,7 +83,9 @@ def verify(
     # whole for the report. The package directories are walked first of all: every top-level
     # directory when the whole environment is scanned (no RECORD needs reading to know them), else
     # those the scanned RECORDs list.
-    raw = {d.meta_dir: read_record(d) for d in dists}
+    read = {d.meta_dir: read_record_or_why(d) for d in dists}
+    raw = {key: data for key, (data, _) in read.items()}
+    unreadable = {key: why for key, (_, why) in read.items() if why is not None}
     if {d.meta_dir for d in every} <= raw.keys():
         roots = site_tops(sorted({d.location for d in dists}))
     else:
@@ -121,6 +128,7 @@ def verify(
                 reports.append(os_report)
                 continue
             reason = "no RECORD (installed without one)" if dist.record_path else "legacy install without RECORD"
+            reason = unreadable.get(dist.meta_dir, reason)
             reports.append(
                 DistReport(
                     name=dist.name,
@@ -155,7 +163,7 @@ def verify(
             if state is None:
                 continue
             seen.add(key)
-            verdict = _state_to_drift(entry.path, key[1], state)
+            verdict = _state_to_drift(entry.path, key[1], state, entry.size)
             if isinstance(verdict, Drift):
                 drift.append(verdict)
             elif isinstance(verdict, Unverified):
@@ -258,6 +266,7 @@ def _facts(item: Loaded, drift: list[Drift], ownership: Ownership) -> tuple[list
             if owner.key != item.dist.key
         ]
 
+    drift = [_with_digest_if_owned(location, d, ownership, item) for d in drift]
     record = item.record
     hashed = {e.path for e in record.entries if e.hash is not None and e.hash.trusted} if record else set()
 
@@ -267,6 +276,31 @@ def _facts(item: Loaded, drift: list[Drift], ownership: Ownership) -> tuple[list
         return raw is not None and raw in hashed and raw not in drifted and path not in drifted
 
     return facts.classify(str(location), drift, others=others, verified_sources=verified)
+
+
+def _with_digest_if_owned(location: Path, item: Drift, ownership: Ownership, loaded: Loaded) -> Drift:
+    """A file not hashed because its size differs gets its digest where another RECORD lists the path
+    at the size it has now: it may be that distribution's file (overwritten), which only its digest tells."""
+    if item.state is not DriftState.MODIFIED or item.actual is not None or item.path.startswith(("/", "../")):
+        return item
+    key = normalize(item.path)
+    path = location / item.path
+    try:
+        size = os.lstat(path).st_size
+    except OSError:
+        return item
+    for owner in ownership.owners(location, key):
+        if owner.key != loaded.dist.key and ownership.recorded_size(owner, key) == size:
+            state = hash_file(str(path), (item.expected or "sha256=").partition("=")[0])
+            if state.digest is None:
+                return item
+            return dataclasses.replace(item, actual=state.digest, note=_without_size_note(item.note))
+    return item
+
+
+def _without_size_note(note: str | None) -> str | None:
+    rest = [part for part in (note or "").split("; ") if part and not part.startswith("size ")]
+    return "; ".join(rest) or None
 
 
 class _OsPackages:

@@ -17,6 +17,7 @@ from pathlib import Path
 from patchaudit.atomic import atomic_write
 from patchaudit.gate.plan import FilePlan, stat_row
 from patchaudit.gate.verdict import Verdict, from_dict, to_dict
+from patchaudit.safefs import UnreadableFile, read_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,8 +71,8 @@ class VerdictCache:
     def open(cls, directory: Path, python: Path | None, site_path: Path | None) -> VerdictCache | None:
         path = directory / CACHE_NAME
         try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+            data = read_json(path)
+        except (UnreadableFile, ValueError):
             return None
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
             return None
@@ -105,9 +106,9 @@ class VerdictCache:
         """Keep the verdict; a cache that cannot be written is simply not kept."""
         path = directory / CACHE_NAME
         try:
-            data = json.loads(path.read_bytes())
+            data = read_json(path)
             entries = data["entries"] if data.get("version") == CACHE_VERSION else {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (UnreadableFile, ValueError, KeyError, TypeError, AttributeError):
             entries = {}
         entries.pop(key, None)
         while len(entries) >= CACHE_KEEP:

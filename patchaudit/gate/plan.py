@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -63,8 +65,8 @@ class FilePlan:
             try:
                 if dist.record_path is None:
                     raise FileNotFoundError
-                record = parse_record(dist.record_path.read_bytes())
-            except OSError:
+                record = parse_record(read_capped(dist.record_path, Cap.RECORD))
+            except (OSError, UnreadableFile):
                 # verify checks a distribution without RECORD against its OS package's files.
                 from patchaudit import dpkg
 

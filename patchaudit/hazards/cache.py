@@ -9,6 +9,7 @@ from pathlib import Path
 
 from patchaudit.hazards.source import SourceFile
 from patchaudit.report import Finding, Severity
+from patchaudit.safefs import UnreadableFile, read_json
 
 __all__ = ["cache_key", "cache_read", "cache_write"]
 
@@ -24,7 +25,7 @@ def cache_key(file: SourceFile, version: str) -> str:
 
 def cache_read(cache_dir: Path, key: str, path: str) -> list[Finding] | None:
     try:
-        rows = json.loads((cache_dir / key[:2] / f"{key}.json").read_text())
+        rows = read_json(cache_dir / key[:2] / f"{key}.json")
         return [
             Finding(
                 rule=r["rule"],
@@ -38,7 +39,7 @@ def cache_read(cache_dir: Path, key: str, path: str) -> list[Finding] | None:
             )
             for r in rows
         ]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (UnreadableFile, ValueError, KeyError, TypeError):
         return None
 
 

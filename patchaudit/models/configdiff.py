@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from patchaudit.report import ConfigChange
+from patchaudit.safefs import parse_json
 
 CONFIG_SUFFIXES = (".json", ".jinja")
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
@@ -63,9 +64,9 @@ def diff_config(file: str, old: bytes, new: bytes) -> list[ConfigChange] | None:
             )
         ]
     try:
-        a = json.loads(old)
-        b = json.loads(new)
-    except (ValueError, UnicodeDecodeError):
+        a = parse_json(old)
+        b = parse_json(new)
+    except ValueError:
         return None
     return diff_values(file, a, b)
 

@@ -7,7 +7,6 @@ commit's file list in `trees/<commit>.json`: when it is there, missing and added
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from patchaudit.hashing import FileState
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import LayoutScan, ModelTarget, Problem, Tracked, is_commit
 from patchaudit.report import DriftState
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text, read_json
 from patchaudit.statcache import StatCache
 
 INCOMPLETE = ".incomplete"
@@ -31,8 +31,8 @@ def read_refs(root: Path) -> dict[str, str]:
         for name in files:
             path = Path(dirpath) / name
             try:
-                refs[path.relative_to(base).as_posix()] = path.read_text("utf-8", "replace").strip()
-            except OSError:
+                refs[path.relative_to(base).as_posix()] = read_capped_text(path, Cap.SMALL).strip()
+            except UnreadableFile:
                 refs[path.relative_to(base).as_posix()] = ""
     return refs
 
@@ -62,7 +62,7 @@ def select_commits(target: ModelTarget, refs: dict[str, str], commits: list[str]
 def read_tree(root: Path, commit: str) -> dict[str, Digest] | None:
     """The commit's file list as the client cached it (`trees/<commit>.json`), or None."""
     try:
-        data = json.loads((root / "trees" / f"{commit}.json").read_bytes())
+        data = read_json(root / "trees" / f"{commit}.json")
         files = data["files"]
         listing = {}
         for path, info in files.items():
@@ -72,7 +72,7 @@ def read_tree(root: Path, commit: str) -> dict[str, Digest] | None:
                 return None
             listing[path] = digest
         return listing
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (UnreadableFile, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -13,6 +13,7 @@ from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.hubcache import read_tree
 from patchaudit.models.layout import HF_LOCAL, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.report import DriftState
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.statcache import StatCache
 
 METADATA_SUFFIX = ".metadata"
@@ -27,8 +28,8 @@ class Metadata:
 
 def read_metadata(path: Path) -> Metadata | None:
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = read_capped(path, Cap.SMALL).decode("utf-8").splitlines()
+    except (UnreadableFile, UnicodeDecodeError):
         return None
     if len(lines) < 2:
         return None

@@ -22,6 +22,7 @@ from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
 from patchaudit.report import DriftState
+from patchaudit.safefs import UnreadableFile, read_json
 from patchaudit.statcache import StatCache
 
 SCHEMA = "patchaudit/model-manifest/v1"
@@ -61,9 +62,9 @@ def manifest_path(root: Path) -> Path:
 def load(root: Path) -> Manifest:
     path = manifest_path(root)
     try:
-        data = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise ModelNotFound(f"cannot read {path}: {exc.strerror}") from None
+        data = read_json(path)
+    except UnreadableFile as exc:
+        raise ModelNotFound(f"cannot read {exc}") from None
     except ValueError as exc:
         raise InvalidManifest(f"{path}: not JSON ({exc})") from None
     return Manifest.from_dict(data, str(path))

@@ -19,6 +19,7 @@ from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
 from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.statcache import StatCache
 
 __all__ = [
@@ -45,9 +46,9 @@ def installed_record(dist: InstalledDist) -> Record:
     if path is None:
         raise PristineNotFound(f"{dist.name} {dist.version} has no RECORD to check a wheel against")
     try:
-        return parse_record(path.read_bytes())
-    except OSError as exc:
-        raise PristineNotFound(f"cannot read {path}: {exc.strerror}") from None
+        return parse_record(read_capped(path, Cap.RECORD))
+    except UnreadableFile as exc:
+        raise PristineNotFound(f"cannot read RECORD: {exc}") from None
 
 
 def default_sources(

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 from patchaudit.lines import source_lines
 from patchaudit.procs.unitfile import Origin, Setting
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 HOOK_MODULES = ("sitecustomize.py", "usercustomize.py")
 
@@ -32,9 +33,8 @@ def hook_settings(site_dirs: Sequence[str]) -> list[Setting]:
 
 def _read(path: str) -> str | None:
     try:
-        with open(path, "rb") as fh:
-            return fh.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
+        return read_capped_text(path, Cap.PTH)
+    except UnreadableFile:
         return None
 
 

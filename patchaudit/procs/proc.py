@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from patchaudit.safefs import Cap
+
 PROC = "/proc"
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[dmt]?$")
@@ -98,14 +100,17 @@ def all_pids() -> list[int]:
 
 
 def _read(path: str) -> bytes:
-    """The whole file: /proc's seq files hand out one page per read."""
+    """The whole file, up to Cap.PROC: /proc's seq files hand out one page per read."""
     chunks: list[bytes] = []
+    left = int(Cap.PROC)
     with open(path, "rb", buffering=0) as fh:
-        while True:
+        while left > 0:
             chunk = fh.read(1 << 16)
             if not chunk:
-                return b"".join(chunks)
+                break
             chunks.append(chunk)
+            left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _failure(pid: int, exc: OSError) -> ProcInfo:

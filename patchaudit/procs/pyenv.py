@@ -13,9 +13,9 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from patchaudit.procs.proc import ProcInfo
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 _SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
 _VERSION = re.compile(r"python(\d+\.\d+)")
@@ -94,8 +94,8 @@ def _prefix(exe: str | None, binary: str | None, home: str | None) -> tuple[str 
 @functools.lru_cache(maxsize=256)
 def _cfg_version(cfg: str) -> str | None:
     try:
-        text = Path(cfg).read_text(errors="replace")
-    except OSError:
+        text = read_capped_text(cfg, Cap.SMALL)
+    except UnreadableFile:
         return None
     for line in text.splitlines():
         key, _, value = line.partition("=")

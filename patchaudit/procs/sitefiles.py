@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.errors import PatchAuditError
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,8 +63,8 @@ def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
         if dist.record_path is None:
             continue
         try:
-            paths = record_paths(dist.record_path.read_bytes())
-        except OSError:
+            paths = record_paths(read_capped(dist.record_path, Cap.RECORD))
+        except UnreadableFile:
             continue
         listed = set(paths)
         for rel in paths:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import UnitNotFound
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 UNIT_DIRS = (
     "/etc/systemd/system",
@@ -116,11 +117,11 @@ def settings(files: UnitFiles) -> list[Setting]:
         optional = spec.startswith("-")
         path = Path(spec.removeprefix("-"))
         try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
+            text = read_capped_text(path, Cap.SMALL, follow=True)
+        except UnreadableFile as exc:
             if not optional:
                 raise UnitNotFound(
-                    f"{declared}: EnvironmentFile={path} cannot be read ({exc.strerror}): the unit would not start"
+                    f"{declared}: EnvironmentFile={path} cannot be read ({exc.why.value}): the unit would not start"
                 ) from None
             continue
         for line_no, name, val in _env_file_lines(text):
@@ -149,8 +150,8 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
 
 def _service_lines(path: Path) -> Iterator[tuple[int, str, str]]:
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
+        text = read_capped_text(path, Cap.SMALL, follow=True)
+    except UnreadableFile:
         return
     section = None
     for number, line in _logical_lines(text):

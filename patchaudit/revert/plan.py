@@ -20,6 +20,7 @@ from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, Drift, DriftState
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
 from patchaudit.revert.paths import check_destination, destination
+from patchaudit.safefs import Cap, read_capped
 
 
 def plan_revert(
@@ -143,7 +144,7 @@ def _record_edited_actions(
     record_path = dist.record_path
     if fixed and record_path is not None:
         rows = []
-        for row in csv.reader(record_path.read_text("utf-8").splitlines()):
+        for row in csv.reader(read_capped(record_path, Cap.RECORD).decode("utf-8").splitlines()):
             if row and os.path.normpath(row[0]) in fixed:
                 pristine = fixed[os.path.normpath(row[0])]
                 row = [row[0], pristine.digest, str(len(pristine.data))]

@@ -13,6 +13,7 @@ from typing import cast
 
 from patchaudit.atomic import atomic_write
 from patchaudit.revert.model import MANIFEST, MANIFEST_SCHEMA, ActionKind, Journal, Manifest, Original, Phase
+from patchaudit.safefs import UnreadableFile, read_json
 
 
 def write_json(path: Path, value: object) -> None:
@@ -54,9 +55,9 @@ def journal_problem(state: object) -> str | None:
 def read_journal(path: Path) -> tuple[Journal | None, str | None]:
     """(journal, None), or (None, why it is unreadable)."""
     try:
-        state = json.loads(path.read_bytes())
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
+        state = read_json(path)
+    except UnreadableFile as exc:
+        return None, str(exc)
     except ValueError as exc:
         return None, f"not valid JSON ({exc})"
     problem = journal_problem(state)
@@ -109,9 +110,9 @@ def manifest_problem(manifest: object) -> str | None:
 def read_manifest(run_dir: Path) -> tuple[Manifest | None, str | None]:
     """(manifest, None), or (None, why it is unreadable)."""
     try:
-        manifest = json.loads((run_dir / MANIFEST).read_bytes())
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
+        manifest = read_json(run_dir / MANIFEST)
+    except UnreadableFile as exc:
+        return None, str(exc)
     except ValueError as exc:
         return None, f"not valid JSON ({exc})"
     problem = manifest_problem(manifest)
