@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchaudit import environment
+from patchaudit.deadline import phase
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import hash_file
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
@@ -69,13 +70,16 @@ def scan(
     chosen = environment.select(every, options.names)
     where = cache_dir(env, options)
     cache = StatCache(where / STAT_CACHE_NAME) if where is not None else None
+    phase("verifying files")
     report = verify(env, chosen, every=every, cache=cache, workers=options.workers, progress=progress)
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:
+        phase("looking up pristine bytes")
         report, pristine = _with_pristine(env, report, chosen, options, cache)
         if cache is not None:
             cache.save()  # the digests of archives that direct_url.json names
     if options.hazards:
+        phase("running the hazard rules")
         report = _with_hazards(report, chosen, options, pristine, where)
     report = dataclasses.replace(report, started=started)
     return _with_fact_findings(report, options.severity_overrides)

@@ -26,6 +26,7 @@ POLICY_KEYS = frozenset(
         "baseline",
         "approved",
         "workers",
+        "timeout",
         "models",
         "cache_dir",
         "errata",
@@ -86,6 +87,7 @@ class Policy:
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
     workers: int | None = None  # None: every CPU this process may use
+    timeout: float | None = None  # the gate's deadline in seconds (None: patchaudit.deadline's default)
     models: tuple[ModelSpec, ...] = ()
     cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
     errata: tuple[Path, ...] = ()  # wheels known to ship a wrong RECORD, beyond patchaudit's own (patchaudit.errata)
@@ -171,6 +173,12 @@ class Policy:
             if entry is not None:
                 approved.append(entry)
 
+        timeout = data.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout < float("inf"))
+        ):
+            bad(f"'timeout' must be a positive number of seconds, not {timeout!r}")
+            timeout = None
         workers = data.get("workers")
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             bad(f"'workers' must be a whole number of at least 1, not {workers!r}")
@@ -202,6 +210,7 @@ class Policy:
             baseline=path_of(baseline) if baseline else None,
             approved=tuple(approved),
             workers=workers,
+            timeout=float(timeout) if timeout is not None else None,
             models=tuple(models),
             cache_dir=path_of(cache_dir) if cache_dir else None,
             errata=tuple(path_of(e) for e in errata),

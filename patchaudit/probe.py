@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +106,22 @@ class Answer:
     version: str
 
 
+def _check_venv_cfg(exe: Path, shown: Path) -> None:
+    """The interpreter reads pyvenv.cfg beside it (or one level up) before anything else, following links:
+    a FIFO or a device there would hold it, and the probe with it, so such a file is refused first."""
+    for directory in (exe.parent, exe.parent.parent):
+        cfg = directory / "pyvenv.cfg"
+        try:
+            mode = os.stat(cfg).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise EnvironmentNotFound(f"{cfg} is not a regular file: {shown} would wait on it, so it is not run")
+
+
 def ask(exe: Path, shown: Path) -> Answer:
     """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
+    _check_venv_cfg(exe, shown)
     try:
         proc = subprocess.run(
             [str(exe), "-I", "-S", "-c", _PROBE],
@@ -115,8 +130,10 @@ def ask(exe: Path, shown: Path) -> Answer:
             timeout=30,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentNotFound(f"cannot run {shown}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentNotFound(f"{shown} did not answer within 30 s") from None
+    except OSError as exc:
+        raise EnvironmentNotFound(f"cannot run {shown}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentNotFound(f"{shown} did not answer: {last}")

@@ -8,6 +8,8 @@ import contextlib
 import sys
 from pathlib import Path
 
+from patchaudit.deadline import check_timeout
+
 VALUE_OPTIONS = {
     "--python": "python",
     "--path": "site_path",
@@ -16,6 +18,7 @@ VALUE_OPTIONS = {
     "--fail-on": "fail_on",
     "--cache-dir": "cache_dir",
     "--workers": "workers",
+    "--timeout": "timeout",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -53,6 +56,11 @@ def parse(args: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
     workers = values.get("workers", "1")
     if not (workers.isascii() and workers.isdigit() and 1 <= int(workers) <= MAX_WORKERS):
         return None
+    if "timeout" in values:
+        try:
+            check_timeout(float(values["timeout"]))
+        except ValueError:
+            return None
     return dists, values, flags
 
 
@@ -77,6 +85,7 @@ def fast_gate(args: list[str]) -> int | None:
         no_cache="no_cache" in flags,
         cache_dir=path("cache_dir"),
         workers=int(values["workers"]) if "workers" in values else None,
+        timeout=float(values["timeout"]) if "timeout" in values else None,
     )
 
 
@@ -93,6 +102,7 @@ def run_gate(
     cache_dir: Path | None = None,
     workers: int | None = None,
     fmt: str = "journal",
+    timeout: float | None = None,
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -110,6 +120,7 @@ def run_gate(
             use_cache=not no_cache,
             cache_dir=cache_dir,
             workers=workers,
+            timeout=timeout,
         )
     )
     for note in verdict.notes:

@@ -41,6 +41,11 @@ from patchaudit.report import FAIL_ON_CHOICES
     type=click.IntRange(1, 256),
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    help="Give up after SECONDS and fail closed, naming what was running (default: the policy's, else 120).",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -53,6 +58,7 @@ def gate(
     cache_dir: Path | None,
     workers: int | None,
     fmt: str,
+    timeout: float | None,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -67,4 +73,5 @@ def gate(
         cache_dir=cache_dir,
         workers=workers,
         fmt=fmt,
+        timeout=timeout,
     )

@@ -60,6 +60,11 @@ PROGRESS_THRESHOLD = 2000
     type=click.IntRange(1, 256),
     help="Worker processes for hashing and hazards (default: every CPU this process may use).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    help="Give up after SECONDS (exit 2), naming what was running; default: no limit.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(
@@ -80,12 +85,14 @@ def scan(
     workers: int | None,
     verbose: bool,
     fail_on: str,
+    timeout: float | None,
 ) -> int:
     """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
     import time
 
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
+    from patchaudit.deadline import deadline
 
     started = time.monotonic()
     env = open_environment(python, site_path)
@@ -101,10 +108,11 @@ def scan(
         fetch=fetch,
         errata=errata,
     )
-    if fmt == "human" and out is None and sys.stderr.isatty():
-        report = _scan_with_progress(env, options)
-    else:
-        report = run_scan(env, options)
+    with deadline(timeout):
+        if fmt == "human" and out is None and sys.stderr.isatty():
+            report = _scan_with_progress(env, options)
+        else:
+            report = run_scan(env, options)
     pending = interrupted_runs(env)
     if pending:
         import dataclasses

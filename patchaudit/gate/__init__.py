@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit import __version__, cachedir
+from patchaudit.deadline import DEFAULT_GATE_TIMEOUT, deadline, phase
 from patchaudit.errors import ExitCode, PatchAuditError
 from patchaudit.gate.cache import VerdictCache, predicted_prefix
 from patchaudit.gate.plan import FilePlan
@@ -53,6 +54,7 @@ class GateOptions:
     use_cache: bool = True
     cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
     workers: int | None = None  # None: the policy's, else every CPU this process may use
+    timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
 
 
 def run(options: GateOptions) -> Verdict:
@@ -62,7 +64,9 @@ def run(options: GateOptions) -> Verdict:
     try:
         policy = _load_policy(options.policy) if options.policy is not None else None
         fail_open = fail_open or (policy is not None and policy.fail_open)
-        verdict = _run(options, policy)
+        timeout = options.timeout or (policy.timeout if policy is not None else None) or DEFAULT_GATE_TIMEOUT
+        with deadline(timeout):
+            verdict = _run(options, policy)
     except PatchAuditError as exc:
         hint = f" (hint: {exc.hint})" if exc.hint else ""
         verdict = Verdict(exit_code=ExitCode.USAGE, problems=(error(f"{exc}{hint}"),))
@@ -112,6 +116,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     if cache is not None:
         from patchaudit.cpus import available_cpus
 
+        phase("checking the cached verdict")
         hit = cache.lookup(key, workers or available_cpus())
         if hit is not None:
             return hit
@@ -120,6 +125,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit.policy import Policy
 
     models = _model_targets(policy)
+    phase("resolving the environment")
     env = environment.resolve(python, site_path)
     _require_distributions(env, environment.distributions(env), site_path)
     if where is not None and env.prefix != predicted_prefix(python, site_path):
@@ -129,6 +135,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     from patchaudit.errata import SHIPPED
 
     errata_files = (SHIPPED, *(policy.errata if policy is not None else ()))
+    phase("listing the files to fingerprint")
     plan, fingerprint, newest = FilePlan.build(
         env,
         names,
@@ -136,6 +143,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
     use_cache = where is not None and where.path is not None and cachedir.ensure(where.path)
+    phase("verifying files")
     verdict = _verdict(
         env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base
     )
