@@ -17,6 +17,7 @@ from patchaudit.errors import PatchAuditError
 
 DEFAULT_GATE_TIMEOUT = 120.0  # below the drop-in's TimeoutStartSec=180, with room for a cold gate
 
+MAX_TIMEOUT = 1e7  # about four months: anything longer is no deadline
 _phase = "starting"
 
 
@@ -32,8 +33,8 @@ def phase(name: str) -> None:
 
 def check_timeout(seconds: float) -> float:
     """A --timeout value, or ValueError: a positive, finite number of seconds."""
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{seconds!r} is not a positive number of seconds")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise ValueError(f"{seconds!r} is not a number of seconds between 0 and {MAX_TIMEOUT:g}")
     return seconds
 
 

@@ -123,6 +123,28 @@ def wheelhouse_option(func: F) -> F:
     )(func)
 
 
+def timeout_option(default_help: str) -> Callable[[F], F]:
+    """`--timeout SECONDS`: a positive, finite number (click's FloatRange lets NaN through)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        from patchaudit.deadline import check_timeout
+
+        if value is None:
+            return None
+        try:
+            return check_timeout(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return click.option(
+        "--timeout",
+        type=float,
+        callback=check,
+        metavar="SECONDS",
+        help=f"Give up after SECONDS and fail closed, naming what was running ({default_help}).",
+    )
+
+
 def fail_on_option(func: F) -> F:
     return click.option(
         "--fail-on",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import target_options
+from patchaudit.cli.common import target_options, timeout_option
 from patchaudit.cli.fastgate import run_gate
 from patchaudit.report import FAIL_ON_CHOICES
 
@@ -41,11 +41,7 @@ from patchaudit.report import FAIL_ON_CHOICES
     type=click.IntRange(1, 256),
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True, max=1e9),
-    help="Give up after SECONDS and fail closed, naming what was running (default: the policy's, else 120).",
-)
+@timeout_option("default: the policy's, else 120")
 def gate(
     dists: tuple[str, ...],
     python: Path | None,

@@ -15,6 +15,7 @@ from patchaudit.cli.common import (
     open_environment,
     severity_or_none,
     target_options,
+    timeout_option,
     wheelhouse_option,
     write_output,
 )
@@ -60,11 +61,7 @@ PROGRESS_THRESHOLD = 2000
     type=click.IntRange(1, 256),
     help="Worker processes for hashing and hazards (default: every CPU this process may use).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True, max=1e9),
-    help="Give up after SECONDS (exit 2), naming what was running; default: no limit.",
-)
+@timeout_option("exit 2; default: no limit")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(
