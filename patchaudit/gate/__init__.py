@@ -152,7 +152,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
 
         # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
         if newest < taken - racy_window_ns(newest):
-            VerdictCache.store(where.path, python, site_path, key, plan, fingerprint, verdict)
+            unkept = VerdictCache.store(where.path, python, site_path, key, plan, fingerprint, verdict)
+            if unkept is not None:  # a full or read-only cache: the verdict stands, the next start verifies again
+                verdict = replace(verdict, notes=(*verdict.notes, f"running uncached: {unkept}"))
     elif where is not None:
         # asked for a cache and none can be written: every start verifies from scratch; say so, once
         note = where.note or f"cannot create the cache directory {where.path}"

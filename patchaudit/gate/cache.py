@@ -102,8 +102,8 @@ class VerdictCache:
         plan: FilePlan,
         fingerprint: int,
         verdict: Verdict,
-    ) -> None:
-        """Keep the verdict; a cache that cannot be written is simply not kept."""
+    ) -> str | None:
+        """Keep the verdict; None, or why a cache that cannot be written (full, read-only) was not kept."""
         path = directory / CACHE_NAME
         try:
             data = read_json(path)
@@ -122,5 +122,6 @@ class VerdictCache:
         try:
             text = json.dumps({"version": CACHE_VERSION, "entries": entries}, separators=(",", ":"))
             atomic_write(path, text, durable=False)
-        except OSError:
-            pass
+        except OSError as exc:
+            return f"cannot write {path} ({exc.strerror or exc})"
+        return None

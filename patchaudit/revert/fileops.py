@@ -13,7 +13,7 @@ from pathlib import Path
 
 from patchaudit.diff import read_installed
 from patchaudit.environment import Environment
-from patchaudit.errors import LockBusy
+from patchaudit.errors import LockBusy, QuarantineFailed
 from patchaudit.revert.model import Original
 from patchaudit.revert.paths import check_destination, refuse_unsafe_root
 
@@ -74,9 +74,12 @@ def locked(env: Environment, *, wait: float = LOCK_WAIT) -> Iterator[None]:
     has a symlinked scheme directory) is refused here, before anything is written.
     """
     refuse_unsafe_root(env)
-    env.state_dir.mkdir(parents=True, exist_ok=True)
     path = env.state_dir / "lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        env.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:  # a read-only or full filesystem: nothing has been written yet
+        raise QuarantineFailed(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
     try:
         deadline = time.monotonic() + wait
         while True:
