@@ -375,3 +375,24 @@ def test_hub_cache_drift_names_its_commit_once(hub: dict[str, object]) -> None:
     assert proc.stdout.count(str(hub["first"])) == 1, proc.stdout
     assert "    modified config.json" in proc.stdout and "    modified hf_quant_config.json" in proc.stdout
     assert all(len(line) <= 100 for line in proc.stdout.splitlines()[1:])
+
+
+def test_manifest_keeps_crlf_configs_and_undo_puts_top_level_files_back(hub: dict[str, object], tmp_path: Path) -> None:
+    plain = tmp_path / "crlf"
+    shutil.copytree(hub["local"], plain, ignore=shutil.ignore_patterns(".cache"))  # type: ignore[arg-type]
+    config = plain / "config.json"
+    crlf = config.read_bytes().replace(b"\n", b"\r\n")
+    config.write_bytes(crlf)
+    assert run("baseline", "create", "--model", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
+    edited = crlf.replace(b"bfloat16", b"float16")
+    config.write_bytes(edited)
+
+    proc = run("model", "revert", plain, env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert config.read_bytes() == crlf  # the manifest's copy, carriage returns and all
+    assert scan_json(hub, plain)[0] == 0
+
+    run_id = proc.stdout.split("quarantine restore ")[1].split()[0]
+    undo = run("quarantine", "restore", run_id, "--path", plain, "--yes", env=hub["env"])  # type: ignore[arg-type]
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert config.read_bytes() == edited

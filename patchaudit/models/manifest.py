@@ -22,7 +22,7 @@ from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
 from patchaudit.report import DriftState
-from patchaudit.safefs import UnreadableFile, read_json
+from patchaudit.safefs import UnreadableFile, read_capped, read_json
 from patchaudit.statcache import StatCache
 
 SCHEMA = "patchaudit/model-manifest/v1"
@@ -92,8 +92,9 @@ def create(root: Path, *, workers: int | None = None) -> tuple[Path, int]:
             raise PatchAuditError(f"cannot read {path}")
         files[rel] = {"sha256": digest.hex, "size": st.st_size}
         if is_config(rel) and st.st_size <= CONFIG_LIMIT:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                configs[rel] = path.read_text("utf-8")
+            # bytes as they are: a text read would turn CRLF into LF and the copy would no longer match its hash
+            with contextlib.suppress(UnreadableFile, UnicodeDecodeError):
+                configs[rel] = read_capped(path, CONFIG_LIMIT).decode("utf-8")
     data = {
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

@@ -123,7 +123,9 @@ def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Pl
         dest = Path(item["dest"])
         owner, hook = item.get("dist"), bool(item.get("hook"))
         stored = where / item["quarantine"]
-        if not os.path.realpath(stored.parent).startswith(files_dir + os.sep) and item["original"] != Original.MISSING:
+        parent = os.path.realpath(stored.parent)
+        inside = parent == files_dir or parent.startswith(files_dir + os.sep)
+        if not inside and item["original"] != Original.MISSING:
             refused.append(Refusal(path=item["path"], reason="its quarantined copy lies outside the run directory"))
             continue
         if item["original"] == Original.FILE:
