@@ -149,6 +149,20 @@ def test_the_gate_verdict_follows_the_unit_files(service: tuple[Path, Path, Path
     assert gate.returncode == 1 and "env-changed NCCL_IB_DISABLE (1 -> 0" in gate.stdout
 
 
+def test_baseline_check_exit_code_does_not_depend_on_the_format(
+    service: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    units, python, _ = service
+    baseline = tmp_path / "vllm.json"
+    args = ("--python", python, "--out", baseline, "--unit", "vllm.service", "--unit-dir", units)
+    assert patchaudit("baseline", "create", *args).returncode == 0
+    (units / "vllm.service.d" / "10-ib.conf").write_text("[Service]\nEnvironment=NCCL_IB_DISABLE=0\n")
+    text = patchaudit("baseline", "check", baseline)
+    as_json = patchaudit("baseline", "check", baseline, "--format", "json")
+    assert (text.returncode, as_json.returncode) == (1, 1), as_json.stdout + as_json.stderr
+    assert json.loads(as_json.stdout)["environment"]["variables"][0]["name"] == "NCCL_IB_DISABLE"
+
+
 def test_unit_file_syntax(tmp_path: Path) -> None:
     units = tmp_path / "units"
     (units / "worker@.service.d").mkdir(parents=True)

@@ -108,17 +108,18 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
         python = Path(held.python) if held.python else None
     env = open_environment(python, site_path)
     report = core.check_env(env, file, names=dists)
+    from patchaudit.report import Severity
+
+    # One verdict for every format (the exit code never depends on how the answer is printed): the
+    # gate's own judgement (its default policy, failing on a high finding), as `gate --baseline FILE`.
+    verdict = judge(report, Policy(), Severity.HIGH, baseline=str(file))
     if fmt == "json":
         from patchaudit.render.json import render_json
 
         click.echo(render_json(report), nl=False)
-        return ExitCode.PROBLEMS if any(True for _ in report.all_drift()) else ExitCode.CLEAN
+        return verdict.exit_code
     from patchaudit.render.journal import render_journal
-    from patchaudit.report import Severity
 
-    # The gate's own judgement (its default policy, failing on a high finding): the same verdict as
-    # `gate --baseline FILE` over the same environment.
-    verdict = judge(report, Policy(), Severity.HIGH, baseline=str(file))
     click.echo(render_journal(verdict).replace("patchaudit gate:", "patchaudit baseline:"), nl=False)
     return verdict.exit_code
 
