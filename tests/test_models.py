@@ -396,3 +396,24 @@ def test_manifest_keeps_crlf_configs_and_undo_puts_top_level_files_back(hub: dic
     undo = run("quarantine", "restore", run_id, "--path", plain, "--yes", env=hub["env"])  # type: ignore[arg-type]
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert config.read_bytes() == edited
+
+
+def test_nan_in_a_config_is_not_a_change_and_the_report_stays_strict_json(
+    hub: dict[str, object], tmp_path: Path
+) -> None:
+    plain = tmp_path / "nan"
+    shutil.copytree(hub["local"], plain, ignore=shutil.ignore_patterns(".cache"))  # type: ignore[arg-type]
+    config = plain / "config.json"
+    config.write_text('{"torch_dtype": "bfloat16", "rope_theta": NaN, "max_norm": 1.0}\n')
+    assert run("baseline", "create", "--model", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
+    config.write_text('{"torch_dtype": "float16", "rope_theta": NaN, "max_norm": Infinity}\n')
+
+    proc = run("model", "scan", plain, "--format", "json", env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 1, proc.stderr
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in the JSON report")
+
+    report = json.loads(proc.stdout, parse_constant=refuse)
+    changes = {c["key"]: (c["old"], c["new"]) for c in report["models"][0]["changes"]}
+    assert changes == {"torch_dtype": ("bfloat16", "float16"), "max_norm": (1.0, "Infinity")}

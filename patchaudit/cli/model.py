@@ -92,11 +92,10 @@ def scan(
 
         write_output(render_json(report), out)
     elif fmt == "sarif":
-        import json
-
+        from patchaudit.render.json import dumps
         from patchaudit.render.sarif import render_sarif
 
-        write_output(json.dumps(render_sarif(report, []), indent=2) + "\n", out)
+        write_output(dumps(render_sarif(report, []), indent=2) + "\n", out)
     else:
         from patchaudit.render.models import model_lines
 

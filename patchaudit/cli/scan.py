@@ -129,12 +129,11 @@ def scan(
         metrics = from_report(report, ok=ok, target=target, duration=time.monotonic() - started)
         write_output(render_prometheus(metrics), out)
     elif fmt == "sarif":
-        import json
-
         from patchaudit.hazards import load_rules
+        from patchaudit.render.json import dumps
         from patchaudit.render.sarif import render_sarif
 
-        write_output(json.dumps(render_sarif(report, load_rules(rule_dirs)), indent=2) + "\n", out)
+        write_output(dumps(render_sarif(report, load_rules(rule_dirs)), indent=2) + "\n", out)
     else:
         from rich.console import Console
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -43,9 +44,13 @@ def diff_values(file: str, old: Any, new: Any, prefix: str = "") -> list[ConfigC
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
             out.extend(diff_values(file, a, b, f"{prefix}[{i}]"))
         return out
-    if old == new and type(old) is type(new):
+    if type(old) is type(new) and (old == new or _both_nan(old, new)):
         return []
     return [ConfigChange(file=file, key=prefix or "(document)", change="changed", old=old, new=new)]
+
+
+def _both_nan(a: Any, b: Any) -> bool:
+    return isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
 
 
 def diff_config(file: str, old: bytes, new: bytes) -> list[ConfigChange] | None:
