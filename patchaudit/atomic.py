@@ -63,7 +63,8 @@ def atomic_write(
             if callable(content):
                 content(fh)
             else:
-                fh.write(content.encode() if isinstance(content, str) else content)
+                # surrogateescape: a file name's undecodable bytes go out as the bytes they were
+                fh.write(content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             if durable:

@@ -248,3 +248,23 @@ def test_packaging_facts_are_their_own_series_and_do_not_fail(tmp_path: Path) ->
     assert got[("patchaudit_packaging_facts", (("distribution", "first"), ("state", "overwritten")))] == 1
     assert ("patchaudit_drifted_files", (("distribution", "first"), ("state", "overwritten"))) not in got
     assert got[("patchaudit_gate_ok", ())] == 1
+
+
+def test_a_target_whose_name_is_not_utf8_is_written_and_parses(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "wheels", "demo", "1.0", {"demo/__init__.py": ""})
+    pip_install(make_venv(tmp_path / "venv"), wheel)
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/v\xffenv"))  # a venv directory named in Latin-1
+    (tmp_path / "venv").rename(root)  # (the venv module itself cannot make one there)
+    python = root / "bin" / "python"
+    out = Path(os.fsdecode(bytes(tmp_path) + b"/report-\xe9.prom"))
+    proc = patchaudit("scan", "--python", python, "--format", "prometheus", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    got = samples(out.read_text("utf-8"))
+    (info,) = [labels for name, labels in got if name == "patchaudit_info"]
+    assert dict(info)["target"] == str(tmp_path) + "/v\\xffenv/bin/python"
+
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    proc = patchaudit("metrics", "--python", python, "--textfile", textfile)
+    assert proc.returncode == 0, proc.stderr
+    assert samples((textfile / "patchaudit.prom").read_text("utf-8"))[("patchaudit_gate_ok", ())] == 1

@@ -166,7 +166,7 @@ def write_output(text: str, out: Path | None) -> None:
         click.echo(text, nl=False)
         return
     try:
-        out.write_text(text)
+        out.write_bytes(text.encode("utf-8", "surrogateescape"))  # a file name's bytes as they were
     except OSError as exc:
         from patchaudit.errors import PatchAuditError
 

@@ -6,6 +6,7 @@ stay in the JSON report.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -162,6 +163,8 @@ def from_verdict(verdict: Verdict, *, target: str, last_success: float | None = 
 
 
 def _label(value: str) -> str:
+    # the exposition format is UTF-8: a name's undecodable bytes (surrogate escapes) are spelled \xNN
+    value = os.fsencode(value).decode("utf-8", "backslashreplace")
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
