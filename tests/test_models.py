@@ -417,3 +417,41 @@ def test_nan_in_a_config_is_not_a_change_and_the_report_stays_strict_json(
     report = json.loads(proc.stdout, parse_constant=refuse)
     changes = {c["key"]: (c["old"], c["new"]) for c in report["models"][0]["changes"]}
     assert changes == {"torch_dtype": ("bfloat16", "float16"), "max_norm": (1.0, "Infinity")}
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        {"dtype": "U8", "shape": [True], "data_offsets": [0, 1]},
+        {"dtype": "U8", "shape": [1], "data_offsets": [False, True]},
+        {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+    ],
+)
+def test_safetensors_header_check_agrees_with_the_library(tensor: dict[str, object], tmp_path: Path) -> None:
+    from safetensors import SafetensorError, safe_open
+
+    from patchaudit.models.safetensors import check_header
+
+    header = json.dumps({"t": tensor}).encode()
+    shard = tmp_path / "x.safetensors"
+    shard.write_bytes(len(header).to_bytes(8, "little") + header + b"\x07")
+    try:
+        with safe_open(str(shard), framework="numpy") as f:
+            f.get_tensor("t")
+        library_accepts = True
+    except SafetensorError:
+        library_accepts = False
+    assert (check_header(shard) is None) == library_accepts, check_header(shard)
+
+
+def test_a_key_written_twice_is_reported_where_json_takes_its_value(hub: dict[str, object], tmp_path: Path) -> None:
+    plain = tmp_path / "dup"
+    shutil.copytree(hub["local"], plain, ignore=shutil.ignore_patterns(".cache"))  # type: ignore[arg-type]
+    config = plain / "config.json"
+    text = '{\n  "torch_dtype": "bfloat16",\n  "text_config": {\n    "torch_dtype": "bfloat16"\n  },\n  "torch_dtype": "%s"\n}\n'
+    config.write_text(text % "bfloat16")
+    assert run("baseline", "create", "--model", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
+    config.write_text(text % "float16")  # the second spelling is the one every JSON reader keeps
+    code, report = scan_json(hub, plain)
+    (finding,) = [f for f in report["models"][0]["findings"] if f["rule"] == "config-dtype"]
+    assert (finding["message"], finding["line"]) == ('torch_dtype: changed "bfloat16" -> "float16"', 6)

@@ -77,10 +77,71 @@ def diff_config(file: str, old: bytes, new: bytes) -> list[ConfigChange] | None:
 
 
 def key_line(text: bytes, key: str) -> int:
-    """The line where the key path's last key is written in `text` (1 when it is not there)."""
-    last = re.split(r"[.\[]", key)[-1].rstrip("]").strip('"')
-    needle = json.dumps(last).encode()
-    index = text.find(needle + b":")
-    if index < 0:
-        index = text.find(needle)
-    return text.count(b"\n", 0, index) + 1 if index >= 0 else 1
+    """The line where the key path is written in `text` (1 when it is not there).
+
+    A key written twice counts where JSON takes its value from: the last time.
+    """
+    try:
+        lines = _KeyLines(text.decode("utf-8")).lines()
+    except (UnicodeDecodeError, ValueError, IndexError):
+        return 1
+    return lines.get(key, 1)
+
+
+class _KeyLines:
+    """Walk a JSON text and note, for every key path (as `_join` spells it), the line of its key."""
+
+    _SCALAR = re.compile(r"-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|Infinity)|true|false|null|NaN")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found: dict[str, int] = {}
+
+    def lines(self) -> dict[str, int]:
+        self._value(self._ws(0), "")
+        return self.found
+
+    def _ws(self, i: int) -> int:
+        while i < len(self.text) and self.text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def _value(self, i: int, path: str) -> int:
+        c = self.text[i]
+        if c == "{":
+            i = self._ws(i + 1)
+            if self.text[i] == "}":
+                return i + 1
+            while True:
+                if self.text[i] != '"':
+                    raise ValueError("key expected")
+                key, end = json.decoder.scanstring(self.text, i + 1)  # type: ignore[attr-defined]
+                sub = _join(path, key)
+                self.found[sub] = self.text.count("\n", 0, i) + 1
+                i = self._ws(end)
+                if self.text[i] != ":":
+                    raise ValueError("':' expected")
+                i = self._ws(self._value(self._ws(i + 1), sub))
+                if self.text[i] == "}":
+                    return i + 1
+                if self.text[i] != ",":
+                    raise ValueError("',' expected")
+                i = self._ws(i + 1)
+        if c == "[":
+            i, n = self._ws(i + 1), 0
+            if self.text[i] == "]":
+                return i + 1
+            while True:
+                i = self._ws(self._value(i, f"{path}[{n}]"))
+                n += 1
+                if self.text[i] == "]":
+                    return i + 1
+                if self.text[i] != ",":
+                    raise ValueError("',' expected")
+                i = self._ws(i + 1)
+        if c == '"':
+            return int(json.decoder.scanstring(self.text, i + 1)[1])  # type: ignore[attr-defined]
+        match = self._SCALAR.match(self.text, i)
+        if match is None:
+            raise ValueError("value expected")
+        return match.end()

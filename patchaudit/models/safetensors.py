@@ -60,9 +60,9 @@ def check_tensors(header: dict[str, object], data_size: int) -> str | None:
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if dtype not in DTYPE_BITS:
             return f"tensor {name!r}: unknown dtype {dtype!r}"
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):  # bool is no size
             return f"tensor {name!r}: bad shape {shape!r}"
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
             return f"tensor {name!r}: bad data_offsets {offsets!r}"
         begin, end = offsets
         nbytes = math.ceil(math.prod(shape) * DTYPE_BITS[str(dtype)] / 8)
