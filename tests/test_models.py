@@ -455,3 +455,34 @@ def test_a_key_written_twice_is_reported_where_json_takes_its_value(hub: dict[st
     code, report = scan_json(hub, plain)
     (finding,) = [f for f in report["models"][0]["findings"] if f["rule"] == "config-dtype"]
     assert (finding["message"], finding["line"]) == ('torch_dtype: changed "bfloat16" -> "float16"', 6)
+
+
+@pytest.mark.parametrize("file_lists", [True, False], ids=["with-trees", "without-trees"])
+def test_several_sed_i_edits_are_each_matched_to_their_blob(hub: dict[str, object], file_lists: bool) -> None:
+    repo = Path(str(hub["repo"]))
+    if not file_lists:
+        shutil.rmtree(repo / "trees", ignore_errors=True)  # what clients before huggingface_hub 2 leave
+    # README differs between the two revisions: its first blob is linked by the edited snapshot only
+    edits = {
+        "hf_quant_config.json": ["sed", "-i", "/kv_cache_quant_algo/d"],
+        "config.json": ["sed", "-i", "s/1000000.0/10000.0/"],
+        "README.md": ["sed", "-i", "s/v1/v1 patched/"],
+    }
+    for name, cmd in edits.items():
+        subprocess.run([*cmd, str(snap(hub, "first", name))], check=True)
+    code, report = scan_json(hub, REPO_ID)
+    assert code == 1
+    model = report["models"][0]
+    drift = {d["path"].rsplit("/", 1)[1]: d for d in model["drift"]}
+    assert set(drift) == set(edits)
+    assert all(d["expected"] is not None for d in drift.values()), drift
+    found = {(f["rule"], f["severity"], f["message"]) for f in model["findings"]}
+    assert ("config-quantization", "high", FIELD_EDIT) in found
+    assert ("config-rope", "high", "rope_theta: changed 1000000.0 -> 10000.0") in found
+
+    proc = run("model", "revert", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in edits:
+        assert snap(hub, "first", name).is_symlink()
+    assert snap(hub, "first", "README.md").read_bytes() == b"v1"
+    assert scan_json(hub, REPO_ID)[0] == 0

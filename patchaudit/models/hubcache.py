@@ -14,6 +14,7 @@ from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
 from patchaudit.hashing import FileState
+from patchaudit.models.blobmatch import Edited, match_blobs
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import LayoutScan, ModelTarget, Problem, Tracked, is_commit
 from patchaudit.report import DriftState
@@ -124,6 +125,17 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
     blob_names = _blob_names(blobs_dir)
     orphans = sorted(set(blob_names) - set(linked))
     listings = {c: read_tree(root, c) for c in chosen if c in raw}
+    # what every revision has at each path (links and cached file lists): an edited file's candidates
+    by_path: dict[str, set[str]] = {}
+    for commit, entries in raw.items():
+        for rel, path, st in entries:
+            name = _blob_name(blobs_dir, path) if stat.S_ISLNK(st.st_mode) else None
+            if name is not None and name in blob_names:
+                by_path.setdefault(rel, set()).add(name)
+        listing = listings[commit] if commit in listings else read_tree(root, commit)
+        for rel, digest in (listing or {}).items():
+            if digest.hex in blob_names:
+                by_path.setdefault(rel, set()).add(digest.hex)
 
     jobs: set[tuple[Path, Algorithm]] = set()
     for commit in chosen:
@@ -137,7 +149,9 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
                 algorithm = known[rel].algorithm if rel in known else Algorithm.SHA256
                 jobs.add((path, algorithm))
                 if rel not in known:
-                    jobs.update((path, blob_names[o].algorithm) for o in orphans)
+                    candidates = [*orphans, *by_path.get(rel, ())]
+                    jobs.update((path, blob_names[o].algorithm) for o in candidates)
+                    jobs.update((blobs_dir / o, blob_names[o].algorithm) for o in candidates)
         for digest in (listings.get(commit) or {}).values():
             if digest.hex in blob_names:
                 jobs.add((blobs_dir / digest.hex, digest.algorithm))
@@ -150,6 +164,7 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
 
     intact_orphans = [o for o in orphans if blob_ok(o)]
     files: list[Tracked] = []
+    edited: list[Edited] = []
     for commit in chosen:
         if commit not in raw:
             continue
@@ -157,7 +172,6 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
         if listing is None:
             notes.append(f"no file list for snapshot {commit} (trees/{commit}.json): missing files cannot be seen")
         seen: set[str] = set()
-        unexplained: list[int] = []
         for rel, path, st in sorted(raw[commit]):
             seen.add(rel)
             expected = listing.get(rel) if listing is not None else None
@@ -165,19 +179,8 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
             if listing is not None and rel not in listing:
                 item = _replace(item, state=DriftState.ADDED, note="not in the commit's file list")
             if item.state is DriftState.MODIFIED and item.expected is None and stat.S_ISREG(st.st_mode):
-                unexplained.append(len(files))
+                edited.append(Edited(index=len(files), repo_path=rel, disk=path))
             files.append(item)
-        if len(unexplained) == 1 and len(intact_orphans) == 1 and listing is None:
-            i = unexplained[0]
-            name = intact_orphans[0]
-            actual = _digest(hashed, files[i].disk, blob_names[name].algorithm)
-            files[i] = _replace(
-                files[i],
-                expected=blob_names[name],
-                actual=actual,
-                blob=blobs_dir / name,
-                note=f"{files[i].note}; its blob is the only one no snapshot links to: blobs/{name}",
-            )
         for rel, digest in sorted((listing or {}).items()):
             if rel in seen:
                 continue
@@ -193,6 +196,23 @@ def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = 
                     blob=blobs_dir / digest.hex if digest.hex in blob_names and blob_ok(digest.hex) else None,
                 )
             )
+    matches = match_blobs(
+        edited,
+        by_path={rel: [n for n in names if blob_ok(n)] for rel, names in by_path.items()},
+        orphans=intact_orphans,
+        blob_names=blob_names,
+        blobs_dir=blobs_dir,
+        digest_of=lambda path, like: _digest(hashed, path, like.algorithm),
+    )
+    for i, match in matches.items():
+        how = "holds its bytes" if match.exact else "is the closest in content"
+        files[i] = _replace(
+            files[i],
+            expected=blob_names[match.blob],
+            actual=_digest(hashed, files[i].disk, blob_names[match.blob].algorithm),
+            blob=blobs_dir / match.blob,
+            note=f"{files[i].note}; of the blobs at this path or linked by no snapshot, blobs/{match.blob} {how}",
+        )
     return LayoutScan(
         target=target, files=tuple(files), problems=tuple(problems), notes=tuple(notes), commits=tuple(chosen)
     )
