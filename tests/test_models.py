@@ -448,7 +448,10 @@ def test_a_key_written_twice_is_reported_where_json_takes_its_value(hub: dict[st
     plain = tmp_path / "dup"
     shutil.copytree(hub["local"], plain, ignore=shutil.ignore_patterns(".cache"))  # type: ignore[arg-type]
     config = plain / "config.json"
-    text = '{\n  "torch_dtype": "bfloat16",\n  "text_config": {\n    "torch_dtype": "bfloat16"\n  },\n  "torch_dtype": "%s"\n}\n'
+    text = (
+        '{\n  "torch_dtype": "bfloat16",\n  "text_config": {\n    "torch_dtype": "bfloat16"\n  },\n'
+        '  "torch_dtype": "%s"\n}\n'
+    )
     config.write_text(text % "bfloat16")
     assert run("baseline", "create", "--model", plain, env=hub["env"]).returncode == 0  # type: ignore[arg-type]
     config.write_text(text % "float16")  # the second spelling is the one every JSON reader keeps

@@ -32,7 +32,7 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
     reports = assess(unit=unit, pids=pids)
     text = render.render_json(reports) if fmt == "json" else render.render_human(reports, verbose=verbose or bool(pids))
     write_output(text, out)
-    failing = {ProcStatus.STALE}
+    failing = {ProcStatus.STALE, ProcStatus.MAYBE}  # a process that may run changed code is not vouched for
     if unit is not None or pids:
         failing.add(ProcStatus.UNINSPECTABLE)  # a named process that cannot be read cannot be vouched for
     return ExitCode.PROBLEMS if any(r.status in failing for r in reports) else ExitCode.CLEAN
@@ -40,8 +40,9 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
 
 def name_stale(env: Any) -> None:
     """After a revert or a restore: name the processes that still run the old code (stderr)."""
-    from patchaudit.procs.assess import running_from
+    from patchaudit.procs.assess import ProcStatus, running_from
     from patchaudit.render.procs import process_line
 
     for report in running_from(env.site_dirs):
-        click.echo(f"still running the old code: {process_line(report)}", err=True)
+        lead = "may still run the old code" if report.status is ProcStatus.MAYBE else "still running the old code"
+        click.echo(f"{lead}: {process_line(report)}", err=True)

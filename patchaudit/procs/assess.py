@@ -1,9 +1,12 @@
 """Which running Python processes still run code that changed on disk since they started.
 
-A process is stale when a RECORD-tracked file of an environment it imports from changed (ctime, which
-no one can set back) after it started, or when a file it has mapped (an extension module, a vendored
-library, the interpreter) was replaced or deleted. A forked child inherits its parent's modules, so it
-counts from its parent's start. Quarantine runs name the revert behind a change.
+A process is stale when a file it is known to have loaded changed after it started: a file it has
+mapped (an extension module, a vendored library, the interpreter) replaced, deleted or changed, or the
+entry module its command line names. When only other RECORD-tracked files of an environment it imports
+from changed (ctime, which no one can set back), it *may* run changed code: /proc does not tell which
+pure-Python modules were imported. A child forked without exec inherits its parent's modules, so it
+counts from its parent's start; one that exec'd (told apart by where its libraries are mapped) counts
+from its own. Quarantine runs name the revert behind a change, when the file still holds its bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.procs import cgroup
+from patchaudit.procs.entry import loaded_files
 from patchaudit.procs.proc import ProcInfo, ProcState, all_pids, boot_time, read
 from patchaudit.procs.pyenv import ProcEnv, locate
 from patchaudit.procs.sitefiles import SiteFiles, load_site
@@ -28,6 +32,7 @@ TICK = 1 / os.sysconf("SC_CLK_TCK")
 class ProcStatus(enum.StrEnum):
     CURRENT = "current"  # runs what is on disk
     STALE = "stale"  # runs code that changed since it started: restart it
+    MAYBE = "may-run-changed-code"  # files it may have imported changed; /proc cannot say whether it did
     UNINSPECTABLE = "uninspectable"  # another user's process: cannot tell
     GONE = "gone"  # exited meanwhile
     NOT_PYTHON = "not-python"  # named with --pid, but no Python interpreter
@@ -50,6 +55,7 @@ class ChangedFile:
     mapped: bool = False
     run_id: str | None = None
     run_created: str | None = None
+    loaded: bool = False  # known to be loaded: mapped, or the entry module its command line names
 
     @property
     def rel(self) -> str:
@@ -68,6 +74,7 @@ class ChangedFile:
             "mapped": self.mapped,
             "run_id": self.run_id,
             "run_created": self.run_created,
+            "loaded": self.loaded or self.mapped,
         }
 
 
@@ -139,7 +146,10 @@ class Assessor:
         env = locate(proc)
         since = self._code_since(proc)
         changed = self._changed(proc, env, since)
-        status = ProcStatus.STALE if changed else ProcStatus.CURRENT
+        if any(c.mapped or c.loaded for c in changed):
+            status = ProcStatus.STALE
+        else:
+            status = ProcStatus.MAYBE if changed else ProcStatus.CURRENT
         return ProcessReport(status=status, unit=unit, code_since=since, env=env, changed=changed, **base)  # type: ignore[arg-type]
 
     def _stat(self, path: str) -> os.stat_result | None:
@@ -158,7 +168,7 @@ class Assessor:
         while current.ppid > 1 and current.ppid not in seen:
             parent = self.info(current.ppid)
             seen.add(parent.pid)
-            if parent.state is not ProcState.OK or parent.exe != current.exe or parent.argv != current.argv:
+            if parent.state is not ProcState.OK or parent.exe != current.exe or not _forked(parent, current):
                 break
             since = min(since, parent.started)
             current = parent
@@ -169,9 +179,12 @@ class Assessor:
         # an interpreter imports nothing from site-packages that early, so count from the tick's end.
         since_ns = int((since + TICK) * 1e9)
         found: dict[str, ChangedFile] = {}
+        entry: set[str] | None = None
         for site_dir in env.site_dirs:
             files = self.site(site_dir)
             for path, ctime_ns, dist in files.changed_after(since_ns):
+                if entry is None:  # read the command line only for a process something changed under
+                    entry = loaded_files(proc.argv, proc.cwd(), env.site_dirs)
                 run = files.run_for(path, since - RUN_SLACK)
                 found[path] = ChangedFile(
                     path=path,
@@ -181,9 +194,11 @@ class Assessor:
                     distribution=dist,
                     run_id=run.run_id if run else None,
                     run_created=run.created if run else None,
+                    loaded=path in entry,
                 )
         # Site directories only: a system interpreter's prefix (/usr) holds libc, which is needrestart's job.
-        roots = env.site_dirs
+        # Both spellings of each: the kernel names mapped files by their real path.
+        roots = tuple(dict.fromkeys([*env.site_dirs, *(os.path.realpath(s) for s in env.site_dirs)]))
         for mapped in proc.maps:
             if not (mapped.path == proc.exe or _below(mapped.path, roots)):
                 continue
@@ -193,7 +208,7 @@ class Assessor:
             previous = found.get(mapped.path)
             if kind is None and previous is None:
                 continue
-            within = next((s for s in env.site_dirs if _below(mapped.path, (s,))), None)
+            within = next((s for s in roots if _below(mapped.path, (s,))), None)
             if previous is not None:
                 found[mapped.path] = _with(previous, mapped=True, kind=kind or previous.kind)
             else:
@@ -204,6 +219,17 @@ class Assessor:
             kind = ChangeKind.REPLACED if os.path.exists(proc.exe) else ChangeKind.DELETED
             found[proc.exe] = ChangedFile(path=proc.exe, site_dir=None, kind=kind, mapped=True)
         return tuple(sorted(found.values(), key=lambda c: (not c.mapped, c.path)))
+
+
+def _forked(parent: ProcInfo, child: ProcInfo) -> bool:
+    """The child is a fork of the parent that did not exec: with address-space randomisation, an exec'd
+    process maps its libraries at new addresses, while a fork keeps the parent's. Files mapped by both
+    (same device and inode) decide; with none in common, an identical command line does."""
+    theirs = {(m.dev, m.inode): m.start for m in parent.maps if m.path != parent.exe}
+    common = [(m.start, theirs[(m.dev, m.inode)]) for m in child.maps if (m.dev, m.inode) in theirs]
+    if not common:
+        return parent.argv == child.argv
+    return any(mine == at_parent for mine, at_parent in common)
 
 
 def _with(change: Any, **values: object) -> Any:
@@ -279,7 +305,7 @@ def running_from(site_dirs: Sequence[Path | str]) -> list[ProcessReport]:
         if not wanted.intersection(os.path.realpath(s) for s in env.site_dirs):
             continue
         report = judge.assess(pid)
-        if report is not None and report.status is ProcStatus.STALE:
+        if report is not None and report.status in (ProcStatus.STALE, ProcStatus.MAYBE):
             out.append(report)
     return out
 

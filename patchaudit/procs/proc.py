@@ -35,6 +35,7 @@ class MappedFile:
     dev: int
     inode: int
     deleted: bool = False
+    start: int = 0  # the address of its first mapping: a forked child shares it, an exec'd one does not
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -121,6 +122,12 @@ def _failure(pid: int, exc: OSError) -> ProcInfo:
 
 def stat_line(pid: int) -> tuple[str, int, int] | None:
     """(comm, ppid, start time in clock ticks after boot), or None when the process is gone."""
+    got = _stat_fields(pid)
+    return None if got is None else got[:3]
+
+
+def _stat_fields(pid: int) -> tuple[str, int, int, str] | None:
+    """stat_line's fields and the state letter (`Z`: a zombie)."""
     try:
         raw = _read(f"{PROC}/{pid}/stat")
     except OSError:
@@ -129,16 +136,18 @@ def stat_line(pid: int) -> tuple[str, int, int] | None:
     head, _, rest = raw.rpartition(b")")
     fields = rest.split()
     comm = head.partition(b"(")[2].decode("utf-8", "replace")
-    return comm, int(fields[1]), int(fields[19])
+    return comm, int(fields[1]), int(fields[19]), fields[0].decode("ascii", "replace")
 
 
 def read(pid: int, *, boot: float | None = None, python_only: bool = False) -> ProcInfo:
     """Everything patchaudit needs of one process; `python_only` stops early for other programs."""
     base = f"{PROC}/{pid}"
-    stat = stat_line(pid)
+    stat = _stat_fields(pid)
     if stat is None:
         return ProcInfo(pid=pid, state=ProcState.GONE, reason="exited")
-    comm, ppid, ticks = stat
+    comm, ppid, ticks, letter = stat
+    if letter == "Z":  # it runs no code any more; only its exit status waits for its parent
+        return ProcInfo(pid=pid, state=ProcState.GONE, ppid=ppid, comm=comm, reason="exited (a zombie not yet reaped)")
     started = (boot if boot is not None else boot_time()) + ticks / _CLK_TCK
     try:
         argv = tuple(os.fsdecode(a) for a in _read(f"{base}/cmdline").split(b"\0")[:-1])
@@ -197,13 +206,16 @@ def parse_cgroup(raw: bytes) -> str | None:
 
 # `start-end perms offset major:minor inode   path`, file-backed lines only (inode > 0, absolute path).
 _MAPS_LINE = re.compile(
-    rb"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) ([1-9][0-9]*) +(/[^\n]*)$", re.MULTILINE
+    rb"^([0-9a-f]+)-[0-9a-f]+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) ([1-9][0-9]*) +(/[^\n]*)$", re.MULTILINE
 )
 
 
 def parse_maps(raw: bytes) -> Iterable[MappedFile]:
     """Each file-backed mapping once (a library is mapped four or five times), in address order."""
-    for major, minor, inode, raw_path in dict.fromkeys(_MAPS_LINE.findall(raw)):
+    first: dict[tuple[bytes, bytes, bytes, bytes], bytes] = {}
+    for start, major, minor, inode, raw_path in _MAPS_LINE.findall(raw):
+        first.setdefault((major, minor, inode, raw_path), start)
+    for (major, minor, inode, raw_path), start in first.items():
         path = os.fsdecode(raw_path)
         deleted = path.endswith(DELETED)
         yield MappedFile(
@@ -211,4 +223,5 @@ def parse_maps(raw: bytes) -> Iterable[MappedFile]:
             dev=os.makedev(int(major, 16), int(minor, 16)),
             inode=int(inode),
             deleted=deleted,
+            start=int(start, 16),
         )

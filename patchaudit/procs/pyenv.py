@@ -4,6 +4,9 @@
 environment comes from what Python itself looks at: the path the process was started as (argv[0],
 against its cwd or PATH) and a `pyvenv.cfg` beside it or one directory up. The site-packages of the
 extension modules it has mapped are added: they are the directories it really imports from.
+The site directories are the interpreter's own answer (one isolated probe per interpreter, as
+`--python` asks it), so a system Python's dist-packages and a `--system-site-packages` venv's base
+environment are examined too.
 """
 
 from __future__ import annotations
@@ -52,15 +55,46 @@ def _executable(argv0: str, cwd: str | None, search: str | None, exe: str | None
 
 def locate(proc: ProcInfo) -> ProcEnv:
     exe = executable(proc)
-    prefix, site = _prefix(exe, proc.exe, None)
-    if not _venv(exe):  # without a pyvenv.cfg, PYTHONHOME decides
-        prefix, site = _prefix(exe, proc.exe, proc.getenv("PYTHONHOME"))
+    home = None if _venv(exe) else proc.getenv("PYTHONHOME")  # without a pyvenv.cfg, PYTHONHOME decides
+    asked = _asked(exe) if exe is not None and home is None else None
+    prefix, site = asked if asked is not None else _prefix(exe, proc.exe, home)
     found = list(site)
     for mapped in proc.maps:
         match = _SITE.match(mapped.path)
         if match and match.group(1) not in found:
             found.append(match.group(1))
-    return ProcEnv(executable=exe, prefix=prefix, site_dirs=tuple(found))
+    return ProcEnv(executable=exe, prefix=prefix, site_dirs=_distinct(found))
+
+
+@functools.lru_cache(maxsize=256)
+def _asked(exe: str) -> tuple[str, tuple[str, ...]] | None:
+    """(sys.prefix, every site directory on its sys.path) as the interpreter's own `site` computes them:
+    the venv's, the base installation's of a `--system-site-packages` venv, a system Python's
+    dist-packages. As root, an interpreter another user can change is read from its tree, not run."""
+    from patchaudit.environment import from_python
+    from patchaudit.errors import PatchAuditError
+
+    try:
+        env = from_python(Path(exe))
+    except PatchAuditError:
+        return None
+    return str(env.prefix), tuple(str(d) for d in env.site_dirs)
+
+
+def _distinct(dirs: Sequence[str]) -> tuple[str, ...]:
+    """Each directory once, however it was reached (a venv through a symlink and by its real path)."""
+    seen: set[object] = set()
+    out: list[str] = []
+    for d in dirs:
+        try:
+            st = os.stat(d)
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = d
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1024)

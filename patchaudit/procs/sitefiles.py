@@ -1,12 +1,13 @@
 """One site-packages directory as `ps` needs it: every RECORD-tracked file's change time, and the
-quarantine runs that replaced files there (read through the quarantine code's public functions)."""
+quarantine runs that replaced files there (read through the quarantine code's public functions and
+the manifest reader: which files a run wrote, and the digest of what it wrote)."""
 
 from __future__ import annotations
 
 import bisect
 import datetime as _dt
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class RunFiles:
     created: str
     created_at: float
     dests: frozenset[str]
+    written: Mapping[str, str | None] = field(default_factory=dict)  # dest -> digest of what the run wrote
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,11 +41,20 @@ class SiteFiles:
             yield path, self.ctimes[n], dist
 
     def run_for(self, path: str, not_before: float) -> RunFiles | None:
-        """The latest run at or after `not_before` that wrote `path`."""
+        """The latest run at or after `not_before` that wrote `path`, when `path` still holds what that run
+        wrote (bytes compared): a file edited by hand after a revert is changed, not reverted."""
         for run in reversed(self.runs):
             if run.created_at >= not_before and path in run.dests:
-                return run
+                return run if _holds(path, run.written.get(path)) else None
         return None
+
+
+def _holds(path: str, digest: str | None) -> bool:
+    """`path` is what a run left there: the bytes it wrote, or (digest None) nothing at all."""
+    from patchaudit.hashing import hash_file
+
+    state = hash_file(path, "sha256")
+    return state.missing if digest is None else state.digest == digest
 
 
 def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
@@ -107,6 +118,7 @@ def quarantine_runs(env: object) -> list[RunFiles]:
     """Every run that changed files, oldest first. The only place `ps` reads quarantine manifests:
     through `list_runs` (ids, times, status) and `plan_undo` (the files a run wrote)."""
     from patchaudit.revert import list_runs, plan_undo
+    from patchaudit.revert.state import read_manifest
 
     runs = []
     for info in list_runs(env):  # type: ignore[arg-type]
@@ -118,5 +130,13 @@ def quarantine_runs(env: object) -> list[RunFiles]:
         except (PatchAuditError, ValueError):
             continue
         dests = frozenset(os.path.normpath(str(a.dest)) for a in plan.actions)
-        runs.append(RunFiles(run_id=info.run_id, created=info.created, created_at=created_at, dests=dests))
+        manifest, _problem = read_manifest(info.path)
+        written = {
+            os.path.normpath(item["dest"]): item.get("new_digest")
+            for item in (manifest or {"files": []})["files"]
+            if os.path.normpath(item["dest"]) in dests
+        }
+        runs.append(
+            RunFiles(run_id=info.run_id, created=info.created, created_at=created_at, dests=dests, written=written)
+        )
     return runs

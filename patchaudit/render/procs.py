@@ -69,6 +69,10 @@ def process_line(report: ProcessReport) -> str:
     shown = ", ".join(_short(c) for c in named[:NAMED_IN_LINE])
     more = f", +{n - NAMED_IN_LINE} more" if n > NAMED_IN_LINE else ""
     noun = "file" if n == 1 else "files"
+    if report.status is ProcStatus.MAYBE:
+        # what it imported is not known: it may run the changed code, it may not
+        what = f"{n} {noun} it may have imported changed since it started ({shown}{more})"
+        return f"{head}: may run changed code: {what}: to be sure, {restart_hint(report)}"
     return f"{head}: {n} {noun} changed since it started ({shown}{more}): {restart_hint(report)}"
 
 
@@ -97,7 +101,7 @@ def render_human(reports: Sequence[ProcessReport], *, verbose: bool = False) -> 
         if report.status is ProcStatus.CURRENT and not verbose:
             continue
         lines.append(process_line(report))
-        if report.status is ProcStatus.STALE:
+        if report.status in (ProcStatus.STALE, ProcStatus.MAYBE):
             lines.extend(detail_lines(report, None if verbose else 20))
     tally = counts(reports)
     python = sum(v for k, v in tally.items() if k not in (ProcStatus.GONE, ProcStatus.NOT_PYTHON))
