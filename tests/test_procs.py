@@ -344,3 +344,114 @@ kill $pid
     assert local in report["site_dirs"]
     assert report["status"] == "may-run-changed-code"
     assert [c["path"] for c in report["changed"]] == [f"{local}/svc/engine.py"]
+
+
+def test_a_file_edited_after_its_revert_is_changed_not_reverted(
+    venv: tuple[Path, Path], running: list[Running]
+) -> None:
+    python, wheelhouse = venv
+    site = site_packages(python)
+    (site / "svc/engine.py").write_text(PATCHED)
+    service = start(running, [str(python), "-c", SERVICE, "spawn"])
+    service.line()
+    reverted = patchaudit("revert", "svc", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes")
+    assert reverted.returncode == 0, reverted.stderr
+    pid = str(service.proc.pid)
+    assert ps_json("--pid", pid)[1]["processes"][0]["changed"][0]["kind"] == "reverted"
+    (site / "svc/engine.py").write_text(ENGINE + "# edited again by hand\n")
+    (change,) = ps_json("--pid", pid)[1]["processes"][0]["changed"]
+    assert (change["kind"], change["run_id"]) == ("changed", None)
+
+
+RESTARTS = """
+import os, sys, time
+import svc.engine
+if os.environ.get("RESTARTED"):
+    print("child", os.getpid(), flush=True)
+else:
+    print("parent", flush=True)
+    sys.stdin.readline()
+    os.environ["RESTARTED"] = "1"
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, *sys.argv])  # the same command line, fresh code
+time.sleep(3600)
+"""
+
+
+def test_a_child_that_execs_itself_with_the_same_argv_runs_fresh_code(
+    venv: tuple[Path, Path], running: list[Running], tmp_path: Path
+) -> None:
+    python, _ = venv
+    script = tmp_path / "serve.py"
+    script.write_text(RESTARTS)
+    parent = start(running, [str(python), str(script)], stdin=subprocess.PIPE)
+    assert parent.line() == "parent"
+    time.sleep(0.05)
+    (site_packages(python) / "svc/engine.py").write_text(ENGINE + "# changed before the restart\n")
+    assert parent.proc.stdin is not None
+    parent.proc.stdin.write("\n")
+    parent.proc.stdin.flush()
+    word, child = parent.line().split()
+    assert word == "child"
+    proc = patchaudit("ps", "--pid", child)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "runs what is on disk" in proc.stdout
+    assert ps_json("--pid", str(parent.proc.pid))[1]["processes"][0]["status"] == "may-run-changed-code"
+
+
+def test_the_entry_module_on_the_command_line_is_known_to_be_loaded(
+    venv: tuple[Path, Path], running: list[Running]
+) -> None:
+    """`python -m svc.engine` runs svc/engine.py: a change there is run code (stale), while a change to a module
+    nothing says it imported only may be."""
+    python, _ = venv
+    site = site_packages(python)
+    (site / "svc/helper.py").write_text("")  # not tracked: any RECORD-tracked file stands for "unknown"
+    engine = start(running, [str(python), "-c", "print('ready', flush=True); input()"], stdin=subprocess.PIPE)
+    # -i: stay at the prompt after running the module (its stdin is a pipe that stays open)
+    module = start(running, [str(python), "-u", "-i", "-m", "svc.engine"], stdin=subprocess.PIPE)
+    assert engine.line() == "ready"
+    time.sleep(0.3)
+    (site / "svc/engine.py").write_text(ENGINE + "# changed\n")
+    by_pid = {
+        p["pid"]: p for p in ps_json("--pid", str(engine.proc.pid), "--pid", str(module.proc.pid))[1]["processes"]
+    }
+    assert by_pid[module.proc.pid]["status"] == "stale"
+    assert by_pid[module.proc.pid]["changed"][0]["loaded"] is True
+    assert by_pid[engine.proc.pid]["status"] == "may-run-changed-code"
+    proc = patchaudit("ps", "--pid", str(engine.proc.pid))
+    assert proc.returncode == 1 and "may run changed code" in proc.stdout and "to be sure, restart pid" in proc.stdout
+
+
+def test_a_zombie_is_gone_not_a_failure(running: list[Running]) -> None:
+    code = "import os, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(60)\n"
+    parent = start(running, [sys.executable, "-c", code])
+    zombie = parent.line()
+    for _ in range(100):
+        if "Z" in Path(f"/proc/{zombie}/stat").read_text().rpartition(")")[2].split()[0]:
+            break
+        time.sleep(0.02)
+    proc = patchaudit("ps", "--pid", zombie)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ps_json("--pid", zombie)[1]["processes"][0]["status"] == "gone"
+
+
+def test_a_venv_reached_through_a_symlink_is_one_environment(running: list[Running], tmp_path: Path) -> None:
+    wheel = repack("markupsafe", tmp_path / "wheels")
+    pip_install(make_venv(tmp_path / "venv"), wheel)
+    (tmp_path / "srv").symlink_to(tmp_path / "venv")  # /srv/vllm -> /data/venvs/vllm, as hosts set it up
+    python = tmp_path / "srv" / "bin" / "python"
+    server = start(
+        running,
+        [str(python), "-c", "import markupsafe._speedups; print('ready', flush=True); input()"],
+        stdin=subprocess.PIPE,
+    )
+    assert server.line() == "ready"
+    time.sleep(0.05)
+    pip_install(python, wheel, extra=("--force-reinstall",))
+    code, report = ps_json("--pid", str(server.proc.pid))
+    (process,) = report["processes"]
+    assert len({os.path.realpath(d) for d in process["site_dirs"]}) == len(process["site_dirs"])
+    real = [os.path.realpath(c["path"]) for c in process["changed"]]
+    assert len(real) == len(set(real)), real
+    assert code == 1 and process["status"] == "stale"

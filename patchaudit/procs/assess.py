@@ -204,6 +204,7 @@ class Assessor:
                 continue
             if mapped.deleted:
                 mapped = _with(mapped, path=_before_pip_moved_it(mapped.path))
+            mapped = _with(mapped, path=_as_listed(mapped.path, env.site_dirs))
             kind, when = _mapped_state(self._stat(mapped.path), mapped.dev, mapped.inode, mapped.deleted, since_ns)
             previous = found.get(mapped.path)
             if kind is None and previous is None:
@@ -253,6 +254,15 @@ def _before_pip_moved_it(path: str) -> str:
             return path
         if len(names) == 1:
             return "/".join([*parts[:n], names[0], *parts[n + 1 :]])
+    return path
+
+
+def _as_listed(path: str, site_dirs: Sequence[str]) -> str:
+    """A mapped file's path (the kernel's, through no symlink) spelled below the site directory as listed."""
+    for site in site_dirs:
+        real = os.path.realpath(site)
+        if real != site and _below(path, (real,)):
+            return site.rstrip("/") + path[len(real.rstrip("/")) :]
     return path
 
 
