@@ -2,32 +2,44 @@
 EnvironmentFile=s, each setting with the file and line it comes from.
 
 Where systemd runs, `systemctl show` names the fragment and drop-ins it loaded; otherwise the unit
-directories are searched as systemd would (first directory wins; drop-ins merge by file name).
+directories are searched as systemd would (systemd.unit(5): first directory wins; drop-ins of the
+instance, the template, dash prefixes and the unit type merge by file name). The grammars are in
+unitsyntax.py.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import glob
 import os
-import re
-import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import UnitNotFound
+from patchaudit.procs.unitsyntax import Specifiers, SyntaxProblem, env_file, env_name_ok, expand, unit_lines, words
 from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
+# systemd's search path for system units (systemd.unit(5)), highest priority first; a name found in an
+# earlier directory hides the same name in a later one.
 UNIT_DIRS = (
+    "/etc/systemd/system.control",
+    "/run/systemd/system.control",
+    "/run/systemd/transient",
+    "/run/systemd/generator.early",
     "/etc/systemd/system",
+    "/etc/systemd/system.attached",
     "/run/systemd/system",
+    "/run/systemd/system.attached",
+    "/run/systemd/generator",
     "/usr/local/lib/systemd/system",
     "/usr/lib/systemd/system",
     "/lib/systemd/system",
+    "/run/systemd/generator.late",
 )
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Origin(enum.StrEnum):
@@ -71,11 +83,12 @@ def find(unit: str, unit_dirs: Sequence[str | Path] = ()) -> UnitFiles:
     dirs = [Path(d) for d in (unit_dirs or UNIT_DIRS)]
     names = [unit]
     prefix, at, rest = unit.partition("@")
-    if at and rest.split(".", 1)[0]:
-        names.append(f"{prefix}@.{unit.rsplit('.', 1)[-1]}")  # a template instance falls back to its template
-    fragment = next((d / n for n in names for d in dirs if (d / n).is_file()), None)
     suffix = unit.rsplit(".", 1)[-1]
-    drop_in_dirs = [d / f"{n}.d" for d in dirs for n in (f"{suffix}", *reversed(names))]
+    if at and rest.split(".", 1)[0]:
+        names.append(f"{prefix}@.{suffix}")  # a template instance falls back to its template
+    # the instance's own file in any directory comes before the template's
+    fragment = next((d / n for n in names for d in dirs if (d / n).is_file()), None)
+    drop_in_dirs = dropin_dirs(unit, dirs)
     chosen: dict[str, Path] = {}
     for directory in drop_in_dirs:
         try:
@@ -84,17 +97,49 @@ def find(unit: str, unit_dirs: Sequence[str | Path] = ()) -> UnitFiles:
             continue
         for entry in entries:
             if entry.endswith(".conf") and entry not in chosen:
-                chosen[entry] = directory / entry  # a higher-priority directory masks the same name
+                chosen[entry] = directory / entry  # an earlier directory masks the same file name
     if fragment is None and not chosen:
         where = ", ".join(str(d) for d in dirs)
         raise UnitNotFound(f"no unit file {unit} in {where}", hint="--unit-dir DIR names where the unit files are")
-    drop_ins = tuple(chosen[name] for name in sorted(chosen))
-    return UnitFiles(unit=unit, fragment=fragment, drop_ins=drop_ins, drop_in_dirs=tuple(drop_in_dirs))
+    drop_ins = tuple(chosen[name] for name in sorted(chosen))  # applied in file-name order
+    return UnitFiles(unit=unit, fragment=fragment, drop_ins=drop_ins, drop_in_dirs=drop_in_dirs)
 
 
-def settings(files: UnitFiles) -> list[Setting]:
+def dropin_dirs(unit: str, dirs: Sequence[Path]) -> tuple[Path, ...]:
+    """Drop-in directories in systemd's order: per search-path directory the unit's own (`vllm@a.service.d`),
+    its template's (`vllm@.service.d`), each dash prefix's (`vllm-.service.d`); then the unit type's
+    (`service.d`), the most generic, last. An earlier directory's file hides a later one of the same name."""
+    out: list[Path] = []
+    for d in dirs:
+        for name in _dropin_names(unit):
+            out.append(d / f"{name}.d")
+    suffix = unit.rsplit(".", 1)[-1]
+    out += [d / f"{suffix}.d" for d in dirs]
+    return tuple(dict.fromkeys(out))
+
+
+def _dropin_names(name: str) -> list[str]:
+    names = [name]
+    stem, _, suffix = name.rpartition(".")
+    prefix, at, instance = stem.partition("@")
+    if at and instance:
+        names += _dropin_names(f"{prefix}@.{suffix}")
+        return names
+    # dashes: a-b-c.service -> a-b-.service, a-.service (the stem without its last dash-separated part)
+    base = stem[:-1] if stem.endswith("-") else stem
+    while "-" in base:
+        base = base[: base.rindex("-")]
+        names.append(f"{base}-.{suffix}")
+    return names
+
+
+def settings(files: UnitFiles, manager: Mapping[str, str] | None = None) -> list[Setting]:
     """Every Environment= and EnvironmentFile= setting, in the order systemd applies them: the unit's
-    Environment= lines (an empty one resets), then the EnvironmentFile=s, which override them."""
+    Environment= lines (an empty one resets), then the EnvironmentFile=s, which override them.
+
+    Specifiers are expanded as for a unit of the system manager (`manager` overrides its values:
+    `{"h": "/home/u"}`); EnvironmentFile= takes a glob and `-` (missing is fine)."""
+    spec = Specifiers(unit=files.unit, fragment=str(files.fragment or ""), manager=manager or system_manager())
     assigned: list[Setting] = []
     env_files: list[tuple[str, str]] = []
     for path, origin in [(files.fragment, Origin.UNIT), *((p, Origin.DROP_IN) for p in files.drop_ins)]:
@@ -103,49 +148,42 @@ def settings(files: UnitFiles) -> list[Setting]:
         for line_no, key, value in _service_lines(path):
             where = f"{path}:{line_no}"
             if key == "Environment":
-                if not value.strip():
+                if not value:
                     assigned.clear()
                     continue
-                for name, val in _assignments(value):
+                for name, val in _assignments(value, spec):
                     assigned.append(Setting(name=name, value=val, origin=origin, where=where))
             elif key == "EnvironmentFile":
-                if not value.strip():
+                if not value:
                     env_files.clear()
                     continue
-                env_files.append((value.strip(), where))
-    for spec, declared in env_files:
-        optional = spec.startswith("-")
-        path = Path(spec.removeprefix("-"))
-        try:
-            text = read_capped_text(path, Cap.SMALL, follow=True)
-        except UnreadableFile as exc:
-            if not optional:
+                try:
+                    expanded = expand(value, spec)
+                except SyntaxProblem:
+                    continue  # systemd ignores the setting
+                if os.path.isabs(expanded.removeprefix("-")):
+                    env_files.append((expanded, where))
+    for spec_path, declared in env_files:
+        optional = spec_path.startswith("-")
+        pattern = spec_path.removeprefix("-")
+        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matched:
+            if optional:
+                continue
+            raise UnitNotFound(f"{declared}: EnvironmentFile={pattern} matches no file: the unit would not start")
+        for path in map(Path, matched):
+            try:
+                text = read_capped_text(path, Cap.SMALL, follow=True)
+            except UnreadableFile as exc:
+                if optional:
+                    continue
                 raise UnitNotFound(
                     f"{declared}: EnvironmentFile={path} cannot be read ({exc.why.value}): the unit would not start"
                 ) from None
-            continue
-        for line_no, name, val in _env_file_lines(text):
-            assigned.append(Setting(name=name, value=val, origin=Origin.ENVIRONMENT_FILE, where=f"{path}:{line_no}"))
+            for line_no, name, val in env_file(text):
+                where = f"{path}:{line_no}"
+                assigned.append(Setting(name=name, value=val, origin=Origin.ENVIRONMENT_FILE, where=where))
     return assigned
-
-
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Lines with backslash continuations joined (systemd puts a space where the break was)."""
-    pending: list[str] = []
-    first = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not pending:
-            first = number
-            if raw.lstrip().startswith(("#", ";")):
-                continue
-        if raw.endswith("\\"):
-            pending.append(raw[:-1])
-            continue
-        pending.append(raw)
-        yield first, " ".join(pending)
-        pending = []
-    if pending:
-        yield first, " ".join(pending)
 
 
 def _service_lines(path: Path) -> Iterator[tuple[int, str, str]]:
@@ -153,41 +191,61 @@ def _service_lines(path: Path) -> Iterator[tuple[int, str, str]]:
         text = read_capped_text(path, Cap.SMALL, follow=True)
     except UnreadableFile:
         return
-    section = None
-    for number, line in _logical_lines(text):
-        stripped = line.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            section = stripped[1:-1]
-            continue
-        if section != "Service" or "=" not in stripped:
-            continue
-        key, _, value = stripped.partition("=")
-        yield number, key.strip(), value.strip()
+    for number, section, key, value in unit_lines(text):
+        if section == "Service":
+            yield number, key, value
 
 
-def _assignments(value: str) -> Iterator[tuple[str, str]]:
-    """`Environment="A=b c" D=e` -> (A, "b c"), (D, e); specifier %% is %."""
+def _assignments(value: str, spec: Specifiers) -> Iterator[tuple[str, str]]:
+    """`Environment="A=b c" D=e` -> (A, "b c"), (D, e): systemd's words, each with its specifiers expanded;
+    a word systemd would ignore is left out, and a syntax error ends the line as it does for systemd."""
     try:
-        words = shlex.split(value, posix=True)
-    except ValueError:
-        words = value.split()
-    for word in words:
-        name, sep, val = word.partition("=")
-        if sep and _NAME.match(name):
-            yield name, val.replace("%%", "%")
+        for word in words(value):
+            try:
+                resolved = expand(word, spec)
+            except SyntaxProblem:
+                continue
+            name, sep, val = resolved.partition("=")
+            if sep and env_name_ok(name):
+                yield name, val
+    except SyntaxProblem:
+        return
 
 
-def _env_file_lines(text: str) -> Iterator[tuple[int, str, str]]:
-    for number, line in _logical_lines(text):
-        stripped = line.strip()
-        if not stripped or "=" not in stripped:
+@functools.lru_cache(maxsize=1)
+def system_manager() -> Mapping[str, str]:
+    """What the manager-wide specifiers mean for the system manager (systemd.unit(5))."""
+    uname = os.uname()
+    host = uname.nodename
+    release = _os_release()
+    arch = {"x86_64": "x86-64", "aarch64": "arm64", "i686": "x86", "ppc64le": "ppc64-le"}.get(uname.machine)
+    return {
+        "u": "root", "U": "0", "g": "root", "G": "0", "h": "/root", "s": "/bin/sh",
+        "t": "/run", "S": "/var/lib", "C": "/var/cache", "L": "/var/log", "E": "/etc",
+        "T": "/tmp", "V": "/var/tmp", "H": host, "l": host.split(".", 1)[0],
+        "m": _first_line("/etc/machine-id"), "b": _first_line("/proc/sys/kernel/random/boot_id").replace("-", ""),
+        "v": uname.release, "a": arch or uname.machine,
+        "o": release.get("ID", ""), "w": release.get("VERSION_ID", ""), "B": release.get("BUILD_ID", ""),
+        "W": release.get("VARIANT_ID", ""), "M": release.get("IMAGE_ID", ""), "A": release.get("IMAGE_VERSION", ""),
+        "q": "",
+    }  # fmt: skip
+
+
+def _first_line(path: str) -> str:
+    try:
+        return read_capped_text(path, Cap.SMALL, follow=True).strip()
+    except UnreadableFile:
+        return ""
+
+
+def _os_release() -> dict[str, str]:
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            text = read_capped_text(path, Cap.SMALL, follow=True)
+        except UnreadableFile:
             continue
-        name, _, value = stripped.partition("=")
-        name, value = name.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        if _NAME.match(name):
-            yield number, name, value
+        return {name: value for _line, name, value in env_file(text)}
+    return {}
 
 
 def _systemd_running() -> bool:
@@ -227,6 +285,8 @@ def watched_paths(files: UnitFiles) -> tuple[tuple[Path, ...], tuple[Path, ...]]
     paths = list(files.watched())
     for path in files.watched():
         for _number, key, value in _service_lines(path):
-            if key == "EnvironmentFile" and value.strip():
-                paths.append(Path(value.strip().removeprefix("-")))
+            if key == "EnvironmentFile" and value:
+                pattern = value.removeprefix("-")
+                # a glob's matches can change: watch the directory it looks in
+                paths.append(Path(pattern).parent if glob.has_magic(pattern) or "%" in pattern else Path(pattern))
     return tuple(paths), files.drop_in_dirs
