@@ -255,3 +255,35 @@ def test_the_live_service_adds_what_no_unit_file_sets(tmp_path: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def test_a_template_unit_with_specifiers_and_a_glob_in_environment_file(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (tmp_path / "gpu0.env").write_text("CUDA_VISIBLE_DEVICES=0\n")
+    (conf / "10-nccl.env").write_text("NCCL_P2P_LEVEL=SYS\n")
+    (conf / "20-nccl.env").write_text("NCCL_P2P_LEVEL=NVL\n")  # a later file wins, as systemd sorts the glob
+    (units / "vllm@.service").write_text(
+        f"[Service]\nEnvironmentFile={tmp_path}/%i.env\nEnvironmentFile=-{conf}/*.env\n"
+        f"Environment=VLLM_HOST_ID=%i VLLM_UNIT=%n\nExecStart=/bin/true\n"
+    )
+    verify(units / "vllm@gpu0.service")
+    python = make_venv(tmp_path / "venv")
+    made = patchaudit(
+        "baseline",
+        "create",
+        "--python",
+        python,
+        "--out",
+        tmp_path / "b.json",
+        "--unit",
+        "vllm@gpu0",
+        "--unit-dir",
+        units,
+    )
+    assert made.returncode == 0, made.stderr
+    got = {n: v.value for n, v in effective(settings(find("vllm@gpu0.service", [units]))).items()}
+    assert got["CUDA_VISIBLE_DEVICES"] == "0" and got["NCCL_P2P_LEVEL"] == "NVL"
+    assert f"vllm@gpu0.service: NCCL_P2P_LEVEL=NVL (environment-file {conf}/20-nccl.env:1)" in made.stdout

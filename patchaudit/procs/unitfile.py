@@ -119,18 +119,25 @@ def dropin_dirs(unit: str, dirs: Sequence[Path]) -> tuple[Path, ...]:
 
 
 def _dropin_names(name: str) -> list[str]:
+    """The unit names whose `.d` directories apply to `name`, most specific first (systemd's
+    unit_file_find_dirs): the name, its template, then the same for its dash prefix, recursively."""
     names = [name]
     stem, _, suffix = name.rpartition(".")
     prefix, at, instance = stem.partition("@")
-    if at and instance:
+    is_instance = bool(at and instance)
+    if is_instance:
         names += _dropin_names(f"{prefix}@.{suffix}")
-        return names
-    # dashes: a-b-c.service -> a-b-.service, a-.service (the stem without its last dash-separated part)
-    base = stem[:-1] if stem.endswith("-") else stem
-    while "-" in base:
-        base = base[: base.rindex("-")]
-        names.append(f"{base}-.{suffix}")
-    return names
+    chopped = False
+    while True:
+        dash = prefix.rfind("-")
+        if dash <= 0:
+            return list(dict.fromkeys(names))
+        if dash + 1 < len(prefix) or chopped:
+            prefix = prefix[: dash + 1]
+            break
+        prefix, chopped = prefix[:dash], True  # a trailing dash is chopped off once
+    names += _dropin_names(f"{prefix}@{instance}.{suffix}" if is_instance else f"{prefix}.{suffix}")
+    return list(dict.fromkeys(names))
 
 
 def settings(files: UnitFiles, manager: Mapping[str, str] | None = None) -> list[Setting]:
@@ -139,6 +146,15 @@ def settings(files: UnitFiles, manager: Mapping[str, str] | None = None) -> list
 
     Specifiers are expanded as for a unit of the system manager (`manager` overrides its values:
     `{"h": "/home/u"}`); EnvironmentFile= takes a glob and `-` (missing is fine)."""
+    assigned, env_files = declared(files, manager)
+    for spec_path, where_declared in env_files:
+        assigned += _read_env_files(spec_path, where_declared)
+    return assigned
+
+
+def declared(files: UnitFiles, manager: Mapping[str, str] | None = None) -> tuple[list[Setting], list[tuple[str, str]]]:
+    """(the Environment= assignments in force, the EnvironmentFile= specs in force with where each is
+    declared), specifiers expanded: what `systemd --test` prints as Environment: and EnvironmentFile:."""
     spec = Specifiers(unit=files.unit, fragment=str(files.fragment or ""), manager=manager or system_manager())
     assigned: list[Setting] = []
     env_files: list[tuple[str, str]] = []
@@ -163,26 +179,31 @@ def settings(files: UnitFiles, manager: Mapping[str, str] | None = None) -> list
                     continue  # systemd ignores the setting
                 if os.path.isabs(expanded.removeprefix("-")):
                     env_files.append((expanded, where))
-    for spec_path, declared in env_files:
-        optional = spec_path.startswith("-")
-        pattern = spec_path.removeprefix("-")
-        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matched:
+    return assigned, env_files
+
+
+def _read_env_files(spec_path: str, declared: str) -> list[Setting]:
+    """The assignments of every file an EnvironmentFile= spec names (a glob; `-`: may match nothing)."""
+    assigned: list[Setting] = []
+    optional = spec_path.startswith("-")
+    pattern = spec_path.removeprefix("-")
+    matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    if not matched:
+        if optional:
+            return assigned
+        raise UnitNotFound(f"{declared}: EnvironmentFile={pattern} matches no file: the unit would not start")
+    for path in map(Path, matched):
+        try:
+            text = read_capped_text(path, Cap.SMALL, follow=True)
+        except UnreadableFile as exc:
             if optional:
                 continue
-            raise UnitNotFound(f"{declared}: EnvironmentFile={pattern} matches no file: the unit would not start")
-        for path in map(Path, matched):
-            try:
-                text = read_capped_text(path, Cap.SMALL, follow=True)
-            except UnreadableFile as exc:
-                if optional:
-                    continue
-                raise UnitNotFound(
-                    f"{declared}: EnvironmentFile={path} cannot be read ({exc.why.value}): the unit would not start"
-                ) from None
-            for line_no, name, val in env_file(text):
-                where = f"{path}:{line_no}"
-                assigned.append(Setting(name=name, value=val, origin=Origin.ENVIRONMENT_FILE, where=where))
+            raise UnitNotFound(
+                f"{declared}: EnvironmentFile={path} cannot be read ({exc.why.value}): the unit would not start"
+            ) from None
+        for line_no, name, val in env_file(text):
+            where = f"{path}:{line_no}"
+            assigned.append(Setting(name=name, value=val, origin=Origin.ENVIRONMENT_FILE, where=where))
     return assigned
 
 
