@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,6 +201,22 @@ def is_bytecode_of_known_source(rel: str, owned: Callable[[str], bool], location
     return owned(source) or (location / source).is_file()
 
 
+def _through_bytecode_links(location: Path, walked: Iterable[tuple[str, bool]]) -> Iterator[tuple[str, bool]]:
+    """The walk, with a `__pycache__` that is a symlink to a directory (a bytecode cache kept elsewhere)
+    judged by what it holds, as a real one is: its entries, not the link itself, are what imports use."""
+    for rel, is_link in walked:
+        if not (is_link and rel.rpartition("/")[2] == "__pycache__" and (location / rel).is_dir()):
+            yield rel, is_link
+            continue
+        try:
+            names = sorted(os.listdir(location / rel))
+        except OSError:
+            yield rel, is_link
+            continue
+        for name in names:
+            yield f"{rel}/{name}", os.path.islink(location / rel / name)
+
+
 def is_real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
@@ -275,7 +291,7 @@ class Walks:
         ownership = self._ownership
         owned = lambda path: ownership.owned(location, path)  # noqa: E731
         found = []
-        for rel, is_link in walked:
+        for rel, is_link in _through_bytecode_links(location, walked):
             if rel in own or is_bytecode_of_known_source(rel, mine, location):
                 continue
             if owned(rel) or is_bytecode_of_known_source(rel, owned, location):

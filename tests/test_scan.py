@@ -462,3 +462,22 @@ def test_a_scan_of_one_distribution_finds_added_files_however_its_record_spells_
         raw = installed.record_path.read_bytes() if installed.record_path else None
         if installed.name == "plainpkg" or installed.name == "pip":
             assert record_tops(raw, installed.meta_dir.name) == top_dirs(load(installed, raw))
+
+
+def test_a_bytecode_cache_reached_through_a_symlink_is_judged_by_what_it_holds(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "w", "cached", "1.0", {"cached/__init__.py": "", "cached/mod.py": "X = 1\n"})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    package = site_packages(python) / "cached"
+    elsewhere = tmp_path / "pycache-volume"
+    shutil.move(package / "__pycache__", elsewhere)  # the cache kept on another volume, linked back
+    (package / "__pycache__").symlink_to(elsewhere)
+    assert any(elsewhere.glob("mod.*.pyc"))
+    code, report = scan_json(python)
+    assert code == 0, dist(report, "cached")["drift"]
+    (elsewhere / "notes.txt").write_text("not bytecode\n")
+    code, report = scan_json(python)
+    assert code == 1
+    assert [(d["path"], d["state"]) for d in dist(report, "cached")["drift"]] == [
+        ("cached/__pycache__/notes.txt", "added")
+    ]
