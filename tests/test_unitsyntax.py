@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -103,6 +102,13 @@ ENV_FILES = [
         expected={"a": "", "b": ""},
         why_not_systemd="the generator drops a key without a value; load_env_file keeps KEY=",
     ),
+    # The parser's own states (env-file.c, parse_env_file_internal), beyond what its test file covers:
+    Case("multi-line-double", "env-file.c DOUBLE_QUOTE_VALUE", 'A="line one\nline two"\nB=2'),
+    Case("multi-line-single", "env-file.c SINGLE_QUOTE_VALUE", "A='one\\\ntwo'\nB='x\"y'"),
+    Case("double-escapes", "env-file.c DOUBLE_QUOTE_VALUE_ESCAPE", 'A="q\\"q \\\\ \\n \\`"\nB="cont\\\nnued"'),
+    Case("quotes-mid-value", "env-file.c PRE_VALUE after a quote", "A=\"b\"c'd'\nB=  spaced value  \nC=x # y"),
+    Case("keys", "env-file.c KEY", "  KEY  =v\n1BAD=x\nA.B=y\nexport C=z\nD"),
+    Case("comments", "env-file.c COMMENT", "# a\n; b\n  # c\nA=1 ; not a comment\n"),
 ]
 
 
@@ -215,12 +221,42 @@ def _generator(text: str | None) -> dict[str, str]:
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         out = {}
-        for line in proc.stdout.splitlines():
-            name, _, value = shlex.split(line)[0].partition("=")
-            out[name] = value
+        for line in proc.stdout.splitlines():  # KEY=value, the value quoted by systemd's shell_maybe_quote
+            name, _, value = line.partition("=")
+            out[name] = _unquote(value)
         return out
     finally:
         shutil.rmtree(directory)
+
+
+_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _unquote(value: str) -> str:
+    """Undo shell_maybe_quote: inside double quotes, `\\` before one of `"\\`$`, C escapes for the rest."""
+    if not (len(value) >= 2 and value[0] == value[-1] == '"'):
+        return value
+    inner, out, i = value[1:-1], [], 0
+    while i < len(inner):
+        c = inner[i]
+        if c != "\\" or i + 1 >= len(inner):
+            out.append(c)
+            i += 1
+            continue
+        n = inner[i + 1]
+        if n in '"\\`$':
+            out.append(n)
+            i += 2
+        elif n in _C_ESCAPES:
+            out.append(_C_ESCAPES[n])
+            i += 2
+        elif n == "x":
+            out.append(chr(int(inner[i + 2 : i + 4], 16)))
+            i += 4
+        else:  # \NNN octal
+            out.append(chr(int(inner[i + 1 : i + 4], 8)))
+            i += 4
+    return "".join(out)
 
 
 @pytest.mark.parametrize("case", ENV_FILES, ids=[c.id for c in ENV_FILES])
