@@ -4,9 +4,9 @@
 environment comes from what Python itself looks at: the path the process was started as (argv[0],
 against its cwd or PATH) and a `pyvenv.cfg` beside it or one directory up. The site-packages of the
 extension modules it has mapped are added: they are the directories it really imports from.
-The site directories are the interpreter's own answer (one isolated probe per interpreter, as
-`--python` asks it), so a system Python's dist-packages and a `--system-site-packages` venv's base
-environment are examined too.
+The site directories are those the interpreter's `site` builds, read from its tree as `--python`
+does where it may not run the interpreter, so a system Python's dist-packages and a
+`--system-site-packages` venv's base environment are examined too.
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ def locate(proc: ProcInfo) -> ProcEnv:
 def _asked(exe: str) -> tuple[str, tuple[str, ...]] | None:
     """(sys.prefix, every site directory on its sys.path) as the interpreter's own `site` computes them:
     the venv's, the base installation's of a `--system-site-packages` venv, a system Python's
-    dist-packages. As root, an interpreter another user can change is read from its tree, not run."""
+    dist-packages. Read from the tree (pyvenv.cfg, the installation's layout; the reading `--python`
+    falls back to), never by running it: a host runs dozens of interpreters, and `ps` must stay fast."""
     from patchaudit.environment import from_python
     from patchaudit.errors import PatchAuditError
 
     try:
-        env = from_python(Path(exe))
+        env = from_python(Path(exe), tree_only=True)
     except PatchAuditError:
         return None
     return str(env.prefix), tuple(str(d) for d in env.site_dirs)
