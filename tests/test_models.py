@@ -387,7 +387,7 @@ def test_manifest_keeps_crlf_configs_and_undo_puts_top_level_files_back(hub: dic
     edited = crlf.replace(b"bfloat16", b"float16")
     config.write_bytes(edited)
 
-    proc = run("model", "revert", plain, env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", plain, env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert config.read_bytes() == crlf  # the manifest's copy, carriage returns and all
     assert scan_json(hub, plain)[0] == 0
@@ -483,7 +483,7 @@ def test_several_sed_i_edits_are_each_matched_to_their_blob(hub: dict[str, objec
     assert ("config-quantization", "high", FIELD_EDIT) in found
     assert ("config-rope", "high", "rope_theta: changed 1000000.0 -> 10000.0") in found
 
-    proc = run("model", "revert", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
+    proc = run("model", "revert", "--yes", REPO_ID, env=hub["env"])  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in edits:
         assert snap(hub, "first", name).is_symlink()

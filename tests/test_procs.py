@@ -114,7 +114,9 @@ def test_a_reverted_module_names_the_service_and_its_worker(
     assert before.returncode == 0, before.stdout + before.stderr
     assert before.stdout.count("runs what is on disk") == 2
 
-    reverted = patchaudit("revert", "svc", "svc/engine.py", "--python", str(python), "--wheelhouse", str(wheelhouse))
+    reverted = patchaudit(
+        "revert", "svc", "svc/engine.py", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes"
+    )
     assert reverted.returncode == 0, reverted.stderr
     assert (site / "svc/engine.py").read_text() == ENGINE
     # revert ends by naming both processes that may still run the patched engine (imported by `-c` code:

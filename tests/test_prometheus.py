@@ -267,4 +267,5 @@ def test_a_target_whose_name_is_not_utf8_is_written_and_parses(tmp_path: Path) -
     textfile.mkdir()
     proc = patchaudit("metrics", "--python", python, "--textfile", textfile)
     assert proc.returncode == 0, proc.stderr
-    assert samples((textfile / "patchaudit.prom").read_text("utf-8"))[("patchaudit_gate_ok", ())] == 1
+    (written,) = textfile.glob("patchaudit_*.prom")  # one file per target, named from its path
+    assert samples(written.read_text("utf-8"))[("patchaudit_gate_ok", ())] == 1

@@ -112,7 +112,15 @@ def test_revert_then_undo_restores_the_whole_tree(patched: tuple[Path, Path, Pat
 def test_a_run_that_touched_only_top_level_files_is_undone(patched: tuple[Path, Path, Path]) -> None:
     python, site, wheelhouse = patched
     proc = patchaudit(
-        "revert", "demo", "topmod.py", "demo_hook.pth", "--python", str(python), "--wheelhouse", str(wheelhouse)
+        "revert",
+        "demo",
+        "topmod.py",
+        "demo_hook.pth",
+        "--python",
+        str(python),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--yes",
     )
     assert proc.returncode == 0, proc.stderr
     run_id = next(p.name for p in (python.parent.parent / ".patchaudit/quarantine").iterdir())
