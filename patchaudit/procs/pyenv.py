@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from patchaudit.procs.proc import ProcInfo
 from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
