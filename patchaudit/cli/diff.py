@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import open_environment, target_options, wheelhouse_option
+from patchaudit.cli.common import open_environment, root_option, target_options, wheelhouse_option
 from patchaudit.errors import ExitCode
 
 
@@ -16,6 +16,7 @@ from patchaudit.errors import ExitCode
 @click.argument("dist")
 @click.argument("paths", nargs=-1)
 @target_options
+@root_option
 @wheelhouse_option
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
 def diff(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import target_options, timeout_option
+from patchaudit.cli.common import given_root, root_option, target_options, timeout_option
 from patchaudit.cli.fastgate import run_gate
 from patchaudit.report import FAIL_ON_CHOICES
 
@@ -14,6 +14,7 @@ from patchaudit.report import FAIL_ON_CHOICES
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
 @click.option("--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML (or a pyproject.toml).")
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
 @click.option(
@@ -70,4 +71,5 @@ def gate(
         workers=workers,
         fmt=fmt,
         timeout=timeout,
+        root=given_root(),
     )

@@ -13,6 +13,7 @@ from patchaudit.cli.common import (
     fail_on_option,
     interrupted_runs,
     open_environment,
+    root_option,
     severity_or_none,
     target_options,
     timeout_option,
@@ -32,6 +33,7 @@ PROGRESS_THRESHOLD = 2000
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
 @click.option(
     "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
 )

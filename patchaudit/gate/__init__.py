@@ -55,6 +55,7 @@ class GateOptions:
     cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
     workers: int | None = None  # None: the policy's, else every CPU this process may use
     timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
+    root: Path | None = None  # --root: a whole tree audited as if it were `/` (its caches never inside it)
 
 
 def run(options: GateOptions) -> Verdict:
@@ -105,13 +106,19 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     fail_on = fail_on or "high"
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
+    prefix = predicted_prefix(python, site_path)
+    if options.root is not None:
+        python = site_path = None  # the tree's own site directories, never the policy's host paths
+        prefix = Path(os.path.realpath(options.root))
+        cache_base = cache_base or cachedir.user_cache(os.environ)
+        key += repr(("root", str(prefix)))
     if policy is not None and policy.models:
         # Where a model resolves to depends on these and on the model's own files (in the fingerprint).
         env_keys = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
         key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
         key += repr([os.environ.get(k) for k in env_keys])
 
-    where = cachedir.locate(predicted_prefix(python, site_path), cache_base) if options.use_cache else None
+    where = cachedir.locate(prefix, cache_base) if options.use_cache else None
     cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
         from patchaudit.cpus import available_cpus
@@ -126,9 +133,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
 
     models = _model_targets(policy)
     phase("resolving the environment")
-    env = environment.resolve(python, site_path)
+    env = environment.resolve(python, site_path, options.root)
     _require_distributions(env, environment.distributions(env), site_path)
-    if where is not None and env.prefix != predicted_prefix(python, site_path):
+    if where is not None and env.prefix != prefix:
         where = cachedir.locate(env.prefix, cache_base)
     taken = time.time_ns()
     unit_files, unit_dirs = _unit_paths(baseline)
