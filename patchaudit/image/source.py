@@ -140,7 +140,9 @@ def _docker(read: Any, ref: str | None) -> list[LayerBlob]:
         raise ImageError("manifest.json lists no image")
     chosen = manifest[0]
     if ref is not None:
-        tagged = [m for m in manifest if isinstance(m, dict) and ref in (m.get("RepoTags") or [])]
+        tagged = [
+            m for m in manifest if isinstance(m, dict) and any(_same_tag(t, ref) for t in m.get("RepoTags") or [])
+        ]
         if not tagged:
             raise ImageError(f"no image tagged {ref} in the archive")
         chosen = tagged[0]
@@ -167,6 +169,11 @@ def _docker(read: Any, ref: str | None) -> list[LayerBlob]:
             )
         )
     return out
+
+
+def _same_tag(tag: object, ref: str) -> bool:
+    """`example/x:1` names `docker.io/example/x:1` too, and `x:1` names `docker.io/library/x:1`."""
+    return isinstance(tag, str) and tag in (ref, f"docker.io/{ref}", f"docker.io/library/{ref}", f"localhost/{ref}")
 
 
 def _count(n: int) -> None:

@@ -8,7 +8,6 @@ used; a layer that decompresses past `MAX_RATIO` times its size is a bomb and is
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import posixpath
 import tarfile
@@ -82,8 +81,7 @@ def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> La
                     _member(out, tar, info, files, keep)
                     tar.members.clear()  # a stream never looks back: keep no TarInfo per member
         except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-            with contextlib.suppress(zlib.error, OSError, EOFError):
-                stream.finish()  # a blob that is not the manifest's says so first
+            stream.check_blob()  # a blob that is not the manifest's says so first
             raise ImageError(
                 f"layer {layer.index} ({layer.digest or layer.diff_id}) is not a tar stream: {exc}"
             ) from None
@@ -235,6 +233,18 @@ class _Decompressed:
             )
         if self._tar is not None:
             self._tar.update(out)
+
+    def check_blob(self) -> None:
+        """After a bad stream: when the manifest names the blob's digest, read the rest and hold it to it."""
+        if self._layer.digest is None:
+            return
+        while self._raw.read(CHUNK):
+            pass
+        got = f"sha256:{self._raw.sha.hexdigest()}"
+        if got != self._layer.digest:
+            raise ImageError(
+                f"layer {self._layer.index}: the blob's digest is {got}, the manifest names {self._layer.digest}"
+            )
 
     def finish(self) -> None:
         """Read to the blob's end, then hold it to its digest."""

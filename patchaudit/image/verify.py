@@ -99,13 +99,13 @@ class _Dist:
     version: str
     site: str  # inside the image, no leading slash
     meta: str
-    record: Record
+    record: Record | None  # None: the RECORD is not a regular file within its cap (a link, a device)
 
 
 def _dists(view: View) -> list[_Dist]:
     found = []
     for path, entry in sorted(view.entries.items()):
-        if not path.endswith(".dist-info/RECORD") or entry.member.data is None:
+        if not path.endswith(".dist-info/RECORD"):
             continue
         meta = path.rpartition("/")[0]
         site = meta.rpartition("/")[0]
@@ -119,7 +119,9 @@ def _dists(view: View) -> list[_Dist]:
                 (k.decode(), v.decode("utf-8", "replace")) for k, v in _HEADER.findall(meta_entry.member.data[:65536])
             )
             name, version = headers.get("Name", name), headers.get("Version", version)
-        found.append(_Dist(name=name, version=version, site=site, meta=meta, record=parse_record(entry.member.data)))
+        data = entry.member.data
+        record = parse_record(data) if data is not None else None
+        found.append(_Dist(name=name, version=version, site=site, meta=meta, record=record))
     return found
 
 
@@ -138,12 +140,26 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> t
         raise DistributionNotFound(f"{', '.join(sorted(missing))} is not installed in this image")
     listed: dict[str, dict[str, list[tuple[_Dist, str]]]] = {}  # site -> path -> [(dist, hash)]
     for dist in every:
-        for e in dist.record.entries:
+        for e in dist.record.entries if dist.record is not None else ():
             where = os.path.normpath(f"{dist.site}/{e.path}")
             listed.setdefault(dist.site, {}).setdefault(where, []).append((dist, str(e.hash) if e.hash else ""))
     sources: dict[str, str] = {}
     reports = []
     for dist in chosen:
+        if dist.record is None:
+            reason = "RECORD is not a regular file within its cap (a link, a device, or too large)"
+            unreadable = (Unverified(path=f"{dist.meta.rpartition('/')[2]}/RECORD", reason=reason),)
+            reports.append(
+                DistReport(
+                    name=dist.name,
+                    version=dist.version,
+                    location="/" + dist.site,
+                    source=Source.WHEEL,
+                    unverified=unreadable,
+                    verifiable=False,
+                )
+            )
+            continue
         drift: list[Drift] = []
         facts: list[Drift] = []
         unverified = [
@@ -251,7 +267,9 @@ def _added(
 ) -> list[Drift]:
     """Files inside the distribution's package directories that no RECORD of its site lists."""
     tops = {
-        e.path.split("/", 1)[0] for e in dist.record.entries if "/" in e.path and not e.path.startswith(("..", "/"))
+        e.path.split("/", 1)[0]
+        for e in (dist.record.entries if dist.record else ())
+        if "/" in e.path and not e.path.startswith(("..", "/"))
     }
     tops.discard(dist.meta.rpartition("/")[2])
     out = []
