@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,13 +40,18 @@ SITE_PATTERNS = (
     "/root/.local/lib/python3*/site-packages",
     "/home/*/.local/lib/python3*/site-packages",
 )
+_PROC_ROOT = re.compile(r"/proc/\d+/root")
 MAX_MATCHES = 64  # site directories: more is a hostile tree, not an image
 
 
 def from_root(root: Path) -> Environment:
     """The Python environments of a tree, as one environment holding every site directory found."""
-    top = os.path.realpath(root)
+    # /proc/PID/root is a door into the process's own root: resolving it as a link would give the
+    # path the process sees ("/"), that is the host's root
+    top = str(root) if _PROC_ROOT.fullmatch(str(root)) else os.path.realpath(root)
     if not os.path.isdir(top):
+        if _PROC_ROOT.fullmatch(top):
+            raise EnvironmentNotFound(f"no process {top.split('/')[2]} whose root can be read")
         raise EnvironmentNotFound(f"{root} is not a directory", hint="pass --root the top of an unpacked tree")
     root_fd = open_root(top)
     try:

@@ -52,6 +52,25 @@ def _remember_root(ctx: click.Context, _param: click.Parameter, value: Path | No
         ctx.meta[ROOT_KEY] = value
 
 
+def pid_option(func: F) -> F:
+    """--pid PID: audit the environment a process runs from, through its root (`/proc/PID/root`)."""
+    return click.option(
+        "--pid",
+        type=click.IntRange(1),
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_pid,
+        help="Audit the tree process PID sees as / (a container's), through /proc/PID/root; nothing is run.",
+    )(func)
+
+
+def _remember_pid(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        if ROOT_KEY in ctx.meta:
+            raise click.UsageError("give --root or --pid, not both")
+        ctx.meta[ROOT_KEY] = Path(f"/proc/{value}/root")
+
+
 def given_root() -> Path | None:
     """The --root of the command being run, if any."""
     ctx = click.get_current_context(silent=True)

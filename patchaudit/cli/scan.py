@@ -13,6 +13,7 @@ from patchaudit.cli.common import (
     fail_on_option,
     interrupted_runs,
     open_environment,
+    pid_option,
     root_option,
     severity_or_none,
     target_options,
@@ -34,6 +35,7 @@ PROGRESS_THRESHOLD = 2000
 @click.argument("dists", nargs=-1)
 @target_options
 @root_option
+@pid_option
 @click.option(
     "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
 )
