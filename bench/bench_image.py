@@ -75,7 +75,9 @@ def main() -> None:
     out = args.work / "out"
     blobs = " ".join(str(p) for p in layers(img))
     tar_sha = (
-        f"rm -rf {out} && mkdir {out} && for b in {blobs}; do tar -xzf $b -C {out}; done"
+        # umoci ends a layer without tar's two zero blocks: GNU tar wants them, so they are appended
+        f"rm -rf {out} && mkdir {out} && for b in {blobs}; do {{ zcat $b; head -c 2048 /dev/zero; }}"
+        f" | tar -x -C {out}; done"
         f" && find {out} -type f -print0 | xargs -0 -n 256 -P2 sha256sum >/dev/null"
     )
     commands = {

@@ -83,10 +83,12 @@ class ProcessReport:
     argv: tuple[str, ...] = ()
     env: ProcEnv | None = None
     changed: tuple[ChangedFile, ...] = field(default_factory=tuple)
+    container: str | None = None  # "docker 0123456789ab", "containerd <id> (pod <uid>)", "nspawn NAME"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "pid": self.pid,
+            "container": self.container,
             "ppid": self.ppid,
             "status": self.status.value,
             "reason": self.reason,
@@ -133,7 +135,8 @@ class Assessor:
                 return None
             return ProcessReport(pid=pid, status=ProcStatus.NOT_PYTHON, reason=f"runs {proc.exe or proc.comm}")
         unit = cgroup.unit_of(proc.cgroup)
-        base = {"pid": pid, "ppid": proc.ppid, "started": proc.started, "argv": proc.argv}
+        container = cgroup.container_of(proc.cgroup)
+        base = {"pid": pid, "ppid": proc.ppid, "started": proc.started, "argv": proc.argv, "container": container}
         if proc.state is ProcState.DENIED:
             return ProcessReport(status=ProcStatus.UNINSPECTABLE, reason=proc.reason, **base)  # type: ignore[arg-type]
         env = locate(proc)
