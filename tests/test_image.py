@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -75,6 +76,19 @@ def test_base_is_clean_and_derived_names_the_patch_its_layer_and_the_deletion(la
     assert layers["tinymodel/models/deepseek_v2.py"]["index"] == 1
     assert layers["tinymodel/loader.py"]["created_by"] == "RUN rm loader.py"
     assert snapshot(layout) == before  # the layout is read, never written
+
+
+def test_gate_and_formats_over_an_image(layout: Path) -> None:
+    ok = patchaudit("gate", "--image", f"oci:{layout}:base", "--", sys.executable, "-c", "print('server started')")
+    assert ok.returncode == 0 and "server started" in ok.stdout, ok.stderr
+    failed = patchaudit(
+        "gate", "--image", f"oci:{layout}:derived", "--", sys.executable, "-c", "print('server started')"
+    )
+    assert failed.returncode == 1 and "server started" not in failed.stdout
+    assert "modified tinymodel/models/deepseek_v2.py" in failed.stdout and f"layer 1: {COPY}" in failed.stdout
+    for fmt, needle in (("sarif", '"ruleId": "torch-save"'), ("prometheus", f'target="oci:{layout}:derived"')):
+        shown = patchaudit("scan", "--image", f"oci:{layout}:derived", "--format", fmt)
+        assert shown.returncode == 1 and needle in shown.stdout, (fmt, shown.stdout[:500])
 
 
 def test_base_keeps_only_what_the_layers_above_it_changed(layout: Path, tmp_path: Path) -> None:

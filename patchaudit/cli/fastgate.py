@@ -20,6 +20,7 @@ VALUE_OPTIONS = {
     "--workers": "workers",
     "--timeout": "timeout",
     "--root": "root",
+    "--image": "image",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -88,6 +89,7 @@ def fast_gate(args: list[str]) -> int | None:
         workers=int(values["workers"]) if "workers" in values else None,
         timeout=float(values["timeout"]) if "timeout" in values else None,
         root=path("root"),
+        image=values.get("image"),
     )
 
 
@@ -106,6 +108,7 @@ def run_gate(
     fmt: str = "journal",
     timeout: float | None = None,
     root: Path | None = None,
+    image: str | None = None,
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -125,6 +128,7 @@ def run_gate(
             workers=workers,
             timeout=timeout,
             root=root,
+            image=image,
         )
     )
     for note in verdict.notes:
@@ -133,7 +137,7 @@ def run_gate(
     if fmt == "prometheus":
         from patchaudit.render.prometheus import from_verdict, render_prometheus
 
-        target = str(python or site_path or policy or sys.executable)
+        target = str(image or root or python or site_path or policy or sys.executable)
         text = render_prometheus(from_verdict(verdict, target=target))
     else:
         text = render_journal(verdict)

@@ -43,6 +43,9 @@ from patchaudit.report import FAIL_ON_CHOICES
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
 @timeout_option("default: the policy's, else 120")
+@click.option(
+    "--image", help="Gate an image read layer by layer: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE."
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -56,6 +59,7 @@ def gate(
     workers: int | None,
     fmt: str,
     timeout: float | None,
+    image: str | None,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -72,4 +76,5 @@ def gate(
         fmt=fmt,
         timeout=timeout,
         root=given_root(),
+        image=image,
     )

@@ -56,6 +56,7 @@ class GateOptions:
     workers: int | None = None  # None: the policy's, else every CPU this process may use
     timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
     root: Path | None = None  # --root: a whole tree audited as if it were `/` (its caches never inside it)
+    image: str | None = None  # --image: an image read layer by layer (no cache: nothing of it is on disk)
 
 
 def run(options: GateOptions) -> Verdict:
@@ -104,6 +105,8 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         baseline = baseline or policy.baseline
         rule_dirs = policy.rule_dirs
     fail_on = fail_on or "high"
+    if options.image is not None:
+        return _image_verdict(options, policy, names, fail_on, workers)
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
     prefix = predicted_prefix(python, site_path)
@@ -167,6 +170,26 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         note = where.note or f"cannot create the cache directory {where.path}"
         verdict = replace(verdict, notes=(*verdict.notes, f"running uncached: {note}"))
     return verdict
+
+
+def _image_verdict(
+    options: GateOptions, policy: Policy | None, names: Sequence[str], fail_on: str, workers: int | None
+) -> Verdict:
+    """The gate over an image: its report judged by the policy as a host's is (no baseline, no cache)."""
+    from patchaudit.errors import PatchAuditError
+    from patchaudit.image.verify import ImageOptions, scan_image
+    from patchaudit.policy import Policy
+    from patchaudit.report import Severity
+
+    if options.python is not None or options.site_path is not None or options.root is not None:
+        raise PatchAuditError("--image takes no --python, --path or --root")
+    if options.baseline is not None:
+        raise PatchAuditError("--image takes no --baseline yet: hold the image to a policy's approved patches")
+    policy = policy or Policy()
+    image_options = ImageOptions(names=tuple(names), hazards=policy.hazards, workers=workers)
+    report = scan_image(options.image or "", image_options)
+    threshold = None if fail_on == "none" else Severity(fail_on)
+    return judge(report, policy, threshold)
 
 
 def _model_targets(policy: Policy | None) -> list[Any]:
