@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -78,3 +79,49 @@ def test_scan_pid_reads_the_process_root_and_sees_an_edit(tmp_path: Path) -> Non
 def test_pid_and_root_together_is_a_usage_error(tmp_path: Path) -> None:
     found = patchaudit("scan", "--root", tmp_path, "--pid", os.getpid())
     assert found.returncode == 2 and "not both" in found.stderr
+
+
+CONTAINED = """
+set -e
+for d in {binds}; do mkdir -p "{tree}$d"; mount --bind "$d" "{tree}$d"; done
+exec chroot {tree} /opt/venv/bin/python -c "import tinymodel.loader; print('ready', flush=True); input()"
+"""
+
+
+def test_ps_names_a_contained_process_and_its_stale_file(tmp_path: Path) -> None:
+    """A Python process in its own mount and PID namespaces, chrooted into a tree with a venv of its own:
+    `ps` reads its files through its root and names the file changed under it."""
+    tree = tmp_path / "rootfs"
+    base = Path(sys.base_prefix)
+    # the venv of the tree: its interpreter is the host's, bind-mounted at the same path inside
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tree / "opt/venv")], check=True, timeout=120)
+    install_into(tree, build_wheel(tmp_path, "tinymodel", "1.0", FILES), "/opt/venv")
+    # the interpreter's installation and the libraries it loads, bind-mounted at their own paths
+    binds = [p for p in (str(base), "/usr/lib", "/usr/lib64", "/lib", "/lib64") if os.path.isdir(p)]
+    for link in [b for b in binds if os.path.islink(b)]:  # merged /usr: /lib -> usr/lib
+        (tree / link.lstrip("/")).symlink_to(os.readlink(link))
+    binds = " ".join(b for b in binds if not os.path.islink(b))
+    script = CONTAINED.format(binds=binds, tree=tree)
+    contained = subprocess.Popen(
+        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert contained.stdout is not None and contained.stdout.readline().strip() == "ready"
+        pid = _child(contained.pid)
+        assert os.readlink(f"/proc/{pid}/root") != "/"
+        first = patchaudit("ps", "--pid", pid)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert f"from /proc/{pid}/root/opt/venv: runs what is on disk" in first.stdout
+        site = tree / "opt/venv/lib" / PY / "site-packages"
+        (site / "tinymodel/loader.py").write_text("def load():\n    return 2\n")  # edited under it
+        stale = patchaudit("ps", "--pid", pid)
+        assert stale.returncode == 1, stale.stdout + stale.stderr
+        assert "(loader.py changed)" in stale.stdout
+    finally:
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        contained.kill()
+        contained.wait(timeout=30)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.procs import cgroup
+from patchaudit.procs.foreign import foreign_root, through
 from patchaudit.procs.proc import ProcInfo, ProcState, all_pids, boot_time, read
 from patchaudit.procs.pyenv import ProcEnv, locate
 from patchaudit.procs.sitefiles import SiteFiles, load_site
@@ -139,8 +140,11 @@ class Assessor:
         base = {"pid": pid, "ppid": proc.ppid, "started": proc.started, "argv": proc.argv, "container": container}
         if proc.state is ProcState.DENIED:
             return ProcessReport(status=ProcStatus.UNINSPECTABLE, reason=proc.reason, **base)  # type: ignore[arg-type]
-        env = locate(proc)
         since = self._code_since(proc)
+        door = foreign_root(pid)
+        if door is not None:  # a container's process: its paths mean files below its own root
+            proc = through(proc, door)
+        env = locate(proc)
         changed = self._changed(proc, env, since)
         status = ProcStatus.STALE if changed else ProcStatus.CURRENT
         return ProcessReport(status=status, unit=unit, code_since=since, env=env, changed=changed, **base)  # type: ignore[arg-type]
