@@ -304,3 +304,18 @@ def test_digest_mismatch_bomb_and_too_many_layers_are_refused(layout: Path, tmp_
 def test_a_bad_reference_is_one_line(tmp_path: Path) -> None:
     for ref in ("docker://vllm/vllm-openai", f"oci:{tmp_path}/nothing", f"oci:{tmp_path}"):
         _one_line_or_drift(patchaudit("scan", "--image", ref))
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None and not IN_CI, reason="zstd is not installed")
+def test_a_zstd_layer_is_read_or_named(layout: Path, tmp_path: Path) -> None:
+    """zstd layers need the optional `zstandard` package (Python has no zstd of its own before 3.14)."""
+    pip_layer = _installed_layer(layout)
+    packed = subprocess.run(["zstd", "-q", "-c"], input=pip_layer, capture_output=True, check=True, timeout=60).stdout
+    ref = hand_made(tmp_path / "zstd", [packed], raw_tars=[pip_layer])
+    found = patchaudit("scan", "--image", ref)
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        assert found.returncode == 2 and "zstd-compressed" in found.stderr and "zstandard" in found.stderr
+    else:
+        assert found.returncode == 0 and "clean        tinymodel 1.0" in found.stdout
