@@ -230,10 +230,15 @@ def hostile_cases(layout: Path) -> dict[str, list[bytes]]:
             pip_layer,
             _tar([_special(f"{SITE[1:]}/tinymodel/loader.py", tarfile.LNKTYPE, "../../etc/shadow")]),
         ],
-        # a hard link must name an earlier member of its own layer: /etc/shadow is not one
+        # a hard link to a file the image does not hold (the host's /etc/shadow is never read)
         "hardlink-other": [
             pip_layer,
             _tar([_special(f"{SITE[1:]}/tinymodel/loader.py", tarfile.LNKTYPE, "etc/shadow")]),
+        ],
+        # a hard link to a lower layer's file: that file's bytes, checked against RECORD as any
+        "hardlink-lower": [
+            pip_layer,
+            _tar([_special(f"{SITE[1:]}/tinymodel/loader.py", tarfile.LNKTYPE, f"{SITE[1:]}/tinymodel/__init__.py")]),
         ],
         "record-link": [
             pip_layer,
@@ -265,6 +270,12 @@ def test_hostile_layers_give_one_line_or_drift_and_never_read_the_host(layout: P
         if name == "hardlink-other":
             dist = json.loads(found.stdout)["distributions"][0]
             assert any(u["path"] == "tinymodel/loader.py" and "hard link" in u["reason"] for u in dist["unverified"])
+        if name == "hardlink-lower":  # loader.py now holds __init__.py's bytes: modified, in layer 1
+            drift = {d["path"]: d for d in json.loads(found.stdout)["distributions"][0]["drift"]}
+            assert (
+                drift["tinymodel/loader.py"]["state"] == "modified"
+                and drift["tinymodel/loader.py"]["layer"]["index"] == 1
+            )
         if name == "record-link":  # the distribution is not hidden: it cannot be verified, and says so
             assert found.returncode == 1
             dist = json.loads(found.stdout)["distributions"][0]

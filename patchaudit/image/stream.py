@@ -32,7 +32,7 @@ class Member:
     """One member of a layer, after its path was made canonical."""
 
     path: str  # "usr/local/lib/python3.12/site-packages/x.py": relative to the image's root, no `..`
-    kind: str  # "f" file, "d" directory, "l" symlink, "h" hard link (resolved to its target's file), "o" other
+    kind: str  # "f" file, "d" directory, "l" symlink, "h" hard link to no file of its layer, "o" other
     digest: bytes | None = None  # sha256 of the bytes (files, hard links)
     size: int = 0
     link: str | None = None  # a symlink's target; a broken hard link's target
@@ -60,11 +60,6 @@ def wants_whole(path: str) -> int:
     ):
         return Cap.PTH
     return 0
-
-
-def hashed(path: str) -> bool:
-    """Members whose digest can matter: a Python installation's and a scripts directory's files."""
-    return "python" in path or "/bin/" in path or path.startswith("bin/")
 
 
 def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> LayerRead:
@@ -109,16 +104,16 @@ def _member(
         member = Member(path=path, kind="f", size=info.size)
         cap = wants_whole(path)
         whole = path in keep or (cap and info.size <= cap)
-        if hashed(path) or whole:
-            fh = tar.extractfile(info)
-            assert fh is not None
-            member.digest, member.data = _digest(fh, whole=bool(whole))
+        # every file is hashed: a RECORD may list paths anywhere below its prefix (share/, etc/, bin/)
+        fh = tar.extractfile(info)
+        assert fh is not None
+        member.digest, member.data = _digest(fh, whole=bool(whole))
         files[path] = member
     elif info.islnk():
         target = canonical(info.linkname, out.index)
         source = files.get(target)
-        if source is None:  # a hard link must name an earlier file of the same layer
-            member = Member(path=path, kind="o", link=info.linkname)
+        if source is None:  # not an earlier file of this layer: the layers below may hold it (view.py)
+            member = Member(path=path, kind="h", link=target)
         else:
             member = Member(path=path, kind="f", digest=source.digest, size=source.size, data=source.data)
             files[path] = member

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
@@ -76,14 +76,16 @@ def _base_layers(image: Image, base: Image) -> int:
     return len(theirs)
 
 
-def _read_all(image: Image, workers: int | None) -> list[LayerRead]:
+def _read_all(image: Image, workers: int | None) -> Iterator[LayerRead]:
     from patchaudit.cpus import available_cpus
 
     n = min(workers or available_cpus(), len(image.layers))
     if n <= 1 or len(image.layers) < 2:
-        return [read_layer(image, layer) for layer in image.layers]
+        for layer in image.layers:
+            yield read_layer(image, layer)
+        return
     with ProcessPoolExecutor(max_workers=n, mp_context=get_context("fork")) as pool:
-        return list(pool.map(read_layer, [image] * len(image.layers), image.layers))
+        yield from pool.map(read_layer, [image] * len(image.layers), image.layers)  # in order, as they come
 
 
 def _provenance(layers: dict[int, LayerBlob], index: int) -> Layer:
@@ -203,10 +205,9 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> t
                     )
                 )
             elif member.kind != "f" or member.digest is None:
-                if member.link is not None:
-                    unverified.append(
-                        Unverified(path=e.path, reason=f"a hard link to {member.link!r}, not in its layer")
-                    )
+                if member.kind == "h":
+                    reason = f"a hard link to /{member.link}, a file no layer up to its own holds"
+                    unverified.append(Unverified(path=e.path, reason=reason))
                 else:
                     drift.append(
                         Drift(

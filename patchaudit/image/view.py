@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from patchaudit.image.stream import LayerRead, Member
 
@@ -29,6 +29,10 @@ class View:
         for directory in layer.opaque:
             self._remove(directory, layer.index, itself=False)
         for member in layer.members:
+            if member.kind == "h" and member.link is not None:
+                below = self.entries.get(member.link)
+                if below is not None and below.member.kind == "f":  # a hard link to a lower layer's file
+                    member = replace(below.member, path=member.path)
             old = self.entries.get(member.path)
             if old is not None:
                 if old.member.kind == "d" and member.kind != "d":
