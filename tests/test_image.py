@@ -75,6 +75,12 @@ def test_base_is_clean_and_derived_names_the_patch_its_layer_and_the_deletion(la
     assert layers["tinymodel/models/deepseek_v2.py"]["created_by"] == COPY
     assert layers["tinymodel/models/deepseek_v2.py"]["index"] == 1
     assert layers["tinymodel/loader.py"]["created_by"] == "RUN rm loader.py"
+    patch = patchaudit("diff", "tinymodel", "--image", f"oci:{layout}:derived")
+    assert patch.returncode == 1
+    assert "+++ tinymodel/models/deepseek_v2.py\n" in patch.stdout and "+    if x.shape[0] == 5:\n" in patch.stdout
+    assert "--- tinymodel/loader.py\n+++ /dev/null\n" in patch.stdout and "-def load():\n" in patch.stdout
+    none = patchaudit("diff", "tinymodel", "--image", f"oci:{layout}:base")
+    assert none.returncode == 0 and none.stdout == ""
     assert snapshot(layout) == before  # the layout is read, never written
 
 

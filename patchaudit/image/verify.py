@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
@@ -47,6 +47,39 @@ class ImageOptions:
 
 
 def scan_image(ref: str, options: ImageOptions) -> Report:
+    image, view, report = _read(ref, options)
+    if options.hazards:
+        from patchaudit.image.hazards import with_hazards
+
+        report = with_hazards(image, view, report)
+    return replace(report, target=replace(report.target, image=ref))
+
+
+def diff_image(ref: str, options: ImageOptions, paths: Collection[str] = ()) -> str:
+    """The patches of the distributions named: each drifted file's RECORD version (from a lower layer,
+    when one holds it) -> the image's, as a unified diff `patch -p0` takes inside the site directory."""
+    from patchaudit.diff import unified
+    from patchaudit.image.hazards import drifted_bytes
+
+    image, view, report = _read(ref, options)
+    wanted = {os.path.normpath(p) for p in paths}
+    dists = [
+        replace(d, drift=tuple(x for x in d.drift if not wanted or x.path in wanted)) for d in report.distributions
+    ]
+    pairs = drifted_bytes(image, view, dists, python_only=False)
+    out = []
+    for dist in dists:
+        for d in dist.drift:
+            before, after = pairs.get(os.path.normpath(f"{dist.location.lstrip('/')}/{d.path}"), (None, None))
+            if before is None and d.state is not DriftState.ADDED:
+                out.append(f"# {d.path}: {d.state.value}, no lower layer holds its RECORD bytes\n")
+                continue
+            text, _ = unified(d.path, before, after)
+            out.append(text)
+    return "".join(out)
+
+
+def _read(ref: str, options: ImageOptions) -> tuple[Image, View, Report]:
     image = open_image(ref)
     floor = 0
     if options.base is not None:
@@ -55,14 +88,10 @@ def scan_image(ref: str, options: ImageOptions) -> Report:
     for layer in _read_all(image, options.workers):
         view.apply(layer)
     layers = {b.index: b for b in image.layers}
-    report, sources = _verify(view, layers, options.names)
-    if options.hazards:
-        from patchaudit.image.hazards import with_hazards
-
-        report = with_hazards(image, view, report, sources)
+    report = _verify(view, layers, options.names)
     if floor:
         report = _above(report, floor)
-    return replace(report, target=replace(report.target, image=ref))
+    return image, view, report
 
 
 def _base_layers(image: Image, base: Image) -> int:
@@ -129,8 +158,8 @@ def _dists(view: View) -> list[_Dist]:
     return found
 
 
-def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> tuple[Report, dict[str, str]]:
-    """The report, and for each drifted file (absolute inside the image) its path relative to its site."""
+def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> Report:
+    """Each chosen distribution held to its RECORD in the stacked layers; drift names its layer."""
     from packaging.utils import canonicalize_name
 
     every = _dists(view)
@@ -147,7 +176,6 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> t
         for e in dist.record.entries if dist.record is not None else ():
             where = os.path.normpath(f"{dist.site}/{e.path}")
             listed.setdefault(dist.site, {}).setdefault(where, []).append((dist, str(e.hash) if e.hash else ""))
-    sources: dict[str, str] = {}
     reports = []
     for dist in chosen:
         if dist.record is None:
@@ -238,8 +266,7 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> t
                 drift.append(
                     Drift(path=e.path, state=DriftState.MODIFIED, expected=expected, actual=actual, layer=layer)
                 )
-                sources[where] = e.path
-        drift += _added(view, layers, dist, listed[dist.site], sources)
+        drift += _added(view, layers, dist, listed[dist.site])
         reports.append(
             DistReport(
                 name=dist.name,
@@ -255,19 +282,14 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> t
         )
     env_drift, env_findings = _hooks(view, layers, sorted({d.site for d in every}), listed)
     sites = tuple("/" + s for s in sorted({d.site for d in every}))
-    return (
-        Report(
-            target=Target(python=None, paths=sites),
-            distributions=tuple(reports),
-            environment=EnvironmentReport(drift=tuple(env_drift), findings=tuple(env_findings)),
-        ),
-        sources,
+    return Report(
+        target=Target(python=None, paths=sites),
+        distributions=tuple(reports),
+        environment=EnvironmentReport(drift=tuple(env_drift), findings=tuple(env_findings)),
     )
 
 
-def _added(
-    view: View, layers: dict[int, LayerBlob], dist: _Dist, listed: Mapping[str, object], sources: dict[str, str]
-) -> list[Drift]:
+def _added(view: View, layers: dict[int, LayerBlob], dist: _Dist, listed: Mapping[str, object]) -> list[Drift]:
     """Files inside the distribution's package directories that no RECORD of its site lists."""
     tops = {
         e.path.split("/", 1)[0]
@@ -286,7 +308,6 @@ def _added(
             rel = path[len(dist.site) + 1 :]
             digest = f"sha256={_b64(entry.member.digest)}" if entry.member.digest else None
             out.append(Drift(path=rel, state=DriftState.ADDED, actual=digest, layer=_provenance(layers, entry.layer)))
-            sources[path] = rel
     return out
 
 

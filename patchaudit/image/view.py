@@ -21,6 +21,7 @@ class View:
     entries: dict[str, Entry] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)  # a lower layer's file -> the layer that deleted it
     shadowed: dict[str, list[Entry]] = field(default_factory=dict)  # lower versions of a replaced file
+    removed: dict[str, Entry] = field(default_factory=dict)  # the file a whiteout deleted, by its path
 
     def apply(self, layer: LayerRead) -> None:
         """Stack one more layer: its whiteouts hide the layers below, then its members land."""
@@ -43,12 +44,15 @@ class View:
                 continue  # a directory entry again: what lies below it stays
             self.entries[member.path] = Entry(layer=layer.index, member=member)
             self.deleted.pop(member.path, None)
+            self.removed.pop(member.path, None)
 
     def _remove(self, path: str, index: int, *, itself: bool) -> None:
         old = self.entries.get(path)
         if itself and old is not None:
             del self.entries[path]
             self.deleted[path] = index
+            if old.member.kind == "f":
+                self.removed[path] = old
         if old is None or old.member.kind == "d" or not itself:
             below = path + "/" if path else ""
             for key in [k for k in self.entries if k.startswith(below)]:
