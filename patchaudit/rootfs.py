@@ -5,8 +5,9 @@ images put them, every link and `..` on the way resolved inside the tree (chase.
 The rest of patchaudit then reads the site directories by host paths. That is the same file only when
 the host resolves those paths as the tree would: the site directories themselves are canonical paths
 inside the tree (no link on the way), and `guard` refuses a tree whose site directories hold a link
-to a directory, or a RECORD path, that the host would resolve elsewhere (an absolute link, a `..` past
-the top). Final links are never followed by the readers (O_NOFOLLOW), so they need no check.
+to a directory, a link in place of metadata or a startup hook, or a RECORD path, that the host would
+resolve elsewhere (an absolute link, a `..` past the top). A package file that is a link is never
+followed (its hash is checked with O_NOFOLLOW, and a link there is drift), so it needs no check.
 """
 
 from __future__ import annotations
@@ -168,8 +169,10 @@ def _check_link(root_fd: int, top: Path, inside: str, host: str) -> None:
     except UnreadableFile:
         target = None
     host_target = os.path.realpath(host)
-    if not os.path.isdir(host_target) and (target is None or not target.is_dir):
-        return  # a link to a file is never followed by the readers
+    metadata = any(p.endswith((".dist-info", ".egg-info")) for p in inside.split("/")[:-1])
+    startup = inside.endswith(".pth") or inside.rpartition("/")[2].startswith(("sitecustomize.", "usercustomize."))
+    if not (metadata or startup) and not os.path.isdir(host_target) and (target is None or not target.is_dir):
+        return  # a link to a package's file is never followed: its hash is checked with O_NOFOLLOW
     if target is not None and host_target == str(top) + (target.path if target.path != "/" else ""):
         return
     raise UnsafePath(

@@ -113,6 +113,14 @@ def test_root_refuses_links_the_host_would_follow_out_of_the_tree(tmp_path: Path
     assert found.stderr.count("\n") == 1 and "leaves the tree" in found.stderr
     (site / "tinymodel" / "conf").unlink()
     record = site / "tinymodel-1.0.dist-info" / "RECORD"
+    saved = record.read_bytes()
+    record.unlink()
+    record.symlink_to("/etc/passwd")  # metadata read from the host's /etc: refused, never parsed
+    found = patchaudit("scan", "--root", tree)
+    assert found.returncode == 2 and "leaves the tree" in found.stderr and "root:" not in found.stdout
+    record.unlink()
+    record.write_bytes(saved)
+    record = site / "tinymodel-1.0.dist-info" / "RECORD"
     record.write_text(record.read_text() + "../../../../../../../../etc/hostname,sha256=" + "A" * 43 + ",1\n")
     found = patchaudit("scan", "--root", tree)
     assert found.returncode == 2 and "outside" in found.stderr and "Traceback" not in found.stderr
