@@ -88,6 +88,12 @@ def test_root_scan_finds_image_layouts_and_never_writes(tmp_path: Path, wheel: P
     tree = tmp_path / "rootfs"
     site = install_into(tree, wheel, "/usr/local")
     venv_site = install_into(tree, wheel, "/opt/venv")
+    # Debian's own directory, and another Python version beside this one
+    debian = tree / "usr/lib/python3/dist-packages"
+    other = tree / "usr/local/lib/python3.9/site-packages"
+    for target in (debian, other):
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
+        subprocess.run([*pip, str(wheel)], check=True, timeout=120)
     # an image's own absolute links: /usr/lib64/pythonX.Y -> /usr/local/lib/pythonX.Y (the same directory)
     (tree / "usr/lib64").mkdir(parents=True)
     (tree / "usr/lib64" / PY).symlink_to(f"/usr/local/lib/{PY}")
@@ -95,7 +101,7 @@ def test_root_scan_finds_image_layouts_and_never_writes(tmp_path: Path, wheel: P
     clean = patchaudit("scan", "--root", tree, "--format", "json")
     assert clean.returncode == 0, clean.stderr
     paths = json.loads(clean.stdout)["target"]["paths"]
-    assert paths == [str(site), str(venv_site)]
+    assert sorted(paths) == sorted(map(str, [site, venv_site, debian, other]))
 
     (site / "tinymodel/loader.py").write_text("def load():\n    breakpoint()\n    return 1\n")
     before = snapshot(tree)
