@@ -336,3 +336,47 @@ def test_a_zstd_layer_is_read_or_named(layout: Path, tmp_path: Path) -> None:
         assert found.returncode == 2 and "zstd-compressed" in found.stderr and "zstandard" in found.stderr
     else:
         assert found.returncode == 0 and "clean        tinymodel 1.0" in found.stdout
+
+
+def test_a_large_member_is_streamed_not_held(layout: Path, tmp_path: Path) -> None:
+    """Peak memory stays far below the member's size: layers and members are read as streams."""
+    size = 192 << 20
+    root = tmp_path / "big"
+    blobs = root / "blobs/sha256"
+    blobs.mkdir(parents=True)
+    pip_layer = _installed_layer(layout)
+    info = tarfile.TarInfo(f"{SITE[1:]}/tinymodel/weights.bin")
+    info.size = size
+    digest, part = hashlib.sha256(), blobs / "part"
+    with part.open("wb") as fh:
+        header = info.tobuf(format=tarfile.PAX_FORMAT)
+        chunk = bytes(1 << 20)
+        for data in (header, *([chunk] * (size >> 20)), bytes(1024)):
+            fh.write(data)
+            digest.update(data)
+    big = f"sha256:{digest.hexdigest()}"
+    part.rename(blobs / big[7:])
+    small = _blob(root, pip_layer)
+    config = {"rootfs": {"type": "layers", "diff_ids": [small["digest"], big]}}
+    layers = [
+        dict(small, mediaType="application/vnd.oci.image.layer.v1.tar"),
+        {
+            "digest": big,
+            "size": (blobs / big[7:]).stat().st_size,
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+        },
+    ]
+    manifest = {"schemaVersion": 2, "config": _blob(root, json.dumps(config).encode()), "layers": layers}
+    (root / "index.json").write_text(
+        json.dumps({"schemaVersion": 2, "manifests": [_blob(root, json.dumps(manifest).encode())]})
+    )
+    exe = Path(sys.executable).parent / "patchaudit"
+    argv = [str(exe), "scan", "--image", f"oci:{root}", "--workers", "1", "--format", "json"]
+    with (tmp_path / "out.json").open("w") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)  # its own rusage: the peak RSS of the scan itself
+    assert os.waitstatus_to_exitcode(status) == 1  # weights.bin: a file no RECORD lists, added in layer 1
+    assert usage.ru_maxrss < 150 * 1024, usage.ru_maxrss  # KiB: well below the 192 MiB member plus the interpreter
+    out = (tmp_path / "out.json").read_text()
+    drift = json.loads(out)["distributions"][0]["drift"]
+    assert [(d["path"], d["state"], d["layer"]["index"]) for d in drift] == [("tinymodel/weights.bin", "added", 1)]
