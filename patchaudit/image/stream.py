@@ -8,9 +8,12 @@ used; a layer that decompresses past `MAX_RATIO` times its size is a bomb and is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import posixpath
+import queue
 import tarfile
+import threading
 import zlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -75,12 +78,14 @@ def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> La
                 for info in tar:
                     _member(out, tar, info, files, keep)
                     tar.members.clear()  # a stream never looks back: keep no TarInfo per member
+            stream.finish()
         except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
             stream.check_blob()  # a blob that is not the manifest's says so first
             raise ImageError(
                 f"layer {layer.index} ({layer.digest or layer.diff_id}) is not a tar stream: {exc}"
             ) from None
-        stream.finish()
+        finally:
+            stream.close()
     return out
 
 
@@ -208,7 +213,7 @@ class _Decompressed:
         self._out = 0
         self._padded = False
         first = self._raw.read(CHUNK)
-        self._source: Any = _source(self._raw, first, layer.index)
+        self._source = _Prefetch(_source(self._raw, first, layer.index))
 
     def read(self, n: int = -1) -> bytes:
         out = self._source.read(n if n > 0 else CHUNK)
@@ -229,8 +234,12 @@ class _Decompressed:
         if self._tar is not None:
             self._tar.update(out)
 
+    def close(self) -> None:
+        self._source.close()
+
     def check_blob(self) -> None:
         """After a bad stream: when the manifest names the blob's digest, read the rest and hold it to it."""
+        self._source.close()  # the blob is read here from now on
         if self._layer.digest is None:
             return
         while self._raw.read(CHUNK):
@@ -260,6 +269,50 @@ class _Decompressed:
             got = f"sha256:{self._tar.hexdigest()}"
         if got != want:
             raise ImageError(f"layer {layer.index}: the blob's digest is {got}, the manifest names {want}")
+
+
+class _Prefetch:
+    """Decompression (and the blob's digest) on a thread of its own, a few chunks ahead of the tar reader:
+    zlib and sha256 release the GIL, so a layer is read on two cores. At most DEPTH chunks wait."""
+
+    DEPTH = 4
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=self.DEPTH)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="layer-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = self._source.read(CHUNK)
+                self._queue.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # handed to the reader, raised there
+            self._queue.put(exc)
+
+    def read(self, _n: int) -> bytes:
+        if self._done:
+            return b""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if not item:
+            self._done = True
+        return item
+
+    def close(self) -> None:
+        """Stop the thread (whatever it was doing) before anyone else reads the blob."""
+        self._stop.set()
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get_nowait()
+            self._thread.join(0.01)
 
 
 def _source(raw: _Hashing, first: bytes, index: int) -> Any:
