@@ -123,12 +123,26 @@ def test_base_keeps_only_what_the_layers_above_it_changed(layout: Path, tmp_path
         tmp_path / "p.py",
         f"{SITE}/tinymodel/models/deepseek_v2.py",
     )
+    (tmp_path / "hook.pth").write_text('import os; os.environ["VLLM_DEBUG_DUMP"] = "1"\n')
+    hook = f"COPY hook.pth {SITE}/"
+    run(
+        "umoci",
+        "insert",
+        "--image",
+        f"{img}:mid",
+        "--history.created_by",
+        hook,
+        tmp_path / "hook.pth",
+        f"{SITE}/hook.pth",
+    )
     whole = patchaudit("scan", "--image", f"oci:{img}:mid")
     assert "tinymodel/__init__.py" in whole.stdout
     above = patchaudit("scan", "--image", f"oci:{img}:mid", "--base", f"oci:{img}:base")
     assert above.returncode == 1
     assert "tinymodel/__init__.py" not in above.stdout
     assert "modified        tinymodel/models/deepseek_v2.py" in above.stdout
+    assert f"added           {SITE}/hook.pth  (startup hook)" in above.stdout and f": {hook}" in above.stdout
+    assert "[startup-hook]" in above.stdout
     other = patchaudit("scan", "--image", f"oci:{img}:base", "--base", f"oci:{img}:mid")
     assert other.returncode == 2 and "is not a base of" in other.stderr
 
