@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_schema import check_output
 from wheels import build_wheel
 
 from patchaudit.chase import chase, open_root
@@ -25,7 +26,9 @@ FILES = {
 
 def patchaudit(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).parent / "patchaudit"
-    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=120)
+    check_output(proc.stdout)  # every JSON report is held to the shipped schema
+    return proc
 
 
 def read_only(tree: Path, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
