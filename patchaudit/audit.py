@@ -47,7 +47,10 @@ def cache_dir(env: Environment, options: ScanOptions) -> Path | None:
         return None
     from patchaudit import cachedir
 
-    where = cachedir.locate(env.prefix, options.cache_dir).path
+    explicit = options.cache_dir
+    if explicit is None and env.tree is not None:
+        explicit = cachedir.user_cache(os.environ)
+    where = cachedir.locate(env.prefix, explicit).path
     return where if where is not None and cachedir.ensure(where) else None
 
 

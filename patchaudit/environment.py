@@ -29,6 +29,9 @@ class Environment:
     borrowed: tuple[Path, ...] = ()
     # Set when the layout was read from pyvenv.cfg and the tree instead of asking the interpreter: why.
     not_executed: str | None = None
+    # Set when the environment was read from a tree that is not this host's (--root): its top. Nothing
+    # of patchaudit's own (caches) is written below it.
+    tree: Path | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -104,9 +107,15 @@ def current() -> Environment:
     return from_python(Path(sys.executable))
 
 
-def resolve(python: Path | None, site_path: Path | None) -> Environment:
+def resolve(python: Path | None, site_path: Path | None, root: Path | None = None) -> Environment:
     if python is not None and site_path is not None:
         raise EnvironmentNotFound("give --python or --path, not both")
+    if root is not None:
+        if python is not None or site_path is not None:
+            raise EnvironmentNotFound("give --root alone: its site directories are found inside the tree")
+        from patchaudit import rootfs
+
+        return rootfs.from_root(root)
     if site_path is not None:
         return from_path(site_path)
     if python is not None:

@@ -77,6 +77,18 @@ class Source(enum.StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Layer:
+    """One layer of an image, as its manifest and history name it."""
+
+    index: int  # 0 is the bottom layer
+    digest: str  # the blob's digest ("sha256:...")
+    created_by: str | None = None  # the history line of the step that made it (`COPY ...`, `RUN ...`)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "digest": self.digest, "created_by": self.created_by}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Drift:
     """One file that is not as its distribution shipped it."""
 
@@ -89,6 +101,7 @@ class Drift:
     winner: str | None = None  # overwritten: "name version" of the distribution whose file is installed
     wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
     co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
+    layer: Layer | None = None  # an image's drift: the layer that last changed (or deleted) the file
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -107,6 +120,8 @@ class Drift:
             out["wheel"] = self.wheel
         if self.co_owners:
             out["co_owners"] = list(self.co_owners)
+        if self.layer is not None:
+            out["layer"] = self.layer.to_dict()
         return out
 
 
@@ -307,6 +322,7 @@ class ModelReport:
 class Target:
     python: str | None
     paths: tuple[str, ...]
+    image: str | None = None  # the image reference, when the target is an image read layer by layer
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -395,11 +411,17 @@ class Report:
             return False
         return any(f.severity.at_least(fail_on) for f in self.active_findings() if upstream or f.in_change)
 
+    def _target_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"python": self.target.python, "paths": list(self.target.paths)}
+        if self.target.image is not None:
+            out["image"] = self.target.image
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "run": {"patchaudit": _version(), "rules": self.rules, "started": self.started},
-            "target": {"python": self.target.python, "paths": list(self.target.paths)},
+            "target": self._target_dict(),
             "distributions": [d.to_dict() for d in self.distributions],
             "environment": self.environment.to_dict(),
             "models": [m.to_dict() for m in self.models],

@@ -19,7 +19,9 @@ LAYERS: list[set[str]] = [
     {"cli", "__main__"},
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
-    {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
+    # procs: running processes and service environments; models: model directories; image: an image read
+    # layer by layer from its blobs
+    {"audit", "procs", "models", "image"},
     # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
     # ownership: who owns which file, and added files; hooks: startup hooks nobody owns; pieces: what a
     # worker checks of a RECORD
@@ -29,9 +31,11 @@ LAYERS: list[set[str]] = [
     {"pristine"},
     {"bytecode"},
     {"hashing", "record", "environment", "policy", "atomic", "layout", "probe", "trust", "metadata", "dpkg"}
-    | {"cpus", "lines", "cachedir", "statcache", "workers"},
-    # safefs: the one bounded, typed read of a target's files; deadline: a run's --timeout
-    {"safefs", "deadline"},
+    | {"cpus", "lines", "cachedir", "statcache", "workers"}
+    | {"rootfs"},  # rootfs: an environment read from a tree that is not the host's (--root)
+    # safefs: the one bounded, typed read of a target's files; deadline: a run's --timeout; chase: paths
+    # inside a tree that is not the host's, resolved against its root
+    {"safefs", "deadline", "chase"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

@@ -28,17 +28,49 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    # `patchaudit gate [...] -- CMD ARGS...`: after a pass the gate becomes CMD (exec: same PID).
+    command: list[str] | None = None
+    if args[:1] == ["gate"] and "--" in args:
+        cut = args.index("--")
+        args, command = list(args[:cut]), list(args[cut + 1 :])
+        argv = args
     # The gate runs before every service start: it parses its few options without click.
     if args[:1] == ["gate"]:
         from patchaudit.cli.fastgate import fast_gate
 
         code = fast_gate(list(args[1:]))
         if code is not None:
-            sys.exit(code)
+            _gate_done(code, command)
     from patchaudit.cli.common import run
     from patchaudit.cli.group import cli
 
-    return run(cli, argv)
+    if command is None:
+        return run(cli, argv)
+    try:
+        run(cli, argv)
+    except SystemExit as exc:
+        _gate_done(exc.code if isinstance(exc.code, int) else 2, command)
+    return None
+
+
+def _gate_done(code: int, command: list[str] | None) -> None:
+    """Exit with the gate's code; or, after a pass with a command, become that command (fail closed)."""
+    if command is None or code != 0:
+        if command is not None:
+            sys.stderr.write(f"patchaudit gate: not starting {command[0] if command else 'anything'} (exit {code})\n")
+        sys.exit(code)
+    if not command:
+        sys.stderr.write("patchaudit: error: nothing to run after `--`\n")
+        sys.exit(2)
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], command)  # the server's PID, signals and exit status are the gate's own
+    except OSError as exc:
+        sys.stderr.write(f"patchaudit: error: cannot run {command[0]}: {exc.strerror}\n")
+        sys.exit(2)
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import open_environment, target_options
+from patchaudit.cli.common import given_root, open_environment, root_option, target_options
 from patchaudit.errors import ExitCode
 
 
@@ -18,6 +18,7 @@ def baseline() -> None:
 @baseline.command()
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
 @click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -96,6 +97,7 @@ def create(
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
 @click.option("--format", "fmt", type=click.Choice(["journal", "json"]), default="journal", show_default=True)
 def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Path | None, fmt: str) -> int:
     """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
@@ -103,7 +105,7 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
     from patchaudit.gate import judge
     from patchaudit.policy import Policy
 
-    if python is None and site_path is None:
+    if python is None and site_path is None and given_root() is None:
         held = core.load(file)
         python = Path(held.python) if held.python else None
     env = open_environment(python, site_path)

@@ -32,6 +32,51 @@ def target_options(func: F) -> F:
     return func
 
 
+ROOT_KEY = "patchaudit.root"
+
+
+def root_option(func: F) -> F:
+    """--root DIR: audit a whole tree (an unpacked image, /proc/PID/root) as if it were `/`."""
+    return click.option(
+        "--root",
+        type=click.Path(path_type=Path, file_okay=False),
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_root,
+        help="Audit the tree at DIR as if it were / (an unpacked image, /proc/PID/root); nothing in it is run.",
+    )(func)
+
+
+def _remember_root(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[ROOT_KEY] = value
+
+
+def pid_option(func: F) -> F:
+    """--pid PID: audit the environment a process runs from, through its root (`/proc/PID/root`)."""
+    return click.option(
+        "--pid",
+        type=click.IntRange(1),
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_pid,
+        help="Audit the tree process PID sees as / (a container's), through /proc/PID/root; nothing is run.",
+    )(func)
+
+
+def _remember_pid(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        if ROOT_KEY in ctx.meta:
+            raise click.UsageError("give --root or --pid, not both")
+        ctx.meta[ROOT_KEY] = Path(f"/proc/{value}/root")
+
+
+def given_root() -> Path | None:
+    """The --root of the command being run, if any."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(ROOT_KEY) if ctx is not None else None
+
+
 def run(group: click.Group, argv: list[str] | None) -> Any:
     """Run the group; map PatchAuditError to one line and exit 2, bugs to exit 3."""
     try:
@@ -78,7 +123,10 @@ def open_environment(python: Path | None, site_path: Path | None) -> Any:
 def _resolve(python: Path | None, site_path: Path | None) -> Any:
     from patchaudit import environment
 
-    env = environment.resolve(python, site_path)
+    root = given_root()
+    env = environment.resolve(python, site_path, root)
+    if root is not None:
+        return env
     if env.not_executed is not None:
         click.echo(
             f"patchaudit: layout read from pyvenv.cfg and the directory tree; {env.python} was not run"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import open_environment, target_options, wheelhouse_option
+from patchaudit.cli.common import open_environment, root_option, target_options, wheelhouse_option
 from patchaudit.errors import ExitCode
 
 
@@ -16,8 +16,10 @@ from patchaudit.errors import ExitCode
 @click.argument("dist")
 @click.argument("paths", nargs=-1)
 @target_options
+@root_option
 @wheelhouse_option
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
+@click.option("--image", help="DIST in an image read layer by layer (oci:DIR[:TAG], oci-archive:, docker-archive:).")
 def diff(
     dist: str,
     paths: tuple[str, ...],
@@ -25,8 +27,13 @@ def diff(
     site_path: Path | None,
     wheelhouse: tuple[Path, ...],
     color: bool | None,
+    image: str | None,
 ) -> int:
     """Show what changed in DIST (or in PATHs of it): pristine -> installed, paths relative to site-packages."""
+    if image is not None:
+        from patchaudit.image.verify import ImageOptions, diff_image
+
+        return _show(diff_image(image, ImageOptions(names=(dist,), hazards=False), paths), color)
     from patchaudit import environment, vcs
     from patchaudit.diff import diff_dist
     from patchaudit.verify import verify
@@ -45,6 +52,10 @@ def diff(
         for path in paths:
             if os.path.normpath(path).replace(os.sep, "/") not in shown:
                 click.echo(f"patchaudit: {path}: not drifted", err=True)
+    return _show(text, color)
+
+
+def _show(text: str, color: bool | None) -> int:
     if color is None:
         color = sys.stdout.isatty()
     if color and text:

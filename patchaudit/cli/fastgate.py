@@ -19,6 +19,8 @@ VALUE_OPTIONS = {
     "--cache-dir": "cache_dir",
     "--workers": "workers",
     "--timeout": "timeout",
+    "--root": "root",
+    "--image": "image",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -86,6 +88,8 @@ def fast_gate(args: list[str]) -> int | None:
         cache_dir=path("cache_dir"),
         workers=int(values["workers"]) if "workers" in values else None,
         timeout=float(values["timeout"]) if "timeout" in values else None,
+        root=path("root"),
+        image=values.get("image"),
     )
 
 
@@ -103,6 +107,8 @@ def run_gate(
     workers: int | None = None,
     fmt: str = "journal",
     timeout: float | None = None,
+    root: Path | None = None,
+    image: str | None = None,
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -121,6 +127,8 @@ def run_gate(
             cache_dir=cache_dir,
             workers=workers,
             timeout=timeout,
+            root=root,
+            image=image,
         )
     )
     for note in verdict.notes:
@@ -129,7 +137,7 @@ def run_gate(
     if fmt == "prometheus":
         from patchaudit.render.prometheus import from_verdict, render_prometheus
 
-        target = str(python or site_path or policy or sys.executable)
+        target = str(image or root or python or site_path or policy or sys.executable)
         text = render_prometheus(from_verdict(verdict, target=target))
     else:
         text = render_journal(verdict)

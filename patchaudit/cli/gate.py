@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import target_options, timeout_option
+from patchaudit.cli.common import given_root, root_option, target_options, timeout_option
 from patchaudit.cli.fastgate import run_gate
 from patchaudit.report import FAIL_ON_CHOICES
 
@@ -14,6 +14,7 @@ from patchaudit.report import FAIL_ON_CHOICES
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
 @click.option("--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML (or a pyproject.toml).")
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
 @click.option(
@@ -42,6 +43,9 @@ from patchaudit.report import FAIL_ON_CHOICES
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
 @timeout_option("default: the policy's, else 120")
+@click.option(
+    "--image", help="Gate an image read layer by layer: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE."
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -55,6 +59,7 @@ def gate(
     workers: int | None,
     fmt: str,
     timeout: float | None,
+    image: str | None,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -70,4 +75,6 @@ def gate(
         workers=workers,
         fmt=fmt,
         timeout=timeout,
+        root=given_root(),
+        image=image,
     )

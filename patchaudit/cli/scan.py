@@ -13,6 +13,8 @@ from patchaudit.cli.common import (
     fail_on_option,
     interrupted_runs,
     open_environment,
+    pid_option,
+    root_option,
     severity_or_none,
     target_options,
     timeout_option,
@@ -32,6 +34,8 @@ PROGRESS_THRESHOLD = 2000
 @click.command()
 @click.argument("dists", nargs=-1)
 @target_options
+@root_option
+@pid_option
 @click.option(
     "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
 )
@@ -62,6 +66,11 @@ PROGRESS_THRESHOLD = 2000
     help="Worker processes for hashing and hazards (default: every CPU this process may use).",
 )
 @timeout_option("exit 2; default: no limit")
+@click.option(
+    "--image",
+    help="Audit an image read layer by layer: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF].",
+)
+@click.option("--base", help="With --image: report only what the layers above this base image changed.")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @fail_on_option
 def scan(
@@ -80,18 +89,83 @@ def scan(
     no_cache: bool,
     cache_dir: Path | None,
     workers: int | None,
+    image: str | None,
+    base: str | None,
     verbose: bool,
     fail_on: str,
     timeout: float | None,
 ) -> int:
     """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
-    import time
+    from patchaudit.deadline import deadline
 
+    started = time.monotonic()
+    if image is not None or base is not None:
+        with deadline(timeout):
+            report = _scan_image(image, base, dists, python, site_path, no_hazards, workers)
+        target = image or ""
+    else:
+        report, target = _scan_env(
+            python,
+            site_path,
+            dists,
+            no_hazards,
+            all_files,
+            rule_dirs,
+            no_cache,
+            cache_dir,
+            workers,
+            wheelhouse,
+            fetch,
+            errata,
+            fmt,
+            out,
+            timeout,
+        )
+    duration = time.monotonic() - started
+    return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration)
+
+
+def _scan_image(
+    image: str | None,
+    base: str | None,
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    no_hazards: bool,
+    workers: int | None,
+) -> Report:
+    from patchaudit.cli.common import given_root
+
+    if image is None:
+        raise click.UsageError("--base needs --image")
+    if python is not None or site_path is not None or given_root() is not None:
+        raise click.UsageError("--image takes no --python, --path or --root")
+    from patchaudit.image.verify import ImageOptions, scan_image
+
+    return scan_image(image, ImageOptions(names=dists, hazards=not no_hazards, base=base, workers=workers))
+
+
+def _scan_env(
+    python: Path | None,
+    site_path: Path | None,
+    dists: tuple[str, ...],
+    no_hazards: bool,
+    all_files: bool,
+    rule_dirs: tuple[Path, ...],
+    no_cache: bool,
+    cache_dir: Path | None,
+    workers: int | None,
+    wheelhouse: tuple[Path, ...],
+    fetch: bool,
+    errata: tuple[Path, ...],
+    fmt: str,
+    out: Path | None,
+    timeout: float | None,
+) -> tuple[Report, str]:
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
     from patchaudit.deadline import deadline
 
-    started = time.monotonic()
     env = open_environment(python, site_path)
     options = ScanOptions(
         names=dists,
@@ -116,7 +190,20 @@ def scan(
 
         environment = dataclasses.replace(report.environment, interrupted_runs=tuple(pending))
         report = dataclasses.replace(report, environment=environment)
+    return report, str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
 
+
+def _render(
+    report: Report,
+    target: str,
+    fmt: str,
+    out: Path | None,
+    rule_dirs: tuple[Path, ...],
+    verbose: bool,
+    show_suppressed: bool,
+    fail_on: str,
+    duration: float,
+) -> int:
     if fmt == "json":
         from patchaudit.render.json import render_json
 
@@ -125,8 +212,7 @@ def scan(
         from patchaudit.render.prometheus import from_report, render_prometheus
 
         ok = not report.fails(severity_or_none(fail_on))
-        target = str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
-        metrics = from_report(report, ok=ok, target=target, duration=time.monotonic() - started)
+        metrics = from_report(report, ok=ok, target=target, duration=duration)
         write_output(render_prometheus(metrics), out)
     elif fmt == "sarif":
         from patchaudit.hazards import load_rules

@@ -55,6 +55,8 @@ class GateOptions:
     cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
     workers: int | None = None  # None: the policy's, else every CPU this process may use
     timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
+    root: Path | None = None  # --root: a whole tree audited as if it were `/` (its caches never inside it)
+    image: str | None = None  # --image: an image read layer by layer (no cache: nothing of it is on disk)
 
 
 def run(options: GateOptions) -> Verdict:
@@ -103,15 +105,23 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         baseline = baseline or policy.baseline
         rule_dirs = policy.rule_dirs
     fail_on = fail_on or "high"
+    if options.image is not None:
+        return _image_verdict(options, policy, names, fail_on, workers)
     # The policy and baseline files are part of the fingerprint, so their content needs no place here.
     key = repr((__version__, str(options.policy), str(python), str(site_path), list(names), fail_on, str(baseline)))
+    prefix = predicted_prefix(python, site_path)
+    if options.root is not None:
+        python = site_path = None  # the tree's own site directories, never the policy's host paths
+        prefix = Path(os.path.realpath(options.root))
+        cache_base = cache_base or cachedir.user_cache(os.environ)
+        key += repr(("root", str(prefix)))
     if policy is not None and policy.models:
         # Where a model resolves to depends on these and on the model's own files (in the fingerprint).
         env_keys = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
         key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
         key += repr([os.environ.get(k) for k in env_keys])
 
-    where = cachedir.locate(predicted_prefix(python, site_path), cache_base) if options.use_cache else None
+    where = cachedir.locate(prefix, cache_base) if options.use_cache else None
     cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
         from patchaudit.cpus import available_cpus
@@ -126,9 +136,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
 
     models = _model_targets(policy)
     phase("resolving the environment")
-    env = environment.resolve(python, site_path)
+    env = environment.resolve(python, site_path, options.root)
     _require_distributions(env, environment.distributions(env), site_path)
-    if where is not None and env.prefix != predicted_prefix(python, site_path):
+    if where is not None and env.prefix != prefix:
         where = cachedir.locate(env.prefix, cache_base)
     taken = time.time_ns()
     unit_files, unit_dirs = _unit_paths(baseline)
@@ -160,6 +170,26 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         note = where.note or f"cannot create the cache directory {where.path}"
         verdict = replace(verdict, notes=(*verdict.notes, f"running uncached: {note}"))
     return verdict
+
+
+def _image_verdict(
+    options: GateOptions, policy: Policy | None, names: Sequence[str], fail_on: str, workers: int | None
+) -> Verdict:
+    """The gate over an image: its report judged by the policy as a host's is (no baseline, no cache)."""
+    from patchaudit.errors import PatchAuditError
+    from patchaudit.image.verify import ImageOptions, scan_image
+    from patchaudit.policy import Policy
+    from patchaudit.report import Severity
+
+    if options.python is not None or options.site_path is not None or options.root is not None:
+        raise PatchAuditError("--image takes no --python, --path or --root")
+    if options.baseline is not None:
+        raise PatchAuditError("--image takes no --baseline yet: hold the image to a policy's approved patches")
+    policy = policy or Policy()
+    image_options = ImageOptions(names=tuple(names), hazards=policy.hazards, workers=workers)
+    report = scan_image(options.image or "", image_options)
+    threshold = None if fail_on == "none" else Severity(fail_on)
+    return judge(report, policy, threshold)
 
 
 def _model_targets(policy: Policy | None) -> list[Any]:

@@ -141,6 +141,8 @@ def _drift_detail(d: Any) -> str:
         parts.append(f"expected {d.expected or '-'} got {d.actual or '-'}")
     if d.note:
         parts.append(d.note)
+    if getattr(d, "layer", None) is not None:
+        parts.append(f"layer {d.layer.index}: {d.layer.created_by or d.layer.digest}")
     return "; ".join(parts)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from patchaudit.procs import cgroup
 from patchaudit.procs.entry import loaded_files
+from patchaudit.procs.foreign import foreign_root, through
 from patchaudit.procs.proc import ProcInfo, ProcState, all_pids, boot_time, read
 from patchaudit.procs.pyenv import ProcEnv, locate
 from patchaudit.procs.sitefiles import SiteFiles, load_site
@@ -90,10 +91,12 @@ class ProcessReport:
     argv: tuple[str, ...] = ()
     env: ProcEnv | None = None
     changed: tuple[ChangedFile, ...] = field(default_factory=tuple)
+    container: str | None = None  # "docker 0123456789ab", "containerd <id> (pod <uid>)", "nspawn NAME"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "pid": self.pid,
+            "container": self.container,
             "ppid": self.ppid,
             "status": self.status.value,
             "reason": self.reason,
@@ -140,11 +143,15 @@ class Assessor:
                 return None
             return ProcessReport(pid=pid, status=ProcStatus.NOT_PYTHON, reason=f"runs {proc.exe or proc.comm}")
         unit = cgroup.unit_of(proc.cgroup)
-        base = {"pid": pid, "ppid": proc.ppid, "started": proc.started, "argv": proc.argv}
+        container = cgroup.container_of(proc.cgroup)
+        base = {"pid": pid, "ppid": proc.ppid, "started": proc.started, "argv": proc.argv, "container": container}
         if proc.state is ProcState.DENIED:
             return ProcessReport(status=ProcStatus.UNINSPECTABLE, reason=proc.reason, **base)  # type: ignore[arg-type]
-        env = locate(proc)
         since = self._code_since(proc)
+        door = foreign_root(pid)
+        if door is not None:  # a container's process: its paths mean files below its own root
+            proc = through(proc, door)
+        env = locate(proc)
         changed = self._changed(proc, env, since)
         if any(c.mapped or c.loaded for c in changed):
             status = ProcStatus.STALE

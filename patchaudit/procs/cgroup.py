@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,6 +29,42 @@ def unit_of(cgroup: str | None) -> str | None:
         if part.endswith((".service", ".scope")):
             return part
     return None
+
+
+# The container a cgroup path names, as runtimes lay them out (systemd and cgroupfs drivers alike):
+# docker-<id>.scope, /docker/<id>, cri-containerd-<id>.scope, crio-<id>.scope, libpod-<id>.scope,
+# a Kubernetes pod<uid> (systemd writes its dashes as underscores) and systemd-nspawn@<name>.service.
+_CONTAINER = re.compile(
+    r"(?:^|/)(?:(?P<runtime>docker|cri-containerd|crio|libpod)-(?P<id>[0-9a-f]{12,64})\.scope"
+    r"|(?P<v1runtime>docker|libpod)/(?P<v1id>[0-9a-f]{64}))(?:/|$)"
+)
+_POD = re.compile(
+    r"pod(?P<uid>[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?:/|$)"
+)
+_K8S_BARE = re.compile(r"(?:^|/)kubepods\b.*/(?P<id>[0-9a-f]{64})(?:/|$)")
+_NSPAWN = re.compile(r"(?:^|/)systemd-nspawn@(?P<name>[^/]+)\.service(?:/|$)")
+_RUNTIMES = {"docker": "docker", "cri-containerd": "containerd", "crio": "cri-o", "libpod": "podman"}
+
+
+def container_of(cgroup: str | None) -> str | None:
+    """`docker 0123456789ab`, `containerd 0123456789ab (pod <uid>)`, `podman ...`, `nspawn NAME`; None
+    for a process in no container."""
+    if not cgroup:
+        return None
+    found = _CONTAINER.search(cgroup)
+    runtime: str | None = None
+    ident = ""
+    if found is not None:
+        runtime = _RUNTIMES[found.group("runtime") or found.group("v1runtime")]
+        ident = (found.group("id") or found.group("v1id"))[:12]
+    elif (bare := _K8S_BARE.search(cgroup)) is not None:
+        runtime, ident = "kubernetes", bare.group("id")[:12]  # cgroupfs driver: the runtime is not named
+    elif (nspawn := _NSPAWN.search(cgroup)) is not None:
+        return f"nspawn {nspawn.group('name')}"
+    if runtime is None:
+        return None
+    pod = _POD.search(cgroup)
+    return f"{runtime} {ident}" + (f" (pod {pod.group('uid').replace('_', '-')})" if pod else "")
 
 
 def unit_cgroups(unit: str, root: Path = CGROUP_ROOT) -> list[Path]:

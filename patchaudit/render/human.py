@@ -100,7 +100,14 @@ def _files(out: _Printer, drift: Sequence[Drift], findings: Sequence[Finding], *
         if finding.rule in _FACT_NAMES:
             continue
         by_path.setdefault(finding.path, []).append(finding)
-    for item in drift:
+    layer = None
+    # an image's drift comes grouped by the layer that made it, under that layer's history line
+    ordered = sorted(drift, key=lambda d: d.layer.index if d.layer else -1) if any(d.layer for d in drift) else drift
+    for item in ordered:
+        if item.layer is not None and item.layer != layer:
+            layer = item.layer
+            step = printable(layer.created_by) if layer.created_by else "(no history)"
+            out.line(Text(f"  layer {layer.index} {layer.digest[:19]}: {step}", style="bold"))
         out.line(_drift_line(item))
         _findings(out, by_path.pop(item.path, []), verbose=verbose)
     for path, rest in by_path.items():

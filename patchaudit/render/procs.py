@@ -49,7 +49,8 @@ def restart_hint(report: ProcessReport) -> str:
 
 def process_line(report: ProcessReport) -> str:
     """`pid 4242 (vllm.service) started 22:15 from /srv/vllm: 3 files changed since it started (...): restart ...`"""
-    who = f"pid {report.pid}" + (f" ({escape(report.unit)})" if report.unit else "")
+    label = report.container or report.unit
+    who = f"pid {report.pid}" + (f" ({escape(label)})" if label else "")
     if report.status is ProcStatus.GONE:
         return f"{who}: exited"
     if report.status is ProcStatus.NOT_PYTHON:
