@@ -76,6 +76,54 @@ class Source(enum.StrEnum):
     LEGACY = "legacy"
 
 
+class ReachClass(enum.StrEnum):
+    """Whether a file runs for the model being served (`--serve`)."""
+
+    RUNS = "runs"  # the served model's own code, reached from its architecture
+    OTHER_MODEL = "other-model"  # another model's code in the framework's model directory
+    SHARED = "shared"  # framework or library code outside the model directory: runs whatever the model
+    UNKNOWN = "unknown"  # says why
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reach:
+    kind: ReachClass
+    via: tuple[str, ...] = ()  # each step "path:line what", path relative to the site directory
+    why: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"class": self.kind.value, "via": list(self.via)}
+        if self.why:
+            out["why"] = self.why
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Serving:
+    """The model `--serve` named and how its architectures resolved in the installed framework."""
+
+    model: str
+    config: str
+    framework: str | None
+    version: str | None
+    architectures: tuple[str, ...]
+    resolved: tuple[str, ...] = ()  # "Arch -> module (path:line)"
+    unresolved: tuple[str, ...] = ()
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "config": self.config,
+            "framework": self.framework,
+            "version": self.version,
+            "architectures": list(self.architectures),
+            "resolved": list(self.resolved),
+            "unresolved": list(self.unresolved),
+            "note": self.note,
+        }
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Drift:
     """One file that is not as its distribution shipped it."""
@@ -89,6 +137,7 @@ class Drift:
     winner: str | None = None  # overwritten: "name version" of the distribution whose file is installed
     wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
     co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
+    reach: Reach | None = None  # with --serve: does it run for the served model
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -107,6 +156,8 @@ class Drift:
             out["wheel"] = self.wheel
         if self.co_owners:
             out["co_owners"] = list(self.co_owners)
+        if self.reach is not None:
+            out["reach"] = self.reach.to_dict()
         return out
 
 
@@ -133,6 +184,7 @@ class Finding:
     in_change: bool = True
     column: int = 0
     suppressed: bool = False
+    reach: Reach | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -145,6 +197,8 @@ class Finding:
         }
         if self.suppressed:
             out["suppressed"] = True
+        if self.reach is not None:
+            out["reach"] = self.reach.to_dict()
         return out
 
 
@@ -317,6 +371,7 @@ class Report:
     models: tuple[ModelReport, ...] = ()
     started: str = field(default_factory=now_utc)  # when the run began (UTC, ISO 8601); kept by replace()
     rules: str | None = None  # the rule pack's version when the hazard rules ran
+    serving: Serving | None = None
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
@@ -396,7 +451,7 @@ class Report:
         return any(f.severity.at_least(fail_on) for f in self.active_findings() if upstream or f.in_change)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema": SCHEMA,
             "run": {"patchaudit": _version(), "rules": self.rules, "started": self.started},
             "target": {"python": self.target.python, "paths": list(self.target.paths)},
@@ -405,6 +460,9 @@ class Report:
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }
+        if self.serving is not None:
+            out["serve"] = self.serving.to_dict()
+        return out
 
 
 def _version() -> str:

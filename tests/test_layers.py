@@ -19,7 +19,9 @@ LAYERS: list[set[str]] = [
     {"cli", "__main__"},
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
-    {"audit", "procs", "models"},  # procs: running processes and service environments; models: model directories
+    # procs: running processes and service environments; models: model directories; serving: which drift
+    # runs for the served model (registry + static import graph, annotating a report)
+    {"audit", "procs", "models", "serving"},
     # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
     # ownership: who owns which file, and added files; hooks: startup hooks nobody owns; pieces: what a
     # worker checks of a RECORD

@@ -1,0 +1,206 @@
+"""The serving path (`--serve MODEL`): which drift runs for the model being served.
+
+A layer above verify: it reads the model's config.json, the installed framework's registry and a
+static import graph of the framework (never importing any of it), and annotates each drift entry and
+finding of a report with its reach. Drift still fails whatever its reach; a policy may set findings'
+severities by reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from patchaudit.environment import Environment, InstalledDist
+from patchaudit.report import DistReport, DriftState, Finding, Reach, ReachClass, Report, Serving, Severity
+from patchaudit.serving.config import ServedModel
+from patchaudit.serving.config import read as read_model
+from patchaudit.serving.graph import Graph, build
+from patchaudit.serving.reach import Classifier, Walk, model_roots, walk, why_unknown
+from patchaudit.serving.registry import Registry, read_sglang, read_vllm
+
+FRAMEWORKS = ("vllm", "sglang")
+GRAPH_CACHE = "serving-graph-{name}-v1.json"
+WALK_CACHE = "serving-walk-{name}-{model}-v1.json"  # one per served model
+CACHE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ServeOptions:
+    model: str
+    cache_dir: Path | None = None  # where the graph cache goes (None: uncached)
+    workers: int = 1
+    reach_severity: Mapping[str, Severity] = dataclasses.field(default_factory=dict)
+    hub_cache: Path | None = None
+
+
+def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
+    """`report` with a reach on every drift entry and finding, and what was served in `report.serving`."""
+    model = read_model(options.model, cache_dir=options.hub_cache)
+    framework = _framework(env)
+    if framework is None:
+        why = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
+        return _apply(report, None, None, model, why, options)
+    dist_report = next((d for d in report.distributions if d.name == framework.name), None)
+    steps, roots, why = _walk(framework, dist_report, model, options)
+    classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why)
+    serving = Serving(
+        model=model.spec,
+        config=str(model.config),
+        framework=framework.name,
+        version=framework.version,
+        architectures=model.architectures,
+        resolved=steps.resolved,
+        unresolved=steps.unresolved,
+        note=why,
+    )
+    return _apply(report, framework, classifier, model, why, options, serving)
+
+
+def _framework(env: Environment) -> InstalledDist | None:
+    """The serving framework installed in `env` (its dist-info found by name; nothing else is read)."""
+    import os
+
+    for name in FRAMEWORKS:
+        for site in env.site_dirs:
+            try:
+                entries = os.listdir(site)
+            except OSError:
+                continue
+            for entry in sorted(entries):
+                stem, _, version = entry.removesuffix(".dist-info").partition("-")
+                if entry.endswith(".dist-info") and stem.lower() == name and version:
+                    meta = site / entry
+                    return InstalledDist(name=name, version=version, location=site, meta_dir=meta)
+    return None
+
+
+def _walk(
+    framework: InstalledDist, dist: DistReport | None, model: ServedModel, options: ServeOptions
+) -> tuple[Walk, tuple[str, ...], str | None]:
+    """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree."""
+    from patchaudit.safefs import Cap, read_capped
+
+    record_path = framework.record_path
+    record = read_capped(record_path, Cap.RECORD) if record_path is not None else b""
+    drift = [] if dist is None else sorted((d.path, d.state.value, d.actual or "") for d in dist.drift)
+    key = hashlib.sha256(
+        repr((CACHE_VERSION, framework.version, dist is None, drift, model.architectures, model.nested)).encode()
+        + record
+    ).hexdigest()
+    served = hashlib.sha256(repr((model.architectures, model.nested)).encode()).hexdigest()[:16]
+    name = WALK_CACHE.format(name=framework.key, model=served)
+    cache = options.cache_dir / name if options.cache_dir is not None else None
+    if cache is not None and record and dist is not None:
+        hit = _load_walk(cache, key)
+        if hit is not None:
+            return hit
+    graph = _graph(framework, dist, record, options)
+    if framework.key == "vllm":
+        registry = read_vllm(framework.location, framework.version)
+    else:
+        registry = read_sglang(framework.location, framework.version, list(graph.modules.values()))
+    steps = walk(model, registry, graph)
+    roots = model_roots(registry, graph)
+    why = why_unknown(model, registry, steps)
+    if cache is not None and record and dist is not None:
+        entry = {"walk": steps.to_dict(), "roots": list(roots), "why": why}
+        _store(cache, {"version": CACHE_VERSION, "walks": {key: entry}})
+    return steps, roots, why
+
+
+def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None] | None:
+    data = _read_cache(cache).get(key)
+    if not isinstance(data, dict):
+        return None
+    try:
+        roots, why = data.get("roots"), data.get("why")
+        if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+            return None
+        if why is not None and not isinstance(why, str):
+            return None
+        return Walk.from_dict(data.get("walk")), tuple(roots), why
+    except ValueError:
+        return None
+
+
+def _read_cache(cache: Path) -> dict[str, object]:
+    from patchaudit.safefs import Cap, UnreadableFile, read_capped
+
+    try:
+        data = json.loads(read_capped(cache, Cap.JSON))
+    except (UnreadableFile, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("walks"), dict):
+        return {}
+    return data["walks"]
+
+
+def _store(cache: Path, data: dict[str, object]) -> None:
+    from patchaudit.atomic import atomic_write
+
+    try:
+        atomic_write(cache, json.dumps(data, separators=(",", ":")), mode=0o600, durable=False)
+    except OSError:
+        pass  # a cache that cannot be written costs time, never a verdict
+
+
+def _graph(framework: InstalledDist, dist: DistReport | None, record: bytes, options: ServeOptions) -> Graph:
+    from patchaudit.record import parse_record
+
+    paths = [e.path for e in parse_record(record).entries] if record else []
+    if dist is None:
+        changed = paths  # not verified in this run: no file can be taken as RECORD says
+    else:
+        changed = [d.path for d in dist.drift]
+        paths += [d.path for d in dist.drift if d.state is DriftState.ADDED]
+    cache = options.cache_dir / GRAPH_CACHE.format(name=framework.key) if options.cache_dir is not None else None
+    return build(framework.location, paths, changed=changed, record=record, cache_file=cache, workers=options.workers)
+
+
+def _apply(
+    report: Report,
+    framework: InstalledDist | None,
+    classifier: Classifier | None,
+    model: ServedModel,
+    why: str | None,
+    options: ServeOptions,
+    serving: Serving | None = None,
+) -> Report:
+    def reach_of(dist: str | None, path: str) -> Reach:
+        if classifier is None:
+            return Reach(kind=ReachClass.UNKNOWN, why=why)
+        if framework is None or dist != framework.name:
+            return Reach(kind=ReachClass.SHARED)
+        return classifier.of(path)
+
+    def finding(dist: str | None, f: Finding) -> Finding:
+        reach = reach_of(dist, f.path)
+        severity = options.reach_severity.get(reach.kind.value, f.severity)
+        return dataclasses.replace(f, reach=reach, severity=severity)
+
+    dists = tuple(
+        dataclasses.replace(
+            d,
+            drift=tuple(dataclasses.replace(x, reach=reach_of(d.name, x.path)) for x in d.drift),
+            findings=tuple(finding(d.name, f) for f in d.findings),
+        )
+        for d in report.distributions
+    )
+    env_report = dataclasses.replace(
+        report.environment,
+        drift=tuple(dataclasses.replace(x, reach=reach_of(None, x.path)) for x in report.environment.drift),
+        findings=tuple(finding(None, f) for f in report.environment.findings),
+    )
+    if serving is None:
+        serving = Serving(
+            model=model.spec, config=str(model.config), framework=None, version=None,
+            architectures=model.architectures, note=why,
+        )  # fmt: skip
+    return dataclasses.replace(report, distributions=dists, environment=env_report, serving=serving)
+
+
+__all__ = ["ServeOptions", "annotate", "Registry"]
