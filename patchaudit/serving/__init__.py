@@ -8,6 +8,7 @@ severities by reach.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,8 +43,8 @@ def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
     model = read_model(options.model, cache_dir=options.hub_cache)
     framework = _framework(env)
     if framework is None:
-        why = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
-        return _apply(report, None, None, model, why, options)
+        missing = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
+        return _apply(report, None, None, model, missing, options)
     dist_report = next((d for d in report.distributions if d.name == framework.name), None)
     steps, roots, why = _walk(framework, dist_report, model, options)
     classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why)
@@ -142,10 +143,8 @@ def _read_cache(cache: Path) -> dict[str, object]:
 def _store(cache: Path, data: dict[str, object]) -> None:
     from patchaudit.atomic import atomic_write
 
-    try:
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs time, never a verdict
         atomic_write(cache, json.dumps(data, separators=(",", ":")), mode=0o600, durable=False)
-    except OSError:
-        pass  # a cache that cannot be written costs time, never a verdict
 
 
 def _graph(framework: InstalledDist, dist: DistReport | None, record: bytes, options: ServeOptions) -> Graph:

@@ -8,6 +8,7 @@ is followed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -140,7 +141,5 @@ def _store(cache_file: Path, key: str, facts: Mapping[str, Facts]) -> None:
     from patchaudit.atomic import atomic_write
 
     data = {"version": CACHE_VERSION, "record": key, "modules": {p: f.to_list() for p, f in sorted(facts.items())}}
-    try:
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs time, never a verdict
         atomic_write(cache_file, json.dumps(data, separators=(",", ":")), mode=0o600, durable=False)
-    except OSError:
-        pass  # a cache that cannot be written costs time, never a verdict

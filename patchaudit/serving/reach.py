@@ -112,9 +112,9 @@ def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
             unresolved.append(arch)
     drain()
     for key, arch in model.nested:
-        entry = registry.entries.get(arch)
-        if entry is not None and through_registry(arch, None, None):
-            resolved.append(f"{key}: {arch} -> {entry.module} ({entry.where})")
+        nested = registry.entries.get(arch)
+        if nested is not None and through_registry(arch, None, None):
+            resolved.append(f"{key}: {arch} -> {nested.module} ({nested.where})")
         drain()
     clean = {m: p for m, p in parents.items() if not m.startswith("\0")}
     links = {m: p for m, p in parents.items() if m.startswith("\0")}

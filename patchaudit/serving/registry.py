@@ -99,9 +99,8 @@ def _vllm_tables(data: bytes, rel: str, merged: str) -> dict[str, Entry] | None:
 def _string_pair(node: ast.expr) -> tuple[str, str] | None:
     if isinstance(node, ast.Tuple) and len(node.elts) == 2:
         a, b = node.elts
-        if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):
-            if isinstance(a.value, str) and isinstance(b.value, str):
-                return a.value, b.value
+        if isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str):
+            return (a.value, b.value) if isinstance(b.value, str) else None
     return None
 
 
