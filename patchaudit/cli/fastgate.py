@@ -19,6 +19,7 @@ VALUE_OPTIONS = {
     "--cache-dir": "cache_dir",
     "--workers": "workers",
     "--timeout": "timeout",
+    "--serve": "serve",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -86,6 +87,7 @@ def fast_gate(args: list[str]) -> int | None:
         cache_dir=path("cache_dir"),
         workers=int(values["workers"]) if "workers" in values else None,
         timeout=float(values["timeout"]) if "timeout" in values else None,
+        serve=values.get("serve"),
     )
 
 
@@ -103,6 +105,7 @@ def run_gate(
     workers: int | None = None,
     fmt: str = "journal",
     timeout: float | None = None,
+    serve: str | None = None,
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -121,6 +124,7 @@ def run_gate(
             cache_dir=cache_dir,
             workers=workers,
             timeout=timeout,
+            serve=serve,
         )
     )
     for note in verdict.notes:

@@ -42,6 +42,7 @@ from patchaudit.report import FAIL_ON_CHOICES
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
 @timeout_option("default: the policy's, else 120")
+@click.option("--serve", metavar="MODEL", help="Mark what runs for MODEL (default: the policy's `serve`).")
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -55,6 +56,7 @@ def gate(
     workers: int | None,
     fmt: str,
     timeout: float | None,
+    serve: str | None,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -70,4 +72,5 @@ def gate(
         workers=workers,
         fmt=fmt,
         timeout=timeout,
+        serve=serve,
     )

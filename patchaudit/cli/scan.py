@@ -13,10 +13,12 @@ from patchaudit.cli.common import (
     fail_on_option,
     interrupted_runs,
     open_environment,
+    serve_option,
     severity_or_none,
     target_options,
     timeout_option,
     wheelhouse_option,
+    with_reach,
     write_output,
 )
 from patchaudit.errors import ExitCode
@@ -63,6 +65,7 @@ PROGRESS_THRESHOLD = 2000
 )
 @timeout_option("exit 2; default: no limit")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
+@serve_option
 @fail_on_option
 def scan(
     dists: tuple[str, ...],
@@ -81,6 +84,7 @@ def scan(
     cache_dir: Path | None,
     workers: int | None,
     verbose: bool,
+    serve: str | None,
     fail_on: str,
     timeout: float | None,
 ) -> int:
@@ -110,6 +114,10 @@ def scan(
             report = _scan_with_progress(env, options)
         else:
             report = run_scan(env, options)
+        if serve:
+            from patchaudit.audit import cache_dir as scan_cache_dir
+
+            report = with_reach(report, env, serve, scan_cache_dir(env, options), workers)
     pending = interrupted_runs(env)
     if pending:
         import dataclasses
