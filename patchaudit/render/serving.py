@@ -25,7 +25,7 @@ def serving_lines(report: Report) -> list[Text]:
     lines = [Text(f"serving {printable(served.model)} ({printable(archs)}) with {where}", style="bold")]
     if served.note:
         lines.append(Text(f"  reach unknown: {printable(served.note)}", style="yellow"))
-    drift = [(dist, d) for dist in report.distributions for d in dist.drift] + [
+    drift = [(dist.name, d) for dist in report.distributions for d in dist.drift] + [
         ("environment", d) for d in report.environment.drift
     ]
     runs = [(dist, d) for dist, d in drift if _kind(d) is ReachClass.RUNS]

@@ -148,7 +148,9 @@ class Classifier:
 
 def model_roots(registry: Registry, graph: Graph) -> tuple[str, ...]:
     """The directories holding the registry's model modules (a package's parent, a module's directory)."""
-    roots: set[str] = set()
+    from patchaudit.serving.registry import MODEL_DIRS
+
+    roots: set[str] = set(MODEL_DIRS.get(registry.framework, ()) if registry.problem else ())
     for entry in registry.entries.values():
         path = graph.modules.get(entry.module)
         if path is None:

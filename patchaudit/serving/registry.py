@@ -23,6 +23,11 @@ VLLM_LAYOUTS = (
     ("vllm/model_executor/models/__init__.py", "_MODELS"),
 )
 SGLANG_MODELS = "sglang/srt/models/"
+# Where each framework keeps its model code: where files are of unknown reach when the registry is not read.
+MODEL_DIRS = {
+    "vllm": ("vllm/model_executor/models/", "vllm/models/"),
+    "sglang": (SGLANG_MODELS,),
+}
 
 
 @dataclass(frozen=True, slots=True)
