@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-REGISTRY = '''\
+REGISTRY = """\
 import importlib
 import sys
 
@@ -60,7 +60,7 @@ def _resolve_module_name(mod_relname: str) -> str:
 def load(arch):
     module_name, cls_name = _VLLM_MODELS[arch]
     return getattr(importlib.import_module(_resolve_module_name(module_name)), cls_name)
-'''
+"""
 
 KIMI_K25 = '''\
 """Kimi-K2.5: a vision tower and a DeepSeek-V3 language model.
@@ -99,7 +99,7 @@ class KimiK25ForConditionalGeneration(nn.Module):
         )
 '''
 
-UTILS = '''\
+UTILS = """\
 from vllm.model_executor.models.registry import load
 
 
@@ -109,9 +109,9 @@ def maybe_prefix(prefix, name):
 
 def init_vllm_registered_model(vllm_config, *, hf_config=None, prefix="", architectures=None):
     return load((architectures or hf_config.architectures)[0])(vllm_config=vllm_config, prefix=prefix)
-'''
+"""
 
-MODEL = '''\
+MODEL = """\
 import torch
 from torch import nn
 
@@ -125,7 +125,7 @@ class {name}(nn.Module):
 
     def forward(self, hidden_states):
         return self.proj(hidden_states)
-'''
+"""
 
 FILES: dict[str, str] = {
     "vllm/__init__.py": '__version__ = "0.33.0"\n',

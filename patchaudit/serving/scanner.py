@@ -22,8 +22,9 @@ _IMPORT_MODULE = re.compile(
 _ARCHITECTURES = re.compile(rb"architectures\s*=\s*\[([^\]]*)\]")
 _STRING = re.compile(rb"""(['"])(\w+)\1""")
 _COMMENT = re.compile(rb"#[^\n]*")
+_FROM_BYTES = re.compile(rb"from\s+(\.*[\w.]*)\s+import")
+_FROM = re.compile(r"from\s+(\.*[\w.]*)\s+import\b(.*)", re.S)
 _DOTTED = re.compile(r"\w+(?:\.\w+)*")
-_RELATIVE = re.compile(r"\.*(?:\w+(?:\.\w+)*)?")
 _TYPE_CHECKING = re.compile(rb"[ \t]*if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?\n")
 
 
@@ -124,10 +125,15 @@ class _LineCounter:
 def _statement_end(data: bytes, pos: int) -> int:
     end = data.find(b"\n", pos)
     end = len(data) if end < 0 else end
-    line = data[pos:end]
+    line = data[pos:end].split(b"#", 1)[0]
     if b"(" in line and b")" not in line:
-        close = data.find(b")", pos)
-        return len(data) if close < 0 else close + 1
+        while end < len(data):  # to the line that closes the parenthesis, comments aside
+            nxt = data.find(b"\n", end + 1)
+            nxt = len(data) if nxt < 0 else nxt
+            if b")" in data[end + 1 : nxt].split(b"#", 1)[0]:
+                return nxt
+            end = nxt
+        return end
     while line.rstrip().endswith(b"\\"):
         nxt = data.find(b"\n", end + 1)
         nxt = len(data) if nxt < 0 else nxt
@@ -138,7 +144,10 @@ def _statement_end(data: bytes, pos: int) -> int:
 def _parse_import(text: bytes, package: str, tops: frozenset[str]) -> list[str]:
     """Modules an `import ...` / `from ... import ...` statement may name, as absolute dotted names."""
     if text.startswith(b"from"):
-        module = text[4 : text.find(b"import", 4)].strip()
+        head = _FROM_BYTES.match(text)
+        if head is None:
+            return []
+        module = head.group(1)
         if not module.startswith(b".") and module.partition(b".")[0].decode("utf-8", "replace") not in tops:
             return []
     elif not any(top.encode() in text for top in tops):
@@ -147,10 +156,10 @@ def _parse_import(text: bytes, package: str, tops: frozenset[str]) -> list[str]:
     if stmt.startswith("import"):
         names = [part.split(" as ")[0].strip() for part in stmt[6:].split(",")]
         return [n for n in names if _DOTTED.fullmatch(n) and n.partition(".")[0] in tops]
-    head, sep, tail = stmt[4:].partition("import")
-    base = head.strip()
-    if not sep or not base or not _RELATIVE.fullmatch(base):
+    parts = _FROM.match(stmt)
+    if parts is None:
         return []
+    base, tail = parts.group(1), parts.group(2)
     if base.startswith("."):
         base = _relative(package, base)
     if not base or base.partition(".")[0] not in tops:
