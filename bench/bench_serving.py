@@ -70,7 +70,8 @@ def main() -> None:
     read_s, build_s = statistics.median(reads), statistics.median(builds)
     print(
         f"graph: {len(graph.modules)} modules, built in {build_s:.3f}s on {args.workers} workers "
-        f"(target < {GRAPH_TARGET_S}s), CPU {statistics.median(cpu):.3f}s; reading their bytes alone {read_s:.3f}s; ratio {build_s / read_s:.2f}x"
+        f"(target < {GRAPH_TARGET_S}s), CPU {statistics.median(cpu):.3f}s; "
+        f"reading their bytes alone {read_s:.3f}s; ratio {build_s / read_s:.2f}x"
     )
 
     with tempfile.TemporaryDirectory() as cache:

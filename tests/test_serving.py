@@ -188,6 +188,27 @@ def test_gate_fails_on_drift_whatever_its_reach(stack: dict[str, Path], tmp_path
     assert not re.search(rf"finding.*{re.escape(GLM)}", journal)
 
 
+def test_baseline_accepts_other_models_leftovers_but_not_what_runs(stack: dict[str, Path], tmp_path: Path) -> None:
+    held = tmp_path / "baseline.json"
+    created = run("baseline", "create", "--python", stack["python"], "--out", held)
+    assert created.returncode == 0, created.stderr
+    base = ("baseline", "accept", held, "--reason", "GLM-5 bring-up leftover", "--serve", stack["kimi"])
+    ok = run(*base, GLM)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{GLM}: reach other-model" in ok.stderr and f"accepted vllm: {GLM}" in ok.stdout
+    refused = run(*base, DS)
+    assert refused.returncode == 2
+    assert f"{DS} runs for {stack['kimi']}" in refused.stderr and "--force" in refused.stderr
+    assert approved(held) == [GLM]
+    forced = run(*base, DS, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert approved(held) == [GLM, DS]
+
+
+def approved(held: Path) -> list[str]:
+    return [a["path"] for a in json.loads(held.read_text())["approved"]]
+
+
 def test_bad_reach_severity_is_refused(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[severity.reach]\nelsewhere = "low"\n')

@@ -12,11 +12,25 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.report import DistReport, DriftState, Finding, Reach, ReachClass, Report, Serving, Severity
+from patchaudit.report import (
+    DistReport,
+    Drift,
+    DriftState,
+    EnvironmentReport,
+    Finding,
+    Reach,
+    ReachClass,
+    Report,
+    Serving,
+    Severity,
+    Target,
+)
 from patchaudit.serving.config import ServedModel
 from patchaudit.serving.config import read as read_model
 from patchaudit.serving.graph import Graph, build
@@ -45,7 +59,7 @@ def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
     if framework is None:
         missing = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
         return _apply(report, None, None, model, missing, options)
-    dist_report = next((d for d in report.distributions if d.name == framework.name), None)
+    dist_report = next((d for d in report.distributions if canonicalize_name(d.name) == framework.key), None)
     steps, roots, why = _walk(framework, dist_report, model, options)
     classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why)
     serving = Serving(
@@ -59,6 +73,42 @@ def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
         note=why,
     )
     return _apply(report, framework, classifier, model, why, options, serving)
+
+
+def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions) -> dict[str, Reach]:
+    """The reach of each path (relative to site-packages), the framework verified first so that its
+    drifted files are read as they are: what `baseline accept` asks before approving a patch."""
+    from patchaudit.environment import distributions
+    from patchaudit.verify import verify
+
+    framework = _framework(env)
+    every = distributions(env)
+    chosen = [d for d in every if framework is not None and d.key == framework.key]
+    report = (
+        verify(env, chosen, every=every, workers=options.workers)
+        if chosen
+        else Report(target=Target(python=None, paths=()), distributions=())
+    )
+    owned = _record_paths(chosen[0]) if chosen else []
+    tops = {p.split("/", 1)[0] for p in owned if "/" in p and not p.startswith((".", "/"))}
+    seen = {x.path for d in report.distributions for x in d.drift}
+    extra = [Drift(path=p, state=DriftState.MODIFIED) for p in paths if p not in seen]
+    mine = tuple(
+        dataclasses.replace(d, drift=(*d.drift, *(x for x in extra if x.path.split("/", 1)[0] in tops)))
+        for d in report.distributions
+    )
+    environment = EnvironmentReport(drift=tuple(x for x in extra if x.path.split("/", 1)[0] not in tops))
+    annotated = annotate(dataclasses.replace(report, distributions=mine, environment=environment), env, options)
+    found = {x.path: x.reach for d in annotated.distributions for x in d.drift}
+    found |= {x.path: x.reach for x in annotated.environment.drift}
+    return {p: r for p in paths if (r := found.get(p)) is not None}
+
+
+def _record_paths(dist: InstalledDist) -> list[str]:
+    from patchaudit.record import record_paths
+    from patchaudit.safefs import Cap, read_capped
+
+    return record_paths(read_capped(dist.record_path, Cap.RECORD)) if dist.record_path is not None else []
 
 
 def _framework(env: Environment) -> InstalledDist | None:
@@ -202,4 +252,4 @@ def _apply(
     return dataclasses.replace(report, distributions=dists, environment=env_report, serving=serving)
 
 
-__all__ = ["ServeOptions", "annotate", "Registry"]
+__all__ = ["Registry", "ServeOptions", "annotate", "reach_of_paths"]
