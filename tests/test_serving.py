@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,56 @@ def test_baseline_accepts_other_models_leftovers_but_not_what_runs(stack: dict[s
 
 def approved(held: Path) -> list[str]:
     return [a["path"] for a in json.loads(held.read_text())["approved"]]
+
+
+def test_gate_reads_the_model_from_the_units_exec_start(stack: dict[str, Path], tmp_path: Path) -> None:
+    unit = tmp_path / "vllm-kimi.service"
+    unit.write_text(
+        f"[Service]\nExecStart={stack['python'].parent}/vllm serve {stack['glm']}\n"
+        f"ExecStart=\nExecStart=-{stack['python'].parent}/vllm serve {stack['kimi']} --port 8000\n"
+    )
+    proc = run("gate", "--python", stack["python"], "--serve", f"unit:{unit}", "--no-cache")
+    assert proc.returncode == 1, proc.stderr
+    assert re.search(rf"modified.*{re.escape(DS)}.*reach runs", proc.stdout)
+    unit.write_text("[Service]\nExecStart=/usr/bin/sleep 60\n")
+    proc = run("gate", "--python", stack["python"], "--serve", f"unit:{unit}", "--no-cache")
+    assert proc.returncode == 2 and "ExecStart= names no model" in proc.stdout + proc.stderr
+
+
+def test_ps_says_what_runs_for_each_servers_model(stack: dict[str, Path], tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    shutil.copytree(stack["python"].parent.parent, venv, symlinks=True)
+    python, site = venv / "bin" / "python", site_packages(venv / "bin" / "python")
+    server = venv / "bin" / "vllm"  # what `vllm serve` runs: a console script
+    server.write_text(f"#!{python}\nimport sys, time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    server.chmod(0o755)
+    models = tmp_path / "models"
+    model_dir(models / "Kimi-K2.5", KIMI_CONFIG)
+    proc = subprocess.Popen(
+        [str(python), str(server), "serve", "Kimi-K2.5", "--port", "8000"],
+        cwd=models,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        time.sleep(0.05)
+        for rel in (DS, GLM):  # patched under the running server
+            with open(site / rel, "a") as fh:
+                fh.write("# again\n")
+        out = run("ps", "--pid", str(proc.pid), "--serve", "auto", "--format", "json")
+        assert out.returncode == 1, out.stderr
+        (process,) = json.loads(out.stdout)["processes"]
+        assert process["serve"]["model"] == str(models / "Kimi-K2.5")
+        reach = process["serve"]["reach"]
+        assert reach[str(site / DS)]["class"] == "runs"
+        assert reach[str(site / GLM)]["class"] == "other-model"
+        human = run("ps", "--pid", str(proc.pid), "--serve", "auto")
+        assert f"pid {proc.pid} serves {models / 'Kimi-K2.5'}:" in human.stdout
+        assert f"  runs  {site / DS}" in human.stdout
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_bad_reach_severity_is_refused(tmp_path: Path) -> None:

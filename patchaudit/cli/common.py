@@ -178,7 +178,8 @@ def serve_option(func: F) -> F:
     return click.option(
         "--serve",
         metavar="MODEL",
-        help="Mark what runs for MODEL (a model directory or a repo id in the hub cache): reach per file.",
+        help="Mark what runs for MODEL (a model directory, a repo id in the hub cache, or unit:NAME for the"
+        " model a systemd unit's ExecStart= serves): reach per file.",
     )(func)
 
 
@@ -187,5 +188,7 @@ def with_reach(report: Any, env: Any, serve: str | None, cache_dir: Path | None,
     if not serve:
         return report
     from patchaudit.serving import ServeOptions, annotate
+    from patchaudit.serving.argv import resolve_spec
 
-    return annotate(report, env, ServeOptions(model=serve, cache_dir=cache_dir, workers=workers or 2))
+    model = resolve_spec(serve)
+    return annotate(report, env, ServeOptions(model=model, cache_dir=cache_dir, workers=workers or 2))

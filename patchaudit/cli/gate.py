@@ -42,7 +42,11 @@ from patchaudit.report import FAIL_ON_CHOICES
     help="Worker processes (default: the policy's, else every CPU this process may use).",
 )
 @timeout_option("default: the policy's, else 120")
-@click.option("--serve", metavar="MODEL", help="Mark what runs for MODEL (default: the policy's `serve`).")
+@click.option(
+    "--serve",
+    metavar="MODEL",
+    help="Say what runs for MODEL (default: the policy's `serve`); `auto`: the model in this unit's ExecStart=.",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,

@@ -115,8 +115,10 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
 
     serve_files: list[Path] = []
     if serve:
+        from patchaudit.serving.argv import resolve_spec
         from patchaudit.serving.config import locate
 
+        serve = resolve_spec(serve)  # `auto`: the model this gate's own unit serves (its ExecStart=)
         serve_files.append(locate(serve))  # what it names is part of the fingerprint, so the key holds it
         key += repr(("serve", serve, str(serve_files[0])))
     where = cachedir.locate(predicted_prefix(python, site_path), cache_base) if options.use_cache else None

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from patchaudit.render.human import printable
 from patchaudit.report import Drift, ReachClass, Report
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from patchaudit.serving.procs import ServedProcess
 
 _STYLE = {
     ReachClass.RUNS: "bold red",
@@ -57,3 +64,33 @@ def reach_tag(drift: Drift) -> Text | None:
 
 def _kind(drift: Drift) -> ReachClass | None:
     return drift.reach.kind if drift.reach is not None else None
+
+
+def served_processes_json(text: str, served: Mapping[int, ServedProcess]) -> str:
+    """`ps --format json` with `serve` (model, reach of each changed file) on each server."""
+    import json
+
+    data = json.loads(text)
+    for process in data["processes"]:
+        found = served.get(process["pid"])
+        if found is not None:
+            process["serve"] = found.to_dict()
+    return json.dumps(data, indent=2) + "\n"
+
+
+def served_processes_lines(served: Mapping[int, ServedProcess]) -> str:
+    """Per server: the model, then its changed files that run for it (with the chain), the rest counted."""
+    lines: list[str] = []
+    for pid, one in sorted(served.items()):
+        if one.model is None:
+            lines.append(f"pid {pid}: reach unknown: {printable(one.why or '')}")
+            continue
+        lines.append(f"pid {pid} serves {printable(one.model)}:")
+        runs = [(p, r) for p, r in one.reach.items() if r.kind is ReachClass.RUNS]
+        for path, reach in runs:
+            lines.append(f"  runs  {printable(path)}")
+            lines += [f"          {printable(step)}" for step in reach.via]
+        other = sum(1 for r in one.reach.values() if r.kind is ReachClass.OTHER_MODEL)
+        rest = len(one.reach) - len(runs) - other
+        lines.append(f"  {other} changed file(s) in other models' code; {rest} shared or of unknown reach")
+    return "".join(line + "\n" for line in lines)
