@@ -154,6 +154,16 @@ FILES: dict[str, str] = {
     + "\n\ndef _quant():\n    from vllm.model_executor.layers.quantization import get_quantization_config\n\n"
     + '    return get_quantization_config("fp8")\n',
     "vllm/model_executor/models/llama.py": MODEL.format(name="LlamaForCausalLM"),
+    # spellings the import scanner must read as Python does (see tests/test_serving_scanner.py)
+    "vllm/utils/__init__.py": "",
+    "vllm/utils/import_utils.py": "class PlaceholderModule:\n    pass\n",
+    "vllm/model_executor/models/interfaces.py": (
+        "from vllm.utils.import_utils import PlaceholderModule\n"
+        "from vllm.model_executor.layers import (  # sorted (by name)\n"
+        "    linear,\n    quantization as quant,\n)\n"
+        "import vllm.logger as log, vllm.utils\n"
+        "from . import \\\n    llama\n"
+    ),
     "vllm/models/__init__.py": "",
     "vllm/models/deepseek_v4/__init__.py": "from .model import DeepseekV4ForCausalLM\n",
     "vllm/models/deepseek_v4/model.py": MODEL.format(name="DeepseekV4ForCausalLM"),
