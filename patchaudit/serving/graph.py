@@ -102,19 +102,19 @@ def _scan_all(
         for index, batch in enumerate(batches):
             results = pool.result(index)
             for (name, _, _), result in zip(batch, results, strict=True):
-                yield name, (Facts.from_list(result) if result is not None else None)
+                yield name, result
 
 
-def _scan_batch(shared: tuple[str, frozenset[str]], batch: list[tuple[str, str, bool]]) -> list[object]:
+def _scan_batch(shared: tuple[str, frozenset[str]], batch: list[tuple[str, str, bool]]) -> list[Facts | None]:
     location, tops = shared
-    out: list[object] = []
+    out: list[Facts | None] = []
     for name, path, is_package in batch:
         try:
             data = read_capped(os.path.join(location, path), Cap.SOURCE)
         except UnreadableFile:
             out.append(None)
             continue
-        out.append(scan(data, name, is_package, tops).to_list())
+        out.append(scan(data, name, is_package, tops))
     return out
 
 
