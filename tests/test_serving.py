@@ -304,6 +304,40 @@ def test_older_layout_and_unknown_layout(tmp_path: Path) -> None:
             assert "vllm 0.4.0 keeps no registry table" in reach["why"]
 
 
+def test_sglang_entry_classes(tmp_path: Path) -> None:
+    """Where SGLang serves (no vLLM installed), its models are found by their `EntryClass`."""
+    model = "import torch\nfrom sglang.srt.layers.linear import Linear\n\n\nclass {0}(torch.nn.Module):\n    pass\n"
+    files = {
+        "sglang/__init__.py": "",
+        "sglang/srt/__init__.py": "",
+        "sglang/srt/layers/__init__.py": "",
+        "sglang/srt/layers/linear.py": "class Linear:\n    pass\n",
+        "sglang/srt/models/__init__.py": "",
+        "sglang/srt/models/deepseek_v2.py": model.format("DeepseekV2ForCausalLM")
+        + "\n\nclass DeepseekV3ForCausalLM(DeepseekV2ForCausalLM):\n    pass\n\n\n"
+        "EntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM]\n",
+        "sglang/srt/models/glm4_moe.py": model.format("Glm4MoeForCausalLM") + "\n\nEntryClass = Glm4MoeForCausalLM\n",
+    }
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "w", "sglang", "0.5.0", files))
+    site = site_packages(python)
+    for rel in ("sglang/srt/models/deepseek_v2.py", "sglang/srt/models/glm4_moe.py", "sglang/srt/layers/linear.py"):
+        with open(site / rel, "a") as fh:
+            fh.write(PATCH)
+    glm = model_dir(tmp_path / "glm", GLM_CONFIG)
+    proc = run("scan", "--python", python, "--serve", glm, "--format", "json", "--no-hazards")
+    report = json.loads(proc.stdout)
+    (dist,) = report["distributions"]
+    reach = {d["path"]: d["reach"] for d in dist["drift"]}
+    entry = line_of(site, "sglang/srt/models/glm4_moe.py", "EntryClass = ")
+    assert reach["sglang/srt/models/glm4_moe.py"]["via"] == [
+        f"sglang/srt/models/glm4_moe.py:{entry} Glm4MoeForCausalLM -> sglang.srt.models.glm4_moe"
+    ]
+    assert reach["sglang/srt/models/deepseek_v2.py"]["class"] == "other-model"
+    assert reach["sglang/srt/layers/linear.py"]["class"] == "shared"
+    assert report["serve"]["framework"] == "sglang"
+
+
 def test_real_vllm_wheel(tmp_path: Path) -> None:
     """By hand: PATCHAUDIT_VLLM_WHEEL=/path/to/vllm-0.33.0-*.whl (CI fetches nothing from outside)."""
     wheel = os.environ.get("PATCHAUDIT_VLLM_WHEEL")
