@@ -38,6 +38,10 @@ _EMBEDDING_MODELS = {
     },
 }
 
+_TRANSFORMERS_SUPPORTED_MODELS = {
+    "GlmForCausalLM": ("transformers", "TransformersForCausalLM"),
+}
+
 _MULTIMODAL_MODELS = {
     "KimiK25ForConditionalGeneration": ("kimi_k25", "KimiK25ForConditionalGeneration"),
 }
@@ -46,6 +50,7 @@ _VLLM_MODELS = {
     **_TEXT_GENERATION_MODELS,
     **_EMBEDDING_MODELS,
     **_MULTIMODAL_MODELS,
+    **_TRANSFORMERS_SUPPORTED_MODELS,
 }
 
 _SUBPROCESS_COMMAND = [sys.executable, "-m", "vllm.model_executor.models.registry"]
@@ -147,7 +152,12 @@ FILES: dict[str, str] = {
     "vllm/model_executor/models/registry.py": REGISTRY,
     "vllm/model_executor/models/utils.py": UTILS,
     "vllm/model_executor/models/kimi_k25.py": KIMI_K25,
-    "vllm/model_executor/models/kimi_k25_vit.py": MODEL.format(name="MoonViT"),
+    "vllm/model_executor/models/kimi_k25_vit.py": "from transformers.models.moonvit.modeling_moonvit import Encoder\n"
+    + MODEL.format(name="MoonViT"),
+    "vllm/model_executor/models/transformers/__init__.py": (
+        "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS\n\n\n"
+        "class TransformersForCausalLM:\n    pass\n"
+    ),
     "vllm/model_executor/models/deepseek_v2.py": MODEL.format(name="DeepseekV2ForCausalLM")
     + "\n\nclass DeepseekV3ForCausalLM(DeepseekV2ForCausalLM):\n    pass\n",
     "vllm/model_executor/models/glm4_moe.py": MODEL.format(name="Glm4MoeForCausalLM")
@@ -198,3 +208,27 @@ def hub_repo(cache: Path, repo_id: str, config: dict[str, object]) -> Path:
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").symlink_to(Path("../../blobs/0123abcd"))
     return folder
+
+
+# transformers as vLLM's Transformers backend reads it: auto mappings, one modeling file per model type.
+TRANSFORMERS_FILES: dict[str, str] = {
+    "transformers/__init__.py": "",
+    "transformers/modeling_utils.py": "ALL_ATTENTION_FUNCTIONS = {}\n",
+    "transformers/models/__init__.py": "",
+    "transformers/models/auto/__init__.py": "",
+    "transformers/models/auto/modeling_auto.py": (
+        "from collections import OrderedDict\n\n"
+        "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES = OrderedDict(\n    [\n"
+        '        ("deepseek_v3", "DeepseekV3ForCausalLM"),\n'
+        '        ("glm", "GlmForCausalLM"),\n    ]\n)\n'
+    ),
+    "transformers/models/glm/__init__.py": "",
+    "transformers/models/glm/configuration_glm.py": "class GlmConfig:\n    pass\n",
+    "transformers/models/glm/modeling_glm.py": "import torch\n\n\nclass GlmForCausalLM(torch.nn.Module):\n    pass\n",
+    "transformers/models/deepseek_v3/__init__.py": "",
+    "transformers/models/deepseek_v3/modeling_deepseek_v3.py": (
+        "import torch\n\n\nclass DeepseekV3ForCausalLM(torch.nn.Module):\n    pass\n"
+    ),
+    "transformers/models/moonvit/__init__.py": "",
+    "transformers/models/moonvit/modeling_moonvit.py": "class Encoder:\n    pass\n",
+}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving_helpers import FILES, GLM_CONFIG, KIMI_CONFIG, PATCH, hub_repo, model_dir
+from serving_helpers import FILES, GLM_CONFIG, KIMI_CONFIG, PATCH, TRANSFORMERS_FILES, hub_repo, model_dir
 from wheels import build_wheel, make_venv, pip_install, site_packages
 
 DS = "vllm/model_executor/models/deepseek_v2.py"
@@ -26,7 +26,11 @@ TIMEOUT = 120
 def stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("serving")
     python = make_venv(root / "venv")
-    pip_install(python, build_wheel(root / "wheels", "vllm", "0.33.0", FILES))
+    pip_install(
+        python,
+        build_wheel(root / "wheels", "vllm", "0.33.0", FILES),
+        build_wheel(root / "wheels", "transformers", "5.20.2", TRANSFORMERS_FILES),
+    )
     site = site_packages(python)
     for rel in (DS, GLM, LINEAR):
         with open(site / rel, "a") as fh:
@@ -75,6 +79,8 @@ def check_via(site: Path, via: list[str]) -> None:
             assert what.removeprefix("import ").rsplit(".", 1)[-1] in text, (step, text)
         elif what.startswith("package of "):
             assert int(line) == 1 and path.endswith("__init__.py")
+        elif what.startswith("class "):
+            assert text.startswith(f"{what}("), (step, text)
         else:
             arch = re.search(r"\w+For\w+", what)
             assert arch is not None and f'"{arch.group()}"' in text, (step, text)
@@ -118,7 +124,8 @@ def test_unknown_architecture_is_named_and_nothing_is_dropped(stack: dict[str, P
     plain = run("scan", "--python", stack["python"], "--format", "json")
     report = scan_json(stack, stack["odd"])
     reach = reaches(report)
-    assert set(reach) == {d["path"] for d in json.loads(plain.stdout)["distributions"][0]["drift"]}
+    (vllm,) = [d for d in json.loads(plain.stdout)["distributions"] if d["name"] == "vllm"]
+    assert set(reach) == {d["path"] for d in vllm["drift"]}
     for path in (DS, GLM):
         assert reach[path]["class"] == "unknown"
         assert "NoSuchModelForCausalLM" in reach[path]["why"]
@@ -302,6 +309,44 @@ def test_older_layout_and_unknown_layout(tmp_path: Path) -> None:
         assert reach["class"] == expect, reach
         if expect == "unknown":
             assert "vllm 0.4.0 keeps no registry table" in reach["why"]
+
+
+def test_transformers_modeling_files(stack: dict[str, Path], tmp_path: Path) -> None:
+    """A modeling file runs when vLLM builds the model with transformers, or imports it; else it is another
+    model's; transformers' other code is shared."""
+    venv = tmp_path / "venv"
+    shutil.copytree(stack["python"].parent.parent, venv, symlinks=True)
+    python, site = venv / "bin" / "python", site_packages(venv / "bin" / "python")
+    glm_dense = "transformers/models/glm/modeling_glm.py"
+    ds_hf = "transformers/models/deepseek_v3/modeling_deepseek_v3.py"
+    vit_hf = "transformers/models/moonvit/modeling_moonvit.py"
+    config_hf = "transformers/models/glm/configuration_glm.py"
+    for rel in (glm_dense, ds_hf, vit_hf, config_hf):
+        with open(site / rel, "a") as fh:
+            fh.write(PATCH)
+
+    def reach_of(config: dict[str, object]) -> dict[str, dict[str, Any]]:
+        model = model_dir(tmp_path / str(config["architectures"]), config)
+        proc = run("scan", "--python", python, "--serve", model, "--format", "json", "--no-hazards")
+        report = json.loads(proc.stdout)
+        return {d["path"]: d["reach"] for dist in report["distributions"] for d in dist["drift"]}
+
+    kimi = reach_of(KIMI_CONFIG)
+    assert kimi[vit_hf]["class"] == "runs"  # imported by the vision tower
+    assert kimi[vit_hf]["via"][-1].startswith("vllm/model_executor/models/kimi_k25_vit.py:1 import transformers.")
+    check_via(site, kimi[vit_hf]["via"])
+    assert kimi[ds_hf]["class"] == "other-model"  # vLLM runs its own DeepSeek code
+    assert kimi[glm_dense]["class"] == "other-model"
+    assert kimi[config_hf]["class"] == "shared"
+    glm = reach_of({"architectures": ["GlmForCausalLM"], "model_type": "glm"})
+    assert glm[glm_dense]["class"] == "runs"
+    assert [step.split(" ", 1)[0].rsplit(":", 1)[0] for step in glm[glm_dense]["via"]] == [
+        "vllm/model_executor/models/registry.py",
+        "transformers/models/auto/modeling_auto.py",
+        glm_dense,
+    ]
+    check_via(site, glm[glm_dense]["via"])
+    assert glm[ds_hf]["class"] == "other-model"
 
 
 def test_sglang_entry_classes(tmp_path: Path) -> None:

@@ -34,13 +34,16 @@ from patchaudit.report import (
 from patchaudit.serving.config import ServedModel
 from patchaudit.serving.config import read as read_model
 from patchaudit.serving.graph import Graph, build
+from patchaudit.serving.hf import HfModel
+from patchaudit.serving.hf import resolve as hf_resolve
 from patchaudit.serving.reach import Classifier, Walk, model_roots, walk, why_unknown
 from patchaudit.serving.registry import Registry, read_sglang, read_vllm
 
 FRAMEWORKS = ("vllm", "sglang")
 GRAPH_CACHE = "serving-graph-{name}-v1.json"
 WALK_CACHE = "serving-walk-{name}-{model}-v1.json"  # one per served model
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+TRANSFORMERS_BACKEND = "vllm.model_executor.models.transformers"  # vLLM's Transformers backend
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,13 +58,22 @@ class ServeOptions:
 def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
     """`report` with a reach on every drift entry and finding, and what was served in `report.serving`."""
     model = read_model(options.model, cache_dir=options.hub_cache)
-    framework = _framework(env)
+    framework = _installed(env, FRAMEWORKS)
+    transformers = _installed(env, ("transformers",))
     if framework is None:
+        if transformers is not None:  # served by transformers itself
+            alone = _hf_model(model, None, transformers, Walk())
+            serving = Serving(
+                model=model.spec, config=str(model.config), framework="transformers",
+                version=transformers.version, architectures=model.architectures, note=alone.why,
+            )  # fmt: skip
+            return _apply(report, None, None, alone, Walk(), model, alone.why, options, serving)
         missing = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
-        return _apply(report, None, None, model, missing, options)
+        return _apply(report, None, None, None, Walk(), model, missing, options)
     dist_report = next((d for d in report.distributions if canonicalize_name(d.name) == framework.key), None)
-    steps, roots, why = _walk(framework, dist_report, model, options)
+    steps, roots, why, registry_where = _walk(framework, dist_report, model, options)
     classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why)
+    hf = _hf_model(model, registry_where, transformers, steps) if transformers is not None else None
     serving = Serving(
         model=model.spec,
         config=str(model.config),
@@ -72,7 +84,24 @@ def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
         unresolved=steps.unresolved,
         note=why,
     )
-    return _apply(report, framework, classifier, model, why, options, serving)
+    return _apply(report, framework, classifier, hf, steps, model, why, options, serving)
+
+
+def _hf_model(
+    model: ServedModel, backend: Mapping[str, str] | None, transformers: InstalledDist, steps: Walk
+) -> HfModel:
+    """The transformers model built for the served architectures: where the registry maps one to the
+    Transformers backend (`backend`: arch -> its registry step), where it lacks one, or with no framework."""
+    for arch in model.architectures:
+        if backend is None or arch in steps.unresolved:
+            found = hf_resolve(str(transformers.location), arch)
+        elif arch in backend:
+            found = hf_resolve(str(transformers.location), arch, (backend[arch],))
+        else:
+            continue
+        if found.path is not None or backend is None:
+            return found
+    return HfModel(path=None)
 
 
 def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions) -> dict[str, Reach]:
@@ -81,7 +110,7 @@ def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions
     from patchaudit.environment import distributions
     from patchaudit.verify import verify
 
-    framework = _framework(env)
+    framework = _installed(env, FRAMEWORKS)
     every = distributions(env)
     chosen = [d for d in every if framework is not None and d.key == framework.key]
     report = (
@@ -111,11 +140,11 @@ def _record_paths(dist: InstalledDist) -> list[str]:
     return record_paths(read_capped(dist.record_path, Cap.RECORD)) if dist.record_path is not None else []
 
 
-def _framework(env: Environment) -> InstalledDist | None:
-    """The serving framework installed in `env` (its dist-info found by name; nothing else is read)."""
+def _installed(env: Environment, names: Sequence[str]) -> InstalledDist | None:
+    """The first of `names` installed in `env` (its dist-info found by name; nothing else is read)."""
     import os
 
-    for name in FRAMEWORKS:
+    for name in names:
         for site in env.site_dirs:
             try:
                 entries = os.listdir(site)
@@ -123,7 +152,7 @@ def _framework(env: Environment) -> InstalledDist | None:
                 continue
             for entry in sorted(entries):
                 stem, _, version = entry.removesuffix(".dist-info").partition("-")
-                if entry.endswith(".dist-info") and stem.lower() == name and version:
+                if entry.endswith(".dist-info") and canonicalize_name(stem) == name and version:
                     meta = site / entry
                     return InstalledDist(name=name, version=version, location=site, meta_dir=meta)
     return None
@@ -131,8 +160,9 @@ def _framework(env: Environment) -> InstalledDist | None:
 
 def _walk(
     framework: InstalledDist, dist: DistReport | None, model: ServedModel, options: ServeOptions
-) -> tuple[Walk, tuple[str, ...], str | None]:
-    """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree."""
+) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str]]:
+    """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree;
+    with the architectures the registry maps to the Transformers backend (arch -> the registry's line)."""
     from patchaudit.safefs import Cap, read_capped
 
     record_path = framework.record_path
@@ -157,13 +187,18 @@ def _walk(
     steps = walk(model, registry, graph)
     roots = model_roots(registry, graph)
     why = why_unknown(model, registry, steps)
+    backend = {
+        arch: f"{found.where} {arch} -> {found.module}"
+        for arch in model.architectures
+        if (found := registry.entries.get(arch)) is not None and found.module == TRANSFORMERS_BACKEND
+    }
     if cache is not None and record and dist is not None:
-        entry = {"walk": steps.to_dict(), "roots": list(roots), "why": why}
+        entry = {"walk": steps.to_dict(), "roots": list(roots), "why": why, "backend": backend}
         _store(cache, {"version": CACHE_VERSION, "walks": {key: entry}})
-    return steps, roots, why
+    return steps, roots, why, backend
 
 
-def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None] | None:
+def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str]] | None:
     data = _read_cache(cache).get(key)
     if not isinstance(data, dict):
         return None
@@ -173,7 +208,10 @@ def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None
             return None
         if why is not None and not isinstance(why, str):
             return None
-        return Walk.from_dict(data.get("walk")), tuple(roots), why
+        backend = data.get("backend")
+        if not isinstance(backend, dict) or not all(isinstance(v, str) for v in backend.values()):
+            return None
+        return Walk.from_dict(data.get("walk")), tuple(roots), why, backend
     except ValueError:
         return None
 
@@ -207,22 +245,35 @@ def _graph(framework: InstalledDist, dist: DistReport | None, record: bytes, opt
         changed = [d.path for d in dist.drift]
         paths += [d.path for d in dist.drift if d.state is DriftState.ADDED]
     cache = options.cache_dir / GRAPH_CACHE.format(name=framework.key) if options.cache_dir is not None else None
-    return build(framework.location, paths, changed=changed, record=record, cache_file=cache, workers=options.workers)
+    return build(
+        framework.location,
+        paths,
+        changed=changed,
+        record=record,
+        cache_file=cache,
+        workers=options.workers,
+        keep=frozenset({"transformers"}),  # vLLM's models import transformers' modeling code too
+    )
 
 
 def _apply(
     report: Report,
     framework: InstalledDist | None,
     classifier: Classifier | None,
+    hf: HfModel | None,
+    steps: Walk,
     model: ServedModel,
     why: str | None,
     options: ServeOptions,
     serving: Serving | None = None,
 ) -> Report:
     def reach_of(dist: str | None, path: str) -> Reach:
+        key = canonicalize_name(dist) if dist is not None else None
+        if hf is not None and key == "transformers":
+            return hf.reach_of(path, steps.imported)
         if classifier is None:
-            return Reach(kind=ReachClass.UNKNOWN, why=why)
-        if framework is None or dist != framework.name:
+            return Reach(kind=ReachClass.SHARED) if hf is not None else Reach(kind=ReachClass.UNKNOWN, why=why)
+        if framework is None or key != framework.key:
             return Reach(kind=ReachClass.SHARED)
         return classifier.of(path)
 

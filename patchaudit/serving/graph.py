@@ -19,7 +19,7 @@ from pathlib import Path
 from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.serving.scanner import Facts, scan
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 BATCHES = 16
 
 
@@ -56,8 +56,12 @@ def build(
     record: bytes = b"",
     cache_file: Path | None = None,
     workers: int = 1,
+    keep: frozenset[str] = frozenset(),
 ) -> Graph:
-    """The graph of the `.py` files among `paths` below `location`; `changed` paths are always read again."""
+    """The graph of the `.py` files among `paths` below `location`; `changed` paths are always read again.
+
+    Imports of the top-level packages `keep` (another distribution: transformers) are kept as named.
+    """
     modules: dict[str, str] = {}
     packages: dict[str, bool] = {}
     for path in paths:
@@ -65,8 +69,8 @@ def build(
         if named is not None:
             modules[named[0]] = path
             packages[named[0]] = named[1]
-    tops = frozenset(name.partition(".")[0] for name in modules)
-    key = hashlib.sha256(record).hexdigest() if record else ""
+    tops = frozenset(name.partition(".")[0] for name in modules) | keep
+    key = hashlib.sha256(repr(sorted(keep)).encode() + record).hexdigest() if record else ""
     cached = _load(cache_file, key) if cache_file is not None and key else {}
     fresh = set(changed)
     facts: dict[str, Facts] = {}
@@ -83,11 +87,11 @@ def build(
             if result is None:
                 unreadable.append(modules[name])
             else:  # `from a import b`: b is a module only when such a file exists
-                kept = tuple(i for i in result.imports if i[0] in modules)
+                kept = tuple(i for i in result.imports if i[0] in modules or i[0].partition(".")[0] in keep)
                 facts[name] = Facts(imports=kept, registry=result.registry)
         if cache_file is not None and key:
-            keep = {modules[n]: f for n, f in facts.items() if modules[n] not in fresh}
-            _store(cache_file, key, keep)
+            stored = {modules[n]: f for n, f in facts.items() if modules[n] not in fresh}
+            _store(cache_file, key, stored)
     return Graph(location=location, modules=modules, facts=facts, unreadable=tuple(sorted(unreadable)))
 
 

@@ -28,10 +28,20 @@ class Walk:
     parents: Parents = field(default_factory=dict)
     resolved: tuple[str, ...] = ()
     unresolved: tuple[str, ...] = ()
+    external: Parents = field(default_factory=dict)  # modules of other distributions the walk imports
+
+    def imported(self, module: str) -> tuple[str, ...] | None:
+        """The chain to a module of another distribution (transformers) that the walk imports."""
+        found = self.external.get(module)
+        if found is None:
+            return None
+        prev, step = found
+        return (*self.via(prev), step) if prev is not None else (step,)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "parents": {m: [p, s] for m, (p, s) in self.parents.items()},
+            "external": {m: [p, s] for m, (p, s) in self.external.items()},
             "resolved": list(self.resolved),
             "unresolved": list(self.unresolved),
         }
@@ -39,19 +49,30 @@ class Walk:
     @classmethod
     def from_dict(cls, data: object) -> Walk:
         """Typed back from a cache file; anything malformed raises ValueError."""
-        if not isinstance(data, dict) or not isinstance(data.get("parents"), dict):
+        if not isinstance(data, dict):
             raise ValueError("walk")
-        parents: Parents = {}
-        for module, item in data["parents"].items():
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
+        tables: list[Parents] = []
+        for name in ("parents", "external"):
+            table = data.get(name)
+            if not isinstance(table, dict):
                 raise ValueError("walk")
-            if item[0] is not None and not isinstance(item[0], str):
-                raise ValueError("walk")
-            parents[module] = (item[0], item[1])
+            parents: Parents = {}
+            for module, item in table.items():
+                if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
+                    raise ValueError("walk")
+                if item[0] is not None and not isinstance(item[0], str):
+                    raise ValueError("walk")
+                parents[module] = (item[0], item[1])
+            tables.append(parents)
         lists = [data.get("resolved"), data.get("unresolved")]
         if not all(isinstance(x, list) and all(isinstance(i, str) for i in x) for x in lists):
             raise ValueError("walk")
-        return cls(parents=parents, resolved=tuple(data["resolved"]), unresolved=tuple(data["unresolved"]))
+        return cls(
+            parents=tables[0],
+            resolved=tuple(data["resolved"]),
+            unresolved=tuple(data["unresolved"]),
+            external=tables[1],
+        )
 
     def via(self, module: str) -> tuple[str, ...]:
         steps: list[str] = []
@@ -65,6 +86,7 @@ class Walk:
 
 def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
     parents: Parents = {}
+    external: Parents = {}
     queue: deque[str] = deque()
     resolved: list[str] = []
     unresolved: list[str] = []
@@ -100,7 +122,10 @@ def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
             if facts is None:
                 continue
             for name, line in facts.imports:
-                reach(name, module, f"{path}:{line} import {name}")
+                if name in graph.modules:
+                    reach(name, module, f"{path}:{line} import {name}")
+                else:
+                    external.setdefault(name, (module, f"{path}:{line} import {name}"))
             for arch, line in facts.registry:
                 through_registry(arch, module, f"{path}:{line} init_vllm_registered_model(architectures=[{arch!r}])")
 
@@ -118,7 +143,7 @@ def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
         drain()
     clean = {m: p for m, p in parents.items() if not m.startswith("\0")}
     links = {m: p for m, p in parents.items() if m.startswith("\0")}
-    return Walk(parents={**clean, **links}, resolved=tuple(resolved), unresolved=tuple(unresolved))
+    return Walk(parents={**clean, **links}, resolved=tuple(resolved), unresolved=tuple(unresolved), external=external)
 
 
 @dataclass(frozen=True, slots=True)
