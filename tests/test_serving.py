@@ -120,6 +120,30 @@ def test_glm_swaps_the_two_models(stack: dict[str, Path]) -> None:
     check_via(stack["site"], reach[LINEAR]["via"])
 
 
+def test_a_model_loaded_through_shared_code_says_so(stack: dict[str, Path], tmp_path: Path) -> None:
+    """As in vLLM 0.33.0: a layer imports another model's package inside a function (quantization configs),
+    and that package imports deepseek_v2 for a helper. The module is loaded for GLM too, and says how."""
+    venv = tmp_path / "venv"
+    shutil.copytree(stack["python"].parent.parent, venv, symlinks=True)
+    python, site = venv / "bin" / "python", site_packages(venv / "bin" / "python")
+    with open(site / "vllm/model_executor/layers/quantization.py", "a") as fh:
+        fh.write("\n\ndef deepseek_config():\n    from vllm.models.deepseek_v4 import DeepseekV4ForCausalLM\n")
+    with open(site / "vllm/models/deepseek_v4/model.py", "a") as fh:
+        fh.write("\nfrom vllm.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM as _Helper\n")
+    proc = run("scan", "--python", python, "--serve", stack["glm"], "--format", "json", "--no-hazards")
+    reach = reaches(json.loads(proc.stdout))
+    assert reach[GLM]["class"] == "runs" and "why" not in reach[GLM]
+    assert reach[DS]["class"] == "runs"
+    line = line_of(site, "vllm/model_executor/layers/quantization.py", "from vllm.models.deepseek_v4")
+    assert reach[DS]["why"] == (
+        f"loaded through shared code (vllm/model_executor/layers/quantization.py:{line}),"
+        " not built as this model: its module-level code runs"
+    )
+    check_via(site, reach[DS]["via"])
+    kimi = reaches(json.loads(run("scan", "--python", python, "--serve", stack["kimi"], "--format", "json").stdout))
+    assert kimi[DS]["class"] == "runs" and "why" not in kimi[DS]  # built by Kimi through the registry
+
+
 def test_unknown_architecture_is_named_and_nothing_is_dropped(stack: dict[str, Path]) -> None:
     plain = run("scan", "--python", stack["python"], "--format", "json")
     report = scan_json(stack, stack["odd"])
@@ -413,10 +437,13 @@ def test_real_vllm_wheel(tmp_path: Path) -> None:
     assert kimi_reach[GLM]["class"] == "other-model"
     assert kimi_reach[LINEAR]["class"] == "shared"
     glm_reach = reach_of(glm)
-    assert glm_reach[GLM]["class"] == "runs"
-    # 0.33.0: glm4_moe -> layers.quantization's get_quantization_config() imports vllm.models.deepseek_v4(1),
-    # whose MTP imports deepseek_v2: the module is loaded for GLM too, and the chain says how.
+    assert glm_reach[GLM]["class"] == "runs" and "why" not in glm_reach[GLM]
+    # 0.33.0: layers.quantization's get_quantization_config() imports vllm.models.deepseek_v4(1), whose MTP
+    # imports deepseek_v2 for a helper: the module is loaded for GLM too, and says how.
+    assert glm_reach[DS]["class"] == "runs"
+    assert glm_reach[DS]["why"].startswith("loaded through shared code (vllm/model_executor/layers/quantization/")
     check_via(target, glm_reach[DS]["via"])
+    assert "why" not in kimi_reach[DS]
     odd_reach = reach_of(odd)
     assert odd_reach[DS]["class"] == "unknown" and "NoSuchModelForCausalLM" in odd_reach[DS]["why"]
     shutil.rmtree(target)

@@ -41,6 +41,8 @@ def serving_lines(report: Report) -> list[Text]:
         assert d.reach is not None
         for step in d.reach.via:
             lines.append(Text(f"          {printable(step)}", style="dim"))
+        if d.reach.why:
+            lines.append(Text(f"        {printable(d.reach.why)}", style="yellow"))
     if not runs:
         lines.append(Text("  no drifted file of the framework's model code runs for this model", style="green"))
     other = sum(1 for _, d in drift if _kind(d) is ReachClass.OTHER_MODEL)

@@ -42,7 +42,7 @@ from patchaudit.serving.registry import Registry, read_sglang, read_vllm
 FRAMEWORKS = ("vllm", "sglang")
 GRAPH_CACHE = "serving-graph-{name}-v1.json"
 WALK_CACHE = "serving-walk-{name}-{model}-v1.json"  # one per served model
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 TRANSFORMERS_BACKEND = "vllm.model_executor.models.transformers"  # vLLM's Transformers backend
 
 
@@ -184,8 +184,8 @@ def _walk(
         registry = read_vllm(framework.location, framework.version)
     else:
         registry = read_sglang(framework.location, framework.version, list(graph.modules.values()))
-    steps = walk(model, registry, graph)
     roots = model_roots(registry, graph)
+    steps = walk(model, registry, graph, roots)
     why = why_unknown(model, registry, steps)
     backend = {
         arch: f"{found.where} {arch} -> {found.module}"

@@ -29,6 +29,7 @@ class Walk:
     resolved: tuple[str, ...] = ()
     unresolved: tuple[str, ...] = ()
     external: Parents = field(default_factory=dict)  # modules of other distributions the walk imports
+    core: Parents = field(default_factory=dict)  # reached without leaving the model directories
 
     def imported(self, module: str) -> tuple[str, ...] | None:
         """The chain to a module of another distribution (transformers) that the walk imports."""
@@ -42,6 +43,7 @@ class Walk:
         return {
             "parents": {m: [p, s] for m, (p, s) in self.parents.items()},
             "external": {m: [p, s] for m, (p, s) in self.external.items()},
+            "core": {m: [p, s] for m, (p, s) in self.core.items()},
             "resolved": list(self.resolved),
             "unresolved": list(self.unresolved),
         }
@@ -52,7 +54,7 @@ class Walk:
         if not isinstance(data, dict):
             raise ValueError("walk")
         tables: list[Parents] = []
-        for name in ("parents", "external"):
+        for name in ("parents", "external", "core"):
             table = data.get(name)
             if not isinstance(table, dict):
                 raise ValueError("walk")
@@ -72,19 +74,35 @@ class Walk:
             resolved=tuple(data["resolved"]),
             unresolved=tuple(data["unresolved"]),
             external=tables[1],
+            core=tables[2],
         )
 
-    def via(self, module: str) -> tuple[str, ...]:
+    def via(self, module: str, table: Parents | None = None) -> tuple[str, ...]:
+        table = self.parents if table is None else table
         steps: list[str] = []
         at: str | None = module
         while at is not None and len(steps) < 1000:
-            prev, step = self.parents[at]
+            prev, step = table[at]
             steps.append(step)
             at = prev
         return tuple(reversed(steps))
 
 
-def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
+def walk(model: ServedModel, registry: Registry, graph: Graph, roots: tuple[str, ...] = ()) -> Walk:
+    """Every module that runs for the model; `core`: those reached without leaving the model directories
+    `roots` (the model's own code and what it builds through the registry)."""
+    core = _bfs(model, registry, graph, roots)
+    full = _bfs(model, registry, graph, None)
+    return Walk(
+        parents=full.parents,
+        resolved=full.resolved,
+        unresolved=full.unresolved,
+        external=full.external,
+        core=core.parents,
+    )
+
+
+def _bfs(model: ServedModel, registry: Registry, graph: Graph, within: tuple[str, ...] | None) -> Walk:
     parents: Parents = {}
     external: Parents = {}
     queue: deque[str] = deque()
@@ -93,6 +111,8 @@ def walk(model: ServedModel, registry: Registry, graph: Graph) -> Walk:
 
     def reach(module: str, prev: str | None, step: str) -> None:
         if module in parents or module not in graph.modules:
+            return
+        if within is not None and not graph.modules[module].startswith(within):
             return
         parents[module] = (prev, step)
         queue.append(module)
@@ -162,13 +182,23 @@ class Classifier:
         if not any(path.startswith(root) for root in self.model_roots):
             via = self.walk.via(module) if reached and module is not None else ()
             return Reach(kind=ReachClass.SHARED, via=via)
+        if module is not None and module in self.walk.core:
+            return Reach(kind=ReachClass.RUNS, via=self.walk.via(module, self.walk.core))
         if reached and module is not None:
-            return Reach(kind=ReachClass.RUNS, via=self.walk.via(module))
+            via = self.walk.via(module)
+            return Reach(kind=ReachClass.RUNS, via=via, why=self._through_shared(via))
         if self.unknown_why is not None:
             return Reach(kind=ReachClass.UNKNOWN, why=self.unknown_why)
         if module is None:
             return Reach(kind=ReachClass.UNKNOWN, why="not a Python module")
         return Reach(kind=ReachClass.OTHER_MODEL)
+
+    def _through_shared(self, via: tuple[str, ...]) -> str:
+        """Where the chain re-enters the model code from shared code (layers, engine): such a module is
+        loaded and its module-level code runs, yet it is not the model that was built."""
+        shared = [step for step in via if not step.startswith(self.model_roots)]
+        where = shared[-1].split(" ", 1)[0] if shared else "?"
+        return f"loaded through shared code ({where}), not built as this model: its module-level code runs"
 
 
 def model_roots(registry: Registry, graph: Graph) -> tuple[str, ...]:
