@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_schema import check_output
 from serving_helpers import FILES, GLM_CONFIG, KIMI_CONFIG, PATCH, TRANSFORMERS_FILES, hub_repo, model_dir
 from wheels import build_wheel, make_venv, pip_install, site_packages
 
@@ -47,9 +48,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def run(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).parent / "patchaudit"
-    return subprocess.run(
+    proc = subprocess.run(
         [str(exe), *map(str, args)], capture_output=True, text=True, timeout=TIMEOUT, env=env or dict(os.environ)
     )
+    check_output(proc.stdout)  # a report with reach is held to the shipped schema
+    return proc
 
 
 def scan_json(stack: dict[str, Path], model: str | os.PathLike[str], *extra: str) -> dict[str, Any]:
