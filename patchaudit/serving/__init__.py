@@ -186,7 +186,7 @@ def _walk(
         registry = read_sglang(framework.location, framework.version, list(graph.modules.values()))
     roots = model_roots(registry, graph)
     steps = walk(model, registry, graph, roots)
-    why = why_unknown(model, registry, steps)
+    why = why_unknown(model, registry, steps, graph)
     backend = {
         arch: f"{found.where} {arch} -> {found.module}"
         for arch in model.architectures

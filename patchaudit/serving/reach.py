@@ -224,9 +224,11 @@ def _source_of(path: str) -> str:
     return path
 
 
-def why_unknown(model: ServedModel, registry: Registry, walk: Walk) -> str | None:
+def why_unknown(model: ServedModel, registry: Registry, walk: Walk, graph: Graph) -> str | None:
     if registry.problem is not None:
         return registry.problem
+    if not graph.modules:
+        return f"{registry.framework} {registry.version}'s RECORD lists none of its modules (an editable install?)"
     if not model.architectures:
         return f"{model.config} names no architectures"
     if walk.unresolved and len(walk.unresolved) == len(model.architectures):
