@@ -46,7 +46,7 @@ def main() -> None:
     from patchaudit import environment
     from patchaudit.record import parse_record
     from patchaudit.report import DistReport, Report, Source, Target
-    from patchaudit.serving import ServeOptions, annotate
+    from patchaudit.serving.annotate import ServeOptions, annotate
     from patchaudit.serving.graph import build
 
     env = environment.from_path(args.path)

@@ -163,7 +163,7 @@ def _refuse_what_runs(
     """A patch in code the served model runs is not accepted without --force; other models' leftovers are."""
     from patchaudit import baseline as core
     from patchaudit.errors import BaselineError
-    from patchaudit.serving import ServeOptions, reach_of_paths
+    from patchaudit.serving.annotate import ServeOptions, reach_of_paths
 
     if python is None and site_path is None:
         held = core.load(file)

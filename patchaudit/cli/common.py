@@ -187,7 +187,7 @@ def with_reach(report: Any, env: Any, serve: str | None, cache_dir: Path | None,
     """`report` annotated with each file's reach for the served model (unchanged without --serve)."""
     if not serve:
         return report
-    from patchaudit.serving import ServeOptions, annotate
+    from patchaudit.serving.annotate import ServeOptions, annotate
     from patchaudit.serving.argv import resolve_spec
 
     model = resolve_spec(serve)

@@ -272,7 +272,7 @@ def _verdict(
         report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
     if serve:
         from patchaudit.audit import cache_dir
-        from patchaudit.serving import ServeOptions, annotate
+        from patchaudit.serving.annotate import ServeOptions, annotate
 
         serve_options = ServeOptions(
             model=serve,

@@ -7,7 +7,6 @@ Recognised: `vllm serve MODEL` (also `python -m vllm.entrypoints.cli.main serve 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,6 +57,8 @@ def model_from_unit(spec: str) -> str:
         files = UnitFiles(unit=os.path.basename(name), fragment=Path(name), drop_ins=(), drop_in_dirs=())
     else:
         files = find(name)
+    import shlex
+
     line = exec_start(files)
     if line is None:
         raise PatchAuditError(f"{name}: no ExecStart= to read the served model from")

@@ -46,7 +46,7 @@ def _one(report: object, spec: str) -> ServedProcess:
     from patchaudit.environment import from_path
     from patchaudit.procs.assess import ProcessReport
     from patchaudit.procs.proc import read
-    from patchaudit.serving import ServeOptions, reach_of_paths
+    from patchaudit.serving.annotate import ServeOptions, reach_of_paths
     from patchaudit.serving.argv import model_from_argv
 
     assert isinstance(report, ProcessReport) and report.env is not None
