@@ -182,7 +182,13 @@ def test_repo_id_in_the_hub_cache(stack: dict[str, Path], tmp_path: Path) -> Non
 
 def test_bad_model_is_one_line_exit_2(stack: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{not json")
-    for model in (tmp_path, tmp_path / "missing"):
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "config.json").write_text("[" * 200_000)  # nested past the parser's recursion
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")  # never ends: refused, not read
+    for model in (tmp_path, tmp_path / "missing", deep, fifo):
         proc = run("scan", "--python", stack["python"], "--serve", model)
         assert proc.returncode == 2
         assert proc.stderr.startswith("patchaudit: error:") and "Traceback" not in proc.stderr

@@ -215,10 +215,10 @@ def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None
 
 
 def _read_cache(cache: Path) -> dict[str, object]:
-    from patchaudit.safefs import Cap, UnreadableFile, read_capped
+    from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
 
     try:
-        data = json.loads(read_capped(cache, Cap.JSON))
+        data = parse_json(read_capped(cache, Cap.JSON))
     except (UnreadableFile, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("walks"), dict):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
 
 CONFIG = "config.json"
 
@@ -54,7 +53,7 @@ def read(spec: str, *, cache_dir: Path | None = None) -> ServedModel:
     """The model `spec` names, read from its config.json (bounded; a hub snapshot's link is followed)."""
     config = locate(spec, cache_dir=cache_dir)
     try:
-        data = json.loads(read_capped(config, Cap.CONFIG, follow=True))
+        data = parse_json(read_capped(config, Cap.CONFIG, follow=True))
     except UnreadableFile as exc:
         raise ModelNotFound(f"cannot read the model's config: {exc}") from None
     except ValueError as exc:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
 from patchaudit.serving.scanner import Facts, scan
 
 CACHE_VERSION = 2
@@ -124,7 +124,7 @@ def _scan_batch(shared: tuple[str, frozenset[str]], batch: list[tuple[str, str, 
 
 def _load(cache_file: Path, key: str) -> dict[str, Facts]:
     try:
-        raw = json.loads(read_capped(cache_file, Cap.JSON))
+        raw = parse_json(read_capped(cache_file, Cap.JSON))
     except (UnreadableFile, ValueError):
         return {}
     if not isinstance(raw, dict) or raw.get("version") != CACHE_VERSION or raw.get("record") != key:

@@ -53,7 +53,7 @@ def resolve(location: str, architecture: str, lead: tuple[str, ...] = ()) -> HfM
     try:
         data = read_capped(f"{location}/{AUTO_MAPPINGS}", Cap.SOURCE)
         tree = ast.parse(data, AUTO_MAPPINGS)
-    except (UnreadableFile, SyntaxError, ValueError) as exc:
+    except (UnreadableFile, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return HfModel(path=None, why=f"transformers' auto mappings cannot be read ({exc})")
     found: tuple[str, int] | None = None
     for node in tree.body:

@@ -68,7 +68,7 @@ def _vllm_tables(data: bytes, rel: str, merged: str) -> dict[str, Entry] | None:
         return None  # module names are resolved some other way than the one read here
     try:
         tree = ast.parse(data, rel)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hostile file is no registry
         return None
     tables: dict[str, ast.Dict] = {}
     for node in tree.body:
@@ -121,7 +121,7 @@ def read_sglang(location: Path, version: str, paths: list[str]) -> Registry:
             continue
         try:
             tree = ast.parse(data, rel)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hostile file is no registry
             continue
         module = rel[:-3].replace("/", ".").removesuffix(".__init__")
         for node in tree.body:
