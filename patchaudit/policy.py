@@ -30,8 +30,11 @@ POLICY_KEYS = frozenset(
         "models",
         "cache_dir",
         "errata",
+        "serve",
     }
 )
+# `[severity.reach]`: a finding's severity by whether its file runs for the served model (`serve`)
+REACH_CLASSES = ("runs", "other-model", "shared", "unknown")
 MODEL_KEYS = frozenset({"path", "repo", "revision", "cache_dir"})
 APPROVED_KEYS = frozenset({"path", "hash", "reason", "distribution", "by"})
 # An approved patch that deletes a file says so with this instead of a digest.
@@ -91,6 +94,8 @@ class Policy:
     models: tuple[ModelSpec, ...] = ()
     cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
     errata: tuple[Path, ...] = ()  # wheels known to ship a wrong RECORD, beyond patchaudit's own (patchaudit.errata)
+    serve: str | None = None  # the model served: a directory or a repo id (patchaudit.serving)
+    reach_severity: Mapping[str, Severity] = field(default_factory=dict)  # reach class -> severity
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Path | None = None) -> Policy:
@@ -153,12 +158,19 @@ class Policy:
             errata = []
 
         severity: dict[str, Severity] = {}
+        reach_severity: dict[str, Severity] = {}
         raw_severity = data.get("severity", {})
         if not isinstance(raw_severity, dict):
             bad("'severity' must be a table of rule-id = severity")
         else:
             for rule, value in raw_severity.items():
-                if value not in tuple(Severity):
+                if rule == "reach" and isinstance(value, dict):
+                    for kind, level in value.items():
+                        if kind not in REACH_CLASSES or level not in tuple(Severity):
+                            bad(f"severity.reach.{kind} must be a reach ({', '.join(REACH_CLASSES)}) = a severity")
+                        else:
+                            reach_severity[kind] = Severity(level)
+                elif value not in tuple(Severity):
                     bad(f"severity.{rule} must be one of {', '.join(Severity)}, not {value!r}")
                 else:
                     severity[rule] = Severity(value)
@@ -195,6 +207,9 @@ class Policy:
 
         baseline = string("baseline")
         cache_dir = string("cache_dir")
+        serve = string("serve")
+        if serve is not None and serve.startswith((".", "~")):
+            serve = str(path_of(serve))
         policy = cls(
             source=source,
             python=path_of(python) if python else None,
@@ -214,6 +229,8 @@ class Policy:
             models=tuple(models),
             cache_dir=path_of(cache_dir) if cache_dir else None,
             errata=tuple(path_of(e) for e in errata),
+            serve=serve,
+            reach_severity=reach_severity,
         )
         if problems:
             raise InvalidPolicy(f"{where}: " + "; ".join(problems))

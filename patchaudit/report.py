@@ -76,6 +76,54 @@ class Source(enum.StrEnum):
     LEGACY = "legacy"
 
 
+class ReachClass(enum.StrEnum):
+    """Whether a file runs for the model being served (`--serve`)."""
+
+    RUNS = "runs"  # the served model's own code, reached from its architecture
+    OTHER_MODEL = "other-model"  # another model's code in the framework's model directory
+    SHARED = "shared"  # framework or library code outside the model directory: runs whatever the model
+    UNKNOWN = "unknown"  # says why
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reach:
+    kind: ReachClass
+    via: tuple[str, ...] = ()  # each step "path:line what", path relative to the site directory
+    why: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"class": self.kind.value, "via": list(self.via)}
+        if self.why:
+            out["why"] = self.why
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Serving:
+    """The model `--serve` named and how its architectures resolved in the installed framework."""
+
+    model: str
+    config: str
+    framework: str | None
+    version: str | None
+    architectures: tuple[str, ...]
+    resolved: tuple[str, ...] = ()  # "Arch -> module (path:line)"
+    unresolved: tuple[str, ...] = ()
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "config": self.config,
+            "framework": self.framework,
+            "version": self.version,
+            "architectures": list(self.architectures),
+            "resolved": list(self.resolved),
+            "unresolved": list(self.unresolved),
+            "note": self.note,
+        }
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Layer:
     """One layer of an image, as its manifest and history name it."""
@@ -102,6 +150,7 @@ class Drift:
     wheel: str | None = None  # record-mismatch: the wheel whose RECORD disagrees with its own member
     co_owners: tuple[str, ...] = ()  # other distributions ("name version") whose RECORD lists this path
     layer: Layer | None = None  # an image's drift: the layer that last changed (or deleted) the file
+    reach: Reach | None = None  # with --serve: does it run for the served model
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -122,6 +171,8 @@ class Drift:
             out["co_owners"] = list(self.co_owners)
         if self.layer is not None:
             out["layer"] = self.layer.to_dict()
+        if self.reach is not None:
+            out["reach"] = self.reach.to_dict()
         return out
 
 
@@ -148,6 +199,7 @@ class Finding:
     in_change: bool = True
     column: int = 0
     suppressed: bool = False
+    reach: Reach | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -160,6 +212,8 @@ class Finding:
         }
         if self.suppressed:
             out["suppressed"] = True
+        if self.reach is not None:
+            out["reach"] = self.reach.to_dict()
         return out
 
 
@@ -333,6 +387,7 @@ class Report:
     models: tuple[ModelReport, ...] = ()
     started: str = field(default_factory=now_utc)  # when the run began (UTC, ISO 8601); kept by replace()
     rules: str | None = None  # the rule pack's version when the hazard rules ran
+    serving: Serving | None = None
 
     def all_drift(self) -> Iterable[Drift]:
         for dist in self.distributions:
@@ -418,7 +473,7 @@ class Report:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema": SCHEMA,
             "run": {"patchaudit": _version(), "rules": self.rules, "started": self.started},
             "target": self._target_dict(),
@@ -427,6 +482,9 @@ class Report:
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
         }
+        if self.serving is not None:
+            out["serve"] = self.serving.to_dict()
+        return out
 
 
 def _version() -> str:

@@ -20,8 +20,9 @@ LAYERS: list[set[str]] = [
     {"render", "cluster"},  # what the CLI prints (reports, verdicts, SARIF, metrics); the cluster driver
     {"gate", "baseline", "systemd"},
     # procs: running processes and service environments; models: model directories; image: an image read
-    # layer by layer from its blobs
-    {"audit", "procs", "models", "image"},
+    # layer by layer from its blobs; serving: which drift runs for the served model (registry + static
+    # import graph, annotating a report)
+    {"audit", "procs", "models", "image", "serving"},
     # facts: packaging facts (overwritten, regenerated) beside drift; errata: wheels known to ship a wrong RECORD
     # ownership: who owns which file, and added files; hooks: startup hooks nobody owns; pieces: what a
     # worker checks of a RECORD

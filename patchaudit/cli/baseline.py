@@ -132,13 +132,54 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
 @click.option("--reason", required=True, help="Why this patch is needed (kept in the baseline and the git log).")
 @click.option("--dist", "distribution", help="The distribution the file belongs to, when the path is ambiguous.")
 @click.option("--by", "who", help="Who approves (default: $SUDO_USER, $USER, then git's user.name).")
-def accept(file: Path, paths: tuple[str, ...], reason: str, distribution: str | None, who: str | None) -> int:
+@click.option("--serve", metavar="MODEL", help="Refuse patches that run for MODEL (a model directory or repo id).")
+@click.option("--force", is_flag=True, help="With --serve: accept patches that run for the model all the same.")
+@target_options
+def accept(
+    file: Path,
+    paths: tuple[str, ...],
+    reason: str,
+    distribution: str | None,
+    who: str | None,
+    serve: str | None,
+    force: bool,
+    python: Path | None,
+    site_path: Path | None,
+) -> int:
     """Approve each of PATHS (relative to site-packages) exactly as it is now."""
     from patchaudit import baseline as core
 
+    if serve:
+        _refuse_what_runs(file, paths, serve, force, python, site_path)
     approvals, commit = core.accept(file, paths, reason=reason, who=who, distribution=distribution)
     for a in approvals:
         click.echo(f"accepted {a.distribution or 'environment'}: {a.path} {a.previous or 'absent'} -> {a.hash}")
     if commit:
         click.echo(f"committed {commit[:12]}")
     return ExitCode.CLEAN
+
+
+def _refuse_what_runs(
+    file: Path, paths: tuple[str, ...], serve: str, force: bool, python: Path | None, site_path: Path | None
+) -> None:
+    """A patch in code the served model runs is not accepted without --force; other models' leftovers are."""
+    from patchaudit import baseline as core
+    from patchaudit.errors import BaselineError
+    from patchaudit.serving.annotate import ServeOptions, reach_of_paths
+
+    if python is None and site_path is None:
+        held = core.load(file)
+        python = Path(held.python) if held.python else None
+    env = open_environment(python, site_path)
+    reach = reach_of_paths(env, paths, ServeOptions(model=serve))
+    for path in paths:
+        r = reach.get(path)
+        if r is None:
+            continue
+        click.echo(f"{path}: reach {r.kind.value}" + (f" ({r.why})" if r.why else ""), err=True)
+        if r.kind.value == "runs":
+            if not force:
+                raise BaselineError(
+                    f"{path} runs for {serve} (via {' -> '.join(r.via)})", hint="--force accepts it all the same"
+                )
+            click.echo(f"{path} runs for {serve}: accepted with --force", err=True)

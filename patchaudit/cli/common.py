@@ -219,3 +219,24 @@ def write_output(text: str, out: Path | None) -> None:
         from patchaudit.errors import PatchAuditError
 
         raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
+
+
+def serve_option(func: F) -> F:
+    """--serve MODEL: which drift runs for the model served (a model directory or a hub cache repo id)."""
+    return click.option(
+        "--serve",
+        metavar="MODEL",
+        help="Mark what runs for MODEL (a model directory, a repo id in the hub cache, or unit:NAME for the"
+        " model a systemd unit's ExecStart= serves): reach per file.",
+    )(func)
+
+
+def with_reach(report: Any, env: Any, serve: str | None, cache_dir: Path | None, workers: int | None) -> Any:
+    """`report` annotated with each file's reach for the served model (unchanged without --serve)."""
+    if not serve:
+        return report
+    from patchaudit.serving.annotate import ServeOptions, annotate
+    from patchaudit.serving.argv import resolve_spec
+
+    model = resolve_spec(serve)
+    return annotate(report, env, ServeOptions(model=model, cache_dir=cache_dir, workers=workers or 2))

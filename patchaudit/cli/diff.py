@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from patchaudit.cli.common import open_environment, root_option, target_options, wheelhouse_option
+from patchaudit.cli.common import open_environment, root_option, serve_option, target_options, wheelhouse_option
 from patchaudit.errors import ExitCode
 
 
@@ -20,6 +21,7 @@ from patchaudit.errors import ExitCode
 @wheelhouse_option
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
 @click.option("--image", help="DIST in an image read layer by layer (oci:DIR[:TAG], oci-archive:, docker-archive:).")
+@serve_option
 def diff(
     dist: str,
     paths: tuple[str, ...],
@@ -28,6 +30,7 @@ def diff(
     wheelhouse: tuple[Path, ...],
     color: bool | None,
     image: str | None,
+    serve: str | None,
 ) -> int:
     """Show what changed in DIST (or in PATHs of it): pristine -> installed, paths relative to site-packages."""
     if image is not None:
@@ -45,6 +48,8 @@ def diff(
     if text is None:
         (report,) = verify(env, [target], every=every).distributions
         diffs = diff_dist(env, target, report, paths=paths, wheelhouse=wheelhouse)
+        if serve:
+            diffs = _by_reach(env, report, diffs, serve)
         text = "".join(d.text for d in diffs)
         shown = {
             os.path.normpath(p).replace(os.sep, "/") for p in [d.path for d in report.drift] + [d.path for d in diffs]
@@ -68,3 +73,22 @@ def _show(text: str, color: bool | None) -> int:
         out.write(text.encode("utf-8", "surrogateescape"))
         out.flush()
     return ExitCode.PROBLEMS if text else ExitCode.CLEAN
+
+
+def _by_reach(env: Any, report: Any, diffs: list[Any], serve: str) -> list[Any]:
+    """The diffs of files that run for the served model first; each file's reach on stderr."""
+    from patchaudit.cli.common import with_reach
+    from patchaudit.report import Report, Target
+
+    annotated = with_reach(
+        Report(target=Target(python=None, paths=()), distributions=(report,)), env, serve, None, None
+    )
+    reach = {d.path: d.reach for d in annotated.distributions[0].drift}
+    order = {"runs": 0, "unknown": 1, "shared": 2, "other-model": 3}
+    diffs = sorted(diffs, key=lambda d: order.get(reach[d.path].kind.value if reach.get(d.path) else "", 1))
+    for d in diffs:
+        r = reach.get(d.path)
+        if r is not None:
+            via = f" via {' -> '.join(r.via)}" if r.via and r.kind.value == "runs" else ""
+            click.echo(f"patchaudit: {d.path}: {r.kind.value}{via}", err=True)
+    return diffs

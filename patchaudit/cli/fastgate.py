@@ -21,6 +21,7 @@ VALUE_OPTIONS = {
     "--timeout": "timeout",
     "--root": "root",
     "--image": "image",
+    "--serve": "serve",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -90,6 +91,7 @@ def fast_gate(args: list[str]) -> int | None:
         timeout=float(values["timeout"]) if "timeout" in values else None,
         root=path("root"),
         image=values.get("image"),
+        serve=values.get("serve"),
     )
 
 
@@ -109,6 +111,7 @@ def run_gate(
     timeout: float | None = None,
     root: Path | None = None,
     image: str | None = None,
+    serve: str | None = None,
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
     from patchaudit.gate import GateOptions, run
@@ -129,6 +132,7 @@ def run_gate(
             timeout=timeout,
             root=root,
             image=image,
+            serve=serve,
         )
     )
     for note in verdict.notes:

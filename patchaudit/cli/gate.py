@@ -46,6 +46,11 @@ from patchaudit.report import FAIL_ON_CHOICES
 @click.option(
     "--image", help="Gate an image read layer by layer: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE."
 )
+@click.option(
+    "--serve",
+    metavar="MODEL",
+    help="Say what runs for MODEL (default: the policy's `serve`); `auto`: the model in this unit's ExecStart=.",
+)
 def gate(
     dists: tuple[str, ...],
     python: Path | None,
@@ -60,6 +65,7 @@ def gate(
     fmt: str,
     timeout: float | None,
     image: str | None,
+    serve: str | None,
 ) -> int:
     """Verify DISTS (default: the policy's, else all) before a service starts; exit 0 only when clean."""
     return run_gate(
@@ -77,4 +83,5 @@ def gate(
         timeout=timeout,
         root=given_root(),
         image=image,
+        serve=serve,
     )

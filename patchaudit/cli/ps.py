@@ -17,7 +17,12 @@ from patchaudit.errors import ExitCode
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="List processes that run what is on disk too.")
-def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verbose: bool) -> int:
+@click.option(
+    "--serve",
+    metavar="MODEL",
+    help="Say which changed files run for the model served: `auto` reads it from each server's command line.",
+)
+def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verbose: bool, serve: str | None) -> int:
     """Python processes (default: all on this host) and the changed files they still run."""
     from patchaudit.errors import PatchAuditError
     from patchaudit.procs.assess import ProcStatus, assess
@@ -31,6 +36,12 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
         unit = unit_name(unit)
     reports = assess(unit=unit, pids=pids)
     text = render.render_json(reports) if fmt == "json" else render.render_human(reports, verbose=verbose or bool(pids))
+    if serve:
+        from patchaudit.render.serving import served_processes_json, served_processes_lines
+        from patchaudit.serving.procs import serve_processes
+
+        served = serve_processes(reports, serve)
+        text = served_processes_json(text, served) if fmt == "json" else text + served_processes_lines(served)
     write_output(text, out)
     failing = {ProcStatus.STALE, ProcStatus.MAYBE}  # a process that may run changed code is not vouched for
     if unit is not None or pids:

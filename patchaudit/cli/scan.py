@@ -15,10 +15,12 @@ from patchaudit.cli.common import (
     open_environment,
     pid_option,
     root_option,
+    serve_option,
     severity_or_none,
     target_options,
     timeout_option,
     wheelhouse_option,
+    with_reach,
     write_output,
 )
 from patchaudit.errors import ExitCode
@@ -72,6 +74,7 @@ PROGRESS_THRESHOLD = 2000
 )
 @click.option("--base", help="With --image: report only what the layers above this base image changed.")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
+@serve_option
 @fail_on_option
 def scan(
     dists: tuple[str, ...],
@@ -92,6 +95,7 @@ def scan(
     image: str | None,
     base: str | None,
     verbose: bool,
+    serve: str | None,
     fail_on: str,
     timeout: float | None,
 ) -> int:
@@ -120,6 +124,7 @@ def scan(
             fmt,
             out,
             timeout,
+            serve,
         )
     duration = time.monotonic() - started
     return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration)
@@ -161,6 +166,7 @@ def _scan_env(
     fmt: str,
     out: Path | None,
     timeout: float | None,
+    serve: str | None,
 ) -> tuple[Report, str]:
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
@@ -184,6 +190,10 @@ def _scan_env(
             report = _scan_with_progress(env, options)
         else:
             report = run_scan(env, options)
+        if serve:
+            from patchaudit.audit import cache_dir as scan_cache_dir
+
+            report = with_reach(report, env, serve, scan_cache_dir(env, options), workers)
     pending = interrupted_runs(env)
     if pending:
         import dataclasses

@@ -57,6 +57,7 @@ class GateOptions:
     timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
     root: Path | None = None  # --root: a whole tree audited as if it were `/` (its caches never inside it)
     image: str | None = None  # --image: an image read layer by layer (no cache: nothing of it is on disk)
+    serve: str | None = None  # the served model (else the policy's `serve`): each problem says its reach
 
 
 def run(options: GateOptions) -> Verdict:
@@ -94,8 +95,9 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     python, site_path = options.python, options.site_path
     names, fail_on, baseline = options.names, options.fail_on, options.baseline
     rule_dirs: tuple[Path, ...] = ()
-    cache_base, workers = options.cache_dir, options.workers
+    cache_base, workers, serve = options.cache_dir, options.workers, options.serve
     if policy is not None:
+        serve = serve or policy.serve
         cache_base = cache_base or policy.cache_dir
         workers = workers or policy.workers
         python = python or (policy.python if site_path is None else None)
@@ -121,6 +123,14 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         key += repr([(m.spec, m.revision, str(m.cache_dir)) for m in policy.models])
         key += repr([os.environ.get(k) for k in env_keys])
 
+    serve_files: list[Path] = []
+    if serve:
+        from patchaudit.serving.argv import resolve_spec
+        from patchaudit.serving.config import locate
+
+        serve = resolve_spec(serve)  # `auto`: the model this gate's own unit serves (its ExecStart=)
+        serve_files.append(locate(serve))  # what it names is part of the fingerprint, so the key holds it
+        key += repr(("serve", serve, str(serve_files[0])))
     where = cachedir.locate(prefix, cache_base) if options.use_cache else None
     cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
@@ -149,13 +159,27 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     plan, fingerprint, newest = FilePlan.build(
         env,
         names,
-        extra_files=[*(p for p in (options.policy, baseline) if p is not None), *unit_files, *errata_files],
+        extra_files=[
+            *(p for p in (options.policy, baseline) if p is not None),
+            *unit_files,
+            *errata_files,
+            *serve_files,
+        ],
         extra_roots=(*rule_dirs, _journal_dir(env), *unit_dirs, *(m.root for m in models)),
     )
     use_cache = where is not None and where.path is not None and cachedir.ensure(where.path)
     phase("verifying files")
     verdict = _verdict(
-        env, names, policy or Policy(), fail_on, baseline, use_cache, models, workers=workers, cache_base=cache_base
+        env,
+        names,
+        policy or Policy(),
+        fail_on,
+        baseline,
+        use_cache,
+        models,
+        workers=workers,
+        cache_base=cache_base,
+        serve=serve,
     )
     if use_cache and where is not None and where.path is not None:
         from patchaudit.statcache import racy_window_ns
@@ -238,6 +262,7 @@ def _verdict(
     models: Sequence[Any] = (),
     cache_base: Path | None = None,
     workers: int | None = None,
+    serve: str | None = None,
 ) -> Verdict:
     import dataclasses
 
@@ -275,6 +300,17 @@ def _verdict(
 
         model_options = ModelScanOptions(use_cache=use_cache, severity_overrides=dict(policy.severity))
         report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
+    if serve:
+        from patchaudit.audit import cache_dir
+        from patchaudit.serving.annotate import ServeOptions, annotate
+
+        serve_options = ServeOptions(
+            model=serve,
+            cache_dir=cache_dir(env, options),
+            workers=workers or 2,
+            reach_severity=dict(policy.reach_severity),
+        )
+        report = annotate(report, env, serve_options)
     threshold = None if fail_on == "none" else Severity(fail_on)
     verdict = judge(report, policy, threshold, baseline=str(baseline_path) if baseline_path else None)
     pending = pending_runs(env) + [p for m in models for p in _pending_in(m.state_dir / "journal")]

@@ -96,6 +96,8 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
                 if f.suppressed or not f.in_change or f.path in approved_paths or not f.severity.at_least(fail_on):
                     continue  # upstream code that verifies against RECORD never fails the gate
                 detail = f"{f.severity.value} {f.rule}: {f.message}"
+                if f.reach is not None:
+                    detail += f" (reach {f.reach.kind.value})"
                 problems.append(
                     Problem(
                         kind="finding",
@@ -136,7 +138,7 @@ def judge(report: Report, policy: Policy, fail_on: Severity | None, *, baseline:
 
 
 def _drift_detail(d: Any) -> str:
-    parts = []
+    parts = [f"reach {d.reach.kind.value}"] if getattr(d, "reach", None) is not None else []
     if d.expected or d.actual:
         parts.append(f"expected {d.expected or '-'} got {d.actual or '-'}")
     if d.note:

@@ -217,6 +217,16 @@ def _service_lines(path: Path) -> Iterator[tuple[int, str, str]]:
             yield number, key, value
 
 
+def exec_start(files: UnitFiles) -> str | None:
+    """The command line of the unit's (last) ExecStart=, drop-ins applied (an empty one resets)."""
+    found: str | None = None
+    for path in files.watched():
+        for _line_no, key, value in _service_lines(path):
+            if key == "ExecStart":
+                found = value or None
+    return found
+
+
 def _assignments(value: str, spec: Specifiers) -> Iterator[tuple[str, str]]:
     """`Environment="A=b c" D=e` -> (A, "b c"), (D, e): systemd's words, each with its specifiers expanded;
     a word systemd would ignore is left out, and a syntax error ends the line as it does for systemd."""

@@ -34,6 +34,11 @@ _FACTS_LISTED = 3
 
 def render_human(report: Report, console: Console, *, verbose: bool = False, show_suppressed: bool = False) -> None:
     out = _Printer(console)
+    if report.serving is not None:
+        from patchaudit.render.serving import serving_lines
+
+        for line in serving_lines(report):
+            out.line(line)
     quiet_clean = not verbose and len(report.distributions) > 20
     clean = 0
     upstream: list[Finding] = []
@@ -210,6 +215,10 @@ def _drift_line(drift: Drift) -> Text:
         detail = (detail + "; " if detail else "") + f"hard link shared by {drift.nlink} paths"
     if detail:
         text.append(f"  ({printable(detail)})", style="dim")
+    if drift.reach is not None:
+        from patchaudit.render.serving import reach_tag
+
+        text.append_text(reach_tag(drift) or Text())
     return text
 
 
