@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.cpus import available_cpus
-from patchaudit.hashing import read_regular
 from patchaudit.report import Finding, Severity
-from patchaudit.safefs import Cap
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.workers import pool_context
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
@@ -50,10 +49,12 @@ def _check(settings: _Settings, locations: Sequence[Path], items: Sequence[_Item
 
     by_job: dict[int, list[hazards.SourceFile]] = {}
     for index, rel, drifted, before in items:
-        data = read_regular(locations[index] / rel, Cap.SOURCE + 1)
-        if data is not None and len(data) <= Cap.SOURCE:  # a source past the cap is not parsed
-            source = hazards.SourceFile(path=rel, installed=data, pristine=before, drifted=drifted)
-            by_job.setdefault(index, []).append(source)
+        try:  # a source past the cap is not parsed, nor read: its size says so first
+            data = read_capped(locations[index] / rel, Cap.SOURCE)
+        except UnreadableFile:
+            continue
+        source = hazards.SourceFile(path=rel, installed=data, pristine=before, drifted=drifted)
+        by_job.setdefault(index, []).append(source)
     return [
         (
             index,
