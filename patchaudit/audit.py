@@ -19,7 +19,7 @@ from patchaudit.statcache import StatCache
 if TYPE_CHECKING:
     from patchaudit.errata import Errata
     from patchaudit.pristine.check import BuildCheck
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.safefs import Cap, UnreadableFile, read_capped, read_capped_text
 from patchaudit.verify import verify
 
 STAT_CACHE_NAME = "stat-v1.json"
@@ -336,8 +336,8 @@ def hazards_over(
 def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
     """The .py files of a distribution without RECORD: its top_level.txt packages and modules."""
     try:
-        tops = (dist.meta_dir / "top_level.txt").read_text("utf-8").split()
-    except (OSError, UnicodeDecodeError):
+        tops = read_capped_text(dist.meta_dir / "top_level.txt", Cap.SMALL, errors="strict").split()
+    except (UnreadableFile, UnicodeDecodeError):
         return set()
     found: set[str] = set()
     for top in tops:

@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from patchaudit.hashing import read_regular
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 
 # Final magic numbers of CPython releases (Lib/importlib/_bootstrap_external.py), by cache tag. A target
 # runs the `.pyc` named for its own tag only, so the tag in the file name says which magic it must carry.
@@ -118,9 +118,10 @@ def regenerated(location: str, rel: str) -> str | None:
         return None
     pyc_path = f"{location}/{rel}"
     source_path = f"{location}/{name.source}"
-    pyc = read_regular(pyc_path)
-    source = read_regular(source_path)
-    if pyc is None or source is None:
+    try:
+        pyc = read_capped(pyc_path, Cap.SOURCE)
+        source = read_capped(source_path, Cap.SOURCE)
+    except UnreadableFile:
         return None
     try:
         source_stat = os.lstat(source_path)

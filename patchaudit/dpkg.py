@@ -10,6 +10,7 @@ from pathlib import Path
 from patchaudit.hashing import hash_many
 from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState, Unverified
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 from patchaudit.statcache import StatCache
 
 INFO_DIR = Path("/var/lib/dpkg/info")
@@ -154,7 +155,7 @@ def _note(package: str) -> str:
 
 def top_level(meta_dir: Path) -> set[str]:
     try:
-        text = (meta_dir / "top_level.txt").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_capped_text(meta_dir / "top_level.txt", Cap.SMALL)
+    except UnreadableFile:
         return set()
     return {line.strip() for line in text.splitlines() if line.strip()}

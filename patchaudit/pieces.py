@@ -22,6 +22,7 @@ from patchaudit.hashing import BATCH_BYTES, BIG_FILE, KeyTuple, Raw, buffer, cac
 from patchaudit.ownership import file_digest, normalize, walk_list
 from patchaudit.record import SIMPLE_LINE, STRONG_ALGORITHMS, parse_record
 from patchaudit.report import Drift, DriftState, Unverified
+from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.statcache import StatCache
 
 PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
@@ -169,6 +170,14 @@ def check(shared: Shared, piece: Piece) -> Checked:
     return out
 
 
+def _source(path: str) -> bytes:
+    """A source's bytes within Cap.SOURCE; b"" (which no bytecode stands for) for anything else."""
+    try:
+        return read_capped(path, Cap.SOURCE)
+    except UnreadableFile:
+        return b""
+
+
 def absolute_path(location: Path | str, path: str) -> str:
     if path.startswith("/"):
         return path
@@ -208,7 +217,7 @@ def unchecked_bytecode(location: Path, sources: list[str]) -> tuple[list[Drift],
             rel = f"{parent}/__pycache__/{entry}" if parent else f"__pycache__/{entry}"
             pyc_name = bytecode.parse_pyc_path(rel)
             magic = bytecode.magic_for(pyc_name.cache_tag) if pyc_name is not None else None
-            source = read_regular(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py") or b""
+            source = _source(f"{location}/{parent}/{stem}.py" if parent else f"{location}/{stem}.py")
             if magic is None or header[:4] != magic:
                 reason = "unchecked-hash bytecode of a Python version it is not named for, or one unknown here"
                 foreign.append(Unverified(path=rel, reason=reason))

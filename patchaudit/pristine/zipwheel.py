@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from patchaudit.environment import InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.record import Record, parse_record
+from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 # No single member of any wheel is trusted beyond this, whatever its headers say.
 MEMBER_CAP = 2 << 30
@@ -129,8 +130,8 @@ def open_local(path: Path, origin: str, *, authentic: bool = False, filename: st
 def installed_tags(dist: InstalledDist) -> tuple[frozenset[Tag], str | None] | None:
     """The tags and build number of the installed WHEEL file; None when it cannot be read."""
     try:
-        text = (dist.meta_dir / "WHEEL").read_text("utf-8", "replace")
-    except OSError:
+        text = read_capped_text(dist.meta_dir / "WHEEL", Cap.SMALL)
+    except UnreadableFile:
         return None
     tags: set[Tag] = set()
     build = None

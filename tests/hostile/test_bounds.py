@@ -152,3 +152,31 @@ def test_a_malformed_baseline_is_one_line_and_exit_2(venv: Path, tmp_path: Path,
     assert run.rc == 2, run
     assert "baseline.json" in run.text
     assert len(run.text.strip().splitlines()) <= 2
+
+
+@pytest.mark.timeout(60)
+def test_a_64_gib_source_behind_unchecked_hash_bytecode_is_not_read(venv: Path) -> None:
+    """Python runs an unchecked-hash .pyc without looking at its source; verify compares the two, and must
+    not read a source grown to 64 GiB to do it."""
+    import py_compile
+
+    python = venv / "bin" / "python"
+    big = site_packages(python) / "demo" / "big.py"
+    subprocess.run(
+        [
+            str(python),
+            "-c",
+            f"import py_compile; py_compile.compile({str(big)!r}, "
+            "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+        ],
+        check=True,
+        timeout=30,
+    )
+    assert py_compile  # the mode named above is the standard library's
+    clean = measured("unchecked-hash bytecode, clean (gate)", "gate", "--python", python, "--no-cache")
+    with big.open("r+b") as fh:
+        fh.truncate(64 << 30)
+    run = measured("64 GiB source of unchecked-hash bytecode (gate)", "gate", "--python", python, "--no-cache")
+    assert run.rc == 1 and "demo/big.py" in run.stdout, run
+    assert run.wall < 15
+    assert run.rss_mib < clean.rss_mib + 16, (run.rss_mib, clean.rss_mib)
