@@ -10,7 +10,7 @@ from pathlib import Path
 from patchaudit.hashing import hash_many
 from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState, Unverified
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
+from patchaudit.safefs import Cap, UnreadableFile, read_capped, read_capped_text
 from patchaudit.statcache import StatCache
 
 INFO_DIR = Path("/var/lib/dpkg/info")
@@ -41,10 +41,9 @@ class Dpkg:
     def _read_lists(self, names: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for name in names:
-            try:
-                with open(self.info_dir / name, "rb") as fh:
-                    out[name[: -len(".list")]] = fh.read()
-            except OSError:
+            try:  # an image's dpkg database is the image's to write: read like any file of the target
+                out[name[: -len(".list")]] = read_capped(self.info_dir / name, Cap.RECORD)
+            except UnreadableFile:
                 continue
         return out
 
@@ -94,8 +93,8 @@ class Dpkg:
     def _md5sums(self, package: str) -> dict[str, str]:
         out: dict[str, str] = {}
         try:
-            data = (self.info_dir / f"{package}.md5sums").read_bytes()
-        except OSError:
+            data = read_capped(self.info_dir / f"{package}.md5sums", Cap.RECORD)
+        except UnreadableFile:
             return out
         for line in os.fsdecode(data).splitlines():
             digest, sep, rel = line.partition("  ")

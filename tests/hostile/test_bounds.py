@@ -180,3 +180,22 @@ def test_a_64_gib_source_behind_unchecked_hash_bytecode_is_not_read(venv: Path) 
     assert run.rc == 1 and "demo/big.py" in run.stdout, run
     assert run.wall < 15
     assert run.rss_mib < clean.rss_mib + 16, (run.rss_mib, clean.rss_mib)
+
+
+@pytest.mark.timeout(20)
+def test_an_images_dpkg_database_of_fifos_never_blocks(tmp_path: Path) -> None:
+    """An image's /var/lib/dpkg/info is the image's to write: a FIFO among its lists or as a package's
+    md5sums is passed over, never waited on."""
+    from patchaudit.dpkg import Dpkg
+
+    site = tmp_path / "usr/lib/python3/dist-packages"
+    (site / "six-1.16.0.egg-info").mkdir(parents=True)
+    (site / "six.py").write_text("")
+    info = tmp_path / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    os.mkfifo(info / "a-blocker.list")
+    (info / "python3-six.list").write_text(f"{site}\n{site}/six-1.16.0.egg-info\n{site}/six.py\n")
+    os.mkfifo(info / "python3-six.md5sums")
+    found = Dpkg(info).owner(site / "six-1.16.0.egg-info", site, {"six"})
+    assert found is not None and found.name == "python3-six"
+    assert found.files == (f"{site}/six.py",) and found.md5 == {}
