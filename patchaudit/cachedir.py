@@ -126,3 +126,37 @@ def ensure(path: Path) -> bool:
     except OSError:
         return False
     return os.path.isdir(path)
+
+
+# --- root's own state for a tree it does not own ---
+
+STATE_HOME_VAR = "PATCHAUDIT_STATE_HOME"
+STATE_HOME = "/var/lib/patchaudit"
+_TREES = "trees"
+_tree_state_memo: dict[str, Path | None] = {}
+
+
+def state_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Root's own state directory (`$PATCHAUDIT_STATE_HOME`, else /var/lib/patchaudit)."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(STATE_HOME_VAR, "")
+    return Path(value) if os.path.isabs(value) else Path(STATE_HOME)
+
+
+def tree_state(tree: Path, name: str = ".patchaudit") -> Path:
+    """Where patchaudit keeps its state (cache, partial downloads, quarantine, journal, manifests) for
+    `tree`: `tree/<name>`, or, as root over a tree that is not root's alone, a directory keyed by the
+    tree inside root's own state home, so that nothing is ever written into a tree another user controls.
+    """
+    own = tree / name
+    key = str(own)
+    if key not in _tree_state_memo:
+        from patchaudit import trust
+
+        place: Path | None = own
+        if trust.running_as_root() and trust.foreign_writer([own]) is not None:
+            place = state_home() / _TREES / env_key(tree)
+        _tree_state_memo[key] = place
+    found = _tree_state_memo[key]
+    assert found is not None
+    return found

@@ -35,8 +35,11 @@ class Environment:
 
     @property
     def state_dir(self) -> Path:
-        """patchaudit's own directory inside the environment (quarantine, caches, journal)."""
-        return self.prefix / ".patchaudit"
+        """patchaudit's state for this environment (quarantine, caches, journal): `<prefix>/.patchaudit`,
+        or as root over an environment that is not root's alone, root's own directory for it."""
+        from patchaudit.cachedir import tree_state
+
+        return tree_state(self.prefix)
 
     def writable_roots(self) -> tuple[Path, ...]:
         """The only directories patchaudit may ever write below."""

@@ -35,8 +35,9 @@ LAYERS: list[set[str]] = [
     | {"cpus", "lines", "cachedir", "statcache", "workers"}
     | {"rootfs"},  # rootfs: an environment read from a tree that is not the host's (--root)
     # safefs: the one bounded, typed read of a target's files; deadline: a run's --timeout; chase: paths
-    # inside a tree that is not the host's, resolved against its root
-    {"safefs", "deadline", "chase"},
+    # inside a tree that is not the host's, resolved against its root; beneath: the one way to write
+    # below a target (descriptor walks)
+    {"safefs", "deadline", "chase", "beneath"},
     {"report", "errors", "__init__"},
 ]
 LEVEL = {name: n for n, names in enumerate(LAYERS) for name in names}

@@ -40,7 +40,14 @@ class ModelTarget:
 
     @property
     def state_dir(self) -> Path:
-        return self.root / STATE_DIR
+        return self.state_at(self.root)
+
+    @staticmethod
+    def state_at(root: Path) -> Path:
+        """patchaudit's state for a model directory (root's own one for a tree another user may write)."""
+        from patchaudit.cachedir import tree_state
+
+        return tree_state(root, STATE_DIR)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -130,7 +137,7 @@ def _from_path(path: Path, revision: str | None) -> ModelTarget:
         return ModelTarget(kind=ModelKind.HUB_CACHE, root=path, name=repo_id, revision=revision, repo_id=repo_id)
     if (path / HF_LOCAL / "download").is_dir():
         return ModelTarget(kind=ModelKind.LOCAL_DIR, root=path, name=path.name, revision=revision)
-    if (path / STATE_DIR / MANIFEST_NAME).is_file():
+    if (ModelTarget.state_at(path) / MANIFEST_NAME).is_file():
         return ModelTarget(kind=ModelKind.MANIFEST, root=path, name=path.name, revision=revision)
     if any(repo_id_of(p) for p in _subdirs(path)):
         raise ModelNotFound(f"{path} is a hub cache: name one repo in it", hint="pass ORG/NAME or a models--* folder")

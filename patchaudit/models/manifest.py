@@ -3,19 +3,23 @@
 The manifest keeps every file's sha256 and size, and the text of small JSON configs and chat
 templates, so a later change to a config can be shown key by key and put back. It lives in the
 directory's `.patchaudit/`: whoever can rewrite the model can rewrite it too, as with any baseline
-kept beside what it guards.
+kept beside what it guards. As root over a directory that is not root's alone it lives in root's own
+state directory instead (cachedir.tree_state), and a config's text is read once, without following a
+link, from the bytes whose hash the manifest keeps.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
+import hashlib
 import json
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.atomic import atomic_write
+from patchaudit.beneath import private_dir
+from patchaudit.cachedir import tree_state
 from patchaudit.errors import ModelNotFound, PatchAuditError
 from patchaudit.models.configdiff import is_config
 from patchaudit.models.digests import Algorithm, Digest, hash_files
@@ -56,7 +60,7 @@ class Manifest:
 
 
 def manifest_path(root: Path) -> Path:
-    return root / STATE_DIR / MANIFEST_NAME
+    return tree_state(root, STATE_DIR) / MANIFEST_NAME
 
 
 def load(root: Path) -> Manifest:
@@ -92,9 +96,10 @@ def create(root: Path, *, workers: int | None = None) -> tuple[Path, int]:
             raise PatchAuditError(f"cannot read {path}")
         files[rel] = {"sha256": digest.hex, "size": st.st_size}
         if is_config(rel) and st.st_size <= CONFIG_LIMIT:
-            # bytes as they are: a text read would turn CRLF into LF and the copy would no longer match its hash
-            with contextlib.suppress(UnreadableFile, UnicodeDecodeError):
-                configs[rel] = read_capped(path, CONFIG_LIMIT).decode("utf-8")
+            # bytes as they are (CRLF kept), and only the bytes that were hashed
+            text = _config_text(path, digest.hex)
+            if text is not None:
+                configs[rel] = text
     data = {
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -102,8 +107,28 @@ def create(root: Path, *, workers: int | None = None) -> tuple[Path, int]:
         "configs": configs,
     }
     out = manifest_path(root)
-    atomic_write(out, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    if out.parent != root / STATE_DIR:
+        private_dir(out.parent)  # root's own, for a directory another user may write
+    atomic_write(out, json.dumps(data, indent=1, sort_keys=True) + "\n", parents=out.parent == root / STATE_DIR)
     return out, len(files)
+
+
+def _config_text(path: Path, sha256: str) -> str | None:
+    """A config's text, read once without following a link, and only if it is the bytes just hashed.
+
+    A file swapped after it was hashed (for a link to a file only root may read) is refused rather
+    than read again: its text would land in the manifest.
+    """
+    try:
+        data = read_capped(path, CONFIG_LIMIT)
+    except UnreadableFile as exc:
+        raise PatchAuditError(f"{path} changed while it was read: {exc}", hint="run again once it is still") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise PatchAuditError(f"{path} changed while it was read", hint="run again once it is still")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def scan(target: ModelTarget, *, cache: StatCache | None, workers: int | None = None) -> LayoutScan:

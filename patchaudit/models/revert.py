@@ -146,7 +146,7 @@ def plan(scan: ModelScan, paths: Collection[str] = ()) -> ModelPlan:
 
 def _mode(path: Path) -> int:
     try:
-        return os.lstat(path).st_mode & 0o7777 if os.path.isfile(path) and not os.path.islink(path) else BLOB_MODE
+        return os.lstat(path).st_mode & 0o777 if os.path.isfile(path) and not os.path.islink(path) else BLOB_MODE
     except OSError:
         return BLOB_MODE
 

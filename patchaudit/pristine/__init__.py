@@ -41,6 +41,13 @@ def _describe(source: PristineSource) -> str:
     return f"{source.name} {where}" if where is not None else source.name
 
 
+def others_may_write(cache: Path) -> bool:
+    """As root, whether a user other than root could have written `cache` (then it is never evidence)."""
+    from patchaudit import trust
+
+    return trust.running_as_root() and trust.foreign_writer([cache]) is not None
+
+
 def installed_record(dist: InstalledDist) -> Record:
     path = dist.record_path
     if path is None:
@@ -66,13 +73,21 @@ def default_sources(
     `cache` remembers the digests of archives that direct_url.json names (see DirectUrlArchive)."""
     environ = os.environ if environ is None else environ
     houses = list(wheelhouse) or wheelhouses_from_environ(environ)  # type: ignore[arg-type]
-    own = OwnCache.of(env)
+    own: OwnCache | None = OwnCache.of(env)
     found: list[PristineSource] = [Wheelhouse(h) for h in houses]
-    found += [DirectUrlArchive(cache), own]
+    found.append(DirectUrlArchive(cache))
+    if own is not None and others_may_write(own.root):
+        own = None  # neither read as evidence nor written to
+    if own is not None:
+        found.append(own)
     config = pip_config(env, environ)
     if not config.no_cache:
-        found.append(PipCache(pip_cache_dir(environ, config.cache_dir)))  # type: ignore[arg-type]
-    found.append(UvCache(uv_cache_dir(environ)))
+        pip_cache = pip_cache_dir(environ, config.cache_dir)  # type: ignore[arg-type]
+        if not others_may_write(pip_cache):
+            found.append(PipCache(pip_cache))
+    uv_cache = uv_cache_dir(environ)
+    if not others_may_write(uv_cache):
+        found.append(UvCache(uv_cache))
     if not offline:
         found.append(index_source(env, environ=environ, transfer=transfer, cache=own, config=config))
     elif (local := local_index_source(config, cache=own)) is not None:

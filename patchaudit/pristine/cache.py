@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from patchaudit.atomic import atomic_write
+from patchaudit.beneath import private_dir
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
 from patchaudit.pristine.direct_url import installed_sha256
@@ -101,6 +102,17 @@ class OwnCache:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._writable: bool | None = None
+
+    def writable(self) -> bool:
+        """Make the cache directory (0700, this user's alone); False when it cannot be, then nothing is kept."""
+        if self._writable is None:
+            try:
+                private_dir(self.root)
+                self._writable = True
+            except (OSError, UnsafePath):
+                self._writable = False
+        return self._writable
 
     @classmethod
     def of(cls, env: Environment) -> OwnCache:
@@ -135,6 +147,8 @@ class OwnCache:
         directory = self.root / "partial" / filename
 
         def on_read(member: str, data: bytes, mode: int) -> None:
+            if "/" in filename or filename.startswith(".") or not self.writable():
+                return  # a file name from an index is input: it names one entry, or nothing is kept
             try:
                 if member == record_name:
                     atomic_write(directory / "RECORD", data, durable=False)

@@ -242,7 +242,7 @@ class PackageIndex:
             body = self.pip_cache.body_for(item.url)
             if body is not None and sha256_file(body) == item.sha256:
                 return open_local(body, "pip http cache", authentic=is_installed, filename=item.filename)
-        spool = self.cache.root / "tmp" if self.cache is not None else None
+        spool = self.cache.root / "tmp" if self.cache is not None and self.cache.writable() else None
         remote = RangeFile(item.url, self.transfer, spool_dir=spool)
         authentic = False
         whole = remote.whole_file()
@@ -263,6 +263,8 @@ class PackageIndex:
 
     def _keep_whole(self, filename: str, whole: object) -> None:
         assert self.cache is not None
+        if not self.cache.writable():
+            return
         target = self.cache.root / "wheels" / filename
         try:
             whole.seek(0)  # type: ignore[attr-defined]
@@ -322,4 +324,8 @@ def index_source(
     pip_cache = None
     if not config.no_cache:
         pip_cache = PipCache(pip_cache_dir(os.environ if environ is None else environ, config.cache_dir))  # type: ignore[arg-type]
+        from patchaudit import trust
+
+        if trust.running_as_root() and trust.foreign_writer([pip_cache.root]) is not None:
+            pip_cache = None  # a cache another user can write is never evidence
     return PackageIndex(config, transfer=transfer, cache=cache, pip_cache=pip_cache)

@@ -10,11 +10,11 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from patchaudit.atomic import fsync_dir
+from patchaudit import beneath
 from patchaudit.environment import Environment
-from patchaudit.hashing import hash_file
+from patchaudit.errors import PatchAuditError
 from patchaudit.pristine.check import digest as digest_of
-from patchaudit.revert.fileops import drop_bytecode, snapshot
+from patchaudit.revert.fileops import drop_bytecode_at, snapshot_at, write_roots
 from patchaudit.revert.model import (
     CHANGED_MEANWHILE,
     MANIFEST,
@@ -28,11 +28,11 @@ from patchaudit.revert.model import (
 from patchaudit.revert.state import new_manifest, originals, read_manifest, write_json
 
 
-def _is_original(dest: Path, item: Mapping[str, object] | None) -> bool:
-    """Is what is at `dest` now still what the run quarantined (its manifest entry `item`)?"""
+def _is_original(fd: int, name: str, item: Mapping[str, object] | None) -> bool:
+    """Is entry `name` of directory `fd` still what the run quarantined (its manifest entry `item`)?"""
     if item is None:
         return False
-    kind, content, _mode = snapshot(dest)
+    kind, content, _mode = snapshot_at(fd, name)
     if kind != item.get("original"):
         return False
     if kind is Original.FILE:
@@ -43,14 +43,17 @@ def _is_original(dest: Path, item: Mapping[str, object] | None) -> bool:
     return kind is Original.MISSING
 
 
-def _is_new(dest: Path, entry: JournalEntry) -> bool:
-    """Is what is at `dest` already what the run writes there (or nothing, for a removal)?"""
-    got = hash_file(str(dest), (entry["digest"] or "sha256=").partition("=")[0])
+def _holds_new(fd: int, name: str, entry: JournalEntry) -> bool:
+    """Is entry `name` of directory `fd` already what the run writes there (or nothing, for a removal)?"""
+    kind, content, _mode = snapshot_at(fd, name)
     if entry["kind"] == ActionKind.REMOVE:
-        return got.missing
+        return kind is Original.MISSING
     if entry["kind"] == ActionKind.SYMLINK:
-        return got.symlink == entry["link"]
-    return got.digest == entry["digest"]
+        return kind is Original.SYMLINK and content == entry["link"]
+    if kind is not Original.FILE:
+        return False
+    assert isinstance(content, bytes)
+    return digest_of(content, (entry["digest"] or "sha256=").partition("=")[0]) == entry["digest"]
 
 
 def commit(
@@ -63,38 +66,48 @@ def commit(
     quarantined it (for example between a crash and its recovery): it is left in place, the staged
     file is dropped, and the destination is returned in `changed` (destinations, not paths: in a run
     over several distributions two editable installs may hold the same relative path).
+
+    Every step acts on the destination's directory as walked down by descriptors (beneath.parent_of)
+    and on names in it, never on the journal's path strings: a directory swapped for a symlink after
+    the run began ends the walk instead of leading it elsewhere.
     """
     before = originals(manifest)
-    parents = set()
     changed: list[str] = []
+    walk_from = write_roots(env, roots)
     for entry in state["actions"]:
         dest = Path(entry["dest"])
-        parents.add(dest.parent)
-        if entry["kind"] == ActionKind.REMOVE:
-            if not os.path.lexists(dest):
-                pass
-            elif _is_original(dest, before.get(str(dest))):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(dest)
-            else:
-                changed.append(entry["dest"])
-                continue
-        else:
-            assert entry["staged"] is not None
-            staged = Path(entry["staged"])
-            if not os.path.lexists(staged):
-                pass  # already moved in before an interruption; verified below
-            elif _is_original(dest, before.get(str(dest))) or _is_new(dest, entry):
-                os.replace(staged, dest)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(staged)
-                changed.append(entry["dest"])
-                continue
-        drop_bytecode(env, dest, roots)
-    for parent in parents:
-        fsync_dir(parent)
-    return verify(state, skip=changed), changed
+        try:
+            with beneath.parent_of(dest, walk_from) as (fd, name):
+                if not _commit_one(fd, name, entry, before.get(str(dest))):
+                    changed.append(entry["dest"])
+                    continue
+                drop_bytecode_at(fd, name)
+                beneath.fsync_fd(fd)
+        except FileNotFoundError:
+            if entry["kind"] != ActionKind.REMOVE:
+                changed.append(entry["dest"])  # its directory went away since it was staged
+    return verify(state, skip=changed, roots=walk_from), changed
+
+
+def _commit_one(fd: int, name: str, entry: JournalEntry, original: Mapping[str, object] | None) -> bool:
+    """Carry out one entry in directory `fd`; False when the destination changed since it was quarantined."""
+    if entry["kind"] == ActionKind.REMOVE:
+        if beneath.lstat_at(fd, name) is None:
+            return True
+        if not _is_original(fd, name, original):
+            return False
+        beneath.unlink_at(fd, name)
+        return True
+    assert entry["staged"] is not None
+    staged = os.path.basename(entry["staged"])
+    if beneath.lstat_at(fd, staged) is None:
+        return True  # already moved in before an interruption; verified below
+    if _is_original(fd, name, original) or _holds_new(fd, name, entry):
+        beneath.replace_at(fd, staged, name)
+        return True
+    with contextlib.suppress(OSError):
+        beneath.unlink_at(fd, staged)
+    return False
 
 
 def mark_manifest(manifest: Manifest, changed: Collection[str], unverified: bool) -> None:
@@ -106,31 +119,30 @@ def mark_manifest(manifest: Manifest, changed: Collection[str], unverified: bool
     manifest["status"] = RunStatus.INCOMPLETE if unverified or changed else RunStatus.COMPLETE
 
 
-def verify(state: Journal, skip: Collection[str] = ()) -> list[str]:
+def verify(state: Journal, skip: Collection[str] = (), *, roots: Sequence[str]) -> list[str]:
     """Paths of the entries (but those whose destination is in `skip`) that do not hold what the run wrote."""
     bad = []
     for entry in state["actions"]:
         if entry["dest"] in skip:
             continue
-        dest = Path(entry["dest"])
-        if entry["kind"] == ActionKind.REMOVE:
-            ok = hash_file(str(dest)).missing
-        elif entry["kind"] == ActionKind.SYMLINK:
-            ok = hash_file(str(dest)).symlink == entry["link"]
-        else:
-            algorithm = (entry["digest"] or "sha256=").partition("=")[0]
-            ok = hash_file(str(dest), algorithm).digest == entry["digest"]
+        try:
+            with beneath.parent_of(entry["dest"], roots) as (fd, name):
+                ok = _holds_new(fd, name, entry)
+        except FileNotFoundError:
+            ok = entry["kind"] == ActionKind.REMOVE
+        except (OSError, PatchAuditError):
+            ok = False
         if not ok:
             bad.append(entry["path"])
     return bad
 
 
-def rollback(state: Journal) -> None:
+def rollback(state: Journal, roots: Sequence[str]) -> None:
     """Delete the staged files of a run that never began to commit."""
     for entry in state["actions"]:
         if entry["staged"]:
-            with contextlib.suppress(OSError):
-                os.unlink(entry["staged"])
+            with contextlib.suppress(OSError, PatchAuditError), beneath.parent_of(entry["staged"], roots) as (fd, name):
+                beneath.unlink_at(fd, name)
 
 
 def mark(run_dir: Path, status: RunStatus) -> None:

@@ -11,58 +11,65 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from patchaudit.diff import read_installed
+from patchaudit import beneath
 from patchaudit.environment import Environment
 from patchaudit.errors import LockBusy, QuarantineFailed
 from patchaudit.revert.model import Original
-from patchaudit.revert.paths import check_destination, refuse_unsafe_root
+from patchaudit.revert.paths import refuse_unsafe_root
 
 LOCK_WAIT = 10.0
+FILE_CAP = 1 << 40  # what a revert copies is any file of the environment; the type check is what matters
 
 
-def snapshot(dest: Path) -> tuple[Original, bytes | str | None, int | None]:
-    """(kind, content, mode) of what is at dest now: file bytes, symlink target, or nothing."""
-    try:
-        st = os.lstat(dest)
-    except FileNotFoundError:
+def write_roots(env: Environment, roots: Sequence[str] = ()) -> list[str]:
+    """The directories a run walks down from: the scheme directories and the editable projects' roots."""
+    return [str(r) for r in env.writable_roots()] + list(roots)
+
+
+def snapshot_at(fd: int, name: str) -> tuple[Original, bytes | str | None, int | None]:
+    """(kind, content, mode) of entry `name` of directory `fd` now: file bytes, symlink target, or nothing."""
+    st = beneath.lstat_at(fd, name)
+    if st is None:
         return Original.MISSING, None, None
     if stat.S_ISLNK(st.st_mode):
-        return Original.SYMLINK, os.readlink(dest), None
+        return Original.SYMLINK, beneath.readlink_at(fd, name), None
     if not stat.S_ISREG(st.st_mode):
         return Original.OTHER, None, None
-    content = read_installed(dest)
-    return Original.FILE, content if isinstance(content, bytes) else b"", stat.S_IMODE(st.st_mode)
+    return Original.FILE, beneath.read_at(fd, name, FILE_CAP), stat.S_IMODE(st.st_mode)
 
 
-def drop_bytecode(env: Environment, dest: Path, roots: Sequence[str] = ()) -> list[str]:
-    """Remove `__pycache__/<module>.*.pyc` of a restored or removed module source.
-
-    Only regular files in a real `__pycache__` directory inside the environment's directories: a
-    symlinked `__pycache__` (or one whose real path leads out) is left alone, never followed.
-    """
-    if dest.suffix != ".py":
-        return []
-    cache = dest.parent / "__pycache__"
+def snapshot(dest: Path, roots: Sequence[str]) -> tuple[Original, bytes | str | None, int | None]:
+    """snapshot_at of `dest`, its directory walked down from `roots` (a missing directory: MISSING)."""
     try:
-        if not stat.S_ISDIR(os.lstat(cache).st_mode):
-            return []
-        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with beneath.parent_of(dest, roots) as (fd, name):
+            return snapshot_at(fd, name)
+    except FileNotFoundError:
+        return Original.MISSING, None, None
+
+
+def drop_bytecode_at(fd: int, module: str) -> list[str]:
+    """Remove `__pycache__/<module>.*.pyc` below directory `fd`, for a restored or removed `module.py`.
+
+    Only regular files in a real `__pycache__` directory: a symlinked one is left alone, never followed.
+    """
+    if not module.endswith(".py"):
+        return []
+    try:
+        cache = beneath.open_dir_at(fd, "__pycache__")
     except OSError:
         return []
     dropped = []
     try:
-        prefix = dest.stem + "."
-        for name in os.listdir(fd):
+        prefix = module[: -len(".py")] + "."
+        for name in os.listdir(cache):
             if not (name.startswith(prefix) and name.endswith(".pyc")):
                 continue
-            if check_destination(env, cache / name, roots) is not None:
-                continue
             with contextlib.suppress(OSError):
-                if stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode):
-                    os.unlink(name, dir_fd=fd)
+                if stat.S_ISREG(os.lstat(name, dir_fd=cache).st_mode):
+                    os.unlink(name, dir_fd=cache)
                     dropped.append(name)
     finally:
-        os.close(fd)
+        os.close(cache)
     return dropped
 
 
@@ -76,8 +83,8 @@ def locked(env: Environment, *, wait: float = LOCK_WAIT) -> Iterator[None]:
     refuse_unsafe_root(env)
     path = env.state_dir / "lock"
     try:
-        env.state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        beneath.private_dir(env.state_dir)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:  # a read-only or full filesystem: nothing has been written yet
         raise QuarantineFailed(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
     try:

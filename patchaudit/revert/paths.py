@@ -103,6 +103,26 @@ def staged_name(dest: Path, run_id: str) -> Path:
     return dest.with_name(f".pa-{tag}.tmp")
 
 
+def dist_problem(name: str, version: str) -> str | None:
+    """Why a distribution's METADATA name or version cannot name a directory (None when both can).
+
+    They come from the environment; a name is used below the quarantine, so it must be a name in
+    packaging's grammar (a letter or digit first, no separator), and the version a version.
+    """
+    from packaging.utils import InvalidName, canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        canonicalize_name(name, validate=True)
+    except InvalidName:
+        return f"its METADATA names it {name!r}, which is not a distribution name"
+    try:
+        Version(version)
+    except InvalidVersion:
+        return f"its METADATA version {version!r} is not a version"
+    return None
+
+
 def new_run_id(dist: str) -> str:
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in dist)

@@ -16,7 +16,7 @@ from pathlib import Path
 from patchaudit.environment import Environment
 from patchaudit.errors import LockBusy, StateRefused
 from patchaudit.revert.commit import commit, mark, mark_manifest, rollback
-from patchaudit.revert.fileops import locked
+from patchaudit.revert.fileops import locked, write_roots
 from patchaudit.revert.model import MANIFEST, ActionKind, Journal, Phase, RunStatus
 from patchaudit.revert.paths import check_destination, journal_dir, run_dir, run_dir_problem, staged_name
 from patchaudit.revert.state import read_journal, read_manifest, write_json
@@ -97,7 +97,7 @@ def _recover_one(env: Environment, state: Journal, roots: Sequence[str]) -> str:
     where = run_dir(env, state["run_id"])
     op = state["op"]
     if state["phase"] != Phase.COMMIT:
-        rollback(state)
+        rollback(state, write_roots(env, roots))
         mark(where, RunStatus.ROLLED_BACK)
         return f"rolled back interrupted {op} {state['run_id']} (nothing had been changed)"
     manifest, _problem = read_manifest(where)

@@ -11,7 +11,6 @@ replaced byte.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as _dt
 import errno
@@ -20,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
+from patchaudit import beneath
 from patchaudit.atomic import atomic_write, fsync_dir, write_new
 from patchaudit.diff import unified
 from patchaudit.environment import Environment
@@ -27,7 +27,7 @@ from patchaudit.errors import QuarantineFailed, UnsafePath
 from patchaudit.hashing import hash_file
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.revert.commit import commit, mark, mark_manifest, rollback
-from patchaudit.revert.fileops import LOCK_WAIT, locked, snapshot
+from patchaudit.revert.fileops import LOCK_WAIT, locked, snapshot, write_roots
 from patchaudit.revert.model import (
     CHANGED_MEANWHILE,
     FILES,
@@ -50,6 +50,7 @@ from patchaudit.revert.model import (
 )
 from patchaudit.revert.paths import (
     check_destination,
+    dist_problem,
     journal_dir,
     new_run_id,
     quarantine_name,
@@ -131,16 +132,20 @@ def _prepare(env: Environment, plan: Plan) -> tuple[Journal, Manifest]:
         "actions": entries,
     }
     try:
+        beneath.private_dir(journal.parent)
         write_json(journal, state)
     except OSError as exc:
         raise QuarantineFailed(f"cannot write the journal in {journal.parent}: {exc.strerror}") from None
     try:
         manifest = _quarantine(env, plan, run_id, where, entries)
-        _stage(plan, entries)
-    except OSError as exc:
-        rollback(state)
+        _stage(env, plan, entries)
+    except (OSError, UnsafePath) as exc:
+        rollback(state, write_roots(env, plan.roots))
         mark(where, RunStatus.ROLLED_BACK)  # a manifest may already say `prepared`: it changed nothing
         journal.unlink(missing_ok=True)
+        if isinstance(exc, UnsafePath):
+            hint = "a directory of the environment changed during the run"
+            raise UnsafePath(f"nothing was changed: {exc}", hint=hint) from None
         failed = getattr(exc, "filename", None) or where
         raise QuarantineFailed(
             f"nothing was changed: cannot write {failed}: {exc.strerror or exc}",
@@ -153,12 +158,14 @@ def _prepare(env: Environment, plan: Plan) -> tuple[Journal, Manifest]:
 
 def _quarantine(env: Environment, plan: Plan, run_id: str, where: Path, entries: list[JournalEntry]) -> Manifest:
     """Copy what is at each destination into the run directory; write manifest and patch."""
+    beneath.private_dir(where.parent)
     files_dir = where / FILES
-    files_dir.mkdir(parents=True, exist_ok=False)
+    files_dir.mkdir(mode=0o700, parents=True, exist_ok=False)
     patch: list[str] = []
     records: list[ManifestFile] = []
+    walk_from = write_roots(env, plan.roots)
     for action, entry in zip(plan.actions, entries, strict=True):
-        kind, content, mode = snapshot(action.dest)
+        kind, content, mode = snapshot(action.dest, walk_from)
         item: ManifestFile = {
             "path": action.path,
             "dest": str(action.dest),
@@ -227,23 +234,25 @@ def _group(action: Action) -> str:
     """
     if action.hook:
         return "_hooks/"
+    if action.dist and dist_problem(action.dist, "0") is not None:
+        raise UnsafePath(f"{action.dist!r} is not a distribution name")
     return f"{action.dist}/" if action.dist else ""
 
 
-def _stage(plan: Plan, entries: list[JournalEntry]) -> None:
+def _stage(env: Environment, plan: Plan, entries: list[JournalEntry]) -> None:
+    """Write each new file beside its destination, in the directory walked down by descriptors."""
+    walk_from = write_roots(env, plan.roots)
     for action, entry in zip(plan.actions, entries, strict=True):
         if action.kind == ActionKind.REMOVE:
             continue
         assert entry["staged"] is not None
-        staged = Path(entry["staged"])
-        action.dest.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staged)
-        if action.kind == ActionKind.SYMLINK:
-            assert action.link is not None
-            os.symlink(action.link, staged)
-        else:
-            assert action.data is not None
-            write_new(staged, action.data, action.mode)
-    for parent in {a.dest.parent for a in plan.actions}:
-        fsync_dir(parent)
+        staged = os.path.basename(entry["staged"])
+        with beneath.parent_of(action.dest, walk_from, create=True) as (fd, _name):
+            beneath.unlink_at(fd, staged)
+            if action.kind == ActionKind.SYMLINK:
+                assert action.link is not None
+                beneath.symlink_at(fd, action.link, staged)
+            else:
+                assert action.data is not None
+                beneath.write_new_at(fd, staged, action.data, action.mode)
+            beneath.fsync_fd(fd)

@@ -17,7 +17,7 @@ from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError
 from patchaudit.report import DistReport, Drift, DriftState, Report
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
-from patchaudit.revert.paths import check_destination
+from patchaudit.revert.paths import check_destination, dist_problem
 
 ENVIRONMENT = "environment"  # the `dist` of a run over the whole environment (its manifest, its run id)
 SHARED = "added in a directory several distributions share, so no one distribution's revert removes it"
@@ -77,6 +77,10 @@ def plan_environment(
     for dist, dist_report in zip(dists, report.distributions, strict=True):
         left += [_fact(dist.name, fact) for fact in dist_report.facts]
         if not dist_report.drift:
+            continue
+        problem = dist_problem(dist.name, dist.version)
+        if problem is not None:
+            unavailable.append(Unavailable(dist=dist.name, version=dist.version, reason=problem))
             continue
         try:
             plan = plan_one(dist, dist_report)
