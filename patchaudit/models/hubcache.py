@@ -51,6 +51,8 @@ def select_commits(target: ModelTarget, refs: dict[str, str], commits: list[str]
     if rev is None:
         return commits
     if rev in refs:
+        if not is_commit(refs[rev]):  # a ref file is input: what it holds names a snapshot directory
+            raise ModelNotFound(f"{target.name}: ref {rev!r} holds {refs[rev][:60]!r}, not a commit")
         return [refs[rev]]
     if rev in commits:
         return [rev]

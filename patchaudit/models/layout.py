@@ -22,6 +22,8 @@ HF_LOCAL = Path(".cache") / "huggingface"
 REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _REPO_ID = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+# a git ref name as the Hub allows it (`main`, `v1.0`, `refs/pr/1`) or a commit: no `..`, no empty part
+_REVISION = re.compile(r"(?!.*\.\.)(?!/)(?!.*//)[\w.\-/]{1,255}(?<!/)")
 
 
 class ModelKind(enum.StrEnum):
@@ -110,6 +112,8 @@ def repo_id_of(folder: Path) -> str | None:
 
 def resolve(spec: str, *, revision: str | None = None, cache_dir: Path | None = None) -> ModelTarget:
     """A path (hub repo folder, snapshot, local dir, manifest dir) or a repo id looked up in the hub cache."""
+    if revision is not None and not _REVISION.fullmatch(revision):
+        raise ModelNotFound(f"{revision[:80]!r} is not a revision (a branch, tag or commit)")
     path = Path(spec).expanduser()
     if path.is_dir():
         return _from_path(path.absolute(), revision)

@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from patchaudit.beneath import safe_mode
 from patchaudit.diff import read_installed
 from patchaudit.environment import Environment
 from patchaudit.errors import QuarantineFailed, RunNotFound, StateRefused
@@ -140,7 +141,7 @@ def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Pl
                     dest=dest,
                     kind=ActionKind.WRITE,
                     data=data,
-                    mode=0o644 if mode is None else mode,
+                    mode=0o644 if mode is None else safe_mode(mode),  # data: no setuid/setgid/sticky back
                     digest=item["original_digest"],
                     dist=owner,
                     hook=hook,
