@@ -166,6 +166,45 @@ def test_diff_never_writes_through_a_cache_link_the_user_planted(base: Path, roo
     assert any((kept / "cache/partial").rglob("RECORD"))
 
 
+IN_CLOSE_NOWRITE, IN_MOVED_TO, IN_CREATE = 0x10, 0x80, 0x100
+
+
+def _when(
+    user: pwd.struct_passwd, watched: Path, mask: int, wanted: Callable[[bytes], bool], action: Callable[[], None]
+) -> tuple[int, int]:
+    """A child that watches `watched` with inotify (the watch set up as root, as a 0755 directory would
+    let anyone) and, as `user`, runs `action` at the first event whose name is `wanted`.
+    Returns (pid, a descriptor that reads b"1" once the watch is in place)."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(ready_r)
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_CLOEXEC)
+            if fd < 0 or libc.inotify_add_watch(fd, str(watched).encode(), mask) < 0:
+                raise OSError(ctypes.get_errno(), "inotify")
+            _drop(user)
+            os.write(ready_w, b"1")
+            while code and select.select([fd], [], [], 60)[0]:
+                data = os.read(fd, 65536)
+                while data:
+                    _wd, _mask, _cookie, length = struct.unpack_from("iIII", data)
+                    name = data[16 : 16 + length].rstrip(b"\0")
+                    data = data[16 + length :]
+                    if wanted(name):
+                        action()
+                        code = 0
+                        break
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(ready_w)
+    return pid, ready_r
+
+
 # --- 2: baseline create --model as root writes its manifest through the user's link ---
 
 
@@ -195,44 +234,45 @@ def test_model_baseline_never_writes_through_the_users_state_link(base: Path, ro
     assert scan.returncode == 0, scan.stdout + scan.stderr
 
 
+def test_model_baseline_never_reads_a_config_swapped_for_a_link_after_hashing(
+    base: Path, root_env: dict[str, str]
+) -> None:
+    user = _user()
+    model = base / "model"
+    model.mkdir()
+    os.chown(model, user.pw_uid, user.pw_gid)
+    secret = base / "shadow"
+    secret.write_text("root:SECRET-HASH:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+
+    def prepare() -> None:
+        (model / "config.json").write_text('{"hidden_size": 7168}\n')
+        for n in range(300):  # hashed after config.json, before its text is read
+            (model / f"model-{n:05d}.safetensors").write_bytes(os.urandom(4096))
+
+    def swap() -> None:
+        link = base / "stash/link"
+        link.symlink_to(secret)
+        os.rename(link, model / "config.json")
+
+    as_user(user, prepare)
+    (base / "stash").mkdir()
+    os.chown(base / "stash", user.pw_uid, user.pw_gid)
+    # the moment root has hashed config.json and closed it, the user puts a link in its place
+    pid, ready = _when(user, model, IN_CLOSE_NOWRITE, lambda name: name == b"config.json", swap)
+    assert os.read(ready, 1) == b"1"
+    proc = run_root("baseline", "create", "--model", model, env=root_env)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the swap never happened"
+    assert os.path.islink(model / "config.json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    state = Path(root_env["PATCHAUDIT_STATE_HOME"])
+    for manifest in [*model.rglob("model-manifest.json"), *state.rglob("model-manifest.json")]:
+        assert "SECRET-HASH" not in manifest.read_text(), manifest
+    assert proc.returncode == 2 and "changed while it was read" in proc.stderr, proc.stdout + proc.stderr
+
+
 # --- 3: revert as root through a directory swapped for a link mid-run ---
-
-IN_CREATE, IN_MOVED_TO = 0x100, 0x80
-
-
-def _swapper(user: pwd.struct_passwd, journal: Path, sub: Path, secret: Path) -> tuple[int, int]:
-    """A child that watches `journal` (as root, as a 0755 directory would let anyone) and, as `user`,
-    swaps `sub` for a link to `secret` when a journal appears. Returns (pid, fd readable when ready)."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.close(ready_r)
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_CLOEXEC)
-            if fd < 0 or libc.inotify_add_watch(fd, str(journal).encode(), IN_CREATE | IN_MOVED_TO) < 0:
-                raise OSError(ctypes.get_errno(), "inotify")
-            _drop(user)
-            os.write(ready_w, b"1")
-            while select.select([fd], [], [], 60)[0]:
-                data = os.read(fd, 65536)
-                names = []
-                while data:
-                    _wd, _mask, _cookie, length = struct.unpack_from("iIII", data)
-                    names.append(data[16 : 16 + length].rstrip(b"\0"))
-                    data = data[16 + length :]
-                if any(n.endswith(b".json") and not n.startswith(b".") for n in names):
-                    os.rename(sub, str(sub) + ".real")
-                    os.symlink(secret, sub)
-                    code = 0
-                    break
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(ready_w)
-    return pid, ready_r
 
 
 def test_revert_never_follows_a_directory_swapped_mid_run(base: Path, root_env: dict[str, str]) -> None:
@@ -253,7 +293,13 @@ def test_revert_never_follows_a_directory_swapped_mid_run(base: Path, root_env: 
         (site / "demo/sub/victim").write_bytes(b"root's file\n")  # an added file: revert removes it
 
     as_user(user, prepare)
-    pid, ready = _swapper(user, journal, site / "demo/sub", secret)
+
+    def swap() -> None:
+        os.rename(site / "demo/sub", site / "demo/sub.real")
+        os.symlink(secret, site / "demo/sub")
+
+    journal_written = IN_CREATE | IN_MOVED_TO
+    pid, ready = _when(user, journal, journal_written, lambda n: n.endswith(b".json") and not n.startswith(b"."), swap)
     assert os.read(ready, 1) == b"1"
     proc = run_root("revert", "demo", "--python", python, "--wheelhouse", built.parent, "--yes", env=root_env)
     _, status = os.waitpid(pid, 0)
