@@ -56,8 +56,17 @@ def atomic_write(
     """
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name[:200]}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    # the directory is resolved once: the temp file, the rename and the fsync all act on that descriptor
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _write_at(dir_fd, path.name, content, mode=mode, durable=durable)
+    finally:
+        os.close(dir_fd)
+
+
+def _write_at(dir_fd: int, name: str, content: bytes | str | Writer, *, mode: int, durable: bool) -> None:
+    tmp = f".{name[:200]}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as fh:
             if callable(content):
@@ -69,13 +78,14 @@ def atomic_write(
             os.fchmod(fh.fileno(), mode)
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
     if durable:
-        fsync_dir(path.parent)
+        with contextlib.suppress(OSError):
+            os.fsync(dir_fd)
 
 
 __all__ = ["atomic_write", "fsync_dir", "write_new"]
