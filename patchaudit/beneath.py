@@ -96,7 +96,10 @@ def parent_of(
     name = os.path.basename(dest)
     _check_part(name)
     root, parts = split_under(os.path.dirname(dest), roots)
-    fd = walk(root, parts, create=create)
+    # from `/`, the root's own components too: a root that is another user's directory (an editable
+    # project) could itself be swapped for a link between split_under's realpath and the walk
+    above = [p for p in root.split("/") if p]
+    fd = walk("/", above + parts, create=create)
     try:
         yield fd, name
     finally:
