@@ -1,6 +1,6 @@
 """The descriptor walk, and a pass over the package: every write below a target goes through it.
 
-The hostile side, played by another user against root, is in test_root_safety.py.
+The hostile side, played by another user against root, is in tests/hostile/test_root_safety.py.
 """
 
 from __future__ import annotations

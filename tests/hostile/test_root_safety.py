@@ -30,7 +30,10 @@ PATCHAUDIT = Path(sys.executable).parent / "patchaudit"
 TEST_USER = "patchaudit-test"
 FILES = {"demo/__init__.py": b"", "demo/mod.py": b"VALUE = 1\n" * 20, "demo/tool.py": b"print('tool')\n"}
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play both sides")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play both sides"),
+    pytest.mark.timeout(180),  # a race helper that never sees its event gives up after 60 s
+]
 
 
 def _user() -> pwd.struct_passwd:
