@@ -23,7 +23,7 @@ from patchaudit import beneath
 from patchaudit.atomic import atomic_write, fsync_dir, write_new
 from patchaudit.diff import unified
 from patchaudit.environment import Environment
-from patchaudit.errors import QuarantineFailed, UnsafePath
+from patchaudit.errors import PatchAuditError, QuarantineFailed, UnsafePath
 from patchaudit.hashing import hash_file
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.revert.commit import commit, mark, mark_manifest, rollback
@@ -139,12 +139,12 @@ def _prepare(env: Environment, plan: Plan) -> tuple[Journal, Manifest]:
     try:
         manifest = _quarantine(env, plan, run_id, where, entries)
         _stage(env, plan, entries)
-    except (OSError, UnsafePath) as exc:
+    except (OSError, PatchAuditError) as exc:
         rollback(state, write_roots(env, plan.roots))
         mark(where, RunStatus.ROLLED_BACK)  # a manifest may already say `prepared`: it changed nothing
         journal.unlink(missing_ok=True)
-        if isinstance(exc, UnsafePath):
-            hint = "a directory of the environment changed during the run"
+        if isinstance(exc, PatchAuditError):  # a directory swapped for a link, a file for a FIFO
+            hint = "a file or directory of the environment changed during the run"
             raise UnsafePath(f"nothing was changed: {exc}", hint=hint) from None
         failed = getattr(exc, "filename", None) or where
         raise QuarantineFailed(
