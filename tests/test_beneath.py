@@ -104,6 +104,8 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "render/prometheus.py": (1, "--textfile: a file the operator names"),
     "baseline.py": (1, "the baseline file the user names"),
     "models/manifest.py": (1, "the model manifest, in cachedir.tree_state(): root's own for a tree it does not own"),
+    "serving/annotate.py": (1, "the serving graph cache, in the directory cachedir.locate() chose"),
+    "serving/graph.py": (1, "the serving graph cache, in the directory cachedir.locate() chose"),
     "revert/state.py": (1, "journal and manifests, in the 0700 state directory"),
     "revert/recovery.py": (1, "a finished journal, in the 0700 state directory"),
     "revert/transaction.py": (9, "the run directory and journal, in the 0700 state directory"),
