@@ -88,6 +88,9 @@ class Hit:
     message: str
     stmt_line: int = 0
     always_in_change: bool = False
+    # The last line of what the finding names (a condition over several lines): a change to any
+    # line from `line` to here puts the finding in the change, pointed at the first changed one.
+    end_line: int = 0
 
 
 @dataclass(kw_only=True, slots=True)

@@ -297,13 +297,16 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
         new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
+        old_to_new = {
+            i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
+        }
         hits: list[Hit] = []
         for scope, guards in old.items():
             if scope not in new:
                 continue  # a deleted function guards nothing any more: nothing calls it
             where = "the module" if scope == "<module>" else f"{scope}"
             now = new[scope]
-            for before, after in _pair(guards, now):
+            for before, after in _pair(guards, now, old_to_new):
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -332,25 +335,37 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
         )
 
 
-def _pair(old: list[_Guard], new: list[_Guard]) -> list[tuple[_Guard, _Guard | None]]:
+def _pair(old: list[_Guard], new: list[_Guard], moved: dict[int, int]) -> list[tuple[_Guard, _Guard | None]]:
     """Each pristine guard with its installed counterpart, or None when it is gone.
 
-    Guards of one kind that changed in place (another exception type, a reworded assert) pair
-    up: that is an edit of the check, not its removal.
+    A guard on a line the patch left alone pairs with the guard on that same line first (`moved`:
+    pristine line -> installed line, for unchanged lines), so of three identical raises the one
+    edited is the one reported. The rest pair by label; guards of one kind that changed in place
+    (another exception type, a reworded assert) pair up: an edit of the check, not its removal.
     """
-    pairs: list[tuple[_Guard, _Guard | None]] = []
-    matcher = difflib.SequenceMatcher(None, [g.label for g in old], [g.label for g in new], autojunk=False)
+    pairs: dict[int, tuple[_Guard, _Guard | None]] = {}
+    by_line = {g.line: g for g in new}
+    taken: set[int] = set()
+    for index, guard in enumerate(old):
+        twin = by_line.get(moved.get(guard.line, -1))
+        if twin is not None and twin.label == guard.label and twin.line not in taken:
+            pairs[index] = (guard, twin)
+            taken.add(twin.line)
+    rest_old = [(i, g) for i, g in enumerate(old) if i not in pairs]
+    rest_new = [g for g in new if g.line not in taken]
+    matcher = difflib.SequenceMatcher(None, [g.label for _, g in rest_old], [g.label for g in rest_new], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            pairs.extend(zip(old[i1:i2], new[j1:j2], strict=True))
+            for (index, guard), twin in zip(rest_old[i1:i2], rest_new[j1:j2], strict=True):
+                pairs[index] = (guard, twin)
             continue
-        left = list(new[j1:j2])
-        for guard in old[i1:i2]:
+        left = list(rest_new[j1:j2])
+        for index, guard in rest_old[i1:i2]:
             match = next((g for g in left if g.kind == guard.kind), None)
             if match is not None:
                 left.remove(match)
-            pairs.append((guard, match))
-    return pairs
+            pairs[index] = (guard, match)
+    return [pairs[i] for i in sorted(pairs)]
 
 
 def _map_line(opcodes: list[tuple[str, int, int, int, int]], old: int, new_lines: list[str]) -> tuple[int, str]:

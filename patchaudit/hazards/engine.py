@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -194,6 +195,8 @@ def _run_rules(
             for p in context.pending:
                 start = positions[p.node].start  # type: ignore[attr-defined]
                 stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
+                head = _header(p.node)
+                end = positions[head].end.line if head in positions else start.line  # type: ignore[attr-defined]
                 hits.append(
                     Hit(
                         rule=p.rule,
@@ -202,6 +205,7 @@ def _run_rules(
                         column=start.column,
                         message=p.message,
                         stmt_line=stmt,
+                        end_line=end,
                     )
                 )
     except Exception as exc:  # a user rule's bug must not stop the scan
@@ -217,6 +221,35 @@ def _run_rules(
             )
         )
     return hits, text
+
+
+def _header(node: cst.CSTNode) -> cst.CSTNode:
+    """The part of a finding's node that names it: a compound statement's test, not its body."""
+    if isinstance(node, cst.If | cst.While | cst.IfExp):
+        return node.test
+    if isinstance(node, cst.Match):
+        return node.subject
+    if isinstance(node, cst.MatchCase):
+        return node.pattern
+    if isinstance(node, cst.For):
+        return node.iter
+    if isinstance(node, cst.With) and node.items:
+        return node.items[-1]
+    if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Try | cst.TryStar):
+        return node.name if isinstance(node, cst.FunctionDef | cst.ClassDef) else node
+    return node
+
+
+def _in_change(hit: Hit, changed: set[int]) -> Hit | None:
+    """The hit pointed at the first changed line of what it names, or None if none changed."""
+    if hit.always_in_change or hit.line in changed:
+        return hit
+    span = [line for line in range(hit.line, max(hit.end_line, hit.line) + 1) if line in changed]
+    if span:
+        return replace(hit, line=span[0], column=0)
+    if hit.stmt_line in changed:
+        return replace(hit, line=hit.stmt_line, column=0)
+    return None
 
 
 def _statement_positions(
@@ -285,9 +318,10 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}
     used: set[tuple[int, str]] = set()
     suppressed: list[bool] = []
-    for hit in hits:
+    moved = [_in_change(hit, changed) if changed is not None else hit for hit in hits]
+    for hit, where in zip(hits, moved, strict=True):
         is_suppressed = False
-        for line in {hit.line, hit.stmt_line}:
+        for line in {hit.line, hit.stmt_line, where.line if where is not None else hit.line}:
             if hit.rule in found_ignores.get(line, ()):
                 used.add((line, hit.rule))
                 is_suppressed = True
@@ -307,8 +341,9 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
             )
 
     findings = []
-    for hit, is_suppressed in zip(hits, suppressed, strict=True):
-        if changed is not None and not (hit.always_in_change or hit.line in changed or hit.stmt_line in changed):
+    moved += [_in_change(hit, changed) if changed is not None else hit for hit in hits[len(moved) :]]
+    for hit, is_suppressed in zip(moved, suppressed, strict=True):
+        if hit is None:
             continue
         findings.append(
             Finding(
