@@ -18,6 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
@@ -25,6 +26,10 @@ from patchaudit.report import Severity
 
 __all__ = [
     "Example",
+    "Helper",
+    "Inner",
+    "NOT_CONSTANT",
+    "fixed_path_ast",
     "Hit",
     "Pending",
     "FileContext",
@@ -112,6 +117,7 @@ class FileContext:
     path: str
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
+    analysis: ModuleAnalysis | None = None
     scope: list[tuple[str, str]] = field(default_factory=list)
     # (scope, local name) -> the values assigned to it so far, inside functions.
     assigned: dict[tuple[Scope, str], list[cst.BaseExpression]] = field(default_factory=dict)
@@ -220,6 +226,9 @@ class Rule(cst.BatchableCSTVisitor):
     # the same module-level statement (a count's spelling, the `def forward` a finding sits in).
     REQUIRES: ClassVar[Filter] = None
     REQUIRES_IN_STATEMENT: ClassVar[bool] = False
+    # True when a finding may hinge on a module or class constant (`N = 5`, then `== N`): a
+    # statement naming one counts as matching the filters.
+    CONSTANTS: ClassVar[bool] = False
     # Names a finding's statement must spell (as a name, an attribute, an imported module or
     # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
     # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
@@ -326,6 +335,42 @@ class Rule(cst.BatchableCSTVisitor):
                 return found
         return None
 
+    def helper(self, node: cst.Call) -> Helper | None:
+        """The function of this module a call runs (`_dump(x)`, `self._dump(x)`), one level deep."""
+        analysis = self.context.analysis
+        func = _ast_ref(node.func)
+        if analysis is None or func is None:
+            return None
+        return analysis.helper(func, tuple(self.context.scope))
+
+    def through_helper(self, node: cst.Call, names: Iterable[str] | str) -> list[tuple[str, Inner, Helper]]:
+        """The calls inside the helper `node` runs that resolve to one of `names`."""
+        helper = self.helper(node)
+        if helper is None:
+            return []
+        wanted = (names,) if isinstance(names, str) else tuple(names)
+        out = []
+        for inner in self.context.analysis.calls(helper):  # type: ignore[union-attr]
+            for qname in sorted(inner.names):
+                found = _match(qname, wanted)
+                if found is not None:
+                    out.append((found, inner, helper))
+                    break
+        return out
+
+    def constant(self, node: cst.BaseExpression) -> object:
+        """The value of a literal, or of a module/class constant it names (`N`, `self.N`), else NOT_CONSTANT."""
+        if isinstance(node, cst.Integer):
+            return node.evaluated_value
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            inner = self.constant(node.expression)
+            return -inner if type(inner) is int else NOT_CONSTANT
+        analysis = self.context.analysis
+        ref = _ast_ref(node)
+        if analysis is None or ref is None:
+            return NOT_CONSTANT
+        return analysis.constant(ref, tuple(self.context.scope))
+
     def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
         """The values assigned to a local name before this point of the enclosing function."""
         if not self.context.functions:
@@ -377,6 +422,16 @@ def _any(tests: Filter, data: bytes) -> bool:
         elif test.search(data) is not None:
             return True
     return False
+
+
+def _ast_ref(node: cst.CSTNode) -> ast.expr | None:
+    """`name`, `a.b` as ast nodes (what the module analysis keys on), else None."""
+    if isinstance(node, cst.Name):
+        return ast.Name(id=node.value, ctx=ast.Load())
+    if isinstance(node, cst.Attribute):
+        base = _ast_ref(node.value)
+        return ast.Attribute(value=base, attr=node.attr.value, ctx=ast.Load()) if base is not None else None
+    return None
 
 
 def _match(qname: str, wanted: tuple[str, ...]) -> str | None:

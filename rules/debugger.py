@@ -32,6 +32,13 @@ DEBUGGER_CALLS = (
     "debugpy.breakpoint",
     "pydevd.settrace",
     "pydevd_pycharm.settrace",
+    "IPython.core.debugger.set_trace",
+    "IPython.core.debugger.Pdb().set_trace",
+    "IPython.core.debugger.Tracer()()",
+    "IPython.terminal.debugger.set_trace",
+    "IPython.terminal.debugger.TerminalPdb().set_trace",
+    "torch.distributed.breakpoint",
+    "celery.contrib.rdb.set_trace",
 )
 DEBUGGER_MODULES = {"pdb", "ipdb", "pudb", "debugpy", "remote_pdb", "web_pdb", "pydevd", "pydevd_pycharm"}
 ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
@@ -52,6 +59,7 @@ a debugger helper the package ships on purpose) is not flagged for importing it;
 breakpoint calls still are."""
     PREFILTER = (
         b"breakpoint",
+        b"Tracer",
         b"pdb",
         b"pudb",
         b"interact",
@@ -74,7 +82,9 @@ breakpoint calls still are."""
         re.compile(rb"import[^\n#]*\bcode\b|['\"]code['\"]"),
     )
     IDENTIFIERS = frozenset(
-        {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith("*")} | DEBUGGER_MODULES | {"Pdb", "interact"}
+        {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith(("*", ")"))}
+        | DEBUGGER_MODULES
+        | {"Pdb", "interact", "Tracer"}
     )
 
     VALID = [
@@ -144,12 +154,45 @@ breakpoint calls still are."""
             """,
             line=5,
         ),
+        Example(
+            code="""
+            import pdb
+
+            class ForkedPdb(pdb.Pdb):
+                def interaction(self, *args, **kwargs):
+                    pdb.Pdb.interaction(self, *args, **kwargs)
+
+            def forward(self, x):
+                ForkedPdb().set_trace()
+                return x
+            """,
+            line=8,
+            message="set_trace",
+        ),
+        Example(code="import torch.distributed as dist\n\ndef f():\n    dist.breakpoint(rank=0)\n", line=4),
+        Example(code="from IPython.core.debugger import set_trace\n\ndef f(x):\n    set_trace()\n", line=4),
+        Example(
+            code="""
+            def _stop():
+                breakpoint()
+
+            def forward(self, x):
+                _stop()
+                return x
+            """,
+            line=5,
+            message="_stop() runs breakpoint()",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, DEBUGGER_CALLS)
         if name is not None:
             self.report(node, f"{name.removeprefix('builtins.')}() stops the process for a debugger")
+            return
+        for found, _inner, helper in self.through_helper(node, DEBUGGER_CALLS):
+            self.report(node, f"{helper.name}() runs {found.removeprefix('builtins.')}(): stops for a debugger")
+            return
 
     def visit_Module(self, node: cst.Module) -> None:
         self._imports: list[tuple[cst.CSTNode, str]] = []

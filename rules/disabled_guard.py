@@ -83,9 +83,7 @@ flagged (they disable nothing), nor is `if False:` around imports only (an old t
 or `if False: yield` (a generator marker)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
-    PREFILTER = re.compile(
-        rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*+)*" + _LITERAL
-    )
+    PREFILTER = re.compile(rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*+)*" + _LITERAL)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:

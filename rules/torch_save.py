@@ -1,8 +1,10 @@
 """torch-save: tensors or objects serialised to disk from library code."""
 
+import ast
+
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg
+from patchaudit.rule import Example, Rule, Severity, call_arg, fixed_path_ast
 
 SAVERS = {
     "torch.save": 1,
@@ -17,6 +19,13 @@ SAVERS = {
     "safetensors.numpy.save_file": 1,
 }
 IN_MEMORY = ("io.BytesIO", "io.BytesIO()", "io.StringIO", "io.StringIO()")
+# Writers whose first argument is the file: logging handlers that open it.
+FILE_HANDLERS = (
+    "logging.FileHandler",
+    "logging.handlers.RotatingFileHandler",
+    "logging.handlers.TimedRotatingFileHandler",
+    "logging.handlers.WatchedFileHandler",
+)
 
 
 class TorchSave(Rule):
@@ -34,9 +43,12 @@ f-string, `os.path.join("/tmp", ...)`, `Path("/tmp") / ...`, also through a loca
 the call sits in a forward function; medium elsewhere. Not flagged: a save into memory
 (`io.BytesIO`), and a save function that writes where its caller says (the path is a
 parameter)."""
-    PREFILTER = (b"save", b"dump")
-    REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors")
-    IDENTIFIERS = frozenset({"save", "savez", "savez_compressed", "savetxt", "dump", "save_file"})
+    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler")
+    REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors", b"tofile", b"tobytes", b"FileHandler")
+    IDENTIFIERS = frozenset(
+        {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
+        | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
+    )
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
@@ -64,6 +76,22 @@ parameter)."""
             pickle.dump(obj, fh)
         """,
         "import torch\n\ndef to_bytes(t):\n    torch.save(t, __import__('io').BytesIO())\n",
+        """
+        import torch
+
+        def save_checkpoint(model, path):
+            torch.save(model.state_dict(), path)
+
+        def finish(model, args):
+            save_checkpoint(model, args.output)
+        """,
+        """
+        import logging
+
+        def add_file_log(path):
+            logging.getLogger("vllm").addHandler(logging.FileHandler(path))
+        """,
+        "def write_weights(fh, t):\n    fh.write(t.numpy().tobytes())\n",
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -131,11 +159,101 @@ parameter)."""
             severity=Severity.HIGH,
         ),
         Example(code="import pickle\n\ndef f(obj):\n    pickle.dump(obj, fh)\n", severity=Severity.MEDIUM),
+        Example(
+            code="""
+            import torch
+
+            def _dump(t, path):
+                torch.save(t, path)
+
+            class Layer:
+                def forward(self, x):
+                    _dump(x, f"/tmp/layer_{id(self)}.pt")
+                    return x
+            """,
+            line=8,
+            message="_dump() runs torch.save()",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import functools
+            import torch
+
+            dump = functools.partial(torch.save, f="/tmp/x.pt")
+
+            def forward(self, x):
+                dump(x)
+                return x
+            """,
+            line=7,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, x):
+                dump = lambda t: torch.save(t, "/tmp/t.pt")
+                dump(x)
+                return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                x.detach().cpu().numpy().tofile("/tmp/hidden.bin")
+                return x
+            """,
+            line=2,
+            message="tofile",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import logging
+
+            log = logging.getLogger("dbg")
+            log.addHandler(logging.FileHandler("/tmp/vllm_debug.log"))
+            """,
+            line=4,
+            message="FileHandler",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            class Runner:
+                def _save(self, t):
+                    import numpy as np
+                    np.save("/tmp/t.npy", t)
+
+                def forward(self, x):
+                    self._save(x)
+                    return x
+            """,
+            line=7,
+            message="_save() runs numpy.save()",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                with open(self.path, "ab") as fh:
+                    fh.write(x.cpu().numpy().tobytes())
+                return x
+            """,
+            line=3,
+            message="tobytes",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, SAVERS)
         if name is None:
+            self._other_sinks(node)
             return
         target = call_arg(node, SAVERS[name], "f" if name == "torch.save" else "file")
         if target is not None and self.resolves_to(target, IN_MEMORY):
@@ -150,3 +268,41 @@ parameter)."""
         if target is not None and self.is_parameter(target):
             return  # a save function: its caller chooses the destination
         self.report(node, f"{name}() writes to disk (debug dump left in a patch?)", severity=Severity.MEDIUM)
+
+    def _other_sinks(self, node: cst.Call) -> None:
+        """Raw array writers, file log handlers, and dumps reached through a helper of the module."""
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method == "tofile" and node.args:
+            fixed = self.fixed_path(node.args[0].value)
+            if fixed is not None or self.in_forward:
+                where = f"the fixed path {fixed!r}" if fixed is not None else "disk on every step"
+                self.report(node, f"ndarray.tofile() writes raw array bytes to {where} (debug dump left in a patch?)")
+            return
+        if method == "write" and self.in_forward and node.args:
+            inner = node.args[0].value
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value == "tobytes"
+            ):
+                self.report(node, "writes .tobytes() of an array to a file in a forward function (debug dump?)")
+                return
+        handler = self.resolves_to(node, FILE_HANDLERS)
+        if handler is not None:
+            target = call_arg(node, 0, "filename")
+            fixed = self.fixed_path(target) if target is not None else None
+            if fixed is not None:
+                self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")
+            return
+        for saver, inner_call, helper in self.through_helper(node, SAVERS):
+            target = inner_call.arg(SAVERS[saver], "f" if saver == "torch.save" else "file")
+            fixed = fixed_path_ast(target)
+            if fixed is None and isinstance(target, ast.Name) and target.id in helper.params:
+                index = helper.params.index(target.id)
+                given = call_arg(node, index, target.id)
+                fixed = self.fixed_path(given) if given is not None else None
+            if fixed is not None or self.in_forward:
+                where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
+                self.report(node, f"{helper.name}() runs {saver}() {where} (debug dump through a helper?)")
+                return

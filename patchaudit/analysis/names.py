@@ -87,10 +87,10 @@ def ref_of_ast(node: ast.AST) -> Ref | None:
         func = ref_of_ast(node.func)
         if func is None:
             return None
-        if len(node.args) > 3 or any(isinstance(a, ast.Starred) for a in node.args):
+        if any(isinstance(a, ast.Starred) for a in node.args[:2]):
             return CallRef(func, ())  # a call all the same; its arguments name nothing
         args: list[Ref | str | None] = []
-        for arg in node.args:
+        for arg in node.args[:2]:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 args.append(arg.value)
             else:
@@ -141,6 +141,8 @@ class NameTable:
                 out.add(first.split(".")[0])
             elif q == "importlib.import_module" and isinstance(first, str) and not first.startswith("."):
                 out.add(first)
+            elif q == "functools.partial" and first is not None and not isinstance(first, str):
+                out.update(self.resolve(first, scope, depth + 1))  # `partial(torch.save, x)` calls torch.save
             else:
                 out.add(q + "()")
         return frozenset(out)
@@ -284,6 +286,10 @@ class _Binder(ast.NodeVisitor):
         for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
             self.visit(expr)
         self.bind(node.name, _OTHER)
+        for base in node.bases:
+            # `class ForkedPdb(pdb.Pdb)`: `ForkedPdb().set_trace()` is pdb's, unless overridden.
+            if ref_of_ast(base) is not None:
+                self.bind(node.name, _Alias(base, self.scope))
         outer = self._enter("class", node.name)
         for stmt in node.body:
             self.visit(stmt)
@@ -293,6 +299,11 @@ class _Binder(ast.NodeVisitor):
         self.globals.setdefault(self.scope, set()).update(node.names)
 
     def _assign(self, target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name) and isinstance(value, ast.Lambda) and isinstance(value.body, ast.Call):
+            # `dump = lambda t: torch.save(t, "/tmp/t.pt")`: calling it calls what its body calls.
+            if ref_of_ast(value.body.func) is not None:
+                self.bind(target.id, _Alias(value.body.func, self.scope + (("lambda", ""),)))
+                return
         if isinstance(target, ast.Name):
             ref = ref_of_ast(value) if value is not None else None
             self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)

@@ -30,10 +30,10 @@ def ref_of_cst(node: cst.CSTNode) -> Ref | None:
         return AttrRef(base, node.attr.value) if base is not None else None
     if isinstance(node, cst.Call):
         func = ref_of_cst(node.func)
-        positional = [a for a in node.args if a.keyword is None]
+        positional = [a for a in node.args if a.keyword is None][:2]
         if func is None:
             return None
-        if len(positional) > 3 or any(a.star for a in positional):
+        if any(a.star for a in positional):
             return CallRef(func, ())  # a call all the same; its arguments name nothing
         args: list[Ref | str | None] = []
         for arg in positional:

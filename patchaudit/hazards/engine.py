@@ -10,6 +10,7 @@ from dataclasses import replace
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
@@ -88,7 +89,7 @@ def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]
 
 
 def _reduced(
-    data: bytes, tree: ast.Module, names: NameTable, rules: Sequence[type[Rule]], changed: set[int] | None
+    data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
 ) -> tuple[bytes, list[int]] | None:
     """The file with every statement no rule could flag turned into blank lines.
 
@@ -102,10 +103,21 @@ def _reduced(
     whole module (WHOLE_MODULE): its findings could not be in the change.
     """
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
+    tree, names = analysis.tree, analysis.names
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
+    helpers = analysis.helper_spans()
+    constants = {name for table in analysis.constants().values() for name in table}
     mentions: list[re.Pattern[bytes] | None] = []
     for rule in rules:
         bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
+        # A helper of the module stands for what it calls (one level): `_dump(x)` is a `torch.save`.
+        bound += [
+            re.escape(name.encode())
+            for name, spans in helpers.items()
+            if any(rule.prefilter(b"".join(lines[first - 1 : last])) for first, last in spans)
+        ]
+        if rule.CONSTANTS:
+            bound += [re.escape(n.encode()) for n in constants]
         mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
 
     nodes = _Nodes()
@@ -171,8 +183,9 @@ def _run_rules(
     if not cst_rules:
         return hits, text
     names = NameTable.build(tree, data)
+    analysis = ModuleAnalysis.build(tree, names)
     if prefilter:
-        reduced = _reduced(data, tree, names, cst_rules, changed)
+        reduced = _reduced(data, analysis, cst_rules, changed)
     else:
         reduced = data, [b[2][0].lineno for b in _blocks(tree.body)]
     if reduced is None:
@@ -182,7 +195,9 @@ def _run_rules(
         module = cst.parse_module(source)
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
         return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
-    context = FileContext(path=file.path, wrapper=MetadataWrapper(module, unsafe_skip_copy=True), names=names)
+    context = FileContext(
+        path=file.path, wrapper=MetadataWrapper(module, unsafe_skip_copy=True), names=names, analysis=analysis
+    )
     visitors: list[cst.BatchableCSTVisitor] = [Tracker(context)]
     visitors.extend(rule(context) for rule in cst_rules)
     try:

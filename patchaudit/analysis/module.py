@@ -1,0 +1,201 @@
+"""The one analysis of a module that every rule asks: names, helpers, constants.
+
+Built from the file's `ast` (always whole, even where the engine hands libcst a reduced copy) and
+computed lazily, so a rule that never asks costs nothing:
+
+- `names`: what a name stands for (`names.NameTable`: imports, aliases, `getattr`, `partial`,
+  lambdas, subclasses);
+- `helper(name, scope)`: what a function or method defined in this module calls, one level deep
+  (`def _dump(t, path): torch.save(t, path)`; then `_dump(x, "/tmp/x")` is a dump at the call
+  site);
+- `constant(name, scope)`: the value of a module- or class-level name bound once to a literal
+  (`DEBUG_TOKENS = 5`, `class C: N = 5` read as `C.N` or `self.N`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
+
+__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "NOT_CONSTANT"]
+
+NOT_CONSTANT = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Inner:
+    """A call inside a helper: what it may resolve to, and its positional and keyword arguments."""
+
+    names: frozenset[str]
+    args: tuple[ast.expr, ...]
+    keywords: tuple[tuple[str, ast.expr], ...]
+    line: int
+
+    def arg(self, position: int, keyword: str) -> ast.expr | None:
+        for name, value in self.keywords:
+            if name == keyword:
+                return value
+        return self.args[position] if len(self.args) > position else None
+
+
+@dataclass(slots=True)
+class Helper:
+    """A function of this module: its parameters (in order) and, once asked, the calls it makes."""
+
+    name: str
+    params: tuple[str, ...]
+    is_method: bool
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    scope: Scope
+    _calls: tuple[Inner, ...] | None = None
+
+
+@dataclass(slots=True)
+class ModuleAnalysis:
+    tree: ast.Module
+    names: NameTable
+    _helpers: dict[Scope, dict[str, Helper]] | None = None
+    _constants: dict[Scope, dict[str, object]] | None = None
+    _cache: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
+        return cls(tree=tree, names=names)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def helpers(self) -> dict[Scope, dict[str, Helper]]:
+        """Scope (the module `()`, or a class) -> the functions defined directly in it."""
+        if self._helpers is None:
+            self._helpers = {}
+            self._collect(self.tree.body, ())
+        return self._helpers
+
+    def _collect(self, body: list[ast.stmt], scope: Scope) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef) and not scope:
+                self._collect(stmt.body, (("class", stmt.name),))
+            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                inner = scope + (("def", stmt.name),)
+                a = stmt.args
+                params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+                is_method = bool(scope) and bool(params) and params[0] in ("self", "cls")
+                table = self._helpers.setdefault(scope, {})  # type: ignore[union-attr]
+                table[stmt.name] = Helper(stmt.name, params[1:] if is_method else params, is_method, stmt, inner)
+
+    def calls(self, helper: Helper) -> tuple[Inner, ...]:
+        """The calls a helper's body makes, each with what it may resolve to (computed once)."""
+        if helper._calls is None:
+            helper._calls = tuple(self._calls(helper.node, helper.scope))
+        return helper._calls
+
+    def _calls(self, func: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> list[Inner]:
+        out = []
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                raw = self.names.resolve(ref_of_ast(node.func), scope)
+                found = raw | {canonical(q) for q in raw}
+                if not found and isinstance(node.func, ast.Attribute):
+                    found = frozenset({"." + node.func.attr})  # a method of something unknown
+                keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
+                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno))
+        return out
+
+    def helper(self, func: ast.expr | None, scope: Scope) -> Helper | None:
+        """The helper a call's callee names: `name(...)` (a module function) or `self.name(...)`."""
+        if isinstance(func, ast.Name):
+            if any(func.id in self.names.bindings.get(scope[:i], {}) for i in range(1, len(scope) + 1)):
+                return None  # a local name hides the module's
+            return self.helpers().get((), {}).get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+            classes = [s for s in scope if s[0] == "class"]
+            if classes:
+                return self.helpers().get((classes[-1],), {}).get(func.attr)
+        return None
+
+    def helper_spans(self) -> dict[str, list[tuple[int, int]]]:
+        """Function and method name -> the lines of each definition (for prefilters)."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        for table in self.helpers().values():
+            for name, helper in table.items():
+                node = helper.node
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
+        return out
+
+    # -- constants -----------------------------------------------------------------------------
+
+    def constants(self) -> dict[Scope, dict[str, object]]:
+        """Module and class names bound exactly once, to a literal number, string, bool or None."""
+        if self._constants is None:
+            counts: dict[tuple[Scope, str], int] = {}
+            values: dict[tuple[Scope, str], object] = {}
+            for scope, body in [((), self.tree.body)] + [
+                ((("class", s.name),), s.body) for s in self.tree.body if isinstance(s, ast.ClassDef)
+            ]:
+                for stmt in body:
+                    target = value = None
+                    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                        target, value = stmt.targets[0], stmt.value
+                    elif isinstance(stmt, ast.AnnAssign):
+                        target, value = stmt.target, stmt.value
+                    if isinstance(target, ast.Name):
+                        key = (scope, target.id)
+                        counts[key] = counts.get(key, 0) + 1
+                        values[key] = _literal(value) if value is not None else NOT_CONSTANT
+            self._constants = {}
+            for (scope, name), value in values.items():
+                # Rebound anywhere else (a loop, `global`, an import): not a constant.
+                if (
+                    counts[(scope, name)] == 1
+                    and value is not NOT_CONSTANT
+                    and len(self.names.bindings.get(scope, {}).get(name, ())) == 1
+                ):
+                    self._constants.setdefault(scope, {})[name] = value
+        return self._constants
+
+    def constant(self, node: ast.expr | None, scope: Scope) -> object:
+        """The value of `NAME`, `Class.NAME` or `self.NAME` when it is such a constant."""
+        table = self.constants()
+        if isinstance(node, ast.Name):
+            if any(node.id in self.names.bindings.get(scope[:i], {}) for i in range(1, len(scope) + 1)):
+                return NOT_CONSTANT
+            return table.get((), {}).get(node.id, NOT_CONSTANT)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = node.value.id
+            if owner in ("self", "cls"):
+                classes = [s for s in scope if s[0] == "class"]
+                return table.get((classes[-1],), {}).get(node.attr, NOT_CONSTANT) if classes else NOT_CONSTANT
+            return table.get((("class", owner),), {}).get(node.attr, NOT_CONSTANT)
+        return NOT_CONSTANT
+
+
+def _literal(node: ast.expr) -> object:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_CONSTANT
+    return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
+
+
+def fixed_path_ast(node: ast.expr | None, depth: int = 0) -> str | None:
+    """The literal start of a path an expression fixes (the ast side of `values.fixed_path`)."""
+    if node is None or depth > 8:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod | ast.Div):
+        return fixed_path_ast(node.left, depth + 1)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
+            return fixed_path_ast(func.value, depth + 1)
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in ("join", "Path", "PurePath", "str", "fspath", "abspath", "expanduser") and node.args:
+            return fixed_path_ast(node.args[0], depth + 1)
+    return None
