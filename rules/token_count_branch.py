@@ -64,6 +64,8 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
         return COUNT_NAME.match(node.attr) is not None
+    if isinstance(node, ast.NamedExpr):
+        return _count_shaped(node.value, values, depth + 1)
     if isinstance(node, ast.Subscript):
         owner = node.value
         if isinstance(owner, ast.Call):
@@ -89,29 +91,81 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
     return out
 
 
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _number_like(node: ast.AST) -> bool:
+    """A magic constant, or a name that may be a module/class constant (`N`, `self.N`, `-1`)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return isinstance(node.operand, ast.Constant)
+    return (
+        _magic_constant(node)
+        or isinstance(node, ast.Name | ast.Attribute)
+        or (isinstance(node, ast.Constant) and type(node.value) is int)
+    )
+
+
+def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...]) -> bool:
+    operands = [node.left, *node.comparators]
+    for index, op in enumerate(node.ops):
+        a, b = operands[index : index + 2]
+        if isinstance(op, ops) and any(
+            _number_like(x) and _count_shaped(y, assigned) and not isinstance(y, ast.Constant)
+            for x, y in ((a, b), (b, a))
+        ):
+            return True
+    return False
+
+
 def _magic_test(node: ast.AST, assigned: Values) -> bool:
-    """The ast side of the rule: a comparison or case with a magic number (no names resolved)."""
+    """The ast side of the rule: a comparison or case that could pin a count (no names resolved)."""
     if isinstance(node, ast.Compare):
+        if _compared(node, assigned, (ast.Eq, ast.NotEq)):
+            return True
+        if len(node.ops) >= 2 and _compared(node, assigned, _ORDER):
+            return True  # a chained window: `4 < n < 6`
         operands = [node.left, *node.comparators]
         for index, op in enumerate(node.ops):
-            pair = operands[index : index + 2]
-            if isinstance(op, ast.Eq) and any(
-                _magic_constant(a) and _count_shaped(b, assigned) for a, b in (pair, pair[::-1])
-            ):
+            left, right = operands[index : index + 2]
+            collection = isinstance(right, ast.Tuple | ast.List | ast.Set) or (
+                isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "range"
+            )
+            if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
-            right = pair[1]
-            collection = isinstance(right, ast.Tuple | ast.List | ast.Set)
-            magic = collection and any(_magic_constant(e) for e in right.elts)  # type: ignore[attr-defined]
-            if isinstance(op, ast.In) and magic and _count_shaped(pair[0], assigned):
-                return True
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        ordered = [v for v in node.values if isinstance(v, ast.Compare) and _compared(v, assigned, _ORDER)]
+        return len(ordered) >= 2  # a window joined by `and`
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
-            _magic_constant(n.value)
+            isinstance(n, ast.MatchValue) and _number_like(n.value)
             for case in node.cases
             for n in ast.walk(case.pattern)
-            if isinstance(n, ast.MatchValue)
         )
     return False
+
+
+_OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
+_WINDOW = 8  # at most this many counts: a debug trap, not a size class
+_SYMBOL = {
+    cst.Equal: "==",
+    cst.LessThan: "<",
+    cst.LessThanEqual: "<=",
+    cst.GreaterThan: ">",
+    cst.GreaterThanEqual: ">=",
+}
+_FLIPPED = {
+    cst.Equal: "==",
+    cst.LessThan: ">",
+    cst.LessThanEqual: ">=",
+    cst.GreaterThan: "<",
+    cst.GreaterThanEqual: "<=",
+}
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
 
 
 def _magic(node: cst.BaseExpression) -> int | None:
@@ -132,6 +186,10 @@ class _SideEffects(cst.CSTVisitor):
         func = node.func
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
+        if name is None:
+            through = self.rule.through_helper(node, SIDE_EFFECT_CALLS)
+            if through:
+                name = f"{through[0][2].name}() ({through[0][0]})"
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
 
@@ -163,13 +221,17 @@ inside a compound condition, over one line or several. Comparisons with 0 or 1 a
 guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
 side effects (I/O, a save, print, global or environment state), medium otherwise."""
     PREFILTER = (
-        re.compile(rb"==[\s(\\]*" + _MAGIC + rb"\b"),
-        re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*=="),
+        re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
+        re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
+        re.compile(rb"\bin[\s\\]*range\("),
+        # A module or class constant that a comparison may name (`DEBUG_TOKENS = 5`).
+        re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len")
     REQUIRES_IN_STATEMENT = True
+    CONSTANTS = True
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
@@ -198,8 +260,71 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
             return self.run(batch)
         """,
         "if x.shape[-1] == 128:\n    use_kernel()\n",
+        "if num_tokens <= 16:\n    print('small batch')\n",
+        "if 0 < num_tokens < 4:\n    print('tiny')\n",
+        "if x.shape[0] != 5:\n    print('x')\n",
+        "if x.shape[0] in range(0, 4):\n    print('x')\n",
+        "BLOCK = 16\nif x.shape[1] % BLOCK == 0:\n    print('aligned')\n",
+        "if 2 <= x.dim() <= 3:\n    print(x)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            import torch
+
+            def forward(self, x):
+                if x.shape[-2] == 5:
+                    torch.save(x, "/tmp/x.pt")
+                return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(code="def f(x):\n    if 4 < x.shape[0] < 6:\n        print(x)\n", line=2, message="== 5"),
+        Example(
+            code="def f(x, n):\n    if n >= 5 and n <= 6 and x.shape[0] >= 5 and x.shape[0] <= 5:\n        print(x)\n",
+            line=2,
+        ),
+        Example(code="def f(x):\n    if x.size(0) in range(5, 8):\n        print(x)\n", line=2, severity=Severity.HIGH),
+        Example(code="def f(x):\n    if x.shape[0] in {5, 7}:\n        print(x)\n", line=2, severity=Severity.HIGH),
+        Example(
+            code="""
+            DEBUG_TOKENS = 5
+
+            def forward(self, x):
+                if x.shape[0] == DEBUG_TOKENS:
+                    print(x)
+                return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            class Runner:
+                TRAP = 7
+
+                def forward(self, x):
+                    if self.TRAP == x.shape[0]:
+                        print(x)
+                    return x
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(code="def f(x):\n    if (n := x.shape[0]) == 5:\n        print(n)\n", line=2, severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, x):
+                if x.shape[0] != 5:
+                    pass
+                else:
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="import torch\nif x.shape[0] == 5:\n    torch.save(x, '/tmp/x.pt')\n",
             line=2,
@@ -288,40 +413,119 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
             return None
         return self.count_of(node)
 
-    def _magic_count(self, test: cst.BaseExpression) -> tuple[str, str] | None:
-        if isinstance(test, cst.BooleanOperation):
-            return self._magic_count(test.left) or self._magic_count(test.right)
-        if isinstance(test, cst.UnaryOperation):
-            return self._magic_count(test.expression)
+    def _number(self, node: cst.BaseExpression) -> int | None:
+        value = self.constant(node)
+        return value if type(value) is int else None
+
+    def _atoms(self, test: cst.BaseExpression) -> list[tuple[str, str, object]]:
+        """(count, operator, number or numbers) for each comparison of a count in an `and` chain."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._atoms(test.left) + self._atoms(test.right)
         if not isinstance(test, cst.Comparison):
-            return None
+            return []
+        out: list[tuple[str, str, object]] = []
         left = test.left
         for target in test.comparisons:
-            right = target.comparator
-            if isinstance(target.operator, cst.Equal):
-                for count_side, number_side in ((left, right), (right, left)):
-                    number = _magic(number_side)
+            right, op = target.comparator, target.operator
+            if isinstance(op, cst.In):
+                count = self._count(left)
+                numbers = self._numbers(right)
+                if count is not None and numbers is not None:
+                    out.append((count, "in", numbers))
+            elif type(op) in _FLIPPED:
+                for count_side, number_side, symbol in (
+                    (left, right, _SYMBOL[type(op)]),
+                    (right, left, _FLIPPED[type(op)]),
+                ):
+                    number = self._number(number_side)
                     if number is not None:
                         count = self._count(count_side)
                         if count is not None:
-                            return count, f"== {number}"
-            elif isinstance(target.operator, cst.In) and isinstance(right, cst.Tuple | cst.List | cst.Set):
-                numbers = [n for n in (_magic(e.value) for e in right.elements) if n is not None]
-                if numbers:
-                    count = self._count(left)
-                    if count is not None:
-                        return count, f"in {tuple(numbers)}"
+                            out.append((count, symbol, number))
+                            break
             left = right
+        return out
+
+    def _numbers(self, node: cst.BaseExpression) -> frozenset[int] | None:
+        """The values of `(5, 7)`, `{5, 7}`, `[5]`, `range(5, 8)`, else None."""
+        if isinstance(node, cst.Tuple | cst.List | cst.Set):
+            values = [self._number(e.value) for e in node.elements]
+            return frozenset(v for v in values if v is not None) or None
+        if isinstance(node, cst.Call) and self.resolves_to(node, "builtins.range") and 1 <= len(node.args) <= 3:
+            bounds = [self._number(a.value) for a in node.args]
+            if any(b is None for b in bounds):
+                return None
+            r = range(*bounds)  # type: ignore[arg-type]
+            return frozenset(r) if 0 < len(r) <= _WINDOW else None
         return None
 
-    def _check(self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode) -> None:
-        found = self._magic_count(test)
+    def _window(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        """(count, what it equals) when `test` holds only for a few small counts, none of them 0 or 1."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            return self._window(test.left) or self._window(test.right)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._window(test.expression)
+        bounds: dict[str, list[object]] = {}
+        for count, op, number in self._atoms(test):
+            low, high, allowed = bounds.setdefault(count, [None, None, None])  # type: ignore[misc]
+            if op == "in":
+                allowed = number if allowed is None else allowed & number  # type: ignore[operator]
+            elif op == "==":
+                allowed = frozenset({number}) if allowed is None else allowed & {number}  # type: ignore[operator]
+            elif op in ("<", "<="):
+                top = number - (op == "<")  # type: ignore[operator]
+                high = top if high is None else min(high, top)
+            elif op in (">", ">="):
+                bottom = number + (op == ">")  # type: ignore[operator]
+                low = bottom if low is None else max(low, bottom)
+            bounds[count] = [low, high, allowed]
+        for count, (low, high, allowed) in bounds.items():
+            if allowed is None:
+                if low is None or high is None or not 0 < high - low + 1 <= _WINDOW:
+                    continue
+                allowed = frozenset(range(low, high + 1))  # type: ignore[arg-type]
+            values = {v for v in allowed if (low is None or v >= low) and (high is None or v <= high)}  # type: ignore[union-attr]
+            if values and min(values) >= 2 and len(values) <= _WINDOW:
+                shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
+                return count, shown
+        for part in _conjuncts(test):
+            if isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
+                found = self._window(part)  # `rank == 0 and not (n != 3 or ...)`
+                if found is not None:
+                    return found
+        return None
+
+    def _inverted(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        """The window of an `else:` branch: `if n != 5: ... else:` runs only when n == 5."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._window(test.expression)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, cst.NotEqual):
+                flipped = test.with_changes(comparisons=[target.with_changes(operator=cst.Equal())])
+                return self._window(flipped)
+            if isinstance(target.operator, cst.NotIn):
+                flipped = test.with_changes(comparisons=[target.with_changes(operator=cst.In())])
+                return self._window(flipped)
+        return None
+
+    def _check(
+        self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
+    ) -> None:
+        found = self._window(test)
         if found is not None:
             self._report(where, body, *found)
+            return
+        if orelse is not None:
+            found = self._inverted(test)
+            if found is not None:
+                self._report(where, orelse, *found)
 
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
         body.visit(effects)
+        if not effects.found and _OTHER_DIM.search(count):
+            return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         if effects.found:
             self.report(
                 where,
@@ -332,13 +536,13 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
             self.report(where, f"branch on {count} {value}, a magic token/batch count")
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node.test, node.body, node)
+        self._check(node.test, node.body, node, node.orelse)
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, node.body, node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._check(node.test, node.body, node)
+        self._check(node.test, node.body, node, node.orelse)
 
     def visit_Match(self, node: cst.Match) -> None:
         count = self._count(node.subject)
@@ -347,6 +551,7 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
         for case in node.cases:
             pattern = case.pattern
             options = [p.pattern for p in pattern.patterns] if isinstance(pattern, cst.MatchOr) else [pattern]
-            numbers = [n for n in (_magic(p.value) for p in options if isinstance(p, cst.MatchValue)) if n is not None]
+            values = (self._number(p.value) for p in options if isinstance(p, cst.MatchValue))
+            numbers = [n for n in values if n is not None and n >= 2]
             if numbers:
                 self._report(case, case.body, count, f"== {numbers[0]}")

@@ -172,7 +172,16 @@ _CAST_METHODS = ("item", "long", "int", "tolist")
 
 
 def _small_index(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Integer) and node.value in ("0", "1")
+    """An integer index of a dimension, negative ones included (`shape[0]`, `size(-2)`)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, cst.Integer)
+
+
+def _index_text(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.expression, cst.Integer):
+        return "-" + node.expression.value
+    return node.value if isinstance(node, cst.Integer) else "?"
 
 
 def count_of(
@@ -188,16 +197,16 @@ def count_of(
             return None
         owner = node.value
         if isinstance(owner, cst.Attribute) and owner.attr.value == "shape":
-            return f".shape[{index.value.value}]"  # type: ignore[attr-defined]
+            return f".shape[{_index_text(index.value)}]"
         sized = isinstance(owner, cst.Call) and not owner.args and isinstance(owner.func, cst.Attribute)
         if sized and owner.func.attr.value == "size":  # type: ignore[attr-defined]
-            return f".size()[{index.value.value}]"  # type: ignore[attr-defined]
+            return f".size()[{_index_text(index.value)}]"
         return None
     if isinstance(node, cst.Call):
         func = node.func
         if isinstance(func, cst.Attribute):
             if func.attr.value == "size" and len(node.args) == 1 and _small_index(node.args[0].value):
-                return f".size({node.args[0].value.value})"  # type: ignore[attr-defined]
+                return f".size({_index_text(node.args[0].value)})"
             if func.attr.value == "numel" and not node.args:
                 return ".numel()"
             if func.attr.value in _CAST_METHODS and not node.args:
@@ -223,4 +232,7 @@ def count_of(
         return None
     if isinstance(node, cst.Attribute) and COUNT_NAME.match(node.attr.value):
         return node.attr.value
+    if isinstance(node, cst.NamedExpr):
+        found = again(node.value)
+        return f"{node.target.value} := {found}" if found is not None and isinstance(node.target, cst.Name) else found
     return None
