@@ -262,6 +262,11 @@ class Rule(cst.BatchableCSTVisitor):
         return _any(cls.PREFILTER, data) and _any(cls.REQUIRES, data)
 
     @classmethod
+    def constant_matters(cls, value: object) -> bool:
+        """Whether a module/class constant of this value could decide a finding (with CONSTANTS)."""
+        return True
+
+    @classmethod
     def mentions(cls, text: bytes) -> bool:
         """Whether text (a qualified name a local name is bound to) holds one of the filter's bytes."""
         return (cls.PREFILTER is not None and _any(cls.PREFILTER, text)) or (
@@ -389,6 +394,37 @@ class Rule(cst.BatchableCSTVisitor):
         """How node spells a token/batch count, through local assignments and casts."""
         return _values.count_of(node, self.resolves_to, self.values_of)
 
+    def folded(self, node: cst.BaseExpression) -> bool | None:
+        """Truth of a condition folded through module/class constants and comparisons of constants."""
+        if isinstance(node, cst.BooleanOperation):
+            left, right = self.folded(node.left), self.folded(node.right)
+            if isinstance(node.operator, cst.And):
+                return False if False in (left, right) else True if left is right is True else None
+            return True if True in (left, right) else False if left is right is False else None
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            inner = self.folded(node.expression)
+            return None if inner is None else not inner
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+            a, b = self._folded_value(node.left), self._folded_value(node.comparisons[0].comparator)
+            if a is NOT_CONSTANT or b is NOT_CONSTANT:
+                return None
+            op = node.comparisons[0].operator
+            compare = _COMPARE.get(type(op))
+            try:
+                return bool(compare(a, b)) if compare is not None else None
+            except TypeError:
+                return None
+        value = self._folded_value(node)
+        return None if value is NOT_CONSTANT else bool(value)
+
+    def _folded_value(self, node: cst.BaseExpression) -> object:
+        value = _values.const_value(node)
+        if value is not UNKNOWN:
+            return value
+        if isinstance(node, cst.Name | cst.Attribute):
+            return self.constant(node)
+        return NOT_CONSTANT
+
     @staticmethod
     def truth(node: cst.BaseExpression) -> bool | None:
         """Constant truth of a condition (folded through and/or/not/brackets), None if it varies."""
@@ -422,6 +458,18 @@ def _any(tests: Filter, data: bytes) -> bool:
         elif test.search(data) is not None:
             return True
     return False
+
+
+_COMPARE: dict[type, Callable[[object, object], object]] = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b,
+    cst.IsNot: lambda a, b: a is not b,
+    cst.LessThan: lambda a, b: a < b,  # type: ignore[operator]
+    cst.GreaterThan: lambda a, b: a > b,  # type: ignore[operator]
+    cst.LessThanEqual: lambda a, b: a <= b,  # type: ignore[operator]
+    cst.GreaterThanEqual: lambda a, b: a >= b,  # type: ignore[operator]
+}
 
 
 def _ast_ref(node: cst.CSTNode) -> ast.expr | None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.rule import Example, Rule, Severity
 
 # A constant as a bare operand: not followed, on its line, by an operator, a call, an attribute or
@@ -28,6 +29,50 @@ def _constant_operand(test: ast.expr) -> bool:
     if isinstance(test, ast.BoolOp):
         return any(_constant_operand(v) for v in test.values)
     return False
+
+
+def _names_only(test: ast.expr) -> bool:
+    """A test built of names, constants, comparisons, and/or/not: one that constants could fold."""
+    if isinstance(test, ast.Name | ast.Attribute | ast.Constant):
+        return True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _names_only(test.operand)
+    if isinstance(test, ast.BoolOp):
+        return any(_names_only(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return all(isinstance(v, ast.Name | ast.Attribute | ast.Constant) for v in (test.left, *test.comparators))
+    return False
+
+
+def _suppress(node: ast.expr) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(func, ast.Name) and func.id == "suppress") or (
+        isinstance(func, ast.Attribute) and func.attr == "suppress"
+    )
+
+
+def _has_guard(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Raise | ast.Assert | ast.Call) for n in ast.walk(node))
+
+
+def _swallows(node: ast.Try | ast.TryStar) -> bool:
+    quiet = any(
+        all(isinstance(s, ast.Pass | ast.Continue | ast.Expr) for s in handler.body) for handler in node.handlers
+    )
+    return quiet and any(isinstance(n, ast.Raise | ast.Assert) for stmt in node.body for n in ast.walk(stmt))
+
+
+def _env(test: ast.expr) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id in ("environ", "getenv"))
+        or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
+        for n in ast.walk(test)
+    )
+
+
+def _label(node: cst.CSTNode) -> str:
+    text = " ".join(cst.Module(body=[]).code_for_node(node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _generator_marker(node: cst.If) -> bool:
@@ -83,11 +128,38 @@ flagged (they disable nothing), nor is `if False:` around imports only (an old t
 or `if False: yield` (a generator marker)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
-    PREFILTER = re.compile(rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*+)*" + _LITERAL)
+    PREFILTER = (
+        re.compile(rb"(?:\b(?:if|elif|while|assert|and|or)|(?<!\bis )\bnot)\b(?:[\s(\\]|#[^\n]*+)*" + _LITERAL),
+        # A comparison of two constants (`if 1 == 2:`), a swallowing `with`/`try`, an exit above a check.
+        re.compile(rb"\b(?:if|elif|while|assert|and|or|not)\b[\s(\\]*(?:-?\d|True\b|False\b|None\b|['\"])"),
+        b"suppress",
+        re.compile(rb"\bexcept\b[^\n]*:"),
+        re.compile(rb"(?m)^[ \t]+(?:return|raise|continue|break)\b"),
+        # A module flag that may fold (`CHECKS = False`).
+        re.compile(rb"(?m)^\w+[ \t]*(?::[^=\n]*)?=[ \t]*(?:True|False|None|0|1)[ \t]*(?:#[^\n]*)?$"),
+    )
+    CONSTANTS = True
+
+    @classmethod
+    def constant_matters(cls, value: object) -> bool:
+        return value is None or type(value) is bool or (type(value) is int and value in (0, 1))
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         for node in nodes:
+            if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
+                return True
+            if isinstance(node, ast.Try | ast.TryStar) and _swallows(node):
+                return True
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and any(
+                isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break) for stmt in body[:-1]
+            ):
+                return True
+            if isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Return) and _env(node.test):
+                return True  # an early exit gated on the environment
+            if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
+                return True  # may fold through module constants
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
                     node.test.value is True or (type(node.test.value) is int and node.test.value != 0)
@@ -110,6 +182,44 @@ or `if False: yield` (a generator marker)."""
         """,
         "if 1:\n    setup()\n",
         "name = value or 'default'\n",
+        """
+        DEBUG = False
+
+        def f(x):
+            if DEBUG:
+                print(x)
+        """,
+        """
+        def f(x):
+            if x is None:
+                return None
+            if x < 0:
+                raise ValueError("x")
+            return x
+        """,
+        """
+        def load():
+            try:
+                import flash_attn
+            except Exception:
+                pass
+        """,
+        """
+        import os
+
+        def run(x):
+            if os.environ.get("DISABLE_FAST_PATH"):
+                return slow(x)
+            return fast(x)
+        """,
+        """
+        def f(x):
+            try:
+                if x < 0:
+                    raise ValueError("x")
+            except ValueError:
+                raise
+        """,
     ]
     INVALID = [
         Example(code="if False and use_fp8:\n    x = quantize(x)\n", line=1, message="constant false"),
@@ -139,23 +249,126 @@ or `if False: yield` (a generator marker)."""
         Example(code="if (\n    x  # why\n    and  # off for now\n    False\n):\n    raise ValueError('x')\n", line=1),
         Example(code="if mode == 'a' or 'b':\n    fast_path()\n", line=1, message="constant true"),
         Example(code="if x is not None and ():\n    check(x)\n", line=1),
+        Example(code="def f(x):\n    if 1 == 2:\n        raise ValueError('x')\n", line=2),
+        Example(
+            code="""
+            STRICT = False
+
+            def load(dtype):
+                if STRICT and dtype == "fp8":
+                    raise ValueError("fp8 is not supported")
+                return dtype
+            """,
+            line=4,
+            message="folds to false",
+        ),
+        Example(
+            code="""
+            def check(self, q):
+                return q
+                if self.kv_cache_dtype.startswith("fp8"):
+                    raise NotImplementedError("FP8 MLA is not supported")
+            """,
+            line=2,
+            message="unreachable",
+        ),
+        Example(
+            code="""
+            import contextlib
+
+            def check(dtype):
+                with contextlib.suppress(ValueError):
+                    if dtype == "fp8":
+                        raise ValueError("fp8")
+            """,
+            line=4,
+            message="suppress",
+        ),
+        Example(
+            code="""
+            def check(dtype):
+                try:
+                    assert dtype != "fp8", "fp8 is not supported"
+                except Exception:
+                    pass
+            """,
+            line=2,
+            message="except: pass",
+        ),
+        Example(
+            code="""
+            import os
+
+            def check(dtype):
+                if os.environ.get("SKIP_DTYPE_CHECK"):
+                    return
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+            """,
+            line=4,
+            message="environment",
+        ),
     ]
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node.test, node, node)
+        if self._check(node.test, node, node):
+            return
+        # Folded through module/class constants and comparisons: only when it kills a guard.
+        value = self.folded(node.test)
+        if value is False:
+            guard = guard_in([node.body])
+            if guard is not None:
+                self.report(node, f"the condition folds to false: `{_label(guard)}` never runs")
+        elif value is True and node.orelse is not None:
+            guard = guard_in([node.orelse])
+            if guard is not None:
+                self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, None, node)
 
-    def _check(self, test: cst.BaseExpression, node: cst.If | None, where: cst.CSTNode) -> None:
+    def _check(self, test: cst.BaseExpression, node: cst.If | None, where: cst.CSTNode) -> bool:
         value = self.truth(test)
         if value is False:
             if node is not None and (_generator_marker(node) or _typing_only(node)):
-                return
+                return True
             self.report(where, "the condition is constant false: the guarded code never runs")
         elif value is True and not _plain(test):
             self.report(where, "the condition is constant true: the check is bypassed")
+        return value is not None
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if self.truth(node.test) is True:
             self.report(node, "the assertion is constant true: it checks nothing")
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if not self.context.functions:
+            return
+        body = list(node.body)
+        dead = dead_after(body)
+        if dead is not None:
+            ender, guard = dead
+            self.report(ender, f"`{_label(ender)}` above makes `{_label(guard)}` unreachable: the check never runs")
+        for index, stmt in enumerate(body):
+            if isinstance(stmt, cst.If) and env_gated_exit(stmt, self.resolves_to):
+                guard = guard_in(body[index + 1 :])
+                if guard is not None:
+                    self.report(stmt, f"an early return gated on the environment skips `{_label(guard)}`")
+                    return
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and self.resolves_to(call, "contextlib.suppress"):
+                guard = guard_in([node.body])
+                if guard is not None:
+                    self.report(node, f"contextlib.suppress swallows `{_label(guard)}`: the check never fails")
+                return
+
+    def visit_Try(self, node: cst.Try) -> None:
+        handler = swallowing_handler(node, self.resolves_to)
+        if handler is None:
+            return
+        guard = guard_in([node.body])
+        if isinstance(guard, cst.Raise | cst.Assert):
+            self.report(node, f"`{_label(guard)}` is caught by `except: pass` around it: the check never fails")

@@ -145,6 +145,40 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
 
     VALID = [
         Example(
+            code="""
+            def _check_dtype(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+
+            def load(dtype):
+                _check_dtype(dtype)
+                return dtype
+            """,
+            pristine="""
+            def load(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+                return dtype
+            """,
+        ),
+        Example(
+            code="""
+            class Loader:
+                def _validate(self, dtype):
+                    assert dtype in ("fp16", "bf16")
+
+                def load(self, dtype):
+                    self._validate(dtype)
+                    return dtype
+            """,
+            pristine="""
+            class Loader:
+                def load(self, dtype):
+                    assert dtype in ("fp16", "bf16")
+                    return dtype
+            """,
+        ),
+        Example(
             code="def f(x):\n    if x < 0:\n        raise ValueError('negative x')\n    return x\n",
             pristine="def f(x):\n    if x < 0:\n        raise ValueError('x < 0')\n    return x\n",
         ),
@@ -301,12 +335,22 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
         hits: list[Hit] = []
+        helpers: dict[str, frozenset[str]] | None = None
+
+        def moved_to(scope: str) -> frozenset[str]:
+            nonlocal helpers
+            if helpers is None:
+                helpers = _helper_guards(new_tree)
+            return helpers.get(scope, frozenset())
+
         for scope, guards in old.items():
             if scope not in new:
                 continue  # a deleted function guards nothing any more: nothing calls it
             where = "the module" if scope == "<module>" else f"{scope}"
             now = new[scope]
             for before, after in _pair(guards, now, old_to_new):
+                if after is None and before.label in moved_to(scope):
+                    continue  # moved into a helper this scope calls: still checked
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -333,6 +377,49 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
             stmt_line=line,
             always_in_change=True,
         )
+
+
+def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
+    """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
+
+    A helper is a module-level function called by name or a method of the same class called on
+    `self`/`cls`, one level deep.
+    """
+    labels: dict[str, set[str]] = {}
+    bodies: dict[str, tuple[str, ast.AST]] = {}  # function scope -> (its class, its node)
+
+    def walk(body: list[ast.stmt], scope: str, cls: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, stmt.name if not scope else f"{scope}.{stmt.name}", stmt.name)
+            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = stmt.name if not scope else f"{scope}.{stmt.name}"
+                bodies[name] = (cls, stmt)
+                found = labels.setdefault(name, set())
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.stmt):
+                        guard = _guard(node, frozenset(), False)
+                        if guard is not None:
+                            found.add(guard.label)
+
+    walk(tree.body, "", "")
+    out: dict[str, frozenset[str]] = {}
+    for name, (cls, node) in bodies.items():
+        called: set[str] = set()
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            if isinstance(func, ast.Name):
+                called |= labels.get(func.id, set())
+            elif (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in ("self", "cls")
+            ):
+                called |= labels.get(f"{cls}.{func.attr}", set())
+        out[name] = frozenset(called)
+    return out
 
 
 def _pair(old: list[_Guard], new: list[_Guard], moved: dict[int, int]) -> list[tuple[_Guard, _Guard | None]]:

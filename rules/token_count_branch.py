@@ -234,6 +234,10 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
     CONSTANTS = True
 
     @classmethod
+    def constant_matters(cls, value: object) -> bool:
+        return type(value) is int and value >= 2
+
+    @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         assigned = _assigned(nodes)
         return any(_magic_test(node, assigned) for node in nodes)

@@ -131,12 +131,13 @@ class ModuleAnalysis:
         """Module and class names bound exactly once, to a literal number, string, bool or None."""
         if self._constants is None:
             counts: dict[tuple[Scope, str], int] = {}
+            bodies: list[tuple[Scope, list[ast.stmt]]] = [((), self.tree.body)]
+            bodies += [((("class", s.name),), s.body) for s in self.tree.body if isinstance(s, ast.ClassDef)]
             values: dict[tuple[Scope, str], object] = {}
-            for scope, body in [((), self.tree.body)] + [
-                ((("class", s.name),), s.body) for s in self.tree.body if isinstance(s, ast.ClassDef)
-            ]:
+            for scope, body in bodies:
                 for stmt in body:
-                    target = value = None
+                    target: ast.expr | None = None
+                    value: ast.expr | None = None
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                         target, value = stmt.targets[0], stmt.value
                     elif isinstance(stmt, ast.AnnAssign):
@@ -146,14 +147,14 @@ class ModuleAnalysis:
                         counts[key] = counts.get(key, 0) + 1
                         values[key] = _literal(value) if value is not None else NOT_CONSTANT
             self._constants = {}
-            for (scope, name), value in values.items():
+            for (where, name), found in values.items():
                 # Rebound anywhere else (a loop, `global`, an import): not a constant.
                 if (
-                    counts[(scope, name)] == 1
-                    and value is not NOT_CONSTANT
-                    and len(self.names.bindings.get(scope, {}).get(name, ())) == 1
+                    counts[(where, name)] == 1
+                    and found is not NOT_CONSTANT
+                    and len(self.names.bindings.get(where, {}).get(name, ())) == 1
                 ):
-                    self._constants.setdefault(scope, {})[name] = value
+                    self._constants.setdefault(where, {})[name] = found
         return self._constants
 
     def constant(self, node: ast.expr | None, scope: Scope) -> object:

@@ -299,11 +299,11 @@ class _Binder(ast.NodeVisitor):
         self.globals.setdefault(self.scope, set()).update(node.names)
 
     def _assign(self, target: ast.expr, value: ast.expr | None) -> None:
-        if isinstance(target, ast.Name) and isinstance(value, ast.Lambda) and isinstance(value.body, ast.Call):
+        lam = value.body if isinstance(value, ast.Lambda) else None
+        if isinstance(target, ast.Name) and isinstance(lam, ast.Call) and ref_of_ast(lam.func) is not None:
             # `dump = lambda t: torch.save(t, "/tmp/t.pt")`: calling it calls what its body calls.
-            if ref_of_ast(value.body.func) is not None:
-                self.bind(target.id, _Alias(value.body.func, self.scope + (("lambda", ""),)))
-                return
+            self.bind(target.id, _Alias(lam.func, self.scope + (("lambda", ""),)))
+            return
         if isinstance(target, ast.Name):
             ref = ref_of_ast(value) if value is not None else None
             self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)

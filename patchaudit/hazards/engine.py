@@ -106,7 +106,7 @@ def _reduced(
     tree, names = analysis.tree, analysis.names
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
     helpers = analysis.helper_spans()
-    constants = {name for table in analysis.constants().values() for name in table}
+    constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
     mentions: list[re.Pattern[bytes] | None] = []
     for rule in rules:
         bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
@@ -117,7 +117,7 @@ def _reduced(
             if any(rule.prefilter(b"".join(lines[first - 1 : last])) for first, last in spans)
         ]
         if rule.CONSTANTS:
-            bound += [re.escape(n.encode()) for n in constants]
+            bound += [re.escape(n.encode()) for n, value in constants if rule.constant_matters(value)]
         mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
 
     nodes = _Nodes()
@@ -333,7 +333,7 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}
     used: set[tuple[int, str]] = set()
     suppressed: list[bool] = []
-    moved = [_in_change(hit, changed) if changed is not None else hit for hit in hits]
+    moved: list[Hit | None] = [_in_change(hit, changed) if changed is not None else hit for hit in hits]
     for hit, where in zip(hits, moved, strict=True):
         is_suppressed = False
         for line in {hit.line, hit.stmt_line, where.line if where is not None else hit.line}:
@@ -357,9 +357,10 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
 
     findings = []
     moved += [_in_change(hit, changed) if changed is not None else hit for hit in hits[len(moved) :]]
-    for hit, is_suppressed in zip(moved, suppressed, strict=True):
-        if hit is None:
+    for kept, is_suppressed in zip(moved, suppressed, strict=True):
+        if kept is None:
             continue
+        hit = kept
         findings.append(
             Finding(
                 rule=hit.rule,

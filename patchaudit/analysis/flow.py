@@ -1,0 +1,143 @@
+"""A control-flow view of a block for the rules that ask whether a check can still fire.
+
+Pure functions over libcst nodes: which statements of a block are dead after an unconditional
+`return`/`raise`, whether a statement holds a guard (`raise`, `assert`, a check call), whether a
+`with contextlib.suppress(...)` or a `try/except: pass` swallows the guards in it, and whether
+an `if` is an early return gated on the process environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+
+__all__ = ["guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
+
+Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
+_CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+CATCH_ALL = ("builtins.Exception", "builtins.BaseException")
+
+
+class _Guards(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: cst.CSTNode | None = None
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested definition runs elsewhere
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self.found = self.found or node
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.found = self.found or node
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        if isinstance(node.value, cst.Call):
+            name = cst.helpers.get_full_name_for_node(node.value.func) or ""
+            if _CHECK_CALL.search(name):
+                self.found = self.found or node
+
+
+def guard_in(nodes: Sequence[cst.CSTNode]) -> cst.CSTNode | None:
+    """The first raise, assert or check call among nodes (not inside nested definitions)."""
+    visitor = _Guards()
+    for node in nodes:
+        node.visit(visitor)
+        if visitor.found is not None:
+            return visitor.found
+    return None
+
+
+def _small(stmt: cst.BaseStatement) -> list[cst.BaseSmallStatement]:
+    return list(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else []
+
+
+def dead_after(body: Sequence[cst.BaseStatement]) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    """(the unconditional `return`/`raise`, the first guard after it) when a guard is dead code."""
+    for index, stmt in enumerate(body):
+        smalls = _small(stmt)
+        ender = next((s for s in smalls if isinstance(s, cst.Return | cst.Raise | cst.Continue | cst.Break)), None)
+        if ender is not None:
+            guard = guard_in(list(body[index + 1 :]))
+            return (ender, guard) if guard is not None else None
+    return None
+
+
+def _quiet(body: cst.BaseSuite) -> bool:
+    """A handler body that only swallows: `pass`, `...`, `continue`, a print or a log call."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        smalls = list(body.body)
+    else:
+        statements = [stmt for stmt in body.body if isinstance(stmt, cst.SimpleStatementLine)]
+        if len(statements) != len(body.body):
+            return False
+        smalls = [s for stmt in statements for s in stmt.body]
+    for small in smalls:
+        if isinstance(small, cst.Pass | cst.Continue):
+            continue
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis | cst.SimpleString):
+            continue
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            name = cst.helpers.get_full_name_for_node(small.value.func) or ""
+            if re.search(r"(?:^|\.)(?:print|debug|info|warning|warn|exception|error)$", name):
+                continue
+        return False
+    return True
+
+
+def swallowing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler | None:
+    """The `except:`/`except Exception:` of a try whose body only swallows what it catches."""
+    for handler in node.handlers:
+        caught = handler.type
+        catch_all = caught is None or resolves(caught, CATCH_ALL) is not None
+        if catch_all and _quiet(handler.body):
+            return handler
+    return None
+
+
+_ENV = ("os.environ", "os.environ.get", "os.getenv", "os.environ.__contains__")
+
+
+def env_gated_exit(node: cst.If, resolves: Resolves) -> bool:
+    """`if os.environ.get("SKIP"): return`: an early exit that the process environment decides."""
+    if node.orelse is not None:
+        return False
+    if isinstance(node.body, cst.SimpleStatementSuite):
+        smalls = list(node.body.body)
+    elif all(isinstance(stmt, cst.SimpleStatementLine) for stmt in node.body.body):
+        smalls = [s for stmt in node.body.body for s in _small(stmt)]  # type: ignore[arg-type]
+    else:
+        return False
+    if not smalls or not all(isinstance(s, cst.Return | cst.Pass) for s in smalls):
+        return False
+    if not any(isinstance(s, cst.Return) for s in smalls):
+        return False
+    found = False
+
+    class _Env(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            found = found or resolves(call, _ENV) is not None
+
+        def visit_Subscript(self, sub: cst.Subscript) -> None:
+            nonlocal found
+            found = found or resolves(sub.value, "os.environ") is not None
+
+        def visit_Comparison(self, comp: cst.Comparison) -> None:
+            nonlocal found
+            found = found or any(
+                isinstance(t.operator, cst.In) and resolves(t.comparator, "os.environ") is not None
+                for t in comp.comparisons
+            )
+
+    node.test.visit(_Env())
+    return found
