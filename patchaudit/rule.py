@@ -340,10 +340,17 @@ class Rule(cst.BatchableCSTVisitor):
                 return found
         return None
 
+    def callee(self, node: cst.Call) -> cst.BaseExpression:
+        """What a call runs: its func, or the function a `functools.partial(f, ...)` wraps."""
+        func = node.func
+        if isinstance(func, cst.Call) and func.args and self.resolves_to(func.func, "functools.partial"):
+            return func.args[0].value
+        return func
+
     def helper(self, node: cst.Call) -> Helper | None:
         """The function of this module a call runs (`_dump(x)`, `self._dump(x)`), one level deep."""
         analysis = self.context.analysis
-        func = _ast_ref(node.func)
+        func = _ast_ref(self.callee(node))
         if analysis is None or func is None:
             return None
         return analysis.helper(func, tuple(self.context.scope))
@@ -367,6 +374,8 @@ class Rule(cst.BatchableCSTVisitor):
         """The value of a literal, or of a module/class constant it names (`N`, `self.N`), else NOT_CONSTANT."""
         if isinstance(node, cst.Integer):
             return node.evaluated_value
+        if isinstance(node, cst.NamedExpr):
+            return self.constant(node.value)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             inner = self.constant(node.expression)
             return -inner if type(inner) is int else NOT_CONSTANT
@@ -404,16 +413,20 @@ class Rule(cst.BatchableCSTVisitor):
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
             inner = self.folded(node.expression)
             return None if inner is None else not inner
-        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
-            a, b = self._folded_value(node.left), self._folded_value(node.comparisons[0].comparator)
-            if a is NOT_CONSTANT or b is NOT_CONSTANT:
-                return None
-            op = node.comparisons[0].operator
-            compare = _COMPARE.get(type(op))
-            try:
-                return bool(compare(a, b)) if compare is not None else None
-            except TypeError:
-                return None
+        if isinstance(node, cst.Comparison):
+            first: object = self._folded_value(node.left)
+            for target in node.comparisons:  # `2 <= 1 <= 2`: every link constant
+                second: object = self._folded_value(target.comparator)
+                compare = _COMPARE.get(type(target.operator))
+                if first is NOT_CONSTANT or second is NOT_CONSTANT or compare is None:
+                    return None
+                try:
+                    if not compare(first, second):
+                        return False
+                except TypeError:
+                    return None
+                first = second
+            return True
         value = self._folded_value(node)
         return None if value is NOT_CONSTANT else bool(value)
 

@@ -39,7 +39,7 @@ def _names_only(test: ast.expr) -> bool:
         return _names_only(test.operand)
     if isinstance(test, ast.BoolOp):
         return any(_names_only(v) for v in test.values)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+    if isinstance(test, ast.Compare):
         return all(isinstance(v, ast.Name | ast.Attribute | ast.Constant) for v in (test.left, *test.comparators))
     return False
 

@@ -1,10 +1,11 @@
 """file-write: library code that writes to a fixed path."""
 
+import ast
 import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
+from patchaudit.rule import Example, Rule, Severity, call_arg, fixed_path_ast, literal_string
 
 OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
@@ -110,6 +111,18 @@ Writes to paths from arguments are not flagged, nor are reads."""
             severity=Severity.HIGH if hot else Severity.MEDIUM,
         )
 
+    def _through_helper(self, node: cst.Call) -> None:
+        """In a forward function, a helper of the module that opens a fixed path for writing."""
+        if not self.in_forward:
+            return
+        for _name, inner, _helper in self.through_helper(node, OPENERS):
+            mode = inner.arg(1, "mode")
+            path = fixed_path_ast(inner.arg(0, "file"))
+            writes = isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+")
+            if writes and path is not None:
+                self._report(node, path)
+                return
+
     def _path_object(self, owner: cst.BaseExpression) -> str | None:
         """The fixed path of a pathlib object expression (`Path("/tmp/x")`, `Path("/tmp") / n`)."""
         if isinstance(owner, cst.Call) and owner.args and self.resolves_to(owner, PATH_CLASSES):
@@ -124,7 +137,7 @@ Writes to paths from arguments are not flagged, nor are reads."""
         return None
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
+        func = self.callee(node)
         if isinstance(func, cst.Attribute) and func.attr.value in (*WRITE_METHODS, "open"):
             path = self._path_object(func.value)
             if path is None:
@@ -137,6 +150,7 @@ Writes to paths from arguments are not flagged, nor are reads."""
             self._report(node, path)
             return
         if not self.resolves_to(node, OPENERS):
+            self._through_helper(node)
             return
         mode_node = call_arg(node, 1, "mode")
         mode = literal_string(mode_node) if mode_node is not None else None

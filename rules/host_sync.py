@@ -30,6 +30,20 @@ forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
         "def forward(self, x):\n    return x.to(device)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            import torch
+
+            def _sync():
+                torch.cuda.synchronize()
+
+            def forward(self, x):
+                _sync()
+                return x
+            """,
+            line=7,
+            message="_sync() runs torch.cuda.synchronize()",
+        ),
         Example(code="def forward(self, x):\n    n = x.sum().item()\n    return x * n\n", line=2),
         Example(code="def forward(self, ids):\n    print(ids.tolist())\n    return ids\n"),
         Example(code="import torch\n\ndef _forward(self, x):\n    torch.cuda.synchronize()\n    return x\n"),
@@ -53,10 +67,14 @@ forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
     def visit_Call(self, node: cst.Call) -> None:
         if not self.in_forward:
             return
-        func = node.func
+        func = self.callee(node)
         if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
             self.report(node, f".{func.attr.value}() synchronises with the device on every step")
             return
         name = self.resolves_to(node, SYNC_CALLS[:2])
         if name is not None:
             self.report(node, f"{name}() synchronises with the device on every step")
+            return
+        for found, _inner, helper in self.through_helper(node, (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS))):
+            self.report(node, f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step")
+            return

@@ -98,6 +98,8 @@ def _number_like(node: ast.AST) -> bool:
     """A magic constant, or a name that may be a module/class constant (`N`, `self.N`, `-1`)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return isinstance(node.operand, ast.Constant)
+    if isinstance(node, ast.NamedExpr):
+        return _number_like(node.value)
     return (
         _magic_constant(node)
         or isinstance(node, ast.Name | ast.Attribute)
@@ -162,6 +164,48 @@ _FLIPPED = {
 }
 
 
+_NEGATED: dict[type, type] = {
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+}
+
+
+def _negate(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`not test`, pushed down (De Morgan, flipped comparisons); None where it cannot be."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.expression
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _negate(test.left), _negate(test.right)
+        if left is None or right is None:
+            return None
+        operator = cst.Or() if isinstance(test.operator, cst.And) else cst.And()
+        return cst.BooleanOperation(left=left, operator=operator, right=right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        flipped = _NEGATED.get(type(target.operator))
+        if flipped is None:
+            return None
+        return test.with_changes(comparisons=[target.with_changes(operator=flipped())])
+    if isinstance(test, cst.Comparison):
+        # `not (a < n < b)` is `n <= a or n >= b`: one link at a time.
+        out: cst.BaseExpression | None = None
+        left = test.left
+        for target in test.comparisons:
+            part = _negate(cst.Comparison(left=left, comparisons=[target]))
+            if part is None:
+                return None
+            out = part if out is None else cst.BooleanOperation(left=out, operator=cst.Or(), right=part)
+            left = target.comparator
+        return out
+    return None
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _conjuncts(test.left) + _conjuncts(test.right)
@@ -175,6 +219,12 @@ def _magic(node: cst.BaseExpression) -> int | None:
     return None
 
 
+def _effects(rule: "TokenCountBranch", body: cst.CSTNode) -> str | None:
+    visitor = _SideEffects(rule)
+    body.visit(visitor)
+    return visitor.found
+
+
 class _SideEffects(cst.CSTVisitor):
     def __init__(self, rule: "TokenCountBranch") -> None:
         super().__init__()
@@ -183,11 +233,11 @@ class _SideEffects(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.rule.resolves_to(node, SIDE_EFFECT_CALLS)
-        func = node.func
+        func = self.rule.callee(node)
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
         if name is None:
-            through = self.rule.through_helper(node, SIDE_EFFECT_CALLS)
+            through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
                 name = f"{through[0][2].name}() ({through[0][0]})"
         if name and self.found is None:
@@ -468,7 +518,8 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
             return self._window(test.left) or self._window(test.right)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            return self._window(test.expression)
+            negated = _negate(test.expression)
+            return self._window(negated) if negated is not None else None
         bounds: dict[str, list[object]] = {}
         for count, op, number in self._atoms(test):
             low, high, allowed = bounds.setdefault(count, [None, None, None])  # type: ignore[misc]
@@ -501,33 +552,27 @@ side effects (I/O, a save, print, global or environment state), medium otherwise
 
     def _inverted(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """The window of an `else:` branch: `if n != 5: ... else:` runs only when n == 5."""
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            return self._window(test.expression)
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-            target = test.comparisons[0]
-            if isinstance(target.operator, cst.NotEqual):
-                flipped = test.with_changes(comparisons=[target.with_changes(operator=cst.Equal())])
-                return self._window(flipped)
-            if isinstance(target.operator, cst.NotIn):
-                flipped = test.with_changes(comparisons=[target.with_changes(operator=cst.In())])
-                return self._window(flipped)
-        return None
+        negated = _negate(test)
+        return self._window(negated) if negated is not None else None
 
     def _check(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
-        found = self._window(test)
-        if found is not None:
-            self._report(where, body, *found)
-            return
+        candidates = [(self._window(test), body)]
         if orelse is not None:
-            found = self._inverted(test)
-            if found is not None:
-                self._report(where, orelse, *found)
+            candidates.append((self._inverted(test), orelse))
+        found = [(window, branch) for window, branch in candidates if window is not None]
+        # The branch with side effects decides: `if n != 5: pass` / `else: dump()`.
+        found.sort(key=lambda c: _effects(self, c[1]) is None)
+        if found:
+            self._report(where, found[0][1], *found[0][0])  # type: ignore[misc]
+
+    def _effects(self, body: cst.CSTNode) -> str | None:
+        return _effects(self, body)
 
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
-        body.visit(effects)
+        effects.found = _effects(self, body)
         if not effects.found and _OTHER_DIM.search(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         if effects.found:

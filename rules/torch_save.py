@@ -271,7 +271,7 @@ parameter)."""
 
     def _other_sinks(self, node: cst.Call) -> None:
         """Raw array writers, file log handlers, and dumps reached through a helper of the module."""
-        func = node.func
+        func = self.callee(node)
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if method == "tofile" and node.args:
             fixed = self.fixed_path(node.args[0].value)
@@ -295,6 +295,13 @@ parameter)."""
             if fixed is not None:
                 self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")
             return
+        if self.in_forward:
+            for _name, inner_call, helper in self.through_helper(node, (".write", ".tofile")):
+                data = inner_call.arg(0, "")
+                tobytes = isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute)
+                if _name == ".tofile" or (tobytes and data.func.attr == "tobytes"):  # type: ignore[union-attr]
+                    self.report(node, f"{helper.name}() writes raw array bytes on every step (debug dump?)")
+                    return
         for saver, inner_call, helper in self.through_helper(node, SAVERS):
             target = inner_call.arg(SAVERS[saver], "f" if saver == "torch.save" else "file")
             fixed = fixed_path_ast(target)

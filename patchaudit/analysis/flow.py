@@ -107,8 +107,28 @@ def swallowing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler |
 _ENV = ("os.environ", "os.environ.get", "os.getenv", "os.environ.__contains__")
 
 
+def _only_pass(body: cst.BaseSuite) -> bool:
+    if isinstance(body, cst.SimpleStatementSuite):
+        return all(isinstance(s, cst.Pass) for s in body.body)
+    lines = list(body.body)
+    return all(
+        isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in stmt.body) for stmt in lines
+    )
+
+
 def env_gated_exit(node: cst.If, resolves: Resolves) -> bool:
     """`if os.environ.get("SKIP"): return`: an early exit that the process environment decides."""
+    test = node.test
+    inverted = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    if (
+        isinstance(node.orelse, cst.Else)
+        and isinstance(test, cst.UnaryOperation)
+        and inverted
+        and _only_pass(node.body)
+    ):
+        # `if not os.environ.get("X"): pass` / `else: return`: the same exit, inverted.
+        flipped = node.with_changes(test=test.expression, body=node.orelse.body, orelse=None)
+        return env_gated_exit(flipped, resolves)
     if node.orelse is not None:
         return False
     if isinstance(node.body, cst.SimpleStatementSuite):

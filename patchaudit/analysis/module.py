@@ -85,10 +85,23 @@ class ModuleAnalysis:
                 table = self._helpers.setdefault(scope, {})  # type: ignore[union-attr]
                 table[stmt.name] = Helper(stmt.name, params[1:] if is_method else params, is_method, stmt, inner)
 
-    def calls(self, helper: Helper) -> tuple[Inner, ...]:
-        """The calls a helper's body makes, each with what it may resolve to (computed once)."""
+    def calls(self, helper: Helper, depth: int = 0) -> tuple[Inner, ...]:
+        """The calls a helper's body makes, each with what it may resolve to (computed once).
+
+        A call of another helper of the module brings that helper's calls along (up to three
+        levels): `_dump` calling `_write` calling `torch.save` calls `torch.save`.
+        """
         if helper._calls is None:
-            helper._calls = tuple(self._calls(helper.node, helper.scope))
+            helper._calls = ()  # a recursive helper sees itself as calling nothing more
+            own = self._calls(helper.node, helper.scope)
+            deeper: list[Inner] = []
+            if depth < 2:
+                for call in ast.walk(helper.node):
+                    if isinstance(call, ast.Call):
+                        inner = self.helper(call.func, helper.scope)
+                        if inner is not None and inner is not helper:
+                            deeper.extend(self.calls(inner, depth + 1))
+            helper._calls = tuple(own + deeper)
         return helper._calls
 
     def _calls(self, func: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> list[Inner]:

@@ -216,8 +216,17 @@ def count_of(
             if name == "builtins.len":
                 # len() of anything is too common a guard (`len(args) == 2`): only counts of
                 # tokens, ids, sequences, requests or batches.
-                arg = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
-                return f"len({arg})" if LEN_OF.search(arg.rsplit(".", 1)[-1]) else None
+                value = node.args[0].value
+                arg = cst.helpers.get_full_name_for_node(value) or ""
+                if LEN_OF.search(arg.rsplit(".", 1)[-1]):
+                    return f"len({arg})"
+                if isinstance(value, cst.Name) and value_of is not None:
+                    # `ids = batch.input_ids; n = len(ids)` under any local name.
+                    for assigned in reversed(value_of(value)):
+                        source = cst.helpers.get_full_name_for_node(assigned) or ""
+                        if source and LEN_OF.search(source.rsplit(".", 1)[-1]):
+                            return f"len({arg} = {source})"
+                return None
             if name is not None:
                 return again(node.args[0].value)
         return None

@@ -110,12 +110,19 @@ def _reduced(
     mentions: list[re.Pattern[bytes] | None] = []
     for rule in rules:
         bound = [re.escape(n.encode()) for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)]
-        # A helper of the module stands for what it calls (one level): `_dump(x)` is a `torch.save`.
-        bound += [
-            re.escape(name.encode())
-            for name, spans in helpers.items()
-            if any(rule.prefilter(b"".join(lines[first - 1 : last])) for first, last in spans)
-        ]
+        # A helper of the module stands for what it calls (three levels): `_dump(x)` is a `torch.save`.
+        texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
+        for _level in range(3):
+            aliases = re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None
+            more = [
+                re.escape(name.encode())
+                for name, found in texts.items()
+                if re.escape(name.encode()) not in bound
+                and any(rule.mentions(t) or (aliases is not None and aliases.search(t) is not None) for t in found)
+            ]
+            if not more:
+                break
+            bound += more
         if rule.CONSTANTS:
             bound += [re.escape(n.encode()) for n, value in constants if rule.constant_matters(value)]
         mentions.append(re.compile(rb"\b(?:" + b"|".join(bound) + rb")\b") if bound else None)
