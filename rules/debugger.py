@@ -56,7 +56,16 @@ nobody is attaching. Calls are matched by what they resolve to, however imported
 (`from pdb import set_trace as st`, `__import__("pdb").set_trace()`, `getattr(pdb, "set_trace")`,
 `dbg = pdb.Pdb(); dbg.set_trace()`). A module that uses pdb as a library (`pdb.Pdb` extended:
 a debugger helper the package ships on purpose) is not flagged for importing it; its
-breakpoint calls still are."""
+breakpoint calls still are.
+
+Shapes understood: `breakpoint()`, pdb, ipdb, pudb, remote_pdb, web_pdb, `code.interact`,
+IPython's `embed`/`embed_kernel`/`start_ipython` and its `core.debugger` and
+`terminal.debugger` entry points, `torch.distributed.breakpoint`, debugpy, pydevd, celery's rdb;
+every import form and alias, `functools.partial`, lambdas, `Pdb` subclasses (`ForkedPdb().set_trace()`),
+and a function of the same module that stops (the call site is the finding too).
+
+Knowingly not: a debugger module passed to a helper as an argument, a debugger reached through
+another module's helper, `sys.settrace` hooks."""
     PREFILTER = (
         b"breakpoint",
         b"Tracer",

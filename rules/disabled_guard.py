@@ -125,7 +125,18 @@ The check is still there to read, but it no longer runs, and the path it protect
 guard, a shape check) is now silently taken for every model. Conditions are folded through
 and/or chains of any length, `not` and brackets. `if True:`/`while True:` alone are not
 flagged (they disable nothing), nor is `if False:` around imports only (an old typing guard)
-or `if False: yield` (a generator marker)."""
+or `if False: yield` (a generator marker).
+
+Shapes understood: constant conditions folded through and/or/not and brackets, comparisons of
+constants (`1 == 2`, `2 <= 1 <= 2`), module and class flags bound once to a literal (only when the
+branch they kill holds a raise, assert or check call), a raise/assert made unreachable by an
+unconditional `return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
+`with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
+logs, and an early `return` gated on `os.environ`/`os.getenv` before a check.
+
+Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags
+from other modules (`envs.VLLM_X`), exits gated on the environment through a helper, guards
+made dead by a branch in a caller."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = (

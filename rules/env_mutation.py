@@ -24,7 +24,14 @@ class EnvMutation(Rule):
 Setting `os.environ[...]` or calling `os.putenv` inside an installed package changes behaviour
 for the whole process and every child it starts, far from where the operator looks for
 configuration (the unit file, the launcher). Patches that force `CUDA_VISIBLE_DEVICES`, NCCL or
-attention-backend variables this way outlive the debugging session that needed them."""
+attention-backend variables this way outlive the debugging session that needed them.
+
+Shapes understood: `os.environ[...] = ...`, augmented assignment and `del` of an item, and the
+mutating calls the rule lists (`os.putenv`, `os.unsetenv` and the `os.environ` methods),
+however `os` or `environ` is imported.
+
+Knowingly not: environment changed by a subprocess's `env=` (that is the child's own), or through
+a helper in another module."""
     PREFILTER = (b"environ", b"putenv", b"unsetenv")
     IDENTIFIERS = frozenset({"environ", "putenv", "unsetenv"})
 

@@ -24,7 +24,14 @@ code gets its output paths from its caller. A path is fixed when it starts with 
 (`"/tmp/x_" + s`, `"/tmp/%d" % i`, `.format`, f-strings, `os.path.join("/tmp", ...)`,
 `Path("/tmp") / ...`, also through a local name). A write to a fixed path is medium; it is high
 inside a forward function (it runs on every step) or under /tmp, /var/tmp or /dev/shm (a dump).
-Writes to paths from arguments are not flagged, nor are reads."""
+Writes to paths from arguments are not flagged, nor are reads.
+
+Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `write_text`,
+`write_bytes`, `open("a")`, fixed paths as listed above, `functools.partial` around the writer,
+and in forward functions a helper of the same module that opens a fixed path for writing.
+
+Knowingly not: writes through file objects passed in, paths built in another function, helpers
+in other modules."""
     PREFILTER = (
         b"write_text",
         b"write_bytes",

@@ -18,7 +18,14 @@ class HostSync(Rule):
 `.item()`, `.cpu()`, `.tolist()` and `torch.cuda.synchronize()` wait for the GPU to finish
 and copy to the host. In a model's `forward` they stall the pipeline on every step and break
 CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
-forward functions (`forward`, `_forward`, `forward_*`, `__call__`)."""
+forward functions (`forward`, `_forward`, `forward_*`, `__call__`).
+
+Shapes understood: `.item()`, `.cpu()`, `.tolist()`, `torch.cuda.synchronize()` however imported
+or aliased, wrapped in `functools.partial`, and a helper of the same module that syncs, called
+from a forward function.
+
+Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
+`bool(tensor)`, helpers in other modules."""
     PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize")
     REQUIRES = re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)")
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement

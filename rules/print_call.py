@@ -13,7 +13,13 @@ class PrintCall(Rule):
 Library code reports through logging; a bare `print()` in an installed package is usually
 debug output from a hand patch. On a serving host it floods the journal and, in a hot path,
 costs a host round-trip per call. `print` in `__main__.py` or under
-`if __name__ == "__main__":` is a command-line entry point and is not flagged."""
+`if __name__ == "__main__":` is a command-line entry point and is not flagged.
+
+Shapes understood: `print(...)` however reached (aliases such as `p = print`, imports of
+`builtins`).
+
+Knowingly not: `sys.stdout.write`, logging configured to print; `__main__.py` and
+`if __name__ == "__main__":` blocks are deliberately quiet."""
     PREFILTER = b"print"
     IDENTIFIERS = frozenset({"print"})
 

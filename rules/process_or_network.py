@@ -52,7 +52,13 @@ class ProcessOrNetwork(Rule):
 `subprocess`, `os.system`, sockets, `urllib`, `requests` and `httpx` calls in installed library
 code run with the service's privileges and network access. A patch that shells out (to
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
-uses such calls elsewhere. Calls are matched by what they resolve to."""
+uses such calls elsewhere. Calls are matched by what they resolve to.
+
+Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`, socket, urllib, requests,
+httpx, aiohttp, http.client, matched by what they resolve to.
+
+Knowingly not: network reached through a library that wraps it (an SDK client), helpers in
+other modules."""
     # A statement with a finding names the module or function (or a module-level alias of it) ...
     PREFILTER = (
         re.compile(rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|HTTPS?Connection|ClientSession)\b"),

@@ -140,7 +140,17 @@ that the vendor wrote is reported when the installed copy deleted it (or turned 
 not os.environ.get("SKIP"):`, `assert ok or SKIP`), or swallowed it (wrapped in `try`/`except`
 that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
 then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
-type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run."""
+type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
+
+Shapes understood: raises, asserts and check calls of the pristine scope deleted, turned into a
+print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. Of
+several identical guards the one the patch touched is named (unchanged lines pair first). A guard
+moved into a helper (a module function, or a method of the same class on `self`) that the same
+scope calls is not a removal.
+
+Knowingly not: a guard moved into a helper in another module, or into a helper reached through
+an alias; a guard whose condition was rewritten to something equivalent but different in text
+(reported as weakened when it gained conjuncts)."""
     NEEDS_PRISTINE = True
 
     VALID = [

@@ -16,7 +16,13 @@ same way. Hot-fixes installed as a `.pth` (monkey-patching a vLLM module at star
 every reinstall of the package they patch, because no RECORD owns them. The scan reports such
 files when no distribution owns them; known environment-manager hooks (virtualenv's and uv's
 `_virtualenv.pth`) are reported as info, not as a hazard. Lines that are plain paths are not
-code and are not flagged."""
+code and are not flagged.
+
+Shapes understood: every `.pth` line site.py would execute (a line starting with `import` or
+`import\t`), whatever the line endings.
+
+Knowingly not: a `.pth` that only adds a directory holding a module of the same name as a real
+one (shadowing), which is a path line."""
     SUFFIXES = (".pth",)
 
     VALID = [

@@ -269,7 +269,19 @@ every test and fires in production on the first request of that size. A count is
 It is caught when tested by `==`, `in (5, 7)`, `match`/`case 5:`, a conditional expression, or
 inside a compound condition, over one line or several. Comparisons with 0 or 1 are ordinary
 guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
-side effects (I/O, a save, print, global or environment state), medium otherwise."""
+side effects (I/O, a save, print, global or environment state), medium otherwise.
+
+Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size()[i]` (any
+index, negative too: indices other than 0 and 1 only when the branch has side effects),
+`.numel()`, `len()` of ids/tokens (also of a local bound to them), count names, through local
+assignments, casts and the walrus operator. A branch is flagged when it holds for a few (at most
+8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons (`4 < n < 6`), windows
+joined by `and`, `in (5, 7)`, sets, lists, `in range(5, 8)`, module and class constants, `not`
+pushed inside, a test inverted into `else:`; `match`/`case`, conditional expressions. Side
+effects include a helper of the module that has them.
+
+Knowingly not: counts computed in another function and passed in under an unrelated name,
+windows wider than 8 counts, comparisons whose bound comes from another module."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
         re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),

@@ -42,7 +42,18 @@ destination is a fixed path (a literal, `"/tmp/x_" + s`, `"/tmp/%d" % i`, `.form
 f-string, `os.path.join("/tmp", ...)`, `Path("/tmp") / ...`, also through a local name) or when
 the call sits in a forward function; medium elsewhere. Not flagged: a save into memory
 (`io.BytesIO`), and a save function that writes where its caller says (the path is a
-parameter)."""
+parameter).
+
+Shapes understood: every import form and alias (`import torch as t`, `from torch import save as
+s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`), `functools.partial(torch.save,
+...)`, a lambda whose body saves, a function or method of the same module that saves (three
+levels of calls deep: the call site is the finding, high when it passes a fixed path or sits in a
+forward function), `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
+forward, `logging.FileHandler` (and the rotating and watched handlers) on a fixed path.
+
+Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
+into calls), a save function whose destination is its parameter (its callers decide), methods
+of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
     PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler")
     REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors", b"tofile", b"tobytes", b"FileHandler")
     IDENTIFIERS = frozenset(

@@ -197,3 +197,11 @@ def test_rules_test_counts_what_rules_list_shows_and_explain_suggests_an_id() ->
     assert "did you mean torch-save?" in wrong.stderr
     far = patchaudit("rules", "explain", "zzzz")
     assert far.returncode == 2 and "did you mean" not in far.stderr and "rules list" in far.stderr
+
+
+def test_every_rule_page_lists_what_it_understands_and_what_it_does_not() -> None:
+    for rule in RULES:
+        text = rule.EXPLANATION
+        assert "Shapes understood:" in text, rule.ID
+        assert "Knowingly not:" in text, rule.ID
+        assert text.index("Shapes understood:") < text.index("Knowingly not:"), rule.ID
