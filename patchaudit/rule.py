@@ -434,6 +434,8 @@ class Rule(cst.BatchableCSTVisitor):
         value = _values.const_value(node)
         if value is not UNKNOWN:
             return value
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in ("self", "cls"):
+            return NOT_CONSTANT  # an instance may set its own value over the class's
         if isinstance(node, cst.Name | cst.Attribute):
             return self.constant(node)
         return NOT_CONSTANT

@@ -15,7 +15,7 @@ computed lazily, so a rule that never asks costs nothing:
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 
@@ -58,7 +58,6 @@ class ModuleAnalysis:
     names: NameTable
     _helpers: dict[Scope, dict[str, Helper]] | None = None
     _constants: dict[Scope, dict[str, object]] | None = None
-    _cache: dict[str, object] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
@@ -153,8 +152,12 @@ class ModuleAnalysis:
                     value: ast.expr | None = None
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                         target, value = stmt.targets[0], stmt.value
-                    elif isinstance(stmt, ast.AnnAssign):
+                    elif isinstance(stmt, ast.AnnAssign) and not scope:
+                        # In a class body an annotated default is a field (dataclasses, pydantic):
+                        # every instance may hold its own value.
                         target, value = stmt.target, stmt.value
+                    elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                        counts[(scope, stmt.target.id)] = 2  # a field: never a constant
                     if isinstance(target, ast.Name):
                         key = (scope, target.id)
                         counts[key] = counts.get(key, 0) + 1
