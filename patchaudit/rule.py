@@ -115,6 +115,9 @@ class FileContext:
     """What the engine shares with every rule during the pass over one file."""
 
     path: str
+    # Whether the file differs from what its distribution installed (False: a pristine file read
+    # only because of --all-files).
+    drifted: bool = True
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None

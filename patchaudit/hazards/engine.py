@@ -203,7 +203,11 @@ def _run_rules(
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
         return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
     context = FileContext(
-        path=file.path, wrapper=MetadataWrapper(module, unsafe_skip_copy=True), names=names, analysis=analysis
+        path=file.path,
+        drifted=file.drifted,
+        wrapper=MetadataWrapper(module, unsafe_skip_copy=True),
+        names=names,
+        analysis=analysis,
     )
     visitors: list[cst.BatchableCSTVisitor] = [Tracker(context)]
     visitors.extend(rule(context) for rule in cst_rules)
