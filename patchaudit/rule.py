@@ -440,7 +440,9 @@ class Rule(cst.BatchableCSTVisitor):
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in ("self", "cls"):
             return NOT_CONSTANT  # an instance may set its own value over the class's
         if isinstance(node, cst.Name | cst.Attribute):
-            return self.constant(node)
+            # Only names spelled as constants (`STRICT`, `Config.CHECKS`) fold.
+            name = node.value if isinstance(node, cst.Name) else node.attr.value
+            return self.constant(node) if name.upper() == name else NOT_CONSTANT
         return NOT_CONSTANT
 
     @staticmethod

@@ -32,15 +32,19 @@ def _constant_operand(test: ast.expr) -> bool:
 
 
 def _names_only(test: ast.expr) -> bool:
-    """A test built of names, constants, comparisons, and/or/not: one that constants could fold."""
-    if isinstance(test, ast.Name | ast.Attribute | ast.Constant):
+    """A test built of constants and names spelled as constants (`STRICT`, `Config.CHECKS`),
+    comparisons, and/or/not: one that folding could make constant."""
+    if isinstance(test, ast.Constant):
         return True
+    if isinstance(test, ast.Name | ast.Attribute):
+        name = test.id if isinstance(test, ast.Name) else test.attr
+        return name.upper() == name and any(c.isalpha() for c in name)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _names_only(test.operand)
     if isinstance(test, ast.BoolOp):
         return any(_names_only(v) for v in test.values)
     if isinstance(test, ast.Compare):
-        return all(isinstance(v, ast.Name | ast.Attribute | ast.Constant) for v in (test.left, *test.comparators))
+        return all(_names_only(v) for v in (test.left, *test.comparators))
     return False
 
 
@@ -51,8 +55,20 @@ def _suppress(node: ast.expr) -> bool:
     )
 
 
+_CHECK_NAME = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+
+
 def _has_guard(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Raise | ast.Assert | ast.Call) for n in ast.walk(node))
+    """A raise, an assert or a call named like a check (what flow.guard_in finds), looser."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Raise | ast.Assert):
+            return True
+        if isinstance(n, ast.Call):
+            func = n.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if _CHECK_NAME.search(name):
+                return True
+    return False
 
 
 def _swallows(node: ast.Try | ast.TryStar) -> bool:
@@ -171,7 +187,8 @@ made dead by a branch in a caller."""
                 isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break) for stmt in body[:-1]
             ):
                 return True
-            if isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Return) and _env(node.test):
+            exits = [b[0] for b in (node.body, node.orelse) if b] if isinstance(node, ast.If) else []
+            if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
                 return True  # an early exit gated on the environment
             if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
                 return True  # may fold through module constants

@@ -100,11 +100,11 @@ def _number_like(node: ast.AST) -> bool:
         return isinstance(node.operand, ast.Constant)
     if isinstance(node, ast.NamedExpr):
         return _number_like(node.value)
-    return (
-        _magic_constant(node)
-        or isinstance(node, ast.Name | ast.Attribute)
-        or (isinstance(node, ast.Constant) and type(node.value) is int)
-    )
+    if isinstance(node, ast.Name | ast.Attribute):
+        # Module and class constants are spelled in capitals (`DEBUG_TOKENS`, `self.TRAP`).
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return name.upper() == name and any(c.isalpha() for c in name)
+    return _magic_constant(node)
 
 
 def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...]) -> bool:
@@ -116,6 +116,18 @@ def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...]) -> boo
             for x, y in ((a, b), (b, a))
         ):
             return True
+    return False
+
+
+def _bounded(node: ast.Compare, assigned: Values) -> bool:
+    """An ordering comparison of a count with any integer or constant-like name."""
+    operands = [node.left, *node.comparators]
+    for index, op in enumerate(node.ops):
+        a, b = operands[index : index + 2]
+        for x, y in ((a, b), (b, a)):
+            number = (isinstance(x, ast.Constant) and type(x.value) is int) or _number_like(x)
+            if isinstance(op, _ORDER) and number and _count_shaped(y, assigned) and not isinstance(y, ast.Constant):
+                return True
     return False
 
 
@@ -135,8 +147,9 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
             if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        ordered = [v for v in node.values if isinstance(v, ast.Compare) and _compared(v, assigned, _ORDER)]
-        return len(ordered) >= 2  # a window joined by `and`
+        ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
+        magic = any(_compared(v, assigned, _ORDER) for v in ordered)
+        return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -480,6 +493,12 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         return self.count_of(node)
 
     def _number(self, node: cst.BaseExpression) -> int | None:
+        named = node.value if isinstance(node, cst.NamedExpr) else node
+        if isinstance(named, cst.Name | cst.Attribute):
+            # Only constants spelled as constants (`DEBUG_TOKENS`, `self.TRAP`): the prefilter's rule.
+            name = named.value if isinstance(named, cst.Name) else named.attr.value
+            if name.upper() != name:
+                return None
         value = self.constant(node)
         return value if type(value) is int else None
 
