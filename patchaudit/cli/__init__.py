@@ -28,6 +28,31 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    from patchaudit.workers import Interrupted, on_signals, stopping
+
+    on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.workers)
+    try:
+        return _main(args, argv)
+    except Interrupted as exc:
+        _say_interrupted()
+        sys.exit(exc.code)
+    except BaseException:
+        code = stopping()
+        if code is None:
+            raise
+        _say_interrupted()  # a signal came while something else unwound: the signal decides the code
+        sys.exit(code)
+
+
+def _say_interrupted() -> None:
+    try:
+        sys.stderr.write("patchaudit: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _main(args: list[str], argv: list[str] | None) -> Any:
     # `patchaudit gate [...] -- CMD ARGS...`: after a pass the gate becomes CMD (exec: same PID).
     command: list[str] | None = None
     if args[:1] == ["gate"] and "--" in args:

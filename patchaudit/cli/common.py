@@ -88,6 +88,11 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
         click.echo(message, err=True)
         sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
+        from patchaudit.workers import stopping
+
+        code = stopping()
+        if code is not None:  # click turns an interrupt during a prompt into Abort
+            raise KeyboardInterrupt from None
         click.echo("patchaudit: aborted", err=True)
         sys.exit(ExitCode.USAGE)
     except click.ClickException as exc:
@@ -96,8 +101,7 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("patchaudit: interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
+        raise  # patchaudit.cli.main says so and exits 130/143
     except BrokenPipeError:
         sys.exit(ExitCode.PROBLEMS)
     except Exception:

@@ -26,11 +26,13 @@ from patchaudit.cli.common import (
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from patchaudit.audit import ScanOptions
     from patchaudit.environment import Environment
     from patchaudit.report import Report
 
-PROGRESS_THRESHOLD = 2000
+PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no time worth a bar
 
 
 @click.command()
@@ -250,29 +252,36 @@ def _render(
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
+    """The scan with a bar per long phase on stderr, in the report's own unit: files."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from patchaudit.audit import scan as run_scan
 
     with Progress(
-        TextColumn("hashing"),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("files"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
-        auto_refresh=False,  # no refresh thread: the hashing workers can then fork (patchaudit.workers)
+        auto_refresh=False,  # no refresh thread: the workers can then fork (patchaudit.workers)
     ) as progress:
-        task = progress.add_task("hashing", total=None, visible=False)
+        tasks: dict[str, TaskID] = {}
         shown = 0.0
 
-        def update(done: int, total: int) -> None:
+        def update(phase: str, done: int, total: int | None) -> None:
             nonlocal shown
-            if total >= PROGRESS_THRESHOLD:
-                progress.update(task, completed=done, total=total, visible=True)
-                if done == total or time.monotonic() - shown >= 0.1:
-                    progress.refresh()
-                    shown = time.monotonic()
+            if phase not in tasks:
+                for earlier in tasks.values():
+                    progress.update(earlier, visible=False)
+                tasks[phase] = progress.add_task(phase, total=None, visible=False)
+            task = tasks[phase]
+            visible = (done if total is None else total) >= PROGRESS_THRESHOLD[phase]
+            progress.update(task, completed=done, total=total, visible=visible)
+            if visible and (done == total or time.monotonic() - shown >= 0.1):
+                progress.refresh()
+                shown = time.monotonic()
 
         return run_scan(env, options, progress=update)
