@@ -24,7 +24,7 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from patchaudit.errors import PatchAuditError
@@ -40,7 +40,8 @@ R = TypeVar("R")
 
 _NUMBER = 4  # bytes per task number in the pipe
 UNWIND_SECONDS = 0.8  # after a signal, the process ends by then, unwound or not
-_live: dict[int, BaseProcess] = {}  # pid -> every worker process started here and not yet reaped
+_live: dict[int, BaseProcess | None] = {}  # pid -> every worker process started here and not yet reaped
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 _stopping: list[int] = []  # the signal being handled, once one came
 
 
@@ -64,8 +65,56 @@ def stop_all() -> None:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
-            process.join(2)
+            if process is None:
+                os.waitpid(pid, 0)
+            else:
+                process.join(2)
         _live.pop(pid, None)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while a worker is started and counted: none can fall in between."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def fork() -> int:
+    """`os.fork()` for a worker of one's own making: the child is counted among the workers (a signal
+    kills it), until `reaped(pid)` says it was waited for."""
+    with _signals_held():
+        pid = os.fork()
+        if pid:
+            _live[pid] = None
+    return pid
+
+
+def reaped(pid: int) -> None:
+    _live.pop(pid, None)
+
+
+def run_child(argv: Sequence[str], *, timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a short-lived command, counted among the workers while it runs
+    (a signal kills it). Raises OSError, subprocess.TimeoutExpired (the child killed and reaped)."""
+    import subprocess
+
+    with _signals_held():
+        child = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        _live[child.pid] = None
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except BaseException:
+        child.kill()
+        child.communicate()
+        raise
+    finally:
+        _live.pop(child.pid, None)
+    return child.returncode, out, err
 
 
 def _handle(signum: int, _frame: object) -> None:
@@ -83,7 +132,7 @@ def _handle(signum: int, _frame: object) -> None:
 
 def on_signals() -> None:
     """SIGINT and SIGTERM end the run: workers killed and reaped, `Interrupted` raised (main thread only)."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _STOPS:
         signal.signal(signum, _handle)
 
 
@@ -91,7 +140,7 @@ def _in_child() -> None:
     """A forked child owns none of its parent's workers and keeps none of its handlers."""
     _live.clear()
     _stopping.clear()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _STOPS:
         if signal.getsignal(signum) is _handle:
             signal.signal(signum, signal.SIG_DFL)
 
@@ -222,8 +271,9 @@ class Pool(Generic[S, T, R]):
                 )
                 self._pipes[reader] = process
                 try:
-                    process.start()
-                    _live[process.pid] = process
+                    with _signals_held():
+                        process.start()
+                        _live[process.pid] = process
                 finally:
                     writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
         except BaseException:

@@ -28,6 +28,10 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):  # until the workers' own handler is in place
+        signal.signal(signum, _early_stop)
     from patchaudit.workers import Interrupted, on_signals, stopping
 
     on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.workers)
@@ -42,6 +46,14 @@ def main(argv: list[str] | None = None) -> Any:
             raise
         _say_interrupted()  # a signal came while something else unwound: the signal decides the code
         sys.exit(code)
+
+
+def _early_stop(signum: int, _frame: object) -> None:
+    """A signal before any worker or file was touched: nothing to unwind."""
+    import os
+
+    _say_interrupted()
+    os._exit(128 + signum)
 
 
 def _say_interrupted() -> None:

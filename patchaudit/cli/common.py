@@ -81,36 +81,42 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
     """Run the group; map PatchAuditError to one line and exit 2, bugs to exit 3."""
     try:
         rv = group.main(args=argv, prog_name="patchaudit", standalone_mode=False)
-    except PatchAuditError as exc:
+    except BaseException as exc:
+        from patchaudit.workers import stopping
+
+        if stopping() is not None or isinstance(exc, KeyboardInterrupt):
+            # a signal unwinds whatever it interrupted (click's Abort, an import, a worker's end):
+            # patchaudit.cli.main says so and exits 130/143
+            raise KeyboardInterrupt from None
+        _fail(exc)
+    sys.exit(rv if isinstance(rv, int) and ExitCode.CLEAN <= rv <= ExitCode.INTERNAL else ExitCode.CLEAN)
+
+
+def _fail(exc: BaseException) -> None:
+    """Exit with the code and the one line `exc` calls for."""
+    if isinstance(exc, PatchAuditError):
         message = f"patchaudit: error: {exc}"
         if exc.hint:
             message += f" (hint: {exc.hint})"
         click.echo(message, err=True)
         sys.exit(ExitCode.USAGE)
-    except click.exceptions.Abort:
-        from patchaudit.workers import stopping
-
-        code = stopping()
-        if code is not None:  # click turns an interrupt during a prompt into Abort
-            raise KeyboardInterrupt from None
+    if isinstance(exc, click.exceptions.Abort):
         click.echo("patchaudit: aborted", err=True)
         sys.exit(ExitCode.USAGE)
-    except click.ClickException as exc:
+    if isinstance(exc, click.ClickException):
         exc.show()
         sys.exit(ExitCode.USAGE)
-    except click.exceptions.Exit as exc:
+    if isinstance(exc, click.exceptions.Exit):
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        raise  # patchaudit.cli.main says so and exits 130/143
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         sys.exit(ExitCode.PROBLEMS)
-    except Exception:
-        import traceback
+    if not isinstance(exc, Exception):
+        raise exc
+    import traceback
 
-        traceback.print_exc()
-        click.echo("patchaudit: internal error (this is a bug)", err=True)
-        sys.exit(ExitCode.INTERNAL)
-    sys.exit(rv if isinstance(rv, int) and ExitCode.CLEAN <= rv <= ExitCode.INTERNAL else ExitCode.CLEAN)
+    traceback.print_exception(exc)
+    click.echo("patchaudit: internal error (this is a bug)", err=True)
+    sys.exit(ExitCode.INTERNAL)
 
 
 def open_environment(python: Path | None, site_path: Path | None) -> Any:
