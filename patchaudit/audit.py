@@ -73,6 +73,7 @@ def scan(
 
     started = now_utc()
     every = environment.distributions(env)
+    environment.require_any(env, every)
     chosen = environment.select(every, options.names)
     where = cache_dir(env, options)
     cache = StatCache(where / STAT_CACHE_NAME) if where is not None else None

@@ -301,7 +301,8 @@ class Pool(Generic[S, T, R]):
                 process = self._pipes.pop(reader)
                 reader.close()
                 process.join()
-                _live.pop(process.pid, None)
+                if process.pid is not None:
+                    _live.pop(process.pid, None)
                 if process.exitcode:
                     self._died = process.exitcode
 

@@ -43,6 +43,7 @@ def diff(
 
     env = open_environment(python, site_path)
     every = environment.distributions(env)
+    environment.require_any(env, every)
     (target,) = environment.select(every, [dist])[:1]
     text = vcs.working_tree_diff(target, paths)
     if text is None:
