@@ -42,9 +42,7 @@ class _Settings:
 _Item = tuple[int, str, bool, "bytes | None"]  # (job index, path, drifted, pristine bytes)
 
 
-def _check_task(
-    shared: tuple[_Settings, Sequence[Path]], items: Sequence[_Item]
-) -> list[tuple[int, list[Finding]]]:
+def _check_task(shared: tuple[_Settings, Sequence[Path]], items: Sequence[_Item]) -> list[tuple[int, list[Finding]]]:
     return _check(shared[0], shared[1], items)
 
 

@@ -102,7 +102,7 @@ def test_sed_i_edit_is_found_diffed_by_key_and_reverted(hub: dict[str, object]) 
 
     # the edited file is in the quarantine, and undo puts it back
     run_id = proc.stdout.split("quarantine restore ")[1].split()[0]
-    undo = run("quarantine", "restore", run_id, "--path", hub["repo"], env=hub["env"])  # type: ignore[arg-type]
+    undo = run("quarantine", "restore", run_id, "--path", hub["repo"], "--yes", env=hub["env"])  # type: ignore[arg-type]
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert not target.is_symlink() and b"kv_cache_quant_algo" not in target.read_bytes()
 

@@ -103,8 +103,12 @@ def _fail(exc: BaseException) -> None:
     if isinstance(exc, click.exceptions.Abort):
         click.echo("patchaudit: aborted", err=True)
         sys.exit(ExitCode.USAGE)
+    if isinstance(exc, click.UsageError):  # one line, as every other error
+        where = exc.ctx.command_path if exc.ctx is not None else "patchaudit"
+        click.echo(f"patchaudit: error: {exc.format_message()} (hint: {where} --help)", err=True)
+        sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.ClickException):
-        exc.show()
+        click.echo(f"patchaudit: error: {exc.format_message()}", err=True)
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.exceptions.Exit):
         sys.exit(exc.exit_code)
@@ -169,6 +173,62 @@ def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, l
         for message in revert.recover(env, roots=roots):
             click.echo(f"patchaudit: {message}", err=True)
     return env, every, roots
+
+
+def target_args(python: Path | None, site_path: Path | None) -> str:
+    """The target options again, as a hint that runs as printed from any directory: absolute, quoted."""
+    import os
+    import shlex
+
+    if python is not None:
+        return f" --python {shlex.quote(os.path.abspath(python))}"
+    if site_path is not None:
+        return f" --path {shlex.quote(os.path.abspath(site_path))}"
+    return ""
+
+
+def confirm_change(question: str, *, yes: bool, fmt: str, show: Callable[[], None] | None = None) -> None:
+    """Ask before a command changes files (`show` lists them first); without a terminal to ask on,
+    refuse unless told --yes, as apt-get does: an answer piped in is not a consent."""
+    if yes:
+        return
+    if fmt == "human" and sys.stdin.isatty():
+        if show is not None:
+            show()
+        click.confirm(question, abort=True)
+        return
+    raise PatchAuditError(
+        "this changes files and there is no terminal to ask on; nothing was changed",
+        hint="add -y/--yes to go ahead, or --dry-run to see what would change",
+    )
+
+
+def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """PATHs as a shell user types them (absolute, relative to the current directory, or relative to
+    the site directory as RECORD writes them), each as RECORD writes it; one that the distribution
+    neither lists nor holds is an error: no such file in DIST."""
+    import os
+
+    from patchaudit.ownership import read_record
+    from patchaudit.record import parse_record
+
+    location = os.path.abspath(dist.location)
+    raw = read_record(dist)
+    listed = {os.path.normpath(e.path) for e in parse_record(raw).entries} if raw else set()
+    out: list[str] = []
+    for typed in paths:
+        rel = typed
+        here = os.path.abspath(typed)
+        if os.path.isabs(typed) or os.path.lexists(typed):
+            if os.path.commonpath([here, location]) == location:
+                rel = os.path.relpath(here, location)
+            elif os.path.isabs(typed):
+                raise PatchAuditError(f"{typed} is not in {dist.name}'s directory {location}")
+        rel = os.path.normpath(rel)
+        if rel not in listed and not os.path.lexists(os.path.join(location, rel)):
+            raise PatchAuditError(f"no such file in {dist.name}: {typed}", hint=f"patchaudit scan {dist.name}")
+        out.append(rel.replace(os.sep, "/"))
+    return tuple(out)
 
 
 def wheelhouse_option(func: F) -> F:

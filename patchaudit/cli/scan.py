@@ -17,6 +17,7 @@ from patchaudit.cli.common import (
     root_option,
     serve_option,
     severity_or_none,
+    target_args,
     target_options,
     timeout_option,
     wheelhouse_option,
@@ -77,6 +78,7 @@ PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no tim
 @click.option("--base", help="With --image: report only what the layers above this base image changed.")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @serve_option
+@click.option("-q", "--quiet", is_flag=True, help="Print only what is wrong; nothing when clean.")
 @fail_on_option
 def scan(
     dists: tuple[str, ...],
@@ -98,6 +100,7 @@ def scan(
     base: str | None,
     verbose: bool,
     serve: str | None,
+    quiet: bool,
     fail_on: str,
     timeout: float | None,
 ) -> int:
@@ -188,7 +191,7 @@ def _scan_env(
         errata=errata,
     )
     with deadline(timeout):
-        if fmt == "human" and out is None and sys.stderr.isatty():
+        if fmt == "human" and out is None and sys.stderr.isatty() and not quiet:
             report = _scan_with_progress(env, options)
         else:
             report = run_scan(env, options)
@@ -237,18 +240,43 @@ def _render(
 
         from patchaudit.render.human import render_human
 
+        steps = next_steps(report, target_args(python, site_path))
+
+        def show(console: Console) -> None:
+            render_human(
+                report,
+                console,
+                verbose=verbose,
+                show_suppressed=show_suppressed,
+                quiet=quiet,
+                hazards=not no_hazards,
+                next_steps=steps,
+            )
+
         if out is None:
-            render_human(report, Console(), verbose=verbose, show_suppressed=show_suppressed)
+            show(Console())
         else:
             try:
                 with open(out, "w") as fh:
-                    console = Console(file=fh, no_color=True, width=160)
-                    render_human(report, console, verbose=verbose, show_suppressed=show_suppressed)
+                    show(Console(file=fh, no_color=True, width=160))
             except OSError as exc:
                 from patchaudit.errors import PatchAuditError
 
                 raise PatchAuditError(f"cannot write {out}: {exc.strerror}") from None
     return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
+
+
+def next_steps(report: Report, again: str) -> list[str]:
+    """What to run next on drift, as `git status` says it: see the patch, put it back."""
+    drifted = [d for d in report.distributions if d.drift]
+    if not drifted:
+        return []
+    first = drifted[0].name
+    which = first if len(drifted) == 1 else ""
+    return [
+        f"patchaudit diff {first}{again}   (see the patch)",
+        f"patchaudit revert {which + ' ' if which else ''}--dry-run{again}   (what a revert would do; undoable)",
+    ]
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
