@@ -226,7 +226,7 @@ def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
                 raise PatchAuditError(f"{typed} is not in {dist.name}'s directory {location}")
         rel = os.path.normpath(rel)
         if rel not in listed and not os.path.lexists(os.path.join(location, rel)):
-            raise PatchAuditError(f"no such file in {dist.name}: {typed}", hint=f"patchaudit scan {dist.name}")
+            raise PatchAuditError(f"no such file in {dist.name}: {typed}")
         out.append(rel.replace(os.sep, "/"))
     return tuple(out)
 

@@ -108,5 +108,5 @@ def _last_run(env: Any) -> str:
 
     done = [r for r in list_runs(env) if r.status == "complete"]
     if not done:
-        raise RunNotFound("no complete quarantine run in this environment", hint="patchaudit quarantine list")
+        raise RunNotFound("no complete quarantine run in this environment")
     return max(done, key=lambda r: (r.created, r.run_id)).run_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -240,7 +241,10 @@ def _render(
 
         from patchaudit.render.human import render_human
 
-        steps = next_steps(report, target_args(python, site_path))
+        import shlex
+
+        houses = "".join(f" --wheelhouse {shlex.quote(os.path.abspath(w))}" for w in wheelhouse)
+        steps = next_steps(report, target_args(python, site_path) + houses)
 
         def show(console: Console) -> None:
             render_human(

@@ -84,9 +84,9 @@ def render_human(
     out.line(Text())
     out.line(_summary_line(report, hazards=hazards))
     if next_steps and report.fails():
-        out.line(Text("next: " + next_steps[0], style="dim"))
+        out.line(Text("next: " + next_steps[0], style="dim"), wrap=False)
         for step in next_steps[1:]:
-            out.line(Text("      " + step, style="dim"))
+            out.line(Text("      " + step, style="dim"), wrap=False)
 
 
 def _quiet(out: _Printer, report: Report, show_suppressed: bool) -> None:
@@ -124,8 +124,9 @@ class _Printer:
     def __init__(self, console: Console) -> None:
         self.console = console
 
-    def line(self, text: Text) -> None:
-        if self.console.is_terminal:  # rich wraps at spaces, folding only a word wider than the screen
+    def line(self, text: Text, *, wrap: bool = True) -> None:
+        """`wrap=False`: a command to copy, whole on one line whatever the width."""
+        if wrap and self.console.is_terminal:  # rich wraps at spaces, folding only a word wider than the screen
             self.console.print(text, overflow="fold")
         else:
             self.console.print(text, soft_wrap=True)
