@@ -237,11 +237,11 @@ def _render(
 
         write_output(dumps(render_sarif(report, load_rules(rule_dirs)), indent=2) + "\n", out)
     else:
+        import shlex
+
         from rich.console import Console
 
         from patchaudit.render.human import render_human
-
-        import shlex
 
         houses = "".join(f" --wheelhouse {shlex.quote(os.path.abspath(w))}" for w in wheelhouse)
         steps = next_steps(report, target_args(python, site_path) + houses)
