@@ -248,3 +248,20 @@ def test_progress_counts_the_report_s_own_files(venv: tuple[Path, Path, Path]) -
     checked = report.summary()["files_checked"]
     assert seen["hashing"] == (checked, checked)
     assert seen["rules"] == (3, 3)  # the three .py files
+
+
+def test_fetch_without_a_network_says_the_index_could_not_be_reached(venv: tuple[Path, Path, Path]) -> None:
+    python, _site, _ = venv
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nothing listens on: connection refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {"PIP_NO_INDEX": "", "PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple/"}
+    proc = patchaudit("scan", "--python", str(python), "--fetch", "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    (demo,) = [d for d in json.loads(proc.stdout)["distributions"] if d["name"] == "demo"]
+    reasons = [u["reason"] for u in demo["unverified"]]
+    assert any("the package index could not be reached" in r and f"127.0.0.1:{port}" in r for r in reasons), reasons
+    shown = patchaudit("scan", "--python", str(python), "--fetch", "-v", env=env)
+    assert "the package index could not be reached" in shown.stdout, shown.stdout

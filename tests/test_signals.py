@@ -96,7 +96,7 @@ def _wait_for_handlers(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.002)
 
 
-def _signal_run(cmd: list[str], delay: float, signum: int) -> tuple[int, float] | None:
+def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None = None) -> tuple[int, float] | None:
     """Start `cmd`, send `signum` `delay` seconds after patchaudit's code started; (exit code, seconds to
     exit), or None if it ended first."""
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
@@ -110,6 +110,10 @@ def _signal_run(cmd: list[str], delay: float, signum: int) -> tuple[int, float] 
         return None
     sent = time.monotonic()
     proc.send_signal(signum)
+    if again is not None:  # Ctrl-C pressed twice
+        time.sleep(again)
+        if proc.poll() is None:
+            proc.send_signal(signum)
     try:
         _out, err = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
@@ -190,6 +194,16 @@ def test_fifty_signals_over_scans_reverts_and_gates(stack: tuple[Path, Path, Pat
     assert hits == 50
     listed = patchaudit("quarantine", "list", "--python", str(python))
     assert listed.returncode == 0 and listed.stdout.count("complete") >= 8, listed.stdout + listed.stderr
+
+
+def test_a_second_signal_never_hangs(stack: tuple[Path, Path, Path]) -> None:
+    python, _site, _ = stack
+    cmd = _pa("scan", "--python", python, "--all-files", "--no-cache", "--workers", "2")
+    for delay, again in ((0.3, 0.0), (0.5, 0.01), (0.9, 0.05), (1.2, 0.2)):
+        outcome = _signal_run(cmd, delay, signal.SIGINT, again=again)
+        assert outcome is not None, "the scan ended before the signal"
+        code, took = outcome
+        assert code == 130 and took < DEADLINE, (delay, again, code, took)
 
 
 @pytest.mark.skipif(not os.environ.get("PATCHAUDIT_SIGNAL_STACK"), reason="PATCHAUDIT_SIGNAL_STACK not set")

@@ -38,14 +38,25 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return _main(args, argv)
     except Interrupted as exc:
-        _say_interrupted()
-        sys.exit(exc.code)
+        _stop(exc.code)
     except BaseException:
         code = stopping()
         if code is None:
             raise
-        _say_interrupted()  # a signal came while something else unwound: the signal decides the code
-        sys.exit(code)
+        _stop(code)  # a signal came while something else unwound: the signal decides the code
+
+
+def _stop(code: int) -> None:
+    """End at once after a signal: the workers are already gone, and an interpreter shutting down
+    gives SIGINT and SIGTERM back their defaults, so a second signal would end it by the signal."""
+    import contextlib
+    import os
+
+    _say_interrupted()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _early_stop(signum: int, _frame: object) -> None:
