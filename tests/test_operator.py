@@ -92,15 +92,19 @@ def terminal(*args: str | Path, cols: int = 100, answer: str = "", cwd: Path = R
 
 
 def hints(text: str) -> list[list[str]]:
-    """Every command the output suggests: `undo:` and `next:` lines and their continuations."""
+    """Every command the output suggests (`undo:` lines, the commands after `next:`), each joined
+    from its backslash-continued lines as a shell would read them when pasted."""
     found = []
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith(("undo: ", "next: ")) or (line.startswith("      patchaudit ") and i > 0):
-            command = line.split(":", 1)[1] if line.startswith(("undo: ", "next: ")) else line
-            command = command.split("   (")[0].strip()
-            if command.startswith("patchaudit "):
-                found.append(shlex.split(command))
+    i = 0
+    while i < len(lines):
+        body = lines[i].removeprefix("undo: ").strip()
+        if body.startswith("patchaudit "):
+            while body.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                body = body[:-1] + lines[i].strip()
+            found.append(shlex.split(body))
+        i += 1
     return found
 
 
@@ -228,14 +232,15 @@ def test_screens_fit_without_splitting_a_word(venv: tuple[Path, Path, Path], col
     code, shown = terminal("scan", "--python", python, cols=cols)
     assert code == 1
     lines = shown.splitlines()
-    # the next steps are commands to copy: whole on one line, the terminal shows them as it may
-    steps = [line for line in lines if line.startswith(("next: ", "      patchaudit "))]
-    assert len(steps) == 2 and steps[0].startswith("next: patchaudit diff demo --python"), shown
-    text = [line for line in lines if line not in steps]
-    assert all(len(line) <= cols for line in text), [line for line in text if len(line) > cols]
-    # wrapped at spaces: every word is whole, but for a word wider than the screen (folded)
-    wide = [w for w in words if len(w) > cols - 20]
-    split = [w for w in " ".join(text).split() if w not in words and not any(w in long for long in wide)]
+    assert "next: " in shown and [h[:3] for h in hints(shown)] == [["patchaudit", "diff", "demo"]] + [
+        ["patchaudit", "revert", "demo"]
+    ], shown
+    # no line wider than the screen but for one holding a word wider than the screen (a long path)
+    wide = {w for w in words | set(shown.split()) if len(w) > cols - 8}
+    assert all(len(line) <= cols or any(w in line for w in wide) for line in lines), shown
+    # wrapped between words (commands with a backslash that a shell reads as a space): every word whole,
+    # but for a word wider than the screen, which is folded
+    split = [w for w in shown.split() if w not in words and w != "\\" and not any(w in long for long in wide)]
     assert not split, split
 
 

@@ -92,23 +92,34 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
     sys.exit(rv if isinstance(rv, int) and ExitCode.CLEAN <= rv <= ExitCode.INTERNAL else ExitCode.CLEAN)
 
 
+def _error(message: str) -> None:
+    """An error is one line for logs and pipes; on a terminal it wraps between words to its width."""
+    if sys.stderr.isatty():
+        import shutil
+        import textwrap
+
+        width = shutil.get_terminal_size().columns
+        message = textwrap.fill(message, width, break_long_words=False, break_on_hyphens=False, subsequent_indent="  ")
+    click.echo(message, err=True)
+
+
 def _fail(exc: BaseException) -> None:
     """Exit with the code and the one line `exc` calls for."""
     if isinstance(exc, PatchAuditError):
         message = f"patchaudit: error: {exc}"
         if exc.hint:
             message += f" (hint: {exc.hint})"
-        click.echo(message, err=True)
+        _error(message)
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.exceptions.Abort):
         click.echo("patchaudit: aborted", err=True)
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.UsageError):  # one line, as every other error
         where = exc.ctx.command_path if exc.ctx is not None else "patchaudit"
-        click.echo(f"patchaudit: error: {exc.format_message()} (hint: {where} --help)", err=True)
+        _error(f"patchaudit: error: {exc.format_message()} (hint: {where} --help)")
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.ClickException):
-        click.echo(f"patchaudit: error: {exc.format_message()}", err=True)
+        _error(f"patchaudit: error: {exc.format_message()}")
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, click.exceptions.Exit):
         sys.exit(exc.exit_code)
@@ -185,6 +196,18 @@ def target_args(python: Path | None, site_path: Path | None) -> str:
     if site_path is not None:
         return f" --path {shlex.quote(os.path.abspath(site_path))}"
     return ""
+
+
+def echo_command(label: str, command: str) -> None:
+    """`label: command`, the command laid out to the terminal's width (backslash-continued, so that
+    it still runs pasted whole); one line when not on a terminal."""
+    import shutil
+
+    from patchaudit.render.human import command_lines
+
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in command_lines(command, width, first=f"{label}: ", rest=" " * (len(label) + 4)):
+        click.echo(line)
 
 
 def confirm_change(question: str, *, yes: bool, fmt: str, show: Callable[[], None] | None = None) -> None:

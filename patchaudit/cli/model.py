@@ -196,10 +196,10 @@ def revert(
     for path in result.unverified:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
-        from patchaudit.cli.common import target_args
+        from patchaudit.cli.common import echo_command, target_args
 
         click.echo(f"quarantine: {result.quarantine}")
-        click.echo(f"undo: patchaudit quarantine restore {result.run_id}{target_args(None, resolved.root)}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{target_args(None, resolved.root)}")
     if made.commands:
         click.echo("to restore the rest, run:")
         for command in made.commands:

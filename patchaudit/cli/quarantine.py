@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import confirm_change, open_environment, open_for_change, target_args, target_options
+from patchaudit.cli.common import (
+    confirm_change,
+    echo_command,
+    open_environment,
+    open_for_change,
+    target_args,
+    target_options,
+)
 from patchaudit.errors import ExitCode
 
 
@@ -94,7 +101,7 @@ def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool,
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:
             click.echo(f"quarantine: {result.quarantine}")
-            click.echo(f"undo: patchaudit quarantine restore {result.run_id}{target_args(python, site_path)}")
+            echo_command("undo", f"patchaudit quarantine restore {result.run_id}{target_args(python, site_path)}")
     if (result.restored or result.removed) and not dry_run:
         from patchaudit.cli.ps import name_stale
 

@@ -11,6 +11,7 @@ import click
 from patchaudit.cli.common import (
     confirm_change,
     dist_paths,
+    echo_command,
     open_for_change,
     target_args,
     target_options,
@@ -147,6 +148,6 @@ def _show_result(result: Result, fmt: str, again: str = "") -> None:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
         click.echo(f"quarantine: {result.quarantine}")
-        click.echo(f"undo: patchaudit quarantine restore {result.run_id}{again}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{again}")
     elif not result.dry_run and not (result.restored or result.removed):
         click.echo("nothing to revert")

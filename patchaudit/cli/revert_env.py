@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from patchaudit.cli.common import confirm_change
+from patchaudit.cli.common import confirm_change, echo_command
 from patchaudit.errors import ExitCode, RevertIncomplete
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def _show(whole: WholePlan, result: Result | None, fmt: str, again: str = "") ->
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
         click.echo(f"quarantine: {result.quarantine}")
-        click.echo(f"undo: patchaudit quarantine restore {result.run_id}{again}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{again}")
     elif not (result.restored or result.removed):
         click.echo("nothing to revert")
 

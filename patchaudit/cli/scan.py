@@ -277,10 +277,7 @@ def next_steps(report: Report, again: str) -> list[str]:
         return []
     first = drifted[0].name
     which = first if len(drifted) == 1 else ""
-    return [
-        f"patchaudit diff {first}{again}   (see the patch)",
-        f"patchaudit revert {which + ' ' if which else ''}--dry-run{again}   (what a revert would do; undoable)",
-    ]
+    return [f"patchaudit diff {first}{again}", f"patchaudit revert {which + ' ' if which else ''}--dry-run{again}"]
 
 
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:

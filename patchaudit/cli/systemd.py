@@ -48,11 +48,21 @@ def install(
         )
         for written in timers:
             click.echo(f"wrote {written}")
-    where = "" if root == Path("/") else f" (on the system that boots from {root})"
-    click.echo(f"next{where}: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
-    if timers:
-        click.echo(f"and: systemctl enable --now {timers[-1].name}")
+    _next(root, [f"systemctl restart {unit_name(unit)}"] + [f"systemctl enable --now {t.name}" for t in timers[-1:]])
     return ExitCode.CLEAN
+
+
+def _next(root: Path, then: list[str]) -> None:
+    """What to run next, one command a line (each runs as printed)."""
+    if root == Path("/"):
+        click.echo("next: systemctl daemon-reload")
+        indent = "      "
+    else:
+        click.echo(f"next, on the system that boots from {root}:")
+        click.echo("  systemctl daemon-reload")
+        indent = "  "
+    for command in then:
+        click.echo(indent + command)
 
 
 @systemd.command()
@@ -75,6 +85,5 @@ def uninstall(unit: str, root: Path) -> int:
     if not removed:
         click.echo(f"nothing of patchaudit's for {unit_name(unit)} below {root}")
         return ExitCode.CLEAN
-    where = "" if root == Path("/") else f" (on the system that boots from {root})"
-    click.echo(f"next{where}: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
+    _next(root, [f"systemctl restart {unit_name(unit)}"])
     return ExitCode.CLEAN

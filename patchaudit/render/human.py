@@ -84,9 +84,11 @@ def render_human(
     out.line(Text())
     out.line(_summary_line(report, hazards=hazards))
     if next_steps and report.fails():
-        out.line(Text("next: " + next_steps[0], style="dim"), wrap=False)
-        for step in next_steps[1:]:
-            out.line(Text("      " + step, style="dim"), wrap=False)
+        out.line(Text("next: see the patch; what a revert would do (undoable):", style="dim"))
+        width = console.width if console.is_terminal else None
+        for step in next_steps:
+            for line in command_lines(step, width, first="  ", rest="    "):
+                out.line(Text(line, style="dim"), wrap=False)
 
 
 def _quiet(out: _Printer, report: Report, show_suppressed: bool) -> None:
@@ -292,6 +294,26 @@ def _summary_line(report: Report, *, hazards: bool = True) -> Text:
         parts.append(f"{s['suppressed']} suppressed")
     style = "bold red" if report.fails() else "bold green"
     return Text(", ".join(parts), style=style)
+
+
+def command_lines(command: str, width: int | None, *, first: str = "", rest: str = "  ") -> list[str]:
+    """A shell command laid out to `width` columns (None: one line): broken between words, each
+    broken line ending in a backslash, so that pasted whole it runs as one command."""
+    import shlex
+
+    words = [shlex.quote(w) for w in shlex.split(command)]
+    if width is None:
+        return [first + " ".join(words)]
+    lines: list[str] = []
+    line = first + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = rest + word
+        else:
+            line += " " + word
+    lines.append(line)
+    return lines
 
 
 def _plural(n: int, noun: str) -> str:
