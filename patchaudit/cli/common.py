@@ -229,14 +229,19 @@ def confirm_change(question: str, *, yes: bool, fmt: str, show: Callable[[], Non
 def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
     """PATHs as a shell user types them (absolute, relative to the current directory, or relative to
     the site directory as RECORD writes them), each as RECORD writes it; one that the distribution
-    neither lists nor holds is an error: no such file in DIST."""
+    neither lists nor holds is an error: no such file in DIST. For an editable install from a git
+    checkout, paths are the project's, and git says what is there."""
     import os
 
+    from patchaudit import vcs
     from patchaudit.ownership import read_record
     from patchaudit.record import parse_record
 
-    location = os.path.abspath(dist.location)
-    raw = read_record(dist)
+    if not paths:
+        return paths
+    co = vcs.checkout(dist)
+    location = os.path.abspath(co.project if co is not None else dist.location)
+    raw = read_record(dist) if co is None else None
     listed = {os.path.normpath(e.path) for e in parse_record(raw).entries} if raw else set()
     out: list[str] = []
     for typed in paths:
@@ -248,7 +253,7 @@ def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
             elif os.path.isabs(typed):
                 raise PatchAuditError(f"{typed} is not in {dist.name}'s directory {location}")
         rel = os.path.normpath(rel)
-        if rel not in listed and not os.path.lexists(os.path.join(location, rel)):
+        if co is None and rel not in listed and not os.path.lexists(os.path.join(location, rel)):
             raise PatchAuditError(f"no such file in {dist.name}: {typed}")
         out.append(rel.replace(os.sep, "/"))
     return tuple(out)
