@@ -117,7 +117,13 @@ def run_hint(words: list[str], cwd: Path, answer: str = "") -> tuple[int, str]:
 def test_scan_of_a_directory_without_distributions_fails_closed(venv: tuple[Path, Path, Path]) -> None:
     python, _site, _ = venv
     root = python.parent.parent
-    for args in (("scan",), ("diff", "demo"), ("baseline", "create", "--out", str(root / "b.json"))):
+    commands = (
+        ("scan",),
+        ("diff", "demo"),
+        ("revert", "--dry-run"),
+        ("baseline", "create", "--out", str(root / "b.json")),
+    )
+    for args in commands:
         proc = patchaudit(*args, "--path", str(root))
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "is this the site-packages directory?" in proc.stderr, proc.stderr

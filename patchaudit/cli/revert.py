@@ -66,6 +66,7 @@ def revert(
     env, every, roots = open_for_change(python, site_path)
     if dist is None and resume:
         return ExitCode.CLEAN
+    environment.require_any(env, every)
     if dist is None:
         from patchaudit.cli.revert_env import revert_environment
 
