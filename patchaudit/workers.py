@@ -61,14 +61,16 @@ def stopping() -> int | None:
 
 def stop_all() -> None:
     """Kill every worker still running and reap it (SIGKILL: nothing of theirs needs to finish)."""
-    for pid, process in list(_live.items()):
+    every = list(_live.items())
+    for pid, _process in every:  # all killed first: they die together, not one after the other
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    for pid, process in every:
         with contextlib.suppress(Exception):
             if process is None:
                 os.waitpid(pid, 0)
             else:
-                process.join(2)
+                process.join()  # a killed process ends at once; the caller's deadline bounds the rest
         _live.pop(pid, None)
 
 
@@ -122,12 +124,21 @@ def _handle(signum: int, _frame: object) -> None:
         stop_all()
         os._exit(128 + _stopping[0])
     _stopping.append(signum)
-    stop_all()
     code = 128 + signum
-    timer = threading.Timer(UNWIND_SECONDS, os._exit, (code,))
+    timer = threading.Timer(UNWIND_SECONDS, _deadline, (code,))
     timer.daemon = True
     timer.start()
+    stop_all()
     raise Interrupted(signum)
+
+
+def _deadline(code: int) -> None:
+    """The unwinding took too long: the workers are killed (again: one may have been mid-start) and
+    the process ends."""
+    for pid in list(_live):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(code)
 
 
 def on_signals() -> None:

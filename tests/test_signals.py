@@ -74,7 +74,8 @@ def _group(pgid: int) -> list[int]:
 
 def _describe(pid: int) -> str:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        state = f"{fields[0]} ppid {fields[1]}"
         line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return f"{pid} (gone)"
