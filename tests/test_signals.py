@@ -49,7 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(python, site-packages, wheelhouse): one dist of many modules and big files, one to revert."""
     root = tmp_path_factory.mktemp("signals")
     files: dict[str, bytes | str] = {f"sigdemo/mod{i}.py": CODE.format(i=i) * 2 for i in range(400)}
-    files.update({f"sigdemo/blob{i}.bin": bytes([i]) * (1 << 20) for i in range(40)})
+    files.update({f"sigdemo/blob{i}.bin": bytes([i]) * (1 << 20) for i in range(16)})
     demo = build_wheel(root / "wheels", "sigdemo", "1.0", files)
     rev = build_wheel(root / "wheels", "sigrev", "1.0", REVERTED)
     python = make_venv(root / "venv")
@@ -168,9 +168,9 @@ def test_fifty_signals_over_scans_reverts_and_gates(stack: tuple[Path, Path, Pat
     cold = _report("scan", "--python", python, "--all-files", "--no-cache")
     hits = 0
     # hashing and then the rules over every file, uncached, on two workers
-    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--no-cache", "--workers", "2"), 16, 1.0, None, rng)
+    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--no-cache", "--workers", "2"), 16, 0.8, None, rng)
     # the same with caches written as it goes: whatever instant it was stopped, a cached scan agrees with a cold one
-    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--workers", "2"), 12, 1.0, None, rng)
+    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--workers", "2"), 12, 0.8, None, rng)
     assert _report("scan", "--python", python, "--all-files") == cold
     # the gate
     hits += _hammer(_pa("gate", "--python", python, "--no-cache", "--workers", "2"), 14, 0.35, None, rng)
