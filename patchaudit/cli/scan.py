@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,9 +132,26 @@ def scan(
             out,
             timeout,
             serve,
+            quiet,
         )
     duration = time.monotonic() - started
-    return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration)
+    again = None  # an image is not reverted or diffed: no next steps
+    if image is None and base is None:
+        import shlex
+
+        houses = "".join(f" --wheelhouse {shlex.quote(os.path.abspath(w))}" for w in wheelhouse)
+        again = target_args(python, site_path) + houses
+    shown = _Shown(quiet=quiet, hazards=not no_hazards, again=again)
+    return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration, shown)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Shown:
+    """How the human view is cut: -q, whether rules ran, the target options for the next steps."""
+
+    quiet: bool
+    hazards: bool
+    again: str | None
 
 
 def _scan_image(
@@ -173,6 +191,7 @@ def _scan_env(
     out: Path | None,
     timeout: float | None,
     serve: str | None,
+    quiet: bool,
 ) -> tuple[Report, str]:
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
@@ -219,6 +238,7 @@ def _render(
     show_suppressed: bool,
     fail_on: str,
     duration: float,
+    shown: _Shown,
 ) -> int:
     if fmt == "json":
         from patchaudit.render.json import render_json
@@ -237,14 +257,11 @@ def _render(
 
         write_output(dumps(render_sarif(report, load_rules(rule_dirs)), indent=2) + "\n", out)
     else:
-        import shlex
-
         from rich.console import Console
 
         from patchaudit.render.human import render_human
 
-        houses = "".join(f" --wheelhouse {shlex.quote(os.path.abspath(w))}" for w in wheelhouse)
-        steps = next_steps(report, target_args(python, site_path) + houses)
+        steps = next_steps(report, shown.again) if shown.again is not None else []
 
         def show(console: Console) -> None:
             render_human(
@@ -252,8 +269,8 @@ def _render(
                 console,
                 verbose=verbose,
                 show_suppressed=show_suppressed,
-                quiet=quiet,
-                hazards=not no_hazards,
+                quiet=shown.quiet,
+                hazards=shown.hazards,
                 next_steps=steps,
             )
 
