@@ -355,7 +355,7 @@ def test_revert_takes_a_plain_source_directory_and_asks_first(hub: dict[str, obj
     finally:
         os.close(follower)
         os.close(leader)
-    assert "Revert 1 file(s)" in asked.stdout and asked.returncode != 0
+    assert "Revert 1 file of" in asked.stdout and asked.returncode != 0
     assert shard.read_bytes() != good
 
     done = run("model", "revert", "-y", plain, "--source", tmp_path / "spare", env=env)
