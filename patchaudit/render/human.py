@@ -87,8 +87,8 @@ def render_human(
         out.line(Text("next: see the patch; what a revert would do (undoable):", style="dim"))
         width = console.width if console.is_terminal else None
         for step in next_steps:
-            for line in command_lines(step, width, first="  ", rest="    "):
-                out.line(Text(line, style="dim"), wrap=False)
+            for piece in command_lines(step, width, first="  ", rest="    "):
+                out.line(Text(piece, style="dim"), wrap=False)
 
 
 def _quiet(out: _Printer, report: Report, show_suppressed: bool) -> None:
