@@ -63,18 +63,23 @@ def scan(
     env: Environment,
     options: ScanOptions,
     *,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> Report:
-    """Verify the selected distributions and, unless told not to, run the hazard rules."""
+    """Verify the selected distributions and, unless told not to, run the hazard rules.
+
+    `progress(phase, done, total)`: "hashing" counts the files checked (the report's files_checked),
+    "rules" the files the hazard rules read."""
     from patchaudit.report import now_utc
 
     started = now_utc()
     every = environment.distributions(env)
+    environment.require_any(env, every)
     chosen = environment.select(every, options.names)
     where = cache_dir(env, options)
     cache = StatCache(where / STAT_CACHE_NAME) if where is not None else None
     phase("verifying files")
-    report = verify(env, chosen, every=every, cache=cache, workers=options.workers, progress=progress)
+    hashing = (lambda done, total: progress("hashing", done, total)) if progress is not None else None
+    report = verify(env, chosen, every=every, cache=cache, workers=options.workers, progress=hashing)
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:
         phase("looking up pristine bytes")
@@ -83,7 +88,8 @@ def scan(
             cache.save()  # the digests of archives that direct_url.json names
     if options.hazards:
         phase("running the hazard rules")
-        report = _with_hazards(report, chosen, options, pristine, where)
+        rules = (lambda done, total: progress("rules", done, total)) if progress is not None else None
+        report = _with_hazards(report, chosen, options, pristine, where, rules)
     report = dataclasses.replace(report, started=started)
     return _with_fact_findings(report, options.severity_overrides)
 
@@ -272,6 +278,7 @@ def _with_hazards(
     options: ScanOptions,
     pristine: Mapping[Path, Mapping[str, bytes]],
     where: Path | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     from patchaudit.hazardpool import HazardJob, check_jobs
 
@@ -296,6 +303,7 @@ def _with_hazards(
         severity_overrides=options.severity_overrides,
         cache_dir=where / "hazards" if where is not None else None,
         workers=options.workers,
+        progress=progress,
     )
     dists = [
         dataclasses.replace(dist, findings=dist.findings + tuple(findings)) if findings else dist

@@ -443,7 +443,9 @@ def record_paths(env: Environment, names: Sequence[str] = ()) -> dict[str, Path 
     """Distribution name -> its RECORD, for the distributions a report covers."""
     from patchaudit import environment
 
-    chosen = environment.select(environment.distributions(env), names)
+    every = environment.distributions(env)
+    environment.require_any(env, every)
+    chosen = environment.select(every, names)
     return {d.name: d.record_path for d in chosen}
 
 

@@ -213,6 +213,18 @@ def distributions(env: Environment) -> list[InstalledDist]:
     return found
 
 
+def require_any(env: Environment, found: Sequence[InstalledDist], site_path: Path | None = None) -> None:
+    """A target holding no distribution has nothing to vouch for: an error in every command (a scan of
+    the wrong directory must not pass), raised before anything (a cache, a journal) is written there."""
+    if found:
+        return
+    if site_path is not None or env.python is None:
+        where = site_path if site_path is not None else ", ".join(str(s) for s in env.site_dirs)
+        raise EnvironmentNotFound(f"no distributions in {where}: is this the site-packages directory?")
+    where = ", ".join(str(s) for s in env.site_dirs)
+    raise EnvironmentNotFound(f"no distributions in {where}: is this the right interpreter?")
+
+
 def select(dists: Sequence[InstalledDist], names: Sequence[str]) -> list[InstalledDist]:
     """The distributions named (all when none are); an unknown name is an error."""
     if not names:

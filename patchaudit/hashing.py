@@ -254,7 +254,7 @@ def hash_many(
         progress(len(results))
     limit = pool_size(workers, len(todo))
     cut = batches(todo, sizes) if limit > 1 else [todo]
-    tick = (lambda index: progress(len(cut[index]))) if progress is not None else None
+    tick = (lambda index, _value: progress(len(cut[index]))) if progress is not None else None
     with Pool(hash_batch, cut, None, workers=limit, progress=tick) as pool:
         for index, batch in enumerate(cut):
             for i, raw in pool.result(index):

@@ -9,15 +9,14 @@ only paths travel to them and only findings travel back. The rules run through
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.cpus import available_cpus
 from patchaudit.report import Finding, Severity
 from patchaudit.safefs import Cap, UnreadableFile, read_capped
-from patchaudit.workers import pool_context
+from patchaudit.workers import Pool
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
 TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left
@@ -41,6 +40,10 @@ class _Settings:
 
 
 _Item = tuple[int, str, bool, "bytes | None"]  # (job index, path, drifted, pristine bytes)
+
+
+def _check_task(shared: tuple[_Settings, Sequence[Path]], items: Sequence[_Item]) -> list[tuple[int, list[Finding]]]:
+    return _check(shared[0], shared[1], items)
 
 
 def _check(settings: _Settings, locations: Sequence[Path], items: Sequence[_Item]) -> list[tuple[int, list[Finding]]]:
@@ -101,8 +104,11 @@ def check_jobs(
     severity_overrides: Mapping[str, Severity] | None = None,
     cache_dir: Path | None = None,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[list[Finding]]:
-    """Findings for each job, in job order, each list sorted by path and line."""
+    """Findings for each job, in job order, each list sorted by path and line.
+
+    `progress(done, total)` counts files as the rules finish them."""
     settings = _Settings(
         rule_dirs=tuple(rule_dirs), severity_overrides=dict(severity_overrides or {}), cache_dir=cache_dir
     )
@@ -112,9 +118,16 @@ def check_jobs(
     ]
     n_workers = max(1, min(workers or available_cpus(), len(items) or 1))
     results: list[list[Finding]] = [[] for _ in jobs]
+    if progress is not None:
+        progress(0, len(items))
     if n_workers == 1 or len(items) < POOL_MIN_FILES:
-        for index, found in _check(settings, locations, items):
-            results[index].extend(found)
+        done = 0
+        for start in range(0, len(items), MAX_TASK_FILES):
+            for index, found in _check(settings, locations, items[start : start + MAX_TASK_FILES]):
+                results[index].extend(found)
+            if progress is not None:
+                done = min(len(items), start + MAX_TASK_FILES)
+                progress(done, len(items))
         return results
     # Biggest files first, in tasks of about equal bytes: the time a file takes grows with its size, so
     # a task of the biggest files alone would keep every other worker waiting at the end.
@@ -124,9 +137,17 @@ def check_jobs(
     from patchaudit import hazards
 
     hazards.load_rules(rule_dirs)  # loaded once here: forked workers inherit the pack
-    with ProcessPoolExecutor(max_workers=n_workers, mp_context=pool_context()) as pool:
-        for batch in pool.map(_check, [settings] * len(tasks), [locations] * len(tasks), tasks):
-            for index, found in batch:
+    done = 0
+
+    def tick(task: int, _value: object) -> None:
+        nonlocal done
+        done += len(tasks[task])
+        if progress is not None:
+            progress(done, len(items))
+
+    with Pool(_check_task, tasks, (settings, locations), workers=n_workers, progress=tick) as pool:
+        for number in range(len(tasks)):
+            for index, found in pool.result(number):
                 results[index].extend(found)
     for found in results:
         found.sort(key=lambda f: (f.path, f.line, f.column, f.rule))

@@ -122,23 +122,19 @@ def _check_venv_cfg(exe: Path, shown: Path) -> None:
 def ask(exe: Path, shown: Path) -> Answer:
     """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
     _check_venv_cfg(exe, shown)
+    from patchaudit.workers import run_child
+
     try:
-        proc = subprocess.run(
-            [str(exe), "-I", "-S", "-c", _PROBE],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        status, stdout, stderr = run_child([str(exe), "-I", "-S", "-c", _PROBE], timeout=30)
     except subprocess.TimeoutExpired:
         raise EnvironmentNotFound(f"{shown} did not answer within 30 s") from None
     except OSError as exc:
         raise EnvironmentNotFound(f"cannot run {shown}: {exc.strerror or exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if status != 0:
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentNotFound(f"{shown} did not answer: {last}")
     try:
-        info = json.loads(proc.stdout)
+        info = json.loads(stdout)
         return Answer(
             executable=str(info["executable"]),
             prefix=Path(info["prefix"]),

@@ -73,9 +73,12 @@ def verify(
     every: Sequence[InstalledDist] | None = None,
     cache: StatCache | None = None,
     workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> Report:
-    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership."""
+    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership.
+
+    `progress(done, total)` counts files checked against a trusted hash, the report's `files_checked`
+    (total: None until every RECORD is parsed)."""
     every = list(every) if every is not None else list(dists)
 
     # Every RECORD is read first, and cut into pieces (pieces.py); the worker processes start at
@@ -97,13 +100,13 @@ def verify(
     work = Shared(records=records, cache=cache)
     lines = sum(task.lines for task in tasks if isinstance(task, Piece))
     done = 0
+    total: int | None = None
 
-    def tick(index: int) -> None:
+    def tick(_index: int, value: object) -> None:
         nonlocal done
-        task = tasks[index]
-        if progress is not None and isinstance(task, Piece):
-            done += task.lines
-            progress(done, lines)
+        if progress is not None and isinstance(value, Checked):
+            done += value.checked
+            progress(done, total)
 
     limit = pool_size(workers, lines)
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
@@ -111,6 +114,9 @@ def verify(
         for dist in dists:
             loaded[dist.meta_dir] = load(dist, raw[dist.meta_dir])
             pool.ready()
+        if progress is not None:
+            total = sum(_trusted(item) for item in loaded.values())
+            progress(done, total)
         with_record = [item for item in loaded.values() if item.record is not None]
         ownership = Ownership(every, dict(loaded))
         walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})
@@ -205,6 +211,13 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+def _trusted(item: Loaded) -> int:
+    """Entries of a parsed RECORD that are checked against a trusted hash (the report's files_checked)."""
+    if item.record is None:
+        return 0
+    return sum(1 for e in item.record.entries if e.hash is not None and e.hash.trusted)
 
 
 @dataclass(slots=True)

@@ -100,7 +100,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "pristine/http.py": (1, "the spool directory inside OwnCache, made private by OwnCache.writable()"),
     "pristine/index.py": (1, "a whole wheel kept in OwnCache (private; never another user's)"),
     "pristine/cache.py": (3, "OwnCache's partial downloads (private; never another user's)"),
-    "systemd.py": (2, "unit drop-ins in the system's unit directory"),
+    "systemd.py": (3, "unit drop-ins in the system's unit directory; uninstall removes what install wrote"),
     "render/prometheus.py": (1, "--textfile: a file the operator names"),
     "baseline.py": (1, "the baseline file the user names"),
     "models/manifest.py": (1, "the model manifest, in cachedir.tree_state(): root's own for a tree it does not own"),

@@ -102,7 +102,7 @@ def test_sed_i_edit_is_found_diffed_by_key_and_reverted(hub: dict[str, object]) 
 
     # the edited file is in the quarantine, and undo puts it back
     run_id = proc.stdout.split("quarantine restore ")[1].split()[0]
-    undo = run("quarantine", "restore", run_id, "--path", hub["repo"], env=hub["env"])  # type: ignore[arg-type]
+    undo = run("quarantine", "restore", run_id, "--path", hub["repo"], "--yes", env=hub["env"])  # type: ignore[arg-type]
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert not target.is_symlink() and b"kv_cache_quant_algo" not in target.read_bytes()
 
@@ -355,7 +355,7 @@ def test_revert_takes_a_plain_source_directory_and_asks_first(hub: dict[str, obj
     finally:
         os.close(follower)
         os.close(leader)
-    assert "Revert 1 file(s)" in asked.stdout and asked.returncode != 0
+    assert "Revert 1 file of" in asked.stdout and asked.returncode != 0
     assert shard.read_bytes() != good
 
     done = run("model", "revert", "-y", plain, "--source", tmp_path / "spare", env=env)

@@ -148,7 +148,7 @@ def test_a_reverted_module_names_the_service_and_its_worker(
 
     # Undo the revert: `quarantine restore` names them too.
     run_id = by_pid[parent]["changed"][0]["run_id"]
-    restored = patchaudit("quarantine", "restore", run_id, "--python", str(python))
+    restored = patchaudit("quarantine", "restore", run_id, "--python", str(python), "--yes")
     assert restored.returncode == 0, restored.stderr
     # (spawn also starts multiprocessing's resource tracker from the venv: it is named as well)
     for pid in (parent, worker):

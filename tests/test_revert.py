@@ -59,7 +59,8 @@ def venv(base: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def run_json(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, dict]:
-    proc = patchaudit(*map(str, args), "--format", "json", env=env)
+    changes = (args[:1] == ("revert",) or args[:2] == ("quarantine", "restore")) and "--dry-run" not in args
+    proc = patchaudit(*map(str, args), "--format", "json", *(["--yes"] if changes else []), env=env)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 

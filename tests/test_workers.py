@@ -28,7 +28,7 @@ def _where(shared: dict[str, int], task: int) -> tuple[int, int]:
 def test_tasks_run_on_worker_processes_and_come_back_in_order() -> None:
     tasks = list(range(200))
     ticks: list[int] = []
-    with Pool(_where, tasks, {"times": 3}, workers=3, progress=ticks.append) as pool:
+    with Pool(_where, tasks, {"times": 3}, workers=3, progress=lambda i, _v: ticks.append(i)) as pool:
         assert pool.workers == 3
         results = [pool.result(i) for i in tasks]
     assert [value for _, value in results] == [t * 3 for t in tasks]

@@ -28,6 +28,54 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):  # until the workers' own handler is in place
+        signal.signal(signum, _early_stop)
+    from patchaudit.workers import Interrupted, on_signals, stopping
+
+    on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.workers)
+    try:
+        return _main(args, argv)
+    except Interrupted as exc:
+        _stop(exc.code)
+    except BaseException:
+        code = stopping()
+        if code is None:
+            raise
+        _stop(code)  # a signal came while something else unwound: the signal decides the code
+
+
+def _stop(code: int) -> None:
+    """End at once after a signal: the workers are already gone, and an interpreter shutting down
+    gives SIGINT and SIGTERM back their defaults, so a second signal would end it by the signal."""
+    import contextlib
+    import os
+
+    _say_interrupted()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _early_stop(signum: int, _frame: object) -> None:
+    """A signal before any worker or file was touched: nothing to unwind."""
+    import os
+
+    _say_interrupted()
+    os._exit(128 + signum)
+
+
+def _say_interrupted() -> None:
+    try:
+        sys.stderr.write("patchaudit: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _main(args: list[str], argv: list[str] | None) -> Any:
     # `patchaudit gate [...] -- CMD ARGS...`: after a pass the gate becomes CMD (exec: same PID).
     command: list[str] | None = None
     if args[:1] == ["gate"] and "--" in args:

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import open_environment, root_option, serve_option, target_options, wheelhouse_option
+from patchaudit.cli.common import (
+    dist_paths,
+    open_environment,
+    root_option,
+    serve_option,
+    target_options,
+    wheelhouse_option,
+)
 from patchaudit.errors import ExitCode
 
 
@@ -43,7 +50,9 @@ def diff(
 
     env = open_environment(python, site_path)
     every = environment.distributions(env)
+    environment.require_any(env, every)
     (target,) = environment.select(every, [dist])[:1]
+    paths = dist_paths(target, paths)
     text = vcs.working_tree_diff(target, paths)
     if text is None:
         (report,) = verify(env, [target], every=every).distributions

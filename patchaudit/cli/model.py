@@ -170,20 +170,15 @@ def revert(
     resolved = _resolve(target, revision, cache_dir)
     found = _scan(resolved, ModelScanOptions(use_cache=False, sources=sources))
     made = core.plan(found, paths)
-    if made.plan.actions and not dry_run and not yes:
-        import sys
+    if made.plan.actions and not dry_run:
+        from patchaudit.cli.common import confirm_change
 
-        if not sys.stdin.isatty():
-            from patchaudit.errors import PatchAuditError
+        def show() -> None:
+            for action in made.plan.actions:
+                click.echo(f"  {action.kind.value:<7} {action.path}")
 
-            raise PatchAuditError(
-                f"model revert would change {len(made.plan.actions)} file(s) of {resolved.root} and stdin is "
-                "not a terminal to ask",
-                hint="pass -y/--yes, or --dry-run to see the plan",
-            )
-        for action in made.plan.actions:
-            click.echo(f"  {action.kind.value:<7} {action.path}")
-        click.confirm(f"Revert {len(made.plan.actions)} file(s) of {resolved.name}?", abort=True)
+        noun = "file" if len(made.plan.actions) == 1 else "files"
+        confirm_change(f"Revert {len(made.plan.actions)} {noun} of {resolved.name}?", yes=yes, fmt="human", show=show)
     result = core.execute(resolved, made, dry_run=dry_run)
     verb = "would " if dry_run else ""
     links = {a.path for a in made.plan.actions if a.kind == "symlink"}
@@ -196,10 +191,10 @@ def revert(
     for path in result.unverified:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
-        click.echo(
-            f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id}"
-            f" --path {resolved.root})"
-        )
+        from patchaudit.cli.common import echo_command, target_args
+
+        click.echo(f"quarantine: {result.quarantine}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{target_args(None, resolved.root)}")
     if made.commands:
         click.echo("to restore the rest, run:")
         for command in made.commands:

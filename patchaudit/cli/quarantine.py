@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from patchaudit.cli.common import open_environment, open_for_change, target_options
+from patchaudit.cli.common import (
+    confirm_change,
+    echo_command,
+    open_environment,
+    open_for_change,
+    target_args,
+    target_options,
+)
 from patchaudit.errors import ExitCode
 
 
@@ -57,31 +64,56 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
 @click.argument("run_id")
 @target_options
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("--dry-run", is_flag=True, help="Say what would be put back; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
-def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool, fmt: str) -> int:
-    """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces)."""
+def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool, dry_run: bool, fmt: str) -> int:
+    """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces); `last` names
+    the newest complete run (`quarantine list` shows them all)."""
     from patchaudit.revert import execute, plan_undo
 
     env, _every, roots = open_for_change(python, site_path)
+    if run_id == "last":
+        run_id = _last_run(env)
     plan = plan_undo(env, run_id, roots=roots)
-    if plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
-        click.confirm(f"Put back {len(plan.actions)} file(s) of {plan.dist} from {run_id}?", abort=True)
-    result = execute(env, plan, roots=roots)
+    # a run over the whole environment: name each file's distribution (or the startup hooks)
+    owner = {a.path: "startup hook " if a.hook else f"{a.dist}: " if a.dist else "" for a in plan.actions}
+
+    def show() -> None:
+        for action in plan.actions:
+            verb = "remove  " if action.kind == "remove" else "put back"
+            click.echo(f"  {verb} {owner.get(action.path, '')}{action.path}")
+
+    if plan.actions and not dry_run:
+        noun = "file" if len(plan.actions) == 1 else "files"
+        confirm_change(
+            f"Put back {len(plan.actions)} {noun} of {plan.dist} from {run_id}?", yes=yes, fmt=fmt, show=show
+        )
+    result = execute(env, plan, roots=roots, dry_run=dry_run)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        # a run over the whole environment: name each file's distribution (or the startup hooks)
-        owner = {a.path: "startup hook " if a.hook else f"{a.dist}: " if a.dist else "" for a in plan.actions}
+        would = "would " if dry_run else ""
         for path in result.restored:
-            click.echo(f"put back {owner.get(path, '')}{path}")
+            click.echo(f"{would}put back {owner.get(path, '')}{path}")
         for path in result.removed:
-            click.echo(f"removed  {owner.get(path, '')}{path} (it did not exist before that run)")
+            click.echo(f"{would}remove   {owner.get(path, '')}{path} (it did not exist before that run)")
         for refusal in result.refused:
             click.echo(f"refused {refusal.path}: {refusal.reason}")
         if result.quarantine is not None:
-            click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
-    if result.restored or result.removed:
+            click.echo(f"quarantine: {result.quarantine}")
+            echo_command("undo", f"patchaudit quarantine restore {result.run_id}{target_args(python, site_path)}")
+    if (result.restored or result.removed) and not dry_run:
         from patchaudit.cli.ps import name_stale
 
         name_stale(env)
     return ExitCode.PROBLEMS if result.refused or result.unverified else ExitCode.CLEAN
+
+
+def _last_run(env: Any) -> str:
+    from patchaudit.errors import RunNotFound
+    from patchaudit.revert import list_runs
+
+    done = [r for r in list_runs(env) if r.status == "complete"]
+    if not done:
+        raise RunNotFound("no complete quarantine run in this environment")
+    return max(done, key=lambda r: (r.created, r.run_id)).run_id

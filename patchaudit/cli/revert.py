@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import open_for_change, target_options, wheelhouse_option
+from patchaudit.cli.common import (
+    confirm_change,
+    dist_paths,
+    echo_command,
+    open_for_change,
+    target_args,
+    target_options,
+    wheelhouse_option,
+)
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -59,6 +66,7 @@ def revert(
     env, every, roots = open_for_change(python, site_path)
     if dist is None and resume:
         return ExitCode.CLEAN
+    environment.require_any(env, every)
     if dist is None:
         from patchaudit.cli.revert_env import revert_environment
 
@@ -72,16 +80,20 @@ def revert(
             skip=skip_unavailable,
             use_cache=not no_cache,
             fmt=fmt,
+            again=target_args(python, site_path),
         )
     (target,) = environment.select(every, [dist])[:1]
+    paths = dist_paths(target, paths)
     plan = plan_one(env, every, target, None, paths=paths, wheelhouse=wheelhouse)
-    if not dry_run and plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
-        _show_plan(plan)
-        click.confirm(f"Revert {len(plan.actions)} file(s) of {plan.dist}?", abort=True)
+    if not dry_run and plan.actions:
+        noun = "file" if len(plan.actions) == 1 else "files"
+        confirm_change(
+            f"Revert {len(plan.actions)} {noun} of {plan.dist}?", yes=yes, fmt=fmt, show=lambda: _show_plan(plan)
+        )
     from patchaudit import revert as core
 
     result = core.execute(env, plan, dry_run=dry_run, roots=roots)
-    _show_result(result, fmt)
+    _show_result(result, fmt, target_args(python, site_path))
     if (result.restored or result.removed) and not dry_run:
         from patchaudit.cli.ps import name_stale
 
@@ -119,7 +131,8 @@ def _show_plan(plan: Plan) -> None:
         click.echo(f"  refuse  {refusal.path}: {refusal.reason}")
 
 
-def _show_result(result: Result, fmt: str) -> None:
+def _show_result(result: Result, fmt: str, again: str = "") -> None:
+    """The outcome; `again`: the target options, for the undo line to run as printed."""
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -135,6 +148,7 @@ def _show_result(result: Result, fmt: str) -> None:
     for path in result.unverified:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
-        click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
+        click.echo(f"quarantine: {result.quarantine}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{again}")
     elif not result.dry_run and not (result.restored or result.removed):
         click.echo("nothing to revert")

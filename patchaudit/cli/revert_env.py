@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from patchaudit.cli.common import confirm_change, echo_command
 from patchaudit.errors import ExitCode, RevertIncomplete
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ def revert_environment(
     skip: bool,
     use_cache: bool,
     fmt: str,
+    again: str = "",
 ) -> int:
     from patchaudit import revert as core
     from patchaudit.audit import ScanOptions, stat_cache
@@ -52,11 +53,13 @@ def revert_environment(
             hint="--skip-unavailable reverts the rest and exits 1, naming them",
         )
     plan = whole.plan
-    if not dry_run and plan.actions and not yes and sys.stdin.isatty() and fmt == "human":
-        _show(whole, None, fmt)
-        click.confirm(f"Revert {len(plan.actions)} file(s) in one run?", abort=True)
+    if not dry_run and plan.actions:
+        noun = "file" if len(plan.actions) == 1 else "files"
+        confirm_change(
+            f"Revert {len(plan.actions)} {noun} in one run?", yes=yes, fmt=fmt, show=lambda: _show(whole, None, fmt)
+        )
     result = core.execute(env, plan, dry_run=dry_run, roots=roots)
-    _show(whole, result, fmt)
+    _show(whole, result, fmt, again)
     if (result.restored or result.removed) and not dry_run:
         from patchaudit.cli.ps import name_stale
 
@@ -83,7 +86,7 @@ def _groups(whole: WholePlan, result: Result | None) -> list[tuple[str, list[tup
     return list(groups.items())
 
 
-def _show(whole: WholePlan, result: Result | None, fmt: str) -> None:
+def _show(whole: WholePlan, result: Result | None, fmt: str, again: str = "") -> None:
     refused = whole.plan.refused if result is None else result.refused
     if fmt == "json":
         out: dict[str, Any] = {
@@ -116,7 +119,8 @@ def _show(whole: WholePlan, result: Result | None, fmt: str) -> None:
     for path in result.unverified:
         click.echo(f"NOT VERIFIED {path}: does not hash to the pristine value after the revert")
     if result.quarantine is not None:
-        click.echo(f"quarantine: {result.quarantine} (undo: patchaudit quarantine restore {result.run_id})")
+        click.echo(f"quarantine: {result.quarantine}")
+        echo_command("undo", f"patchaudit quarantine restore {result.run_id}{again}")
     elif not (result.restored or result.removed):
         click.echo("nothing to revert")
 

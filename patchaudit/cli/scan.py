@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ from patchaudit.cli.common import (
     root_option,
     serve_option,
     severity_or_none,
+    target_args,
     target_options,
     timeout_option,
     wheelhouse_option,
@@ -26,11 +29,13 @@ from patchaudit.cli.common import (
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from patchaudit.audit import ScanOptions
     from patchaudit.environment import Environment
     from patchaudit.report import Report
 
-PROGRESS_THRESHOLD = 2000
+PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no time worth a bar
 
 
 @click.command()
@@ -75,6 +80,7 @@ PROGRESS_THRESHOLD = 2000
 @click.option("--base", help="With --image: report only what the layers above this base image changed.")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @serve_option
+@click.option("-q", "--quiet", is_flag=True, help="Print only what is wrong; nothing when clean.")
 @fail_on_option
 def scan(
     dists: tuple[str, ...],
@@ -96,6 +102,7 @@ def scan(
     base: str | None,
     verbose: bool,
     serve: str | None,
+    quiet: bool,
     fail_on: str,
     timeout: float | None,
 ) -> int:
@@ -125,9 +132,26 @@ def scan(
             out,
             timeout,
             serve,
+            quiet,
         )
     duration = time.monotonic() - started
-    return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration)
+    again = None  # an image is not reverted or diffed: no next steps
+    if image is None and base is None:
+        import shlex
+
+        houses = "".join(f" --wheelhouse {shlex.quote(os.path.abspath(w))}" for w in wheelhouse)
+        again = target_args(python, site_path) + houses
+    shown = _Shown(quiet=quiet, hazards=not no_hazards, again=again)
+    return _render(report, target, fmt, out, rule_dirs, verbose, show_suppressed, fail_on, duration, shown)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Shown:
+    """How the human view is cut: -q, whether rules ran, the target options for the next steps."""
+
+    quiet: bool
+    hazards: bool
+    again: str | None
 
 
 def _scan_image(
@@ -167,6 +191,7 @@ def _scan_env(
     out: Path | None,
     timeout: float | None,
     serve: str | None,
+    quiet: bool,
 ) -> tuple[Report, str]:
     from patchaudit.audit import ScanOptions
     from patchaudit.audit import scan as run_scan
@@ -186,7 +211,7 @@ def _scan_env(
         errata=errata,
     )
     with deadline(timeout):
-        if fmt == "human" and out is None and sys.stderr.isatty():
+        if fmt == "human" and out is None and sys.stderr.isatty() and not quiet:
             report = _scan_with_progress(env, options)
         else:
             report = run_scan(env, options)
@@ -213,6 +238,7 @@ def _render(
     show_suppressed: bool,
     fail_on: str,
     duration: float,
+    shown: _Shown,
 ) -> int:
     if fmt == "json":
         from patchaudit.render.json import render_json
@@ -235,13 +261,25 @@ def _render(
 
         from patchaudit.render.human import render_human
 
+        steps = next_steps(report, shown.again) if shown.again is not None else []
+
+        def show(console: Console) -> None:
+            render_human(
+                report,
+                console,
+                verbose=verbose,
+                show_suppressed=show_suppressed,
+                quiet=shown.quiet,
+                hazards=shown.hazards,
+                next_steps=steps,
+            )
+
         if out is None:
-            render_human(report, Console(), verbose=verbose, show_suppressed=show_suppressed)
+            show(Console())
         else:
             try:
                 with open(out, "w") as fh:
-                    console = Console(file=fh, no_color=True, width=160)
-                    render_human(report, console, verbose=verbose, show_suppressed=show_suppressed)
+                    show(Console(file=fh, no_color=True, width=160))
             except OSError as exc:
                 from patchaudit.errors import PatchAuditError
 
@@ -249,30 +287,47 @@ def _render(
     return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
+def next_steps(report: Report, again: str) -> list[str]:
+    """What to run next on drift, as `git status` says it: see the patch, put it back."""
+    drifted = [d for d in report.distributions if d.drift]
+    if not drifted:
+        return []
+    first = drifted[0].name
+    which = first if len(drifted) == 1 else ""
+    return [f"patchaudit diff {first}{again}", f"patchaudit revert {which + ' ' if which else ''}--dry-run{again}"]
+
+
 def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
+    """The scan with a bar per long phase on stderr, in the report's own unit: files."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from patchaudit.audit import scan as run_scan
 
     with Progress(
-        TextColumn("hashing"),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("files"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
-        auto_refresh=False,  # no refresh thread: the hashing workers can then fork (patchaudit.workers)
+        auto_refresh=False,  # no refresh thread: the workers can then fork (patchaudit.workers)
     ) as progress:
-        task = progress.add_task("hashing", total=None, visible=False)
+        tasks: dict[str, TaskID] = {}
         shown = 0.0
 
-        def update(done: int, total: int) -> None:
+        def update(phase: str, done: int, total: int | None) -> None:
             nonlocal shown
-            if total >= PROGRESS_THRESHOLD:
-                progress.update(task, completed=done, total=total, visible=True)
-                if done == total or time.monotonic() - shown >= 0.1:
-                    progress.refresh()
-                    shown = time.monotonic()
+            if phase not in tasks:
+                for earlier in tasks.values():
+                    progress.update(earlier, visible=False)
+                tasks[phase] = progress.add_task(phase, total=None, visible=False)
+            task = tasks[phase]
+            visible = (done if total is None else total) >= PROGRESS_THRESHOLD[phase]
+            progress.update(task, completed=done, total=total, visible=visible)
+            if visible and (done == total or time.monotonic() - shown >= 0.1):
+                progress.refresh()
+                shown = time.monotonic()
 
         return run_scan(env, options, progress=update)

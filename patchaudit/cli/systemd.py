@@ -48,8 +48,42 @@ def install(
         )
         for written in timers:
             click.echo(f"wrote {written}")
+    _next(root, [f"systemctl restart {unit_name(unit)}"] + [f"systemctl enable --now {t.name}" for t in timers[-1:]])
+    return ExitCode.CLEAN
+
+
+def _next(root: Path, then: list[str]) -> None:
+    """What to run next, one command a line (each runs as printed)."""
     if root == Path("/"):
-        click.echo(f"next: systemctl daemon-reload && systemctl restart {unit_name(unit)}")
-        if timers:
-            click.echo(f"and: systemctl enable --now {timers[-1].name}")
+        click.echo("next: systemctl daemon-reload")
+        indent = "      "
+    else:
+        click.echo(f"next, on the system that boots from {root}:")
+        click.echo("  systemctl daemon-reload")
+        indent = "  "
+    for command in then:
+        click.echo(indent + command)
+
+
+@systemd.command()
+@click.argument("unit")
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("/"),
+    show_default=True,
+    help="Remove below this root instead of /.",
+)
+def uninstall(unit: str, root: Path) -> int:
+    """Remove exactly what `systemd install UNIT` wrote (the drop-in, the metrics timer)."""
+    from patchaudit.systemd import uninstall as remove
+    from patchaudit.systemd import unit_name
+
+    removed = remove(unit, root=root)
+    for path in removed:
+        click.echo(f"removed {path}")
+    if not removed:
+        click.echo(f"nothing of patchaudit's for {unit_name(unit)} below {root}")
+        return ExitCode.CLEAN
+    _next(root, [f"systemctl restart {unit_name(unit)}"])
     return ExitCode.CLEAN

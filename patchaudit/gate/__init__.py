@@ -240,16 +240,9 @@ def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Pat
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
-    """A gate pointed at a directory holding no distribution has nothing to vouch for: refuse, before
-    anything (a cache, a journal) is written there."""
-    if found:
-        return
-    from patchaudit.errors import EnvironmentNotFound
+    from patchaudit.environment import require_any
 
-    if site_path is not None:
-        raise EnvironmentNotFound(f"no distributions in {site_path}: is this the site-packages directory?")
-    where = ", ".join(str(s) for s in env.site_dirs)
-    raise EnvironmentNotFound(f"no distributions in {where}: is this the right interpreter?")
+    require_any(env, found, site_path)
 
 
 def _verdict(

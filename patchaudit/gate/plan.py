@@ -159,8 +159,10 @@ def _part_digests(plan: FilePlan, processes: int) -> list[tuple[int, int]]:
 
 def _fork_parts(plan: FilePlan, share: list[int]) -> tuple[int, int]:
     """Fork a child that digests these parts and writes them to a pipe: (pid, read end)."""
+    from patchaudit import workers
+
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    pid = workers.fork()  # counted: a signal to this process kills it too
     if pid == 0:  # the child: never return into the caller's code, never flush its buffers
         code = 1
         try:
@@ -183,8 +185,11 @@ def _collect(pid: int, fd: int) -> dict[int, tuple[int, int]]:
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
     finally:
+        from patchaudit import workers
+
         os.close(fd)
         _, status = os.waitpid(pid, 0)
+        workers.reaped(pid)
     data = b"".join(chunks)
     if status != 0 or len(data) % _PART.size:
         return {}

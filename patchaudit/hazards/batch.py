@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from patchaudit.hazards.cache import cache_key, cache_read, cache_write
@@ -13,23 +11,16 @@ from patchaudit.hazards.engine import check_file, needs_parse
 from patchaudit.hazards.loading import load_rules, pack_version
 from patchaudit.hazards.source import SourceFile
 from patchaudit.report import Finding, Severity
-from patchaudit.rule import Rule
 
 __all__ = ["check_files"]
 
 # Below this many files to parse (or this many bytes), a process pool costs more than it saves.
 _POOL_MIN = 24
 _POOL_MIN_BYTES = 256 * 1024
-_WORKER_RULES: tuple[type[Rule], ...] = ()
 
 
-def _init_worker(rule_dirs: tuple[str, ...]) -> None:
-    global _WORKER_RULES
-    _WORKER_RULES = tuple(load_rules([Path(d) for d in rule_dirs]))
-
-
-def _work(file: SourceFile) -> list[Finding]:
-    return check_file(file, _WORKER_RULES)
+def _work(rule_dirs: tuple[str, ...], file: SourceFile) -> list[Finding]:
+    return check_file(file, load_rules([Path(d) for d in rule_dirs]))  # loaded once per worker process
 
 
 def _default_workers() -> int:
@@ -70,14 +61,11 @@ def check_files(
         # Biggest files first, so that no worker is left with one huge file at the end.
         heavy.sort(key=lambda i: -len(files[i].installed))
         dirs = tuple(str(Path(d).resolve()) for d in rule_dirs)
-        # fork: workers inherit the loaded pack, and callers need no `__main__` guard.
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        ctx = multiprocessing.get_context(method)
-        with ProcessPoolExecutor(
-            max_workers=n_workers, mp_context=ctx, initializer=_init_worker, initargs=(dirs,)
-        ) as pool:
-            for index, found in zip(heavy, pool.map(_work, [files[i] for i in heavy], chunksize=2), strict=True):
-                results[index] = found
+        from patchaudit.workers import Pool
+
+        with Pool(_work, [files[i] for i in heavy], dirs, workers=n_workers) as pool:
+            for number, index in enumerate(heavy):
+                results[index] = pool.result(number)
     else:
         for index in heavy:
             results[index] = check_file(files[index], rules)

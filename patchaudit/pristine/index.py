@@ -196,6 +196,8 @@ class PackageIndex:
     def candidates(self, dist: InstalledDist) -> list[IndexFile]:
         """Every listed file that is this dist's exact wheel, find-links first."""
         found: list[IndexFile] = []
+        failed: list[PristineNotFound] = []  # pages that could not be fetched (no network, a dead mirror)
+        answered = False
         for link in self.config.find_links:
             directory = local_path(link) if "://" in link else Path(link)
             if directory is not None:
@@ -203,21 +205,28 @@ class PackageIndex:
                 continue
             try:
                 body, ctype, final = fetch(link, self.transfer, accept="text/html")
-            except PristineNotFound:
+            except PristineNotFound as exc:
+                failed.append(exc)
                 continue
+            answered = True
             found += parse_page(body, ctype or "text/html", final)
         for base in self.config.urls():
             page = base.rstrip("/") + "/" + canonicalize_name(dist.name) + "/"
             try:
                 body, ctype, final = fetch(page, self.transfer, accept=ACCEPT)
-            except PristineNotFound:
+            except PristineNotFound as exc:
+                failed.append(exc)
                 continue
+            answered = True
             try:
                 found += parse_page(body, ctype, final)
             except ValueError:
                 continue
         scored = [(wheel_match(f.filename, dist), n, f) for n, f in enumerate(found) if f.filename.endswith(".whl")]
-        return [f for score, _, f in sorted(scored, key=lambda s: (-s[0], s[1])) if score]
+        matched = [f for score, _, f in sorted(scored, key=lambda s: (-s[0], s[1])) if score]
+        if not matched and failed and not answered:
+            raise PristineNotFound(f"the package index could not be reached ({failed[0]})")
+        return matched
 
     def find(self, dist: InstalledDist, needed: Collection[str] = ()) -> PristineWheel | None:
         for item in self.candidates(dist):

@@ -1,10 +1,12 @@
 """The human view: grouped by distribution and file, short enough for a screen; JSON keeps everything.
 
+On a terminal, rich wraps long lines at spaces to the screen's width; piped or written to a file,
+lines are never wrapped, so a path is never split.
+
 Each distribution that is not clean (or has something to say) gets a line, then its files, each with
 its findings. High findings are always listed; low/medium/info findings on unchanged lines, and long runs
 of them in one file, are counted rather than listed unless `-v`. Packaging facts (overwritten,
-record-mismatch, regenerated) are listed briefly, grouped when there are many. Lines are never wrapped
-by the renderer, so a path is never split, piped or not.
+record-mismatch, regenerated) are listed briefly, grouped when there are many.
 """
 
 from __future__ import annotations
@@ -32,8 +34,22 @@ _LISTED_PER_FILE = 5
 _FACTS_LISTED = 3
 
 
-def render_human(report: Report, console: Console, *, verbose: bool = False, show_suppressed: bool = False) -> None:
+def render_human(
+    report: Report,
+    console: Console,
+    *,
+    verbose: bool = False,
+    show_suppressed: bool = False,
+    quiet: bool = False,
+    hazards: bool = True,
+    next_steps: Sequence[str] = (),
+) -> None:
+    """`quiet`: only what is wrong, nothing at all when clean (like `debsums -s`); `hazards`: whether
+    the rules ran (else no findings count is claimed); `next_steps`: commands to suggest on drift."""
     out = _Printer(console)
+    if quiet:
+        _quiet(out, report, show_suppressed)
+        return
     if report.serving is not None:
         from patchaudit.render.serving import serving_lines
 
@@ -66,7 +82,27 @@ def render_human(report: Report, console: Console, *, verbose: bool = False, sho
     if upstream:
         _upstream(out, upstream, verbose=verbose)
     out.line(Text())
-    out.line(_summary_line(report))
+    out.line(_summary_line(report, hazards=hazards))
+    if next_steps and report.fails():
+        out.line(Text("next: see the patch; what a revert would do (undoable):", style="dim"))
+        width = console.width if console.is_terminal else None
+        for step in next_steps:
+            for piece in command_lines(step, width, first="  ", rest="    "):
+                out.line(Text(piece, style="dim"), wrap=False)
+
+
+def _quiet(out: _Printer, report: Report, show_suppressed: bool) -> None:
+    """Drifted or unverifiable distributions and their files only."""
+    for dist in report.distributions:
+        if dist.status is DistStatus.CLEAN and not _loud(dist.findings):
+            continue
+        findings = [f for f in dist.findings if (show_suppressed or not f.suppressed) and f.in_change]
+        out.line(_dist_line(dist))
+        _files(out, dist.drift, findings, verbose=False)
+    env_findings = [f for f in report.environment.findings if show_suppressed or not f.suppressed]
+    if report.environment.drift or env_findings:
+        out.line(Text("environment", style="bold"))
+        _files(out, report.environment.drift, env_findings, verbose=False)
 
 
 def _upstream(out: _Printer, findings: list[Finding], *, verbose: bool) -> None:
@@ -90,8 +126,12 @@ class _Printer:
     def __init__(self, console: Console) -> None:
         self.console = console
 
-    def line(self, text: Text) -> None:
-        self.console.print(text, soft_wrap=True)
+    def line(self, text: Text, *, wrap: bool = True) -> None:
+        """`wrap=False`: a command to copy, whole on one line whatever the width."""
+        if wrap and self.console.is_terminal:  # rich wraps at spaces, folding only a word wider than the screen
+            self.console.print(text, overflow="fold")
+        else:
+            self.console.print(text, soft_wrap=True)
 
 
 def _loud(findings: Sequence[Finding]) -> bool:
@@ -233,7 +273,7 @@ def _finding_line(finding: Finding) -> Text:
     return text
 
 
-def _summary_line(report: Report) -> Text:
+def _summary_line(report: Report, *, hazards: bool = True) -> Text:
     s = report.summary()
     sev = s["findings"]
     parts = [
@@ -248,11 +288,32 @@ def _summary_line(report: Report) -> Text:
     facts = [f"{s[state.value]} {state.value}" for state in sorted(FACT_STATES) if s[state.value]]
     if facts:
         parts.append("not patches: " + ", ".join(facts))
-    parts.append(f"findings: {sev['high']} high, {sev['medium']} medium, {sev['low']} low")
+    if hazards:
+        parts.append(f"findings: {sev['high']} high, {sev['medium']} medium, {sev['low']} low")
     if s["suppressed"]:
         parts.append(f"{s['suppressed']} suppressed")
     style = "bold red" if report.fails() else "bold green"
     return Text(", ".join(parts), style=style)
+
+
+def command_lines(command: str, width: int | None, *, first: str = "", rest: str = "  ") -> list[str]:
+    """A shell command laid out to `width` columns (None: one line): broken between words, each
+    broken line ending in a backslash, so that pasted whole it runs as one command."""
+    import shlex
+
+    words = [shlex.quote(w) for w in shlex.split(command)]
+    if width is None:
+        return [first + " ".join(words)]
+    lines: list[str] = []
+    line = first + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = rest + word
+        else:
+            line += " " + word
+    lines.append(line)
+    return lines
 
 
 def _plural(n: int, noun: str) -> str:

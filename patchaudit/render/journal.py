@@ -42,6 +42,9 @@ def problem_line(problem: Problem) -> str:
     return f"{PREFIX}: {escape(problem.where)}: {escape(problem.kind)} {escape(problem.path)}{detail}"
 
 
+_NOUNS = frozenset({"finding", "error", "interrupted-revert"})  # the other kinds are adjectives: "3 modified"
+
+
 def summary_line(verdict: Verdict) -> str:
     if verdict.failed_open:
         word = "FAIL-OPEN"
@@ -54,10 +57,10 @@ def summary_line(verdict: Verdict) -> str:
     counts: dict[str, int] = {}
     for p in verdict.problems:
         counts[p.kind] = counts.get(p.kind, 0) + 1
-    parts = [f"{n} {escape(kind)}" for kind, n in sorted(counts.items())]
+    parts = [f"{n} {escape(kind)}{'s' if n != 1 and kind in _NOUNS else ''}" for kind, n in sorted(counts.items())]
     what = ", ".join(parts) if parts else "no problems"
     facts = [f"{verdict.distributions} distribution{'s' if verdict.distributions != 1 else ''}"]
-    facts.append(f"{verdict.files_checked} files")
+    facts.append(f"{verdict.files_checked} file{'s' if verdict.files_checked != 1 else ''}")
     if verdict.approved:
         facts.append(f"{verdict.approved} approved patch{'es' if verdict.approved != 1 else ''}")
     if verdict.baseline:

@@ -1,0 +1,219 @@
+"""SIGINT and SIGTERM at random moments of real runs (hashing, rules, revert, gate): every run ends
+within a second with 130/143, leaves no process behind, and its caches and journals stay coherent.
+
+PATCHAUDIT_SIGNAL_STACK=DIR (a copy of a real site-packages) and PATCHAUDIT_SIGNALS=N run N more
+signals over scans of that tree; unset, that test is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pristine_helpers import ROOT, build_wheel, make_venv, patchaudit, pip_install, site_packages
+
+DEADLINE = 1.0  # seconds from the signal to the exit
+CODE = """
+def handle_{i}(batch, tokens):
+    total = 0
+    for row in batch:
+        if row.shape[0] == {i}:
+            total += len(tokens)
+        elif row is None:
+            raise ValueError("empty row {i}")
+        else:
+            total -= {i}
+    return total
+
+
+class Layer{i}:
+    def forward(self, x):
+        y = x * {i}
+        if y.sum() > {i}:
+            return y.mean()
+        return y
+"""
+REVERTED = {f"sigrev/m{i}.py": (f"VALUE_{i} = {i}\n" * 2000).encode() for i in range(60)}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(python, site-packages, wheelhouse): one dist of many modules and big files, one to revert."""
+    root = tmp_path_factory.mktemp("signals")
+    files: dict[str, bytes | str] = {f"sigdemo/mod{i}.py": CODE.format(i=i) * 2 for i in range(400)}
+    files.update({f"sigdemo/blob{i}.bin": bytes([i]) * (1 << 20) for i in range(16)})
+    demo = build_wheel(root / "wheels", "sigdemo", "1.0", files)
+    rev = build_wheel(root / "wheels", "sigrev", "1.0", REVERTED)
+    python = make_venv(root / "venv")
+    pip_install(python, demo, rev)
+    return python, site_packages(python), root / "wheels"
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes of the process group (the run and every worker it forked) still alive or unreaped."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                found.append(int(entry))
+    return found
+
+
+def _describe(pid: int) -> str:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        state = f"{fields[0]} ppid {fields[1]}"
+        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} {state} {line[:120]}"
+
+
+def _wait_for_handlers(proc: subprocess.Popen[bytes]) -> None:
+    """Until the run catches SIGTERM: the interpreter's own start (before any code of patchaudit runs,
+    its signals are Python's) is over."""
+    status = Path(f"/proc/{proc.pid}/status")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            caught = next(line for line in status.read_text().splitlines() if line.startswith("SigCgt:"))
+        except (OSError, StopIteration):
+            return
+        if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.002)
+
+
+def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None = None) -> tuple[int, float] | None:
+    """Start `cmd`, send `signum` `delay` seconds after patchaudit's code started; (exit code, seconds to
+    exit), or None if it ended first."""
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    _wait_for_handlers(proc)
+    time.sleep(delay)
+    if proc.poll() is not None:
+        proc.communicate()
+        return None
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    if again is not None:  # Ctrl-C pressed twice
+        time.sleep(again)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    try:
+        _out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"{cmd[3:5]} still running 10 s after {signal.Signals(signum).name}")
+    took = time.monotonic() - sent
+    left = [_describe(pid) for pid in _group(proc.pid)]
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"{cmd[3:5]}: processes left after {signal.Signals(signum).name} at {delay:.2f}s: {left}"
+    assert b"Traceback" not in err, err.decode()
+    return proc.returncode, took
+
+
+def _hammer(cmd: list[str], count: int, longest: float, after: Callable[[], None] | None, rng: random.Random) -> int:
+    """`count` signals, alternately SIGINT and SIGTERM, each at a random moment of a fresh run of `cmd`."""
+    hits = tries = 0
+    while hits < count:
+        tries += 1
+        assert tries < count * 4, f"the run ends before {longest}s: signals never land"
+        signum = (signal.SIGINT, signal.SIGTERM)[hits % 2]
+        delay = rng.uniform(0.0, longest)
+        outcome = _signal_run(cmd, delay, signum)
+        if outcome is None:
+            continue
+        code, took = outcome
+        name = signal.Signals(signum).name
+        assert code == 128 + signum, f"{name} at {delay:.2f}s: exit {code}"
+        assert took < DEADLINE, f"{name} at {delay:.2f}s: {took:.2f}s to exit"
+        hits += 1
+        if after is not None:
+            after()
+    return hits
+
+
+def _pa(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "patchaudit", *map(str, args)]
+
+
+def _report(*args: str | Path) -> dict:
+    proc = patchaudit(*map(str, args), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    return {"distributions": report["distributions"], "summary": report["summary"]}
+
+
+def test_fifty_signals_over_scans_reverts_and_gates(stack: tuple[Path, Path, Path]) -> None:
+    python, site, wheels = stack
+    rng = random.Random(30)
+    cold = _report("scan", "--python", python, "--all-files", "--no-cache")
+    hits = 0
+    # hashing and then the rules over every file, uncached, on two workers
+    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--no-cache", "--workers", "2"), 16, 0.8, None, rng)
+    # the same with caches written as it goes: whatever instant it was stopped, a cached scan agrees with a cold one
+    hits += _hammer(_pa("scan", "--python", python, "--all-files", "--workers", "2"), 12, 0.8, None, rng)
+    assert _report("scan", "--python", python, "--all-files") == cold
+    # the gate
+    hits += _hammer(_pa("gate", "--python", python, "--no-cache", "--workers", "2"), 14, 0.35, None, rng)
+    gated = patchaudit("gate", "--python", str(python))
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+
+    # revert: whatever instant it was stopped, the next revert finishes or rolls back, and the files are pristine
+    def patch() -> None:
+        for rel, data in REVERTED.items():
+            (site / rel).write_bytes(b"# patched\n" + data)
+
+    def recover() -> None:
+        again = patchaudit("revert", "sigrev", "--python", str(python), "--wheelhouse", str(wheels), "--yes")
+        assert again.returncode == 0, again.stderr
+        assert all((site / rel).read_bytes() == data for rel, data in REVERTED.items())
+        assert not list((python.parent.parent / ".patchaudit/journal").glob("*.json"))
+        patch()
+
+    patch()
+    revert = _pa("revert", "sigrev", "--python", python, "--wheelhouse", wheels, "--yes")
+    hits += _hammer(revert, 8, 0.7, recover, rng)
+    assert hits == 50
+    listed = patchaudit("quarantine", "list", "--python", str(python))
+    assert listed.returncode == 0 and listed.stdout.count("complete") >= 8, listed.stdout + listed.stderr
+
+
+def test_a_second_signal_never_hangs(stack: tuple[Path, Path, Path]) -> None:
+    python, _site, _ = stack
+    cmd = _pa("scan", "--python", python, "--all-files", "--no-cache", "--workers", "2")
+    for delay, again in ((0.3, 0.0), (0.5, 0.01), (0.9, 0.05), (1.2, 0.2)):
+        outcome = _signal_run(cmd, delay, signal.SIGINT, again=again)
+        assert outcome is not None, "the scan ended before the signal"
+        code, took = outcome
+        assert code == 130 and took < DEADLINE, (delay, again, code, took)
+
+
+@pytest.mark.skipif(not os.environ.get("PATCHAUDIT_SIGNAL_STACK"), reason="PATCHAUDIT_SIGNAL_STACK not set")
+def test_signals_over_a_real_stack() -> None:
+    site = Path(os.environ["PATCHAUDIT_SIGNAL_STACK"])
+    count = int(os.environ.get("PATCHAUDIT_SIGNALS", "100"))
+    rng = random.Random()
+    cold = _report("scan", "--path", site, "--all-files", "--no-cache")
+    half = count // 2
+    _hammer(_pa("scan", "--path", site, "--all-files", "--no-cache"), half, 8.0, None, rng)
+    _hammer(_pa("scan", "--path", site, "--all-files"), count - half, 8.0, None, rng)
+    assert _report("scan", "--path", site, "--all-files") == cold
