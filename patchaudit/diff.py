@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.beneath import parent_of, read_at, readlink_at
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
@@ -118,6 +119,31 @@ def read_installed(path: Path) -> bytes | str | None:
         return None
 
 
+def read_installed_below(location: Path, rel: str) -> bytes | str | None:
+    """`read_installed` of `location/rel`, walked from `location` by directory descriptors when `rel`
+    stays below it: a directory on the way that is (or becomes) a symlink is UnsafePath, never followed,
+    so a diff run as root cannot be led to print a file outside the tree. A RECORD path that climbs out
+    (scripts: `../../../bin/x`) is read by its path, as before."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return read_installed(location / rel)
+    try:
+        with parent_of(location / rel, [location]) as (fd, name):
+            try:
+                return read_at(fd, name, Cap.INSTALLED)
+            except UnreadableFile as exc:
+                if exc.why is Why.MISSING:
+                    return None
+                if exc.why is not Why.SYMLINK:
+                    raise
+            try:
+                return readlink_at(fd, name)
+            except OSError:
+                return None
+    except FileNotFoundError:
+        return None
+
+
 def select_drift(report: DistReport, paths: Collection[str]) -> list[Drift]:
     """The report's drift, limited to `paths` when any are given (normalized like RECORD paths)."""
     if not paths:
@@ -136,7 +162,7 @@ def diff_files(location: Path, drift: Sequence[Drift], check: BuildCheck | None)
     mismatch = set(check.record_mismatch) if check else set()
     unavailable = dict(check.unavailable) if check else {}
     for item in drift:
-        installed = read_installed(location / item.path)
+        installed = read_installed_below(location, item.path)
         if isinstance(installed, str):
             text = f"{item.path}: replaced by a symlink to {installed}\n"
             diffs.append(FileDiff(path=item.path, state=item.state, text=text, note="symlink"))

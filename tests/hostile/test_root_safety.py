@@ -382,3 +382,25 @@ def test_a_name_that_is_a_path_never_places_the_quarantine_outside(base: Path, r
     assert not escape.exists(), proc.stdout + proc.stderr
     assert "not a distribution name" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --- a diff never reveals a file outside the tree through a directory the user turned into a link ---
+
+
+def test_diff_never_prints_a_root_only_file_through_a_linked_directory(base: Path, root_env: dict[str, str]) -> None:
+    user = _user()
+    python, site, wheel = _install(base, "leaky")
+    venv = python.parent.parent
+    secret = base / "secret"
+    _root_only_dir(secret, {"mod.py": b"ROOT_ONLY_TOKEN = 'do-not-print'\n"})
+    chown_tree(venv, user)
+
+    def prepare() -> None:  # demo/ becomes a link to root's directory: demo/mod.py now names root's file
+        moved = site / "demo-moved"
+        (site / "demo").rename(moved)
+        (site / "demo").symlink_to(secret)
+
+    as_user(user, prepare)
+    proc = run_root("diff", "demo", "--python", python, "--wheelhouse", wheel.parent, env=root_env)
+    assert "do-not-print" not in proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # refused in one line: the path leaves the tree
