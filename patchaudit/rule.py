@@ -18,6 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
@@ -25,6 +26,10 @@ from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
 __all__ = [
+    "dead_after",
+    "env_gated_exit",
+    "guard_in",
+    "swallowing_handler",
     "Example",
     "Helper",
     "Inner",

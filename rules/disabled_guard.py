@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
-from patchaudit.rule import Example, Rule, Severity
+from patchaudit.rule import Example, Rule, Severity, dead_after, env_gated_exit, guard_in, swallowing_handler
 
 # A constant as a bare operand: not followed, on its line, by an operator, a call, an attribute or
 # an index (then it is part of a larger expression, which folding leaves alone).

@@ -50,6 +50,13 @@ def service(tmp_path: Path) -> tuple[Path, Path, Path]:
     return units, python, env_file
 
 
+def _venv_with_a_distribution(tmp_path: Path) -> Path:
+    """A real venv holding one real wheel: a baseline of an environment with nothing in it is refused."""
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "wheels", "engine", "1.0", {"engine/__init__.py": "X = 1\n"}))
+    return python
+
+
 def verify(unit: Path) -> None:
     """systemd's own verifier accepts the unit with its drop-ins; in CI (CI set) it must be there."""
     if SYSTEMD_ANALYZE is None:
@@ -229,7 +236,7 @@ def test_the_live_service_adds_what_no_unit_file_sets(tmp_path: Path) -> None:
     units.mkdir()
     unit = f"pa-env-{uuid.uuid4().hex[:8]}.service"
     (units / unit).write_text("[Service]\nEnvironment=NCCL_DEBUG=WARN\nExecStart=/bin/sleep infinity\n")
-    python = make_venv(tmp_path / "venv")
+    python = _venv_with_a_distribution(tmp_path)
     group = CGROUP_ROOT / unit
     group.mkdir()
     env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "spawn", "NCCL_DEBUG": "WARN"}
@@ -270,7 +277,7 @@ def test_a_template_unit_with_specifiers_and_a_glob_in_environment_file(tmp_path
         f"Environment=VLLM_HOST_ID=%i VLLM_UNIT=%n\nExecStart=/bin/true\n"
     )
     verify(units / "vllm@gpu0.service")
-    python = make_venv(tmp_path / "venv")
+    python = _venv_with_a_distribution(tmp_path)
     made = patchaudit(
         "baseline",
         "create",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 TYPE_CHECKING = False  # no typing import: `patchaudit gate` pays for every module on its path
@@ -36,14 +37,52 @@ def main(argv: list[str] | None = None) -> Any:
 
     on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.workers)
     try:
-        return _main(args, argv)
+        result = _main(args, argv)
     except Interrupted as exc:
         _stop(exc.code)
+    except SystemExit as exc:
+        code = stopping()
+        if code is not None:
+            _stop(code)
+        _settle(exc.code)
     except BaseException:
         code = stopping()
         if code is None:
             raise
         _stop(code)  # a signal came while something else unwound: the signal decides the code
+    _settle(result)
+
+
+def _settle(result: object) -> None:
+    """End the process with `result` as sys.exit would, keeping the signal contract to the last instant.
+
+    An interpreter shutting down gives SIGINT and SIGTERM back their defaults before it exits, so a stop
+    that lands then would end the process by the signal (exit -15) instead of 143. The stops are blocked
+    here instead, the exit handlers run, and a stop still pending decides the code."""
+    import atexit
+    import os
+    import signal
+
+    stops = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    if result is None:
+        code = 0
+    elif isinstance(result, int):
+        code = result & 0xFF
+    else:
+        code = 1
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"{result}\n")
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    pending = signal.sigpending() & stops
+    if pending:
+        signum = min(pending)
+        _say_interrupted()
+        code = 128 + signum
+    os._exit(code)
 
 
 def _stop(code: int) -> None:
