@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,17 +106,7 @@ def unified(path: str, old: bytes | None, new: bytes | None) -> tuple[str, bool]
 def read_installed(path: Path) -> bytes | str | None:
     """The installed bytes without following a symlink: bytes, the link target (str), or None when
     missing. A FIFO, a device or a file past Cap.INSTALLED is UnreadableFile: never a read that waits."""
-    try:
-        return read_capped(path, Cap.INSTALLED)
-    except UnreadableFile as exc:
-        if exc.why is Why.MISSING:
-            return None
-        if exc.why is not Why.SYMLINK:
-            raise
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None
+    return _bytes_or_link(lambda: read_capped(path, Cap.INSTALLED), lambda: os.readlink(path))
 
 
 def read_installed_below(location: Path, rel: str) -> bytes | str | None:
@@ -129,18 +119,23 @@ def read_installed_below(location: Path, rel: str) -> bytes | str | None:
         return read_installed(location / rel)
     try:
         with parent_of(location / rel, [location]) as (fd, name):
-            try:
-                return read_at(fd, name, Cap.INSTALLED)
-            except UnreadableFile as exc:
-                if exc.why is Why.MISSING:
-                    return None
-                if exc.why is not Why.SYMLINK:
-                    raise
-            try:
-                return readlink_at(fd, name)
-            except OSError:
-                return None
+            return _bytes_or_link(lambda: read_at(fd, name, Cap.INSTALLED), lambda: readlink_at(fd, name))
     except FileNotFoundError:
+        return None
+
+
+def _bytes_or_link(read: Callable[[], bytes], readlink: Callable[[], str]) -> bytes | str | None:
+    """A regular file's bytes; a symlink's target; None when missing. Anything else is UnreadableFile."""
+    try:
+        return read()
+    except UnreadableFile as exc:
+        if exc.why is Why.MISSING:
+            return None
+        if exc.why is not Why.SYMLINK:
+            raise
+    try:
+        return readlink()
+    except OSError:
         return None
 
 

@@ -54,12 +54,11 @@ def _state_to_drift(path: str, expected: str, state: FileState, size: int | None
     if state.error is not None:
         return Unverified(path=path, reason=f"unreadable: {state.error}")
     if state.size_differs:  # not hashed: its digest is worked out only where a verdict needs it (_facts)
-        sized = f"size {state.size}, RECORD says {size}"
-        if state.nlink > 1:
-            sized += f"; hard link shared by {state.nlink} paths"
+        linked = _link_note(state.nlink)
+        sized = f"size {state.size}, RECORD says {size}" + (f"; {linked}" if linked else "")
         return Drift(path=path, state=DriftState.MODIFIED, expected=expected, nlink=state.nlink, note=sized)
     if state.digest != expected:
-        note = f"hard link shared by {state.nlink} paths" if state.nlink > 1 else None
+        note = _link_note(state.nlink)
         return Drift(
             path=path, state=DriftState.MODIFIED, expected=expected, actual=state.digest, nlink=state.nlink, note=note
         )
@@ -307,13 +306,13 @@ def _with_digest_if_owned(location: Path, item: Drift, ownership: Ownership, loa
             state = hash_file(str(path), (item.expected or "sha256=").partition("=")[0])
             if state.digest is None:
                 return item
-            return dataclasses.replace(item, actual=state.digest, note=_without_size_note(item.note))
+            return dataclasses.replace(item, actual=state.digest, note=_link_note(item.nlink))
     return item
 
 
-def _without_size_note(note: str | None) -> str | None:
-    rest = [part for part in (note or "").split("; ") if part and not part.startswith("size ")]
-    return "; ".join(rest) or None
+def _link_note(nlink: int) -> str | None:
+    """What a modified file's note says of its hard links (uv installs by hard link from its cache)."""
+    return f"hard link shared by {nlink} paths" if nlink > 1 else None
 
 
 class _OsPackages:

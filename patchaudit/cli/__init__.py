@@ -74,9 +74,7 @@ def _settle(result: object) -> None:
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"{result}\n")
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+    _flush()
     pending = signal.sigpending() & stops
     if pending:
         signum = min(pending)
@@ -88,14 +86,17 @@ def _settle(result: object) -> None:
 def _stop(code: int) -> None:
     """End at once after a signal: the workers are already gone, and an interpreter shutting down
     gives SIGINT and SIGTERM back their defaults, so a second signal would end it by the signal."""
-    import contextlib
     import os
 
     _say_interrupted()
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    os._exit(code)
 
 
 def _early_stop(signum: int, _frame: object) -> None:
