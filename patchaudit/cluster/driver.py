@@ -301,6 +301,8 @@ def _run(ray: Any, node_args: list[str], started: float, deadline: float, timeou
         base: dict[str, Any] = {"label": labels[nid], "node_id": nid, "address": addresses[nid]}
         if isinstance(value, tuple):
             results[nid] = NodeResult(**base, status=value[0], error=value[1])
+        elif "timeout" in value:
+            results[nid] = NodeResult(**base, status="timeout", error=str(value["timeout"]), data=None)
         elif "error" in value:
             results[nid] = NodeResult(**base, status="error", error=str(value["error"]), data=None)
         else:
@@ -321,7 +323,7 @@ def _run(ray: Any, node_args: list[str], started: float, deadline: float, timeou
         detail = {
             labels[nid]: v.get("fingerprints", {})
             for nid, v in second.items()
-            if isinstance(v, dict) and "error" not in v
+            if isinstance(v, dict) and "error" not in v and "timeout" not in v
         }
         merge_detail(fingerprints, detail)
         if len(detail) < len(refs):

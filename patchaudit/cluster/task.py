@@ -36,7 +36,8 @@ def run_node(args: list[str], timeout: float) -> dict[str, Any]:
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=max(timeout, 1.0), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return {"host": host, "error": f"patchaudit ran past {timeout:.0f}s on this node"}
+        # the node's own deadline: what the driver calls a timeout when it fires first, so the same
+        return {"host": host, "timeout": f"patchaudit ran past {timeout:.0f}s on this node"}
     except OSError as exc:
         return {"host": host, "error": f"cannot run {argv[0]}: {exc.strerror or exc}"}
     if proc.returncode not in (0, 1):
