@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -139,8 +140,8 @@ def test_a_model_loaded_through_shared_code_says_so(stack: dict[str, Path], tmp_
     assert reach[DS]["class"] == "runs"
     line = line_of(site, "vllm/model_executor/layers/quantization.py", "from vllm.models.deepseek_v4")
     assert reach[DS]["why"] == (
-        f"loaded through shared code (vllm/model_executor/layers/quantization.py:{line}),"
-        " not built as this model: its module-level code runs"
+        f"loaded through shared code (vllm/model_executor/layers/quantization.py:{line}), not built as this model,"
+        " imported for names that never run here; a changed line runs (module-level code or a name that is reached)"
     )
     check_via(site, reach[DS]["via"])
     kimi = reaches(json.loads(run("scan", "--python", python, "--serve", stack["kimi"], "--format", "json").stdout))
@@ -416,43 +417,80 @@ def test_sglang_entry_classes(tmp_path: Path) -> None:
     assert report["serve"]["framework"] == "sglang"
 
 
+def plant_in_method(site: Path, path: str, cls: str, method: str) -> int:
+    """A torch.save as the first line of `cls.method`'s body; the line it lands on."""
+    text = (site / path).read_text()
+    (node,) = [n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls]
+    (func,) = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == method]
+    lines = text.splitlines(keepends=True)
+    at = func.body[0].lineno - 1
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines.insert(at, f"{indent}torch.save({{}}, '/tmp/dump.pt')\n")
+    (site / path).write_text("".join(lines))
+    return at + 1
+
+
 def test_real_vllm_wheel(tmp_path: Path) -> None:
     """By hand: PATCHAUDIT_VLLM_WHEEL=/path/to/vllm-0.33.0-*.whl (CI fetches nothing from outside)."""
     wheel = os.environ.get("PATCHAUDIT_VLLM_WHEEL")
     if not wheel:
         pytest.skip("PATCHAUDIT_VLLM_WHEEL is not set")
-    target = tmp_path / "site"
+    target, wheels = tmp_path / "site", tmp_path / "wheels"
+    wheels.mkdir()
+    local = wheels / Path(wheel).name  # the only pristine source, taken away below
+    try:
+        os.link(wheel, local)
+    except OSError:
+        shutil.copyfile(wheel, local)
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", target, wheel],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", target, local],
         check=True,
         timeout=600,
     )
-    for rel in (DS, GLM, LINEAR):
+    mtp = "vllm/model_executor/models/deepseek_mtp.py"  # loaded for GLM through shared code, like deepseek_v2
+    ds_line = plant_in_method(target, DS, "DeepseekV2MLAAttention", "forward")
+    plant_in_method(target, GLM, "Glm4MoeAttention", "forward")
+    for rel in (LINEAR, mtp):
         with open(target / rel, "a") as fh:
-            fh.write(PATCH)
+            fh.write(PATCH)  # module level: runs wherever the module is loaded
     kimi = model_dir(tmp_path / "kimi", KIMI_CONFIG)
     glm = model_dir(tmp_path / "glm", GLM_CONFIG)
     odd = model_dir(tmp_path / "odd", {"architectures": ["NoSuchModelForCausalLM"]})
 
-    def reach_of(model: Path) -> dict[str, dict[str, Any]]:
-        proc = run("scan", "vllm", "--path", target, "--serve", model, "--format", "json", "--no-hazards")
+    def report_of(model: Path, *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        args = ("scan", "vllm", "--path", target, "--serve", model, "--format", "json", "--no-cache", *extra)
+        proc = run(*args, env=env)
         assert proc.returncode == 1, proc.stderr
-        return reaches(json.loads(proc.stdout))
+        return json.loads(proc.stdout)
 
-    kimi_reach = reach_of(kimi)
-    assert kimi_reach[DS]["class"] == "runs"
+    kimi_report = report_of(kimi, "--wheelhouse", str(wheels))
+    kimi_reach = reaches(kimi_report)
+    assert kimi_reach[DS]["class"] == "runs" and "why" not in kimi_reach[DS]
     assert any("kimi_k25.py" in s and "init_vllm_registered_model" in s for s in kimi_reach[DS]["via"])
     check_via(target, kimi_reach[DS]["via"])
     assert kimi_reach[GLM]["class"] == "other-model"
     assert kimi_reach[LINEAR]["class"] == "shared"
-    glm_reach = reach_of(glm)
+    glm_report = report_of(glm, "--wheelhouse", str(wheels))
+    glm_reach = reaches(glm_report)
     assert glm_reach[GLM]["class"] == "runs" and "why" not in glm_reach[GLM]
-    # 0.33.0: layers.quantization's get_quantization_config() imports vllm.models.deepseek_v4(1), whose MTP
-    # imports deepseek_v2 for a helper: the module is loaded for GLM too, and says how.
-    assert glm_reach[DS]["class"] == "runs"
-    assert glm_reach[DS]["why"].startswith("loaded through shared code (vllm/model_executor/layers/quantization/")
+    assert glm_reach[LINEAR]["class"] == "shared"
+    # 0.33.0: layers.quantization's get_quantization_config() imports vllm.models.deepseek_v4, whose MTP
+    # imports deepseek_v2 for a helper: the module is loaded for GLM, its attention never runs.
+    assert glm_reach[DS]["class"] == "other-model"
+    why = glm_reach[DS]["why"]
+    assert why.startswith("loaded through shared code (vllm/model_executor/layers/quantization/"), why
+    assert why.endswith("DeepseekV2MLAAttention never runs for this model"), why
     check_via(target, glm_reach[DS]["via"])
-    assert "why" not in kimi_reach[DS]
-    odd_reach = reach_of(odd)
+    assert glm_reach[DS]["via"][-1].endswith(" import vllm.model_executor.models.deepseek_v2")
+    assert glm_reach[mtp]["class"] == "runs" and "a changed line runs" in glm_reach[mtp]["why"]
+    for report, expect in ((kimi_report, "runs"), (glm_report, "other-model")):
+        (finding,) = [f for d in report["distributions"] for f in d["findings"] if f["path"] == DS]
+        assert finding["line"] == ds_line and finding["reach"]["class"] == expect
+    # without pristine bytes the changed lines are not known: it runs, and says why
+    local.rename(tmp_path / "gone")
+    no_caches = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv"), "PIP_CACHE_DIR": str(tmp_path / "pip")}
+    unsure = reaches(report_of(glm, "--no-hazards", env=no_caches))[DS]
+    assert unsure["class"] == "runs" and "without pristine bytes" in unsure["why"]
+    odd_reach = reaches(report_of(odd, "--no-hazards"))
     assert odd_reach[DS]["class"] == "unknown" and "NoSuchModelForCausalLM" in odd_reach[DS]["why"]
     shutil.rmtree(target)

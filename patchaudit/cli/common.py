@@ -329,7 +329,14 @@ def serve_option(func: F) -> F:
     )(func)
 
 
-def with_reach(report: Any, env: Any, serve: str | None, cache_dir: Path | None, workers: int | None) -> Any:
+def with_reach(
+    report: Any,
+    env: Any,
+    serve: str | None,
+    cache_dir: Path | None,
+    workers: int | None,
+    wheelhouse: tuple[Path, ...] = (),
+) -> Any:
     """`report` annotated with each file's reach for the served model (unchanged without --serve)."""
     if not serve:
         return report
@@ -337,4 +344,5 @@ def with_reach(report: Any, env: Any, serve: str | None, cache_dir: Path | None,
     from patchaudit.serving.argv import resolve_spec
 
     model = resolve_spec(serve)
-    return annotate(report, env, ServeOptions(model=model, cache_dir=cache_dir, workers=workers or 2))
+    options = ServeOptions(model=model, cache_dir=cache_dir, workers=workers or 2, wheelhouse=wheelhouse)
+    return annotate(report, env, options)

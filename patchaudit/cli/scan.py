@@ -218,7 +218,7 @@ def _scan_env(
         if serve:
             from patchaudit.audit import cache_dir as scan_cache_dir
 
-            report = with_reach(report, env, serve, scan_cache_dir(env, options), workers)
+            report = with_reach(report, env, serve, scan_cache_dir(env, options), workers, wheelhouse)
     pending = interrupted_runs(env)
     if pending:
         import dataclasses

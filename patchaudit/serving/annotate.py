@@ -34,13 +34,14 @@ from patchaudit.serving.config import read as read_model
 from patchaudit.serving.graph import Graph, build
 from patchaudit.serving.hf import HfModel
 from patchaudit.serving.hf import resolve as hf_resolve
+from patchaudit.serving.names import NameReach, Source, name_reach
 from patchaudit.serving.reach import Classifier, Walk, model_roots, walk, why_unknown
 from patchaudit.serving.registry import Registry, read_sglang, read_vllm
 
 FRAMEWORKS = ("vllm", "sglang")
 GRAPH_CACHE = "serving-graph-{name}-v1.json"
 WALK_CACHE = "serving-walk-{name}-{model}-v1.json"  # one per served model
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 TRANSFORMERS_BACKEND = "vllm.model_executor.models.transformers"  # vLLM's Transformers backend
 
 
@@ -51,6 +52,7 @@ class ServeOptions:
     workers: int = 1
     reach_severity: Mapping[str, Severity] = dataclasses.field(default_factory=dict)
     hub_cache: Path | None = None
+    wheelhouse: tuple[Path, ...] = ()  # where pristine bytes of a changed model file may be found
 
 
 def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
@@ -69,8 +71,8 @@ def annotate(report: Report, env: Environment, options: ServeOptions) -> Report:
         missing = "no serving framework (" + ", ".join(FRAMEWORKS) + ") is installed"
         return _apply(report, None, None, None, Walk(), model, missing, options)
     dist_report = next((d for d in report.distributions if canonicalize_name(d.name) == framework.key), None)
-    steps, roots, why, registry_where = _walk(framework, dist_report, model, options)
-    classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why)
+    steps, roots, why, registry_where, names = _walk(env, framework, dist_report, model, options)
+    classifier = Classifier(walk=steps, model_roots=roots, unknown_why=why, names=names)
     hf = _hf_model(model, registry_where, transformers, steps) if transformers is not None else None
     serving = Serving(
         model=model.spec,
@@ -156,18 +158,28 @@ def _installed(env: Environment, names: Sequence[str]) -> InstalledDist | None:
     return None
 
 
+Names = dict[str, tuple[NameReach, tuple[int, ...] | None]]
+
+
 def _walk(
-    framework: InstalledDist, dist: DistReport | None, model: ServedModel, options: ServeOptions
-) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str]]:
+    env: Environment, framework: InstalledDist, dist: DistReport | None, model: ServedModel, options: ServeOptions
+) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str], Names]:
     """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree;
-    with the architectures the registry maps to the Transformers backend (arch -> the registry's line)."""
+    with the architectures the registry maps to the Transformers backend (arch -> the registry's line), and
+    the names that run of each changed model file that shared code loads."""
     from patchaudit.safefs import Cap, read_capped
 
     record_path = framework.record_path
     record = read_capped(record_path, Cap.RECORD) if record_path is not None else b""
     drift = [] if dist is None else sorted((d.path, d.state.value, d.actual or "") for d in dist.drift)
+    import os
+
+    from patchaudit.pristine.wheelhouse import ENV_VAR
+
+    sources = (options.wheelhouse, os.environ.get(ENV_VAR))  # where pristine bytes were looked for
     key = hashlib.sha256(
-        repr((CACHE_VERSION, framework.version, dist is None, drift, model.architectures, model.nested)).encode()
+        repr((CACHE_VERSION, framework.version, dist is None, drift, model.architectures, model.nested, sources))
+        .encode()
         + record
     ).hexdigest()
     served = hashlib.sha256(repr((model.architectures, model.nested)).encode()).hexdigest()[:16]
@@ -190,13 +202,91 @@ def _walk(
         for arch in model.architectures
         if (found := registry.entries.get(arch)) is not None and found.module == TRANSFORMERS_BACKEND
     }
+    names = _names(env, framework, dist, graph, steps, roots, options) if dist is not None else {}
     if cache is not None and record and dist is not None:
-        entry = {"walk": steps.to_dict(), "roots": list(roots), "why": why, "backend": backend}
+        entry = {
+            "walk": steps.to_dict(), "roots": list(roots), "why": why, "backend": backend,
+            "names": {p: [n.to_list(), list(c) if c is not None else None] for p, (n, c) in names.items()},
+        }  # fmt: skip
         _store(cache, {"version": CACHE_VERSION, "walks": {key: entry}})
-    return steps, roots, why, backend
+    return steps, roots, why, backend, names
 
 
-def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str]] | None:
+def _names(
+    env: Environment,
+    framework: InstalledDist,
+    dist: DistReport,
+    graph: Graph,
+    steps: Walk,
+    roots: tuple[str, ...],
+    options: ServeOptions,
+) -> Names:
+    """For each modified model file that the walk loads only through shared code: which of its names run,
+    from the importers the walk loads, and its changed lines against pristine bytes (None: none found)."""
+    from patchaudit.safefs import Cap, UnreadableFile, read_capped
+    from patchaudit.serving.graph import module_name
+
+    loaded: dict[str, str] = {}
+    for drift in dist.drift:
+        named = module_name(drift.path)
+        if drift.state is DriftState.MODIFIED and named is not None and drift.path.startswith(roots):
+            if named[0] in steps.parents and named[0] not in steps.core:
+                loaded[drift.path] = named[0]
+    if not loaded:
+        return {}
+    pristine = _pristine(env, framework, [d for d in dist.drift if d.path in loaded], options)
+    importers: dict[str, list[str]] = {}
+    for module in steps.parents:
+        for name, _ in graph.facts[module].imports if module in graph.facts else ():
+            if name != module and module not in importers.get(name, ()):
+                importers.setdefault(name, []).append(module)
+    sources: dict[str, Source] = {}
+
+    def source(module: str) -> Source:
+        if module not in sources:
+            path = graph.modules[module]
+            partial = path.startswith(roots) and module not in steps.core
+            data = read_capped(framework.location / path, Cap.SOURCE)
+            sources[module] = Source(module, path, path.endswith("/__init__.py"), data, partial)
+        return sources[module]
+
+    out: Names = {}
+    for path, module in loaded.items():
+        try:
+            installed = source(module).data
+            group = [module]
+            for m in group:
+                group += [i for i in importers.get(m, ()) if source(i).partial and i not in group]
+        except UnreadableFile as exc:
+            out[path] = (NameReach(everything=f"cannot be read ({exc.why.value})"), None)
+            continue
+        before = pristine.get(path)
+        changed = tuple(sorted(_changed(installed, before))) if before is not None else None
+        out[path] = (name_reach(module, sources, importers), changed)
+    return out
+
+
+def _changed(installed: bytes, pristine: bytes) -> set[int]:
+    from patchaudit.hazards.changes import changed_lines, decode
+
+    return changed_lines(decode(installed), decode(pristine))
+
+
+def _pristine(
+    env: Environment, framework: InstalledDist, drift: Sequence[Drift], options: ServeOptions
+) -> dict[str, bytes]:
+    """Pristine bytes of `drift` from local sources (a wheelhouse, the installers' caches), or none."""
+    from patchaudit.errors import PatchAuditError
+    from patchaudit.pristine import find_pristine
+
+    try:
+        found = find_pristine(env, framework, drift=drift, wheelhouse=options.wheelhouse, offline=True)
+    except PatchAuditError:
+        return {}
+    return {path: f.data for path, f in found.files.items()}
+
+
+def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str], Names] | None:
     data = _read_cache(cache).get(key)
     if not isinstance(data, dict):
         return None
@@ -209,9 +299,24 @@ def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None
         backend = data.get("backend")
         if not isinstance(backend, dict) or not all(isinstance(v, str) for v in backend.values()):
             return None
-        return Walk.from_dict(data.get("walk")), tuple(roots), why, backend
+        return Walk.from_dict(data.get("walk")), tuple(roots), why, backend, _names_from(data.get("names"))
     except ValueError:
         return None
+
+
+def _names_from(data: object) -> Names:
+    """Typed back from a cache file; anything malformed raises ValueError."""
+    if not isinstance(data, dict):
+        raise ValueError("names")
+    out: Names = {}
+    for path, item in data.items():
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ValueError("names")
+        changed = item[1]
+        if changed is not None and not (isinstance(changed, list) and all(type(n) is int for n in changed)):
+            raise ValueError("names")
+        out[path] = (NameReach.from_list(item[0]), tuple(changed) if changed is not None else None)
+    return out
 
 
 def _read_cache(cache: Path) -> dict[str, object]:
@@ -265,7 +370,7 @@ def _apply(
     options: ServeOptions,
     serving: Serving | None = None,
 ) -> Report:
-    def reach_of(dist: str | None, path: str) -> Reach:
+    def reach_of(dist: str | None, path: str, line: int | None = None) -> Reach:
         key = canonicalize_name(dist) if dist is not None else None
         if hf is not None and key == "transformers":
             return hf.reach_of(path, steps.imported)
@@ -273,10 +378,10 @@ def _apply(
             return Reach(kind=ReachClass.SHARED) if hf is not None else Reach(kind=ReachClass.UNKNOWN, why=why)
         if framework is None or key != framework.key:
             return Reach(kind=ReachClass.SHARED)
-        return classifier.of(path)
+        return classifier.of(path, line)
 
     def finding(dist: str | None, f: Finding) -> Finding:
-        reach = reach_of(dist, f.path)
+        reach = reach_of(dist, f.path, f.line)
         severity = options.reach_severity.get(reach.kind.value, f.severity)
         return dataclasses.replace(f, reach=reach, severity=severity)
 

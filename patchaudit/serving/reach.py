@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from patchaudit.report import Reach, ReachClass
 from patchaudit.serving.config import ServedModel
 from patchaudit.serving.graph import Graph, module_name
+from patchaudit.serving.names import NameReach
 from patchaudit.serving.registry import Registry
 
 # module -> (the module it was reached from, the step: "path:line what")
@@ -173,8 +174,11 @@ class Classifier:
     walk: Walk
     model_roots: tuple[str, ...]  # directories of the registry's model modules ("vllm/model_executor/models/")
     unknown_why: str | None  # set when no top-level architecture resolved or the registry was not read
+    # a model file loaded through shared code: which of its names run, and its changed lines (None: not known)
+    names: Mapping[str, tuple[NameReach, tuple[int, ...] | None]] = field(default_factory=dict)
 
-    def of(self, path: str) -> Reach:
+    def of(self, path: str, line: int | None = None) -> Reach:
+        """The reach of a file's change (`line`: of one line of it, a finding's)."""
         source = _source_of(path)
         named = module_name(source)
         module = named[0] if named is not None else None
@@ -185,20 +189,55 @@ class Classifier:
         if module is not None and module in self.walk.core:
             return Reach(kind=ReachClass.RUNS, via=self.walk.via(module, self.walk.core))
         if reached and module is not None:
-            via = self.walk.via(module)
-            return Reach(kind=ReachClass.RUNS, via=via, why=self._through_shared(via))
+            return self._loaded(path, self.walk.via(module), line)
         if self.unknown_why is not None:
             return Reach(kind=ReachClass.UNKNOWN, why=self.unknown_why)
         if module is None:
             return Reach(kind=ReachClass.UNKNOWN, why="not a Python module")
         return Reach(kind=ReachClass.OTHER_MODEL)
 
+    def _loaded(self, path: str, via: tuple[str, ...], line: int | None) -> Reach:
+        """A model file loaded through shared code: its module-level code runs, a def or class body only
+        when something reaches its name."""
+        loaded = self._through_shared(via)
+        found = self.names.get(path)
+        if found is None:
+            return Reach(kind=ReachClass.RUNS, via=via, why=f"{loaded}: its module-level code runs")
+        names, changed = found
+        taken = _taken(names.uses)
+        if names.everything is not None:
+            why = f"{loaded}, imported for {taken}; any of its names may run ({names.everything})"
+            return Reach(kind=ReachClass.RUNS, via=via, why=why)
+        lines = (line,) if line is not None else changed
+        if lines is None:
+            why = f"{loaded}, imported for {taken}; without pristine bytes the changed lines are not known"
+            return Reach(kind=ReachClass.RUNS, via=via, why=why)
+        held = names.outside(lines)
+        if held is None:
+            what = "the line" if line is not None else "a changed line"
+            why = f"{loaded}, imported for {taken}; {what} runs (module-level code or a name that is reached)"
+            return Reach(kind=ReachClass.RUNS, via=via, why=why)
+        taken = f"other names ({taken})" if names.uses else taken
+        why = f"{loaded}, imported for {taken}; {', '.join(held)} never runs for this model"
+        return Reach(kind=ReachClass.OTHER_MODEL, via=via, why=why)
+
     def _through_shared(self, via: tuple[str, ...]) -> str:
         """Where the chain re-enters the model code from shared code (layers, engine): such a module is
         loaded and its module-level code runs, yet it is not the model that was built."""
         shared = [step for step in via if not step.startswith(self.model_roots)]
         where = shared[-1].split(" ", 1)[0] if shared else "?"
-        return f"loaded through shared code ({where}), not built as this model: its module-level code runs"
+        return f"loaded through shared code ({where}), not built as this model"
+
+
+def _taken(uses: tuple[str, ...]) -> str:
+    """"a (path:line), b (path:line)": the names importers take, each at its first use."""
+    first: dict[str, str] = {}
+    for use in uses:
+        where, _, name = use.partition(" ")
+        first.setdefault(name, where)
+    shown = [f"{name} ({where})" for name, where in list(first.items())[:4]]
+    more = f" and {len(first) - 4} more" if len(first) > 4 else ""
+    return ", ".join(shown) + more if shown else "names that never run here"
 
 
 def model_roots(registry: Registry, graph: Graph) -> tuple[str, ...]:
