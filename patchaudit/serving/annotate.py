@@ -178,8 +178,9 @@ def _walk(
 
     sources = (options.wheelhouse, os.environ.get(ENV_VAR))  # where pristine bytes were looked for
     key = hashlib.sha256(
-        repr((CACHE_VERSION, framework.version, dist is None, drift, model.architectures, model.nested, sources))
-        .encode()
+        repr(
+            (CACHE_VERSION, framework.version, dist is None, drift, model.architectures, model.nested, sources)
+        ).encode()
         + record
     ).hexdigest()
     served = hashlib.sha256(repr((model.architectures, model.nested)).encode()).hexdigest()[:16]
@@ -229,9 +230,9 @@ def _names(
     loaded: dict[str, str] = {}
     for drift in dist.drift:
         named = module_name(drift.path)
-        if drift.state is DriftState.MODIFIED and named is not None and drift.path.startswith(roots):
-            if named[0] in steps.parents and named[0] not in steps.core:
-                loaded[drift.path] = named[0]
+        modified = drift.state is DriftState.MODIFIED and drift.path.startswith(roots)
+        if modified and named is not None and named[0] in steps.parents and named[0] not in steps.core:
+            loaded[drift.path] = named[0]
     if not loaded:
         return {}
     pristine = _pristine(env, framework, [d for d in dist.drift if d.path in loaded], options)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 # Names whose use in the module reaches its names by string: every name counts as reached.
 # Methods that isinstance()/issubclass() run: a class defining one is reached wherever it is named.
 HOOKS = frozenset({"__subclasshook__", "__instancecheck__", "__subclasscheck__"})
-DYNAMIC = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__", "__getattr__"})
+DYNAMIC = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +202,8 @@ def _running(tree: ast.Module) -> set[str]:
     an annotation, which name a class without running any of its code."""
     inert: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
-            if node.func.id in ("isinstance", "issubclass"):
-                inert |= {id(n) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+        if _is_check(node):
+            inert |= {id(n) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}  # type: ignore[attr-defined]
         annotations: list[ast.AST | None] = []
         if isinstance(node, ast.arg):
             annotations.append(node.annotation)
@@ -216,6 +215,13 @@ def _running(tree: ast.Module) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inert}
 
 
+def _is_check(node: ast.AST) -> bool:
+    """`isinstance(x, C)` / `issubclass(x, C)`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2):
+        return False
+    return node.func.id in ("isinstance", "issubclass")
+
+
 def _absolute(package: str, name: str, level: int) -> str:
     if level == 0:
         return name
@@ -225,15 +231,14 @@ def _absolute(package: str, name: str, level: int) -> str:
 
 
 def _dynamic(tree: ast.Module) -> str | None:
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == "__getattr__":
+            return f"line {stmt.lineno} defines a module __getattr__"
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in DYNAMIC:
             return f"line {node.lineno} uses {node.id}"
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "__getattr__":
-            if node in tree.body:
-                return f"line {node.lineno} defines a module __getattr__"
-        if isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name):
-            if node.value.id == "sys":
-                return f"line {node.lineno} uses sys.modules"
+        if isinstance(node, ast.Attribute) and node.attr == "modules" and getattr(node.value, "id", None) == "sys":
+            return f"line {node.lineno} uses sys.modules"
     return None
 
 

@@ -230,7 +230,7 @@ class Classifier:
 
 
 def _taken(uses: tuple[str, ...]) -> str:
-    """"a (path:line), b (path:line)": the names importers take, each at its first use."""
+    """ "a (path:line), b (path:line)": the names importers take, each at its first use."""
     first: dict[str, str] = {}
     for use in uses:
         where, _, name = use.partition(" ")
