@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,64 @@ def test_gate_reads_the_model_from_the_units_exec_start(stack: dict[str, Path], 
     unit.write_text("[Service]\nExecStart=/usr/bin/sleep 60\n")
     proc = run("gate", "--python", stack["python"], "--serve", f"unit:{unit}", "--no-cache")
     assert proc.returncode == 2 and "ExecStart= names no model" in proc.stdout + proc.stderr
+
+
+def _cgroup_root() -> Path | None:
+    """A cgroup hierarchy this test may place a process in (cgroup2, else systemd's named v1 one)."""
+    for base in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup")):
+        if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+            return base
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or _cgroup_root() is None, reason="needs root and a writable cgroup hierarchy")
+def test_gate_serve_auto_reads_its_own_units_exec_start(stack: dict[str, Path], tmp_path: Path) -> None:
+    """As ExecStartPre= of a template unit, the gate runs in the instance's cgroup; the unit's ExecStart=
+    names the model through `%i`, quoted and escaped as systemd reads it."""
+    root = _cgroup_root()
+    assert root is not None
+    models = tmp_path / "my models"  # a space: quoted in the unit
+    model_dir(models / "Kimi-K2.5", KIMI_CONFIG)
+    model_dir(models / "GLM-4.5", GLM_CONFIG)
+    units = tmp_path / "units"
+    units.mkdir()
+    template = f"pa-serve-{uuid.uuid4().hex[:8]}"
+    exe = str(Path(sys.executable).parent / "patchaudit")
+    gate = [exe, "gate", "--python", str(stack["python"]), "--serve", "auto", "--no-cache"]
+    (units / f"{template}@.service").write_text(
+        f"[Service]\nExecStartPre={' '.join(gate)}\n"
+        f'ExecStart=-"{stack["python"].parent}/vllm" serve "{models}/%i" --port 8000 \\\n  --max-model-len 8192\n'
+    )
+
+    def gate_in(instance: str) -> subprocess.CompletedProcess[str]:
+        group = root / f"{template}@{instance}.service"
+        group.mkdir()
+        code = f"import os; open({str(group / 'cgroup.procs')!r}, 'w').write('0'); os.execv({exe!r}, {gate!r})"
+        try:
+            return subprocess.run(
+                [sys.executable, "-c", code],
+                env={**os.environ, "SYSTEMD_UNIT_PATH": str(units)},
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+        finally:
+            for _ in range(100):  # the cgroup empties once the gate has exited
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+    kimi = gate_in("Kimi-K2.5")
+    assert kimi.returncode == 1, kimi.stderr  # drift fails whatever its reach
+    assert re.search(rf"modified.*{re.escape(DS)}.*reach runs", kimi.stdout), kimi.stdout
+    assert re.search(rf"modified.*{re.escape(GLM)}.*reach other-model", kimi.stdout), kimi.stdout
+    glm = gate_in("GLM-4.5")
+    assert re.search(rf"modified.*{re.escape(GLM)}.*reach runs", glm.stdout), glm.stdout
+    assert re.search(rf"modified.*{re.escape(DS)}.*reach other-model", glm.stdout), glm.stdout
+    outside = subprocess.run(gate, capture_output=True, text=True, timeout=TIMEOUT)  # in no service
+    assert outside.returncode == 2 and "--serve auto: this process runs in no systemd service" in outside.stdout
 
 
 def test_ps_says_what_runs_for_each_servers_model(stack: dict[str, Path], tmp_path: Path) -> None:

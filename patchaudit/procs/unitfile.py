@@ -80,7 +80,7 @@ def find(unit: str, unit_dirs: Sequence[str | Path] = ()) -> UnitFiles:
         shown = _systemctl_show(unit)
         if shown is not None:
             return shown
-    dirs = [Path(d) for d in (unit_dirs or UNIT_DIRS)]
+    dirs = [Path(d) for d in (unit_dirs or search_path())]
     names = [unit]
     prefix, at, rest = unit.partition("@")
     suffix = unit.rsplit(".", 1)[-1]
@@ -103,6 +103,16 @@ def find(unit: str, unit_dirs: Sequence[str | Path] = ()) -> UnitFiles:
         raise UnitNotFound(f"no unit file {unit} in {where}", hint="--unit-dir DIR names where the unit files are")
     drop_ins = tuple(chosen[name] for name in sorted(chosen))  # applied in file-name order
     return UnitFiles(unit=unit, fragment=fragment, drop_ins=drop_ins, drop_in_dirs=drop_in_dirs)
+
+
+def search_path(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """systemd's unit search path: `$SYSTEMD_UNIT_PATH` replaces it, and a trailing `:` appends the usual
+    directories (systemd.unit(5))."""
+    value = environ.get("SYSTEMD_UNIT_PATH")
+    if not value:
+        return UNIT_DIRS
+    given = tuple(d for d in value.split(":") if d)
+    return given + UNIT_DIRS if value.endswith(":") else given
 
 
 def dropin_dirs(unit: str, dirs: Sequence[Path]) -> tuple[Path, ...]:

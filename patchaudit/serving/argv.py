@@ -47,27 +47,27 @@ def _is_vllm(arg: str) -> bool:
 
 
 def model_from_unit(spec: str) -> str:
-    """`unit:NAME` (found as systemd finds it) or `unit:/path/to/NAME.service`: the model its ExecStart= serves."""
-    from patchaudit.procs.unitfile import exec_start, find
+    """`unit:NAME` (found as systemd finds it) or `unit:/path/to/NAME.service`: the model its ExecStart= serves,
+    the command line read as systemd reads it (quotes, C escapes, `%` specifiers such as a template's `%i`)."""
+    from patchaudit.procs.unitfile import UnitFiles, exec_start, find, system_manager
+    from patchaudit.procs.unitsyntax import Specifiers, SyntaxProblem, expand, words
 
     name = spec.removeprefix("unit:")
     if name.startswith("/"):
-        from patchaudit.procs.unitfile import UnitFiles
-
         files = UnitFiles(unit=os.path.basename(name), fragment=Path(name), drop_ins=(), drop_in_dirs=())
     else:
         files = find(name)
-    import shlex
-
     line = exec_start(files)
     if line is None:
         raise PatchAuditError(f"{name}: no ExecStart= to read the served model from")
+    fragment = str(files.fragment) if files.fragment is not None else ""
+    specifiers = Specifiers(unit=files.unit, fragment=fragment, manager=system_manager())
     try:
-        argv = shlex.split(line)
-    except ValueError as exc:
-        raise PatchAuditError(f"{name}: ExecStart= cannot be split ({exc})") from None
+        argv = [expand(word, specifiers) for word in words(line)]
+    except SyntaxProblem as exc:
+        raise PatchAuditError(f"{name}: ExecStart= cannot be read as systemd reads it ({exc})") from None
     if argv:
-        argv[0] = argv[0].lstrip("@-:+!")
+        argv[0] = argv[0].lstrip("@-:+!|")
     model = model_from_argv(argv)
     if model is None:
         raise PatchAuditError(f"{name}: ExecStart= names no model (`vllm serve MODEL`, --model, --model-path)")
