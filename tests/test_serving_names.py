@@ -110,6 +110,13 @@ def test_a_partial_importer_takes_only_what_runs_there() -> None:
     assert unreached(reach(used, partial_importer=True)) == set()
 
 
+def test_a_def_registered_under_a_string_is_reached() -> None:
+    registered = MODEL_SRC.replace("class Model(", '@registry.register("model")\nclass Model(')
+    assert unreached(reach("from pkg.models.ds import helper\n", model_src=registered)) == set()
+    compiled = MODEL_SRC.replace("class Model(", "@support_torch_compile\nclass Model(")
+    assert unreached(reach("from pkg.models.ds import helper\n", model_src=compiled)) == {"Attention", "Model"}
+
+
 def test_cache_round_trip() -> None:
     found = reach("from pkg.models.ds import helper\n")
     assert NameReach.from_list(found.to_list()) == found

@@ -4,10 +4,11 @@ vLLM's shared code loads model modules it needs a helper from (0.33.0: a quantiz
 DeepSeek-V4's MTP, which imports `get_spec_layer_idx_from_weight_name` from `deepseek_v2`). The module's
 top-level statements then run; the bodies of its functions and of its classes' methods run only when
 something reaches their name. Reached: what the importers take (`from m import a`, `m.a`), what the
-module's own top-level code names (decorators, defaults, class bodies, plain statements), and, from
-each reached def or class, every name its code names. Fail closed: an importer that hands the module
-object on, a star import, a dotted `import a.b.m`, a name in a string, `globals()`, `getattr` on the
-module or a module `__getattr__` makes every name reached.
+module's own top-level code names (decorators, defaults, class bodies, plain statements), a def or
+class a decorator registers under a string, and, from each reached def or class, every name its code
+names. A name only checked with isinstance() or written in an annotation runs none of its code.
+Fail closed: an importer that hands the module object on, a star import, a dotted `import a.b.m`, a
+string naming the module, `globals()`, `sys.modules` or a module `__getattr__` makes every name reached.
 """
 
 from __future__ import annotations
@@ -249,6 +250,8 @@ def _layout(tree: ast.Module) -> tuple[set[str], dict[str, set[str]], list[tuple
     refs: dict[str, set[str]] = {}
     spans: list[tuple[int, int, str]] = []
     for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and _registers(stmt):
+            seeds.add(stmt.name)  # registered under a string: whatever looks it up may run it
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             seeds |= _header_names(stmt)
             refs.setdefault(stmt.name, set()).update(_names(stmt.body), _names(stmt.args))
@@ -284,6 +287,14 @@ def _alias(stmt: ast.stmt) -> bool:
         isinstance(stmt, ast.Assign)
         and all(isinstance(t, ast.Name) for t in stmt.targets)
         and all(isinstance(n, plain) for n in ast.walk(stmt.value))
+    )
+
+
+def _registers(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """A decorator called with a string (`@CustomOp.register("name")`): a registration by name."""
+    return any(
+        isinstance(d, ast.Call) and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in ast.walk(d))
+        for d in node.decorator_list
     )
 
 
