@@ -50,7 +50,7 @@ def serving_lines(report: Report) -> list[Text]:
     unknown = sum(1 for _, d in drift if _kind(d) is ReachClass.UNKNOWN)
     lines.append(
         Text(
-            f"  {other} patched file(s) sit in other models' code (not loaded for this model);"
+            f"  {other} patched file(s) sit in other models' code (their changes never run for this model);"
             f" {shared} in shared code that runs for every model; {unknown} of unknown reach",
         )
     )
