@@ -147,6 +147,15 @@ def test_a_model_loaded_through_shared_code_says_so(stack: dict[str, Path], tmp_
     check_via(site, reach[DS]["via"])
     kimi = reaches(json.loads(run("scan", "--python", python, "--serve", stack["kimi"], "--format", "json").stdout))
     assert kimi[DS]["class"] == "runs" and "why" not in kimi[DS]  # built by Kimi through the registry
+    with open(site / "vllm/model_executor/layers/quantization.py", "a") as fh:  # shared code takes a name
+        fh.write(
+            "\n\ndef v3():\n    from vllm.model_executor.models import deepseek_v2 as ds\n\n"
+            "    return ds.DeepseekV3ForCausalLM\n"
+        )
+    proc = run("scan", "--python", python, "--serve", stack["glm"], "--format", "json", "--no-hazards")
+    why = reaches(json.loads(proc.stdout))[DS]["why"]
+    taken = line_of(site, "vllm/model_executor/layers/quantization.py", "return ds.DeepseekV3ForCausalLM")
+    assert f"imported for ds.DeepseekV3ForCausalLM (vllm/model_executor/layers/quantization.py:{taken})" in why, why
 
 
 def test_unknown_architecture_is_named_and_nothing_is_dropped(stack: dict[str, Path]) -> None:
@@ -542,6 +551,7 @@ def test_real_vllm_wheel(tmp_path: Path) -> None:
     check_via(target, glm_reach[DS]["via"])
     assert glm_reach[DS]["via"][-1].endswith(" import vllm.model_executor.models.deepseek_v2")
     assert glm_reach[mtp]["class"] == "runs" and "a changed line runs" in glm_reach[mtp]["why"]
+    assert "imported for names that never run here" in glm_reach[mtp]["why"]  # DeepSeek-V4's MTP, unreached
     for report, expect in ((kimi_report, "runs"), (glm_report, "other-model")):
         (finding,) = [f for d in report["distributions"] for f in d["findings"] if f["path"] == DS]
         assert finding["line"] == ds_line and finding["reach"]["class"] == expect

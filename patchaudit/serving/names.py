@@ -175,7 +175,7 @@ def _takes(target: str, importer: _Module) -> list[Take] | str:
                         return f"{path}:{line} imports * from {target}"
                     bound = alias.asname or alias.name
                     if bound in importer.running:  # a name only isinstance() checks runs none of its code
-                        out.append((importer.owner(line) or bound, alias.name, f"{path}:{line} {alias.name}"))
+                        out.append((importer.owner(line) or bound, alias.name, f"{path}:{alias.lineno} {alias.name}"))
                 elif f"{base}.{alias.name}" == target:
                     aliases.add(alias.asname or alias.name)
     if aliases:
