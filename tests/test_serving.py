@@ -156,6 +156,12 @@ def test_a_model_loaded_through_shared_code_says_so(stack: dict[str, Path], tmp_
     why = reaches(json.loads(proc.stdout))[DS]["why"]
     taken = line_of(site, "vllm/model_executor/layers/quantization.py", "return ds.DeepseekV3ForCausalLM")
     assert f"imported for ds.DeepseekV3ForCausalLM (vllm/model_executor/layers/quantization.py:{taken})" in why, why
+    with open(site / "vllm/model_executor/layers/quantization.py", "a") as fh:  # a lookup by name
+        fh.write('\nKERNELS = {"mla": "vllm.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM"}\n')
+    proc = run("scan", "--python", python, "--serve", stack["glm"], "--format", "json", "--no-hazards")
+    why = reaches(json.loads(proc.stdout))[DS]["why"]
+    named = line_of(site, "vllm/model_executor/layers/quantization.py", "KERNELS = ")
+    assert f"any of its names may run (vllm/model_executor/layers/quantization.py:{named} names it in a string)" in why
 
 
 def test_unknown_architecture_is_named_and_nothing_is_dropped(stack: dict[str, Path]) -> None:

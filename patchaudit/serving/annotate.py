@@ -34,7 +34,8 @@ from patchaudit.serving.config import read as read_model
 from patchaudit.serving.graph import Graph, build
 from patchaudit.serving.hf import HfModel
 from patchaudit.serving.hf import resolve as hf_resolve
-from patchaudit.serving.names import NameReach, Source, name_reach
+from patchaudit.serving.loaded import Names, loaded_names
+from patchaudit.serving.names import NameReach
 from patchaudit.serving.reach import Classifier, Walk, model_roots, walk, why_unknown
 from patchaudit.serving.registry import Registry, read_sglang, read_vllm
 
@@ -158,9 +159,6 @@ def _installed(env: Environment, names: Sequence[str]) -> InstalledDist | None:
     return None
 
 
-Names = dict[str, tuple[NameReach, tuple[int, ...] | None]]
-
-
 def _walk(
     env: Environment, framework: InstalledDist, dist: DistReport | None, model: ServedModel, options: ServeOptions
 ) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str], Names]:
@@ -203,7 +201,7 @@ def _walk(
         for arch in model.architectures
         if (found := registry.entries.get(arch)) is not None and found.module == TRANSFORMERS_BACKEND
     }
-    names = _names(env, framework, dist, graph, steps, roots, options) if dist is not None else {}
+    names = loaded_names(env, framework, dist, graph, steps, roots, options.wheelhouse) if dist is not None else {}
     if cache is not None and record and dist is not None:
         entry = {
             "walk": steps.to_dict(), "roots": list(roots), "why": why, "backend": backend,
@@ -211,80 +209,6 @@ def _walk(
         }  # fmt: skip
         _store(cache, {"version": CACHE_VERSION, "walks": {key: entry}})
     return steps, roots, why, backend, names
-
-
-def _names(
-    env: Environment,
-    framework: InstalledDist,
-    dist: DistReport,
-    graph: Graph,
-    steps: Walk,
-    roots: tuple[str, ...],
-    options: ServeOptions,
-) -> Names:
-    """For each modified model file that the walk loads only through shared code: which of its names run,
-    from the importers the walk loads, and its changed lines against pristine bytes (None: none found)."""
-    from patchaudit.safefs import Cap, UnreadableFile, read_capped
-    from patchaudit.serving.graph import module_name
-
-    loaded: dict[str, str] = {}
-    for drift in dist.drift:
-        named = module_name(drift.path)
-        modified = drift.state is DriftState.MODIFIED and drift.path.startswith(roots)
-        if modified and named is not None and named[0] in steps.parents and named[0] not in steps.core:
-            loaded[drift.path] = named[0]
-    if not loaded:
-        return {}
-    pristine = _pristine(env, framework, [d for d in dist.drift if d.path in loaded], options)
-    importers: dict[str, list[str]] = {}
-    for module in steps.parents:
-        for name, _ in graph.facts[module].imports if module in graph.facts else ():
-            if name != module and module not in importers.get(name, ()):
-                importers.setdefault(name, []).append(module)
-    sources: dict[str, Source] = {}
-
-    def source(module: str) -> Source:
-        if module not in sources:
-            path = graph.modules[module]
-            partial = path.startswith(roots) and module not in steps.core
-            data = read_capped(framework.location / path, Cap.SOURCE)
-            sources[module] = Source(module, path, path.endswith("/__init__.py"), data, partial)
-        return sources[module]
-
-    out: Names = {}
-    for path, module in loaded.items():
-        try:
-            installed = source(module).data
-            group = [module]
-            for m in group:
-                group += [i for i in importers.get(m, ()) if source(i).partial and i not in group]
-        except UnreadableFile as exc:
-            out[path] = (NameReach(everything=f"cannot be read ({exc.why.value})"), None)
-            continue
-        before = pristine.get(path)
-        changed = tuple(sorted(_changed(installed, before))) if before is not None else None
-        out[path] = (name_reach(module, sources, importers), changed)
-    return out
-
-
-def _changed(installed: bytes, pristine: bytes) -> set[int]:
-    from patchaudit.hazards.changes import changed_lines, decode
-
-    return changed_lines(decode(installed), decode(pristine))
-
-
-def _pristine(
-    env: Environment, framework: InstalledDist, drift: Sequence[Drift], options: ServeOptions
-) -> dict[str, bytes]:
-    """Pristine bytes of `drift` from local sources (a wheelhouse, the installers' caches), or none."""
-    from patchaudit.errors import PatchAuditError
-    from patchaudit.pristine import find_pristine
-
-    try:
-        found = find_pristine(env, framework, drift=drift, wheelhouse=options.wheelhouse, offline=True)
-    except PatchAuditError:
-        return {}
-    return {path: f.data for path, f in found.files.items()}
 
 
 def _load_walk(cache: Path, key: str) -> tuple[Walk, tuple[str, ...], str | None, dict[str, str], Names] | None:

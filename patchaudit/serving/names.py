@@ -97,9 +97,15 @@ class _Module:
         return set(self.refs) | {n for _, _, n in self.spans}
 
 
-def name_reach(target: str, sources: Mapping[str, Source], importers: Mapping[str, Sequence[str]]) -> NameReach:
+def name_reach(
+    target: str,
+    sources: Mapping[str, Source],
+    importers: Mapping[str, Sequence[str]],
+    by_string: Mapping[str, str] | None = None,
+) -> NameReach:
     """Which names of `target` run: from what its importers take, where a partial importer's take counts
-    only when the name holding it runs there, to a fixed point; with the bodies that never run."""
+    only when the name holding it runs there, to a fixed point; with the bodies that never run.
+    `by_string`: modules a string names (module -> where): every name of those counts."""
     group = [target]
     for module in group:  # the partial modules that import the target, directly or through each other
         group += [i for i in importers.get(module, ()) if sources[i].partial and i not in group]
@@ -109,6 +115,10 @@ def name_reach(target: str, sources: Mapping[str, Source], importers: Mapping[st
     }
     reached = {m: _start(parsed[m]) for m in group}
     forced: dict[str, str] = {m: d for m in group if (d := parsed[m].dynamic) is not None}
+    for module in group:
+        if by_string and module in by_string and module not in forced:
+            forced[module] = by_string[module]
+            reached[module] |= parsed[module].every_name()
     changed = True
     while changed:
         changed = False
