@@ -88,6 +88,7 @@ def _named_in_strings(location: Path, graph: Graph, steps: Walk, modules: set[st
     names = b"|".join(re.escape(m.encode()) for m in sorted(modules, key=len, reverse=True))
     pattern = re.compile(rb"['\"](" + names + rb")(?:\.\w+)*['\"]")
     tables = {rel for rel, _ in VLLM_LAYOUTS}
+    plain = [m.encode() for m in modules]
     found: dict[str, str] = {}
     for module in steps.parents:
         path = graph.modules.get(module)
@@ -96,6 +97,8 @@ def _named_in_strings(location: Path, graph: Graph, steps: Walk, modules: set[st
         try:
             data = read_capped(location / path, Cap.SOURCE)
         except UnreadableFile:
+            continue
+        if not any(name in data for name in plain):  # most files name none of them: skip the regex
             continue
         for match in pattern.finditer(data):
             line = data.count(b"\n", 0, match.start()) + 1
