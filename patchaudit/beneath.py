@@ -9,6 +9,15 @@ link mid-run can never lead a write out of the tree; what a swap can still do is
 patchaudit holds open, and then the write lands in that directory, wherever it now lies: a place the
 user who moved it could write already.
 
+Reads go the same way. `DirCache` opens the directory of each file a worker hashes or reads from the
+directory above it, one `openat(O_NOFOLLOW)` per directory and kept for the task, so a cold verify pays
+one system call per directory, not a walk per file. A symlink met on the way is followed only when the
+directory that holds it is root's or the runner's and nobody else can write it (a venv's `lib64 -> lib`,
+a distribution's `/usr/lib64`); a link in a directory another user can write is `UnsafePath`.
+
+`chase` resolves a path inside a tree that is not the host's (an image rootfs, `/proc/PID/root`, a
+`--root` tree) by the same steps: absolute links mean the tree's top, `..` stops there.
+
 Root's own state directories (caches, partial downloads, quarantine, journal, manifests) are made
 here too: 0700, and checked on the descriptor to belong to the runner and be writable by nobody else.
 """
@@ -19,11 +28,13 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import UnsafePath
-from patchaudit.safefs import read_capped
+from patchaudit.safefs import UnreadableFile, Why, read_capped
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -170,6 +181,253 @@ def safe_mode(mode: int) -> int:
     return stat.S_IMODE(mode) & 0o777
 
 
+# --- reads below a directory on the host, one descriptor per directory ---
+
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def trusted_dir(fd: int) -> bool:
+    """Whether a symlink in directory `fd` may be followed: the directory is root's or the runner's,
+    and no one else can write it (a sticky /tmp-like directory is never trusted)."""
+    st = os.fstat(fd)
+    return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+class DirCache:
+    """Directory descriptors by absolute path, each opened from the one above it with O_NOFOLLOW.
+
+    A symlink on the way is followed (by `chase` from `/`) only out of a `trusted_dir`; elsewhere it is
+    UnsafePath. At most `limit` descriptors stay open, the least recently used closed first. Make one per
+    task and close it: a descriptor kept for longer would go on naming a directory since replaced.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._fds: OrderedDict[str, tuple[int, str]] = OrderedDict()  # path -> (fd, its path without links)
+
+    def get(self, directory: str) -> int:
+        """The descriptor of the absolute `directory` (the cache's: do not close it)."""
+        return self._entry(directory)[0]
+
+    def _entry(self, directory: str) -> tuple[int, str]:
+        hit = self._fds.get(directory)
+        if hit is not None:
+            self._fds.move_to_end(directory)
+            return hit
+        parent, name = os.path.split(directory)
+        if not name:
+            entry = (os.open(directory, DIR_FLAGS), "/")
+        else:
+            pfd, real = self._entry(parent)
+            try:
+                entry = (os.open(name, DIR_FLAGS, dir_fd=pfd), os.path.join(real, name))
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                entry = _through_link(os.path.join(real, name), directory)
+        self._fds[directory] = entry
+        while len(self._fds) > self.limit:
+            os.close(self._fds.popitem(last=False)[1][0])
+        return entry
+
+    def real(self, directory: str) -> str:
+        """The absolute `directory`'s path without links, as its descriptor was reached."""
+        return self._entry(directory)[1]
+
+    def open_file(self, path: str) -> tuple[int, str]:
+        """(descriptor of `path`'s directory, `path`'s name), for a `dir_fd=` open of the file."""
+        directory, name = os.path.split(os.path.abspath(path))
+        return self.get(directory), name
+
+    def close(self) -> None:
+        while self._fds:
+            os.close(self._fds.popitem()[1][0])
+
+    def __enter__(self) -> DirCache:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _through_link(real: str, shown: str) -> tuple[int, str]:
+    slash = os.open("/", DIR_FLAGS)
+    try:
+        try:
+            found = chase(slash, real, trust=trusted_dir)
+        except UnreadableFile as exc:
+            if exc.why is Why.MISSING:
+                raise FileNotFoundError(errno.ENOENT, "missing", shown) from None
+            raise UnsafePath(f"{shown}: {exc.detail or exc.why.value}") from None
+        return open_dir(slash, found.path), found.path
+    finally:
+        os.close(slash)
+
+
+def real_dir(path: str | os.PathLike[str]) -> str:
+    """`path` without links, for a decision about it: its directories reached by descriptors from `/`
+    (a link followed only out of a `trusted_dir`, else UnsafePath); missing trailing names kept as
+    they are, since none of them can be a link. The os.path.realpath of this module."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    with DirCache(limit=8) as dirs:
+        while True:
+            try:
+                real = dirs.real(path)
+                break
+            except FileNotFoundError:
+                path, name = os.path.split(path)
+                if not name:
+                    raise
+                missing.append(name)
+    return os.path.join(real, *reversed(missing))
+
+
+def stat_below(path: str, dirs: DirCache | None = None) -> os.stat_result | None:
+    """lstat of `path` by its directory's descriptor (None when missing)."""
+    with contextlib.ExitStack() as stack:
+        cache = dirs if dirs is not None else stack.enter_context(DirCache(limit=4))
+        try:
+            fd, name = cache.open_file(path)
+        except FileNotFoundError:
+            return None
+        return lstat_at(fd, name)
+
+
+def read_below(path: str | os.PathLike[str], cap: int, dirs: DirCache | None = None) -> bytes:
+    """The regular file at `path`, its directory reached by descriptors (safefs rules for the file)."""
+    path = os.fspath(path)
+    with contextlib.ExitStack() as stack:
+        cache = dirs if dirs is not None else stack.enter_context(DirCache(limit=4))
+        try:
+            fd, name = cache.open_file(path)
+        except FileNotFoundError:
+            raise UnreadableFile(path, Why.MISSING) from None
+        except NotADirectoryError:
+            raise UnreadableFile(path, Why.MISSING, "a directory on the way is not one") from None
+        except UnsafePath as exc:
+            raise UnreadableFile(path, Why.SYMLINK, str(exc)) from None
+        try:
+            return read_capped(name, cap, dir_fd=fd)
+        except UnreadableFile as exc:
+            raise UnreadableFile(path, exc.why, exc.detail) from None
+
+
+# --- paths inside a tree that is not the host's ---
+
+MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
+
+@dataclass(frozen=True, slots=True)
+class Chased:
+    """Where a path leads inside a tree: its canonical path there (no links, no `..`) and its type."""
+
+    path: str  # "/usr/lib/python3.12", always absolute within the tree
+    mode: int  # st_mode of what is there (never a symlink unless asked not to follow the last one)
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+
+def open_root(root: str | os.PathLike[str]) -> int:
+    """A directory descriptor for the tree's top (the user named it: a link to it is followed)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        why = Why.MISSING if exc.errno in (errno.ENOENT, errno.ENOTDIR) else Why.ERROR
+        raise UnreadableFile(root, why, exc.strerror or "") from None
+
+
+def chase(
+    root_fd: int, path: str, *, follow_last: bool = True, trust: Callable[[int], bool] | None = None
+) -> Chased:
+    """Resolve `path` inside the tree whose top is `root_fd`: links and `..` never leave it.
+
+    An image, `/proc/PID/root` or a backup holds absolute links that mean a path inside the tree
+    (`/usr/lib64 -> /usr/lib`); each link is read here and resolved against the tree's top, so no path
+    string from the tree is handed to the kernel whole. With `trust`, a link is followed only out of a
+    directory `trust(fd)` accepts. Raises UnreadableFile: MISSING when a component does not exist or is
+    not a directory, SYMLINK when links loop, nest past MAX_LINKS or sit where they are not trusted.
+    """
+    todo = _split(path)
+    done: list[str] = []
+    fds = [os.dup(root_fd)]  # fds[i]: the directory done[:i]
+    links = 0
+    try:
+        while todo:
+            name = todo.pop(0)
+            if name == "..":
+                if done:
+                    done.pop()
+                    os.close(fds.pop())
+                continue
+            try:
+                st = os.lstat(name, dir_fd=fds[-1])
+            except OSError as exc:
+                raise _chase_error(path, exc) from None
+            last = not todo
+            if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
+                links += 1
+                if links > MAX_LINKS:
+                    raise UnreadableFile(path, Why.SYMLINK, f"more than {MAX_LINKS} links")
+                if trust is not None and not trust(fds[-1]):
+                    where = "/" + "/".join([*done, name])
+                    raise UnreadableFile(path, Why.SYMLINK, f"{where} is a link in a directory others can write")
+                try:
+                    target = os.readlink(name, dir_fd=fds[-1])
+                except OSError as exc:
+                    raise _chase_error(path, exc) from None
+                if target.startswith("/"):
+                    while len(fds) > 1:
+                        os.close(fds.pop())
+                    done.clear()
+                todo[:0] = _split(target)
+                continue
+            done.append(name)
+            if last:
+                return Chased(path="/" + "/".join(done), mode=st.st_mode)
+            if not stat.S_ISDIR(st.st_mode):
+                raise UnreadableFile(path, Why.MISSING, f"/{'/'.join(done)} is not a directory")
+            try:
+                fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
+            except OSError as exc:  # swapped for a link since the lstat: refused, never followed
+                raise _chase_error(path, exc) from None
+        return Chased(path="/" + "/".join(done), mode=os.fstat(fds[-1]).st_mode)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def open_dir(root_fd: int, path: str) -> int:
+    """A descriptor of the directory `path` leads to inside the tree (caller closes it)."""
+    found = chase(root_fd, path)
+    if not found.is_dir:
+        raise UnreadableFile(path, Why.NOT_REGULAR, "not a directory")
+    fd = os.dup(root_fd)
+    try:
+        for name in _split(found.path):
+            nxt = os.open(name, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as exc:
+        os.close(fd)
+        raise _chase_error(path, exc) from None
+    return fd
+
+
+def _split(path: str) -> list[str]:
+    return [part for part in path.split("/") if part and part != "."]
+
+
+def _chase_error(path: str, exc: OSError) -> UnreadableFile:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return UnreadableFile(path, Why.MISSING)
+    if exc.errno == errno.ELOOP:
+        return UnreadableFile(path, Why.SYMLINK, "changed while it was read")
+    return UnreadableFile(path, Why.ERROR, exc.strerror or str(exc))
+
+
 # --- root's own private directories ---
 
 
@@ -221,6 +479,17 @@ def owned_privately(path: str | os.PathLike[str]) -> str | None:
 
 __all__ = [
     "DIR_FLAGS",
+    "FILE_FLAGS",
+    "MAX_LINKS",
+    "Chased",
+    "DirCache",
+    "chase",
+    "open_dir",
+    "open_root",
+    "read_below",
+    "real_dir",
+    "stat_below",
+    "trusted_dir",
     "lstat_at",
     "open_dir_at",
     "owned_privately",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -11,7 +12,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from patchaudit.beneath import FILE_FLAGS, DirCache
 from patchaudit.cpus import available_cpus
+from patchaudit.errors import UnsafePath
 from patchaudit.record import encode_digest
 from patchaudit.statcache import StatCache, StatKey, racy_window_ns
 
@@ -94,25 +97,44 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
 Raw = tuple[str, int, int, "tuple[int, int, int, int, int] | None"] | FileState
 
 
-def hash_raw(path: str, algorithm: str, buf: bytearray, started: int, size: int | None = None) -> Raw:
+def _open_below(path: str, dirs: DirCache) -> int | FileState:
+    """The file at `path` opened by its directory's descriptor (beneath.DirCache), or what is there."""
+    try:
+        dir_fd, name = dirs.open_file(path)
+        return os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    except UnsafePath as exc:
+        return FileState(error=str(exc))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return FileState(missing=True)
+        if exc.errno == errno.ELOOP:
+            try:
+                return FileState(symlink=os.readlink(name, dir_fd=dir_fd))
+            except OSError:
+                return FileState(symlink="?")
+        return FileState(error=exc.strerror or str(exc))
+
+
+def hash_raw(
+    path: str, algorithm: str, buf: bytearray, started: int, size: int | None = None, dirs: DirCache | None = None
+) -> Raw:
     """Hash one path as it is on disk (open, fstat, read, close); `started`: a time before the read.
+
+    The file is opened by its directory's descriptor from `dirs` (one made for this file when None): a
+    directory on the way swapped for a link out of a directory others can write is an error, not read.
 
     With `size` (a RECORD's), a regular file of another size and over SIZE_FIRST bytes is not read: it
     cannot have the digest expected, and a file grown to 64 GiB would take minutes to hash for a verdict
     its size already gives. Smaller files are hashed still: a baseline approves a patch by its digest, and
     the packaging facts (overwritten, record-mismatch) are told by it, for the price of a few milliseconds.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return FileState(missing=True)
-        if exc.errno == errno.ELOOP:
-            try:
-                return FileState(symlink=os.readlink(path))
-            except OSError:
-                return FileState(symlink="?")
-        return FileState(error=exc.strerror or str(exc))
+    with contextlib.ExitStack() as stack:
+        if dirs is None:
+            dirs = stack.enter_context(DirCache(limit=4))
+        opened = _open_below(path, dirs)
+    if isinstance(opened, FileState):
+        return opened
+    fd = opened
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -185,7 +207,8 @@ def hash_batch(_: object, batch: Sequence[Job]) -> list[tuple[int, Raw]]:
     """(index, what was found) for each job of a batch, hashed in this process (a worker's task)."""
     buf = buffer()
     started = time.time_ns()  # before every read of the batch: a stricter racy check, never a looser one
-    return [(index, hash_raw(path, algorithm, buf, started)) for index, (path, algorithm) in enumerate(batch)]
+    with DirCache() as dirs:
+        return [(i, hash_raw(path, algorithm, buf, started, dirs=dirs)) for i, (path, algorithm) in enumerate(batch)]
 
 
 def pool_size(workers: int | None, files: int) -> int:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from patchaudit import bytecode
+from patchaudit.beneath import DirCache
 from patchaudit.hashing import BATCH_BYTES, BIG_FILE, KeyTuple, Raw, buffer, cached_state, hash_raw, read_regular
 from patchaudit.ownership import file_digest, normalize, walk_list
-from patchaudit.record import SIMPLE_LINE, STRONG_ALGORITHMS, parse_record
+from patchaudit.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record
 from patchaudit.report import Drift, DriftState, Unverified
 from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.statcache import StatCache
@@ -143,7 +145,26 @@ def check(shared: Shared, piece: Piece) -> Checked:
     buf = buffer()
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
     out = Checked()
-    for path, record_hash, size in record.entries:
+    with DirCache() as dirs:  # one descriptor per directory for the piece, not a walk per file
+        _check_entries(record.entries, location, cache, buf, started, dirs, out)
+    # The sources bytecode may stand for: every .py the piece names inside the site directory, on a
+    # bad line too.
+    named = [entry.path for entry in record.entries] + [p.path for p in record.problems if p.path]
+    sources = [key for path in named if path.endswith(".py") and not (key := normalize(path)).startswith(("../", "/"))]
+    out.stale, out.foreign = unchecked_bytecode(Path(location), sources)
+    return out
+
+
+def _check_entries(
+    entries: Sequence[RecordEntry],
+    location: str,
+    cache: StatCache | None,
+    buf: bytearray,
+    started: int,
+    dirs: DirCache,
+    out: Checked,
+) -> None:
+    for path, record_hash, size in entries:
         if record_hash is None or record_hash.algorithm not in STRONG_ALGORITHMS:
             continue
         algorithm, value = record_hash
@@ -156,18 +177,12 @@ def check(shared: Shared, piece: Piece) -> Checked:
                 if hit.digest != expected:
                     out.found.append((path, expected, hit))
                 continue
-        raw = hash_raw(absolute, algorithm, buf, started, size)
+        raw = hash_raw(absolute, algorithm, buf, started, size, dirs)
         if isinstance(raw, tuple) and raw[0] == expected:
             if cache is not None and raw[3] is not None:
                 out.clean.append((absolute, expected, raw[3]))
         else:
             out.found.append((path, expected, raw))
-    # The sources bytecode may stand for: every .py the piece names inside the site directory, on a
-    # bad line too.
-    named = [entry.path for entry in record.entries] + [p.path for p in record.problems if p.path]
-    sources = [key for path in named if path.endswith(".py") and not (key := normalize(path)).startswith(("../", "/"))]
-    out.stale, out.foreign = unchecked_bytecode(Path(location), sources)
-    return out
 
 
 def _source(path: str) -> bytes:

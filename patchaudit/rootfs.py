@@ -1,6 +1,6 @@
 """An environment read from a whole filesystem tree as if it were `/`: an unpacked image, a container's
 `/proc/PID/root`, a mounted snapshot. Nothing in the tree is run; its site directories are found where
-images put them, every link and `..` on the way resolved inside the tree (chase.py).
+images put them, every link and `..` on the way resolved inside the tree (beneath.chase).
 
 The rest of patchaudit then reads the site directories by host paths. That is the same file only when
 the host resolves those paths as the tree would: the site directories themselves are canonical paths
@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from patchaudit.chase import chase, open_dir, open_root
+from patchaudit.beneath import chase, open_dir, open_root
 from patchaudit.environment import Environment
 from patchaudit.errors import EnvironmentNotFound, UnsafePath
 from patchaudit.safefs import Cap, UnreadableFile, read_capped

@@ -13,7 +13,7 @@ import pytest
 from report_schema import check_output
 from wheels import build_wheel
 
-from patchaudit.chase import chase, open_root
+from patchaudit.beneath import chase, open_root
 from patchaudit.safefs import UnreadableFile
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"

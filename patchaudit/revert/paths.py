@@ -13,7 +13,9 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
+from patchaudit.beneath import real_dir
 from patchaudit.environment import Environment
+from patchaudit.errors import UnsafePath
 from patchaudit.pristine.zipwheel import unsafe_member
 
 
@@ -63,12 +65,19 @@ def refuse_unsafe_root(env: Environment) -> None:
 def check_destination(env: Environment, dest: Path, extra_roots: Sequence[str] = ()) -> str | None:
     """Why `dest` may not be written (None when it may): only inside the env's scheme directories.
 
-    The parent is resolved (a symlinked directory that leads out is refused); the final component is
-    never followed, because it is replaced with os.replace or unlinked.
+    The parent is resolved by directory descriptors (beneath.real_dir: a link is followed only out of
+    a directory no other user can write, and one that leads out is refused); the final component is
+    never followed, because it is replaced or unlinked by `dir_fd=`. The roots are the environment's
+    own, computed by patchaudit (as root, refuse_unsafe_root has checked them).
     """
     if not dest.is_absolute():
         return "not an absolute path"
-    parent = os.path.realpath(dest.parent)
+    try:
+        parent = real_dir(dest.parent)
+    except UnsafePath as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{dest.parent}: {exc.strerror}"
     roots = _roots(env) + [os.path.realpath(r) for r in extra_roots]
     state = os.path.realpath(env.state_dir)
     inside = any(parent == r or parent.startswith(r.rstrip("/") + "/") for r in roots)
