@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchaudit import environment
+from patchaudit.beneath import read_below
 from patchaudit.deadline import phase
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import hash_file
@@ -19,7 +20,7 @@ from patchaudit.statcache import StatCache
 if TYPE_CHECKING:
     from patchaudit.errata import Errata
     from patchaudit.pristine.check import BuildCheck
-from patchaudit.safefs import Cap, UnreadableFile, read_capped, read_capped_text
+from patchaudit.safefs import Cap, UnreadableFile
 from patchaudit.verify import verify
 
 STAT_CACHE_NAME = "stat-v1.json"
@@ -344,7 +345,7 @@ def hazards_over(
 def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
     """The .py files of a distribution without RECORD: its top_level.txt packages and modules."""
     try:
-        tops = read_capped_text(dist.meta_dir / "top_level.txt", Cap.SMALL, errors="strict").split()
+        tops = read_below(dist.meta_dir / "top_level.txt", Cap.SMALL).decode("utf-8").split()
     except (UnreadableFile, UnicodeDecodeError):
         return set()
     found: set[str] = set()
@@ -368,7 +369,7 @@ def _python_files(dist: InstalledDist) -> set[str]:
     if dist.record_path is None:
         return set()
     try:
-        record = parse_record(read_capped(dist.record_path, Cap.RECORD))
+        record = parse_record(read_below(dist.record_path, Cap.RECORD))
     except UnreadableFile:
         return set()
     return {

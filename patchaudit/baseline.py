@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchaudit.atomic import atomic_write
+from patchaudit.beneath import read_below
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
 from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report, Severity
 from patchaudit.safefs import Cap, UnreadableFile, Why, parse_json, read_capped
@@ -207,7 +208,7 @@ def _current_hashes(dist: DistReport, record_path: Path | None) -> dict[str, str
         from patchaudit.record import parse_record
 
         try:
-            record = parse_record(read_capped(record_path, Cap.RECORD))
+            record = parse_record(read_below(record_path, Cap.RECORD))
         except UnreadableFile:
             record = None
         if record is not None:

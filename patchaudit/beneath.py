@@ -294,6 +294,13 @@ def stat_below(path: str, dirs: DirCache | None = None) -> os.stat_result | None
         return lstat_at(fd, name)
 
 
+def readlink_below(path: str | os.PathLike[str]) -> str:
+    """The target of the symlink at `path`, its directory reached by descriptors (OSError, UnsafePath)."""
+    with DirCache(limit=4) as dirs:
+        fd, name = dirs.open_file(os.fspath(path))
+        return os.readlink(name, dir_fd=fd)
+
+
 def read_below(path: str | os.PathLike[str], cap: int, dirs: DirCache | None = None) -> bytes:
     """The regular file at `path`, its directory reached by descriptors (safefs rules for the file)."""
     path = os.fspath(path)
@@ -339,9 +346,7 @@ def open_root(root: str | os.PathLike[str]) -> int:
         raise UnreadableFile(root, why, exc.strerror or "") from None
 
 
-def chase(
-    root_fd: int, path: str, *, follow_last: bool = True, trust: Callable[[int], bool] | None = None
-) -> Chased:
+def chase(root_fd: int, path: str, *, follow_last: bool = True, trust: Callable[[int], bool] | None = None) -> Chased:
     """Resolve `path` inside the tree whose top is `root_fd`: links and `..` never leave it.
 
     An image, `/proc/PID/root` or a backup holds absolute links that mean a path inside the tree
@@ -487,6 +492,7 @@ __all__ = [
     "open_dir",
     "open_root",
     "read_below",
+    "readlink_below",
     "real_dir",
     "stat_below",
     "trusted_dir",

@@ -8,13 +8,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.beneath import parent_of, read_at, readlink_at
+from patchaudit.beneath import parent_of, read_at, read_below, readlink_at, readlink_below
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
+from patchaudit.safefs import Cap, UnreadableFile, Why
 
 DEV_NULL = "/dev/null"
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -106,7 +106,7 @@ def unified(path: str, old: bytes | None, new: bytes | None) -> tuple[str, bool]
 def read_installed(path: Path) -> bytes | str | None:
     """The installed bytes without following a symlink: bytes, the link target (str), or None when
     missing. A FIFO, a device or a file past Cap.INSTALLED is UnreadableFile: never a read that waits."""
-    return _bytes_or_link(lambda: read_capped(path, Cap.INSTALLED), lambda: os.readlink(path))
+    return _bytes_or_link(lambda: read_below(path, Cap.INSTALLED), lambda: readlink_below(path))
 
 
 def read_installed_below(location: Path, rel: str) -> bytes | str | None:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from packaging.utils import NormalizedName, canonicalize_name
 
+from patchaudit.beneath import read_below
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
 from patchaudit.report import Source
-from patchaudit.safefs import Cap, UnreadableFile, read_json
+from patchaudit.safefs import Cap, UnreadableFile, parse_json
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -158,7 +159,7 @@ class InstalledDist:
     @property
     def direct_url(self) -> dict[str, object] | None:
         try:
-            data = read_json(self.meta_dir / "direct_url.json", Cap.SMALL)
+            data = parse_json(read_below(self.meta_dir / "direct_url.json", Cap.SMALL))
         except (UnreadableFile, ValueError):
             return None
         return data if isinstance(data, dict) else None

@@ -11,11 +11,12 @@ import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from patchaudit.beneath import read_below
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import hash_file
 from patchaudit.record import parse_record
 from patchaudit.report import Report
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.safefs import Cap, UnreadableFile
 
 ENVIRONMENT = "(environment)"  # startup hooks and unowned files, fingerprinted like a distribution
 MISSING = "missing"
@@ -39,7 +40,7 @@ def _found(dist: InstalledDist) -> dict[str, str] | None:
     if record_path is None:
         return None
     try:
-        record = parse_record(read_capped(record_path, Cap.RECORD))
+        record = parse_record(read_below(record_path, Cap.RECORD))
     except UnreadableFile:
         return None
     files: dict[str, str] = {}

@@ -12,6 +12,9 @@ import os
 import re
 from pathlib import Path
 
+from patchaudit.beneath import FILE_FLAGS, DirCache
+from patchaudit.errors import UnsafePath
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,8 +35,9 @@ def read_bounded(meta_dir: Path, filename: str | os.PathLike[str]) -> str | None
     if not name or "/" in name or name in (".", ".."):
         return None
     try:
-        fd = os.open(meta_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        with DirCache(limit=4) as dirs:  # meta_dir reached by descriptors, never through another user's link
+            fd = os.open(name, FILE_FLAGS, dir_fd=dirs.get(os.path.abspath(meta_dir)))
+    except (OSError, UnsafePath):
         return None
     try:
         data = os.read(fd, HEAD_LIMIT)

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchaudit.beneath import read_below
 from patchaudit.environment import InstalledDist
 from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
+from patchaudit.safefs import Cap, UnreadableFile, Why
 
 _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECORD lists it
 
@@ -44,7 +45,7 @@ def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
     if dist.record_path is None:
         return None, None
     try:
-        return read_capped(dist.record_path, Cap.RECORD), None
+        return read_below(dist.record_path, Cap.RECORD), None
     except UnreadableFile as exc:
         return None, None if exc.why is Why.MISSING else f"RECORD is {exc.why.value}" + (
             f" ({exc.detail})" if exc.detail else ""

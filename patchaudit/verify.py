@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patchaudit.beneath import stat_below
 from patchaudit.environment import Environment, InstalledDist
+from patchaudit.errors import UnsafePath
 from patchaudit.hashing import FileState, hash_file, pool_size, to_state
 from patchaudit.hooks import startup_hooks
 from patchaudit.ownership import (
@@ -298,9 +300,12 @@ def _with_digest_if_owned(location: Path, item: Drift, ownership: Ownership, loa
     key = normalize(item.path)
     path = location / item.path
     try:
-        size = os.lstat(path).st_size
-    except OSError:
+        found = stat_below(str(path))
+    except (OSError, UnsafePath):
         return item
+    if found is None:
+        return item
+    size = found.st_size
     for owner in ownership.owners(location, key):
         if owner.key != loaded.dist.key and ownership.recorded_size(owner, key) == size:
             state = hash_file(str(path), (item.expected or "sha256=").partition("=")[0])

@@ -1,4 +1,5 @@
-"""The descriptor walk, and a pass over the package: every write below a target goes through it.
+"""The descriptor walk, and a pass over the package: every write, and every read, open, stat or
+realpath below a target goes through it or is listed with its reason.
 
 The hostile side, played by another user against root, is in tests/hostile/test_root_safety.py.
 """
@@ -127,3 +128,211 @@ def test_every_raw_write_is_the_helper_or_listed_with_its_reason() -> None:
     assert unlisted == {}, "write below a target through patchaudit.beneath, or list it in ALLOWED with a reason"
     grown = {rel: (n, ALLOWED[rel][0]) for rel, n in found.items() if n > ALLOWED[rel][0]}
     assert grown == {}, "more raw writes than ALLOWED lists: use patchaudit.beneath, or list the new one"
+
+
+# --- the systematic pass, reads: every open, read, stat, listing or realpath of a path ---
+
+READ = re.compile(
+    r"(?<![\w.])open\(|\bos\.open\("
+    r"|\.(read_bytes|read_text|iterdir)\("
+    r"|os\.path\.realpath\(|\.resolve\(\)"
+    r"|\bos\.(stat|lstat|readlink|listdir|scandir|walk)\("
+    r"|\bos\.path\.(islink|isfile|isdir|exists|lexists)\("
+    r"|\.(is_file|is_dir|is_symlink|exists)\(\)"
+    r"|\bread_(capped|capped_text|capped_or_none|json|regular)\("
+)
+
+# Every read by a path string left in the package, and why it is not a read below a target that
+# another user may swap: beneath.read_below / stat_below / real_dir / DirCache (directories reached by
+# descriptors) and `dir_fd=` reads are the helper and are not counted. A new one fails this test until
+# it goes through patchaudit.beneath or is listed here with its reason.
+READS_ALLOWED: dict[str, tuple[int, str]] = {
+    "atomic.py": (3, "patchaudit's own files (caches, state, outputs the user names), opened by atomic_write itself"),
+    "audit.py": (
+        4,
+        "RECORD, top_level.txt by read_below; the rest: existence checks, os.walk (never follows a link)",
+    ),
+    "baseline.py": (
+        3,
+        "the baseline file the user names (follow=True); the RECORD by read_below; existence checks for a report line",
+    ),
+    "bytecode.py": (
+        3,
+        "a .pyc and its source (safefs, last link refused) compared for a verdict; no bytes shown",
+    ),
+    "cachedir.py": (
+        4,
+        "patchaudit's own cache directory; as root, one another user may write is skipped",
+    ),
+    "cli/common.py": (
+        3,
+        "existence checks that choose a message or a path's spelling; nothing read is shown or written",
+    ),
+    "cli/model.py": (1, "whether a journal exists, to suggest recovery; nothing is read"),
+    "cli/scan.py": (1, "--out FILE: a file the user names"),
+    "cluster/driver.py": (1, "/dev/null for a child's stdin"),
+    "cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
+    "dpkg.py": (6, "dpkg's own database under /var/lib/dpkg (root's), for Debian's own packages"),
+    "environment.py": (
+        8,
+        "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
+    ),
+    "errata.py": (2, "the errata file shipped with patchaudit, or one the user names"),
+    "gate/__init__.py": (
+        2,
+        "--root and the gate's journal directory in the state directory; the plan's own reads are in gate/plan.py",
+    ),
+    "gate/cache.py": (
+        5,
+        "the verdict cache in cachedir.locate()'s directory; stat rows compared, never read",
+    ),
+    "gate/plan.py": (
+        5,
+        "RECORD by read_below; patchaudit's own rules; scandir/lstat of package directories: stat keys only",
+    ),
+    "hashing.py": (
+        3,
+        "read_regular: a file's head for a verdict (no bytes shown); the stat cache's lstat only compares a key",
+    ),
+    "hazardpool.py": (
+        2,
+        "sources the hazard rules parse (safefs, last link refused); a finding quotes the target's own line",
+    ),
+    "hazards/batch.py": (1, "the rule directories the user names"),
+    "hazards/cache.py": (1, "the hazard result cache, in the directory cachedir.locate() chose"),
+    "hazards/loading.py": (7, "patchaudit's own rule files and the rule directories the user names"),
+    "hooks.py": (
+        5,
+        ".pth files and sitecustomize, safefs-bounded; follow=True as site.py follows a linked .pth itself",
+    ),
+    "image/source.py": (4, "the image archive or layout the user names; members go through beneath.chase"),
+    "layout.py": (11, "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme"),
+    "models/blobmatch.py": (1, "model files compared for similarity, safefs-bounded with the last link refused"),
+    "models/digests.py": (1, "the model root's realpath as a cache key only"),
+    "models/hubcache.py": (
+        11,
+        "a Hugging Face cache's refs and listings, safefs-bounded; blobs are hashed by hash_files (by descriptors)",
+    ),
+    "models/layout.py": (7, "tells the layout of the model directory the user names (is_dir, exists); nothing read"),
+    "models/localdir.py": (
+        5,
+        "a model directory's listing and .gitattributes (safefs); files are hashed by descriptors",
+    ),
+    "models/manifest.py": (
+        2,
+        "the manifest in tree_state(), root's own for a tree it does not own; the config text by read_below",
+    ),
+    "models/pristine.py": (11, "pristine model blobs in the user's or root's hub cache, hashed before use"),
+    "models/revert.py": (
+        5,
+        "the hub cache's own paths (realpath compared to hub_cache_dir()); a blob's link and mode read for the plan",
+    ),
+    "models/safetensors.py": (1, "a safetensors header, O_NONBLOCK and bounded, for a report line"),
+    "models/scan.py": (1, "read_regular of a model file's head for a diff of configs (last link refused)"),
+    "ownership.py": (
+        12,
+        "the RECORD by read_below; listings of package directories for untracked files, scandir never following a link",
+    ),
+    "pieces.py": (
+        3,
+        "bytecode headers and sources for the bytecode verdict (last link refused); hashing by DirCache",
+    ),
+    "policy.py": (1, "the policy file the user names"),
+    "pristine/cache.py": (9, "OwnCache: patchaudit's own private cache (never another user's, trust.py checks it)"),
+    "pristine/direct_url.py": (
+        2,
+        "the archive direct_url.json names, hashed before use (a wheelhouse of links is followed as before)",
+    ),
+    "pristine/http.py": (3, "a file:// index the user configured, and the spool in OwnCache"),
+    "pristine/index.py": (2, "pip's configuration files, and a wheelhouse directory the user configured"),
+    "pristine/uvcache.py": (
+        11,
+        "uv's cache, only when trust.py found it root's or the runner's alone; members are hashed before use",
+    ),
+    "pristine/wheelhouse.py": (1, "a wheelhouse directory the user names"),
+    "pristine/zipwheel.py": (2, "a wheel file already chosen and hashed; WHEEL safefs-bounded"),
+    "probe.py": (7, "pyvenv.cfg and the interpreter the user names, before running it (run only when root's alone)"),
+    "procs/assess.py": (
+        7,
+        "a running process's files through /proc/PID (the kernel's magic links, which a descriptor walk would misread)",
+    ),
+    "procs/cgroup.py": (6, "cgroupfs and /run/systemd, the kernel's and systemd's own"),
+    "procs/entry.py": (
+        2,
+        "a process's entry script through /proc/PID/root (follow=True: a magic link), safefs-bounded",
+    ),
+    "procs/foreign.py": (4, "/proc/PID/root and /proc/PID/exe, the kernel's magic links"),
+    "procs/hookenv.py": (2, ".pth files of a process's environment through /proc/PID/root, safefs-bounded"),
+    "procs/proc.py": (4, "/proc files of a process"),
+    "procs/pyenv.py": (6, "a process's pyvenv.cfg and site directories through /proc/PID/root, safefs-bounded"),
+    "procs/sitefiles.py": (
+        2,
+        "a process's RECORDs through /proc/PID/root (a magic link), safefs-bounded; the quarantine's existence",
+    ),
+    "procs/unitfile.py": (7, "systemd unit files and drop-ins (root's), and /run/systemd"),
+    "render/prometheus.py": (1, "--textfile: a file the operator names"),
+    "render/sarif.py": (1, "a rule file's URI in the report"),
+    "revert/commit.py": (1, "the run directory, in the 0700 state directory"),
+    "revert/fileops.py": (2, "the lock file in the 0700 state directory; a __pycache__ listed by the descriptor walk"),
+    "revert/paths.py": (
+        6,
+        "scheme roots and the 0700 state directory (as root, checked by refuse_unsafe_root); destinations by real_dir",
+    ),
+    "revert/quarantine.py": (3, "run directories in the 0700 state directory"),
+    "revert/recovery.py": (2, "journals in the 0700 state directory"),
+    "revert/state.py": (2, "journal and manifests in the 0700 state directory, safefs-bounded"),
+    "rootfs.py": (12, "the tree the user names with --root, found by beneath.chase; os.walk never follows a link"),
+    "serving/annotate.py": (2, "the RECORD by read_below; the serving graph cache in cachedir.locate()'s directory"),
+    "serving/argv.py": (1, "/proc/self/cgroup"),
+    "serving/config.py": (3, "the model config the user names (follow=True)"),
+    "serving/graph.py": (
+        2,
+        "sources parsed for the serving graph, safefs-bounded with the last link refused; the graph cache",
+    ),
+    "serving/hf.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
+    "serving/procs.py": (1, "/proc of a running server"),
+    "serving/registry.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
+    "statcache.py": (1, "the stat cache in cachedir.locate()'s directory"),
+    "systemd.py": (6, "unit files in the system's unit directory (root's)"),
+    "trust.py": (6, "walks owners and modes up from a path to decide whom it trusts (lstat, never follows)"),
+    "vcs.py": (8, "an editable project's git checkout (by gitpython), compared with its commit"),
+}
+
+
+def raw_reads(text: str) -> int:
+    return sum(
+        1
+        for line in text.splitlines()
+        if READ.search(line) and "dir_fd=" not in line and not line.lstrip().startswith(("def ", "#"))
+    )
+
+
+def test_every_raw_read_is_the_helper_or_listed_with_its_reason() -> None:
+    found: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in ("beneath.py", "safefs.py"):
+            continue  # the helpers themselves
+        count = raw_reads(path.read_text(encoding="utf-8"))
+        if count:
+            found[rel] = count
+    unlisted = {rel: n for rel, n in found.items() if rel not in READS_ALLOWED}
+    assert unlisted == {}, "read below a target through patchaudit.beneath, or list it in READS_ALLOWED with a reason"
+    grown = {rel: (n, READS_ALLOWED[rel][0]) for rel, n in found.items() if n > READS_ALLOWED[rel][0]}
+    assert grown == {}, "more raw reads than READS_ALLOWED lists: use patchaudit.beneath, or list the new one"
+
+
+def test_the_read_pass_sees_each_kind_of_raw_read() -> None:
+    planted = [
+        "data = open(path, 'rb').read()",
+        "fd = os.open(path, os.O_RDONLY)",
+        "text = (site / 'x.pth').read_text()",
+        "real = os.path.realpath(dest.parent)",
+        "st = os.lstat(path)",
+        "if os.path.islink(path):",
+        "names = os.listdir(site)",
+        "data = read_capped(path, Cap.RECORD)",
+    ]
+    assert [raw_reads(line) for line in planted] == [1] * len(planted)
+    assert raw_reads("data = read_below(path, Cap.RECORD)") == 0
+    assert raw_reads("data = read_capped(name, cap, dir_fd=fd)") == 0

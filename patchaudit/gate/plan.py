@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.beneath import read_below
+from patchaudit.safefs import Cap, UnreadableFile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class FilePlan:
             try:
                 if dist.record_path is None:
                     raise FileNotFoundError
-                record = parse_record(read_capped(dist.record_path, Cap.RECORD))
+                record = parse_record(read_below(dist.record_path, Cap.RECORD))
             except (OSError, UnreadableFile):
                 # verify checks a distribution without RECORD against its OS package's files.
                 from patchaudit import dpkg

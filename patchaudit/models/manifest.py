@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.atomic import atomic_write
-from patchaudit.beneath import private_dir
+from patchaudit.beneath import private_dir, read_below
 from patchaudit.cachedir import tree_state
 from patchaudit.errors import ModelNotFound, PatchAuditError
 from patchaudit.models.configdiff import is_config
@@ -26,7 +26,7 @@ from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
 from patchaudit.report import DriftState
-from patchaudit.safefs import UnreadableFile, read_capped, read_json
+from patchaudit.safefs import UnreadableFile, read_json
 from patchaudit.statcache import StatCache
 
 SCHEMA = "patchaudit/model-manifest/v1"
@@ -120,7 +120,7 @@ def _config_text(path: Path, sha256: str) -> str | None:
     than read again: its text would land in the manifest.
     """
     try:
-        data = read_capped(path, CONFIG_LIMIT)
+        data = read_below(path, CONFIG_LIMIT)
     except UnreadableFile as exc:
         raise PatchAuditError(f"{path} changed while it was read: {exc}", hint="run again once it is still") from None
     if hashlib.sha256(data).hexdigest() != sha256:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from patchaudit.beneath import read_below
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError, PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
@@ -19,7 +20,7 @@ from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
 from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.safefs import Cap, UnreadableFile
 from patchaudit.statcache import StatCache
 
 __all__ = [
@@ -53,7 +54,7 @@ def installed_record(dist: InstalledDist) -> Record:
     if path is None:
         raise PristineNotFound(f"{dist.name} {dist.version} has no RECORD to check a wheel against")
     try:
-        return parse_record(read_capped(path, Cap.RECORD))
+        return parse_record(read_below(path, Cap.RECORD))
     except UnreadableFile as exc:
         raise PristineNotFound(f"cannot read RECORD: {exc}") from None
 

@@ -8,8 +8,9 @@ import posixpath
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from patchaudit.beneath import stat_below
 from patchaudit.environment import InstalledDist
-from patchaudit.errors import PristineNotFound, WheelMismatch
+from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, member_for
 from patchaudit.record import Record, RecordEntry, encode_digest
@@ -54,9 +55,10 @@ class BuildCheck:
 
 def _size_on_disk(dist: InstalledDist, path: str) -> int:
     try:
-        return os.lstat(os.path.join(dist.location, path)).st_size
-    except OSError:
+        found = stat_below(os.path.join(dist.location, path))
+    except (OSError, UnsafePath):
         return 0
+    return found.st_size if found is not None else 0
 
 
 def _normalize(path: str) -> str:

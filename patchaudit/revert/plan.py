@@ -9,6 +9,7 @@ import stat
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from patchaudit.beneath import read_below, stat_below
 from patchaudit.diff import select_drift
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError
@@ -20,7 +21,7 @@ from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, Drift, DriftState
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
 from patchaudit.revert.paths import check_destination, destination
-from patchaudit.safefs import Cap, read_capped
+from patchaudit.safefs import Cap
 
 
 def plan_revert(
@@ -144,7 +145,7 @@ def _record_edited_actions(
     record_path = dist.record_path
     if fixed and record_path is not None:
         rows = []
-        for row in csv.reader(read_capped(record_path, Cap.RECORD).decode("utf-8").splitlines()):
+        for row in csv.reader(read_below(record_path, Cap.RECORD).decode("utf-8").splitlines()):
             if row and os.path.normpath(row[0]) in fixed:
                 pristine = fixed[os.path.normpath(row[0])]
                 row = [row[0], pristine.digest, str(len(pristine.data))]
@@ -153,7 +154,10 @@ def _record_edited_actions(
         csv.writer(buf, lineterminator="\n").writerows(rows)
         data = buf.getvalue().encode()
         rel = os.path.relpath(record_path, dist.location).replace(os.sep, "/")
-        mode = stat.S_IMODE(os.lstat(record_path).st_mode)
+        found = stat_below(str(record_path))
+        if found is None:
+            raise FileNotFoundError(record_path)
+        mode = stat.S_IMODE(found.st_mode)
         actions.append(
             Action(
                 path=rel,

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchaudit.beneath import safe_mode
+from patchaudit.beneath import real_dir, safe_mode
 from patchaudit.diff import read_installed
 from patchaudit.environment import Environment
 from patchaudit.errors import QuarantineFailed, RunNotFound, StateRefused
@@ -117,14 +117,14 @@ def plan_undo(env: Environment, run_id: str, *, roots: Sequence[str] = ()) -> Pl
             )
     actions: list[Action] = []
     refused: list[Refusal] = []
-    files_dir = os.path.realpath(where / FILES)
+    files_dir = real_dir(where / FILES)
     for item in manifest["files"]:
         if item.get("skipped"):
             continue  # the run left it alone: there is nothing of it to put back
         dest = Path(item["dest"])
         owner, hook = item.get("dist"), bool(item.get("hook"))
         stored = where / item["quarantine"]
-        parent = os.path.realpath(stored.parent)
+        parent = real_dir(stored.parent)
         inside = parent == files_dir or parent.startswith(files_dir + os.sep)
         if not inside and item["original"] != Original.MISSING:
             refused.append(Refusal(path=item["path"], reason="its quarantined copy lies outside the run directory"))

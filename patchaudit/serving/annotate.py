@@ -15,6 +15,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from patchaudit.beneath import read_below
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.report import (
     DistReport,
@@ -136,9 +137,9 @@ def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions
 
 def _record_paths(dist: InstalledDist) -> list[str]:
     from patchaudit.record import record_paths
-    from patchaudit.safefs import Cap, read_capped
+    from patchaudit.safefs import Cap
 
-    return record_paths(read_capped(dist.record_path, Cap.RECORD)) if dist.record_path is not None else []
+    return record_paths(read_below(dist.record_path, Cap.RECORD)) if dist.record_path is not None else []
 
 
 def _installed(env: Environment, names: Sequence[str]) -> InstalledDist | None:
@@ -165,10 +166,10 @@ def _walk(
     """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree;
     with the architectures the registry maps to the Transformers backend (arch -> the registry's line), and
     the names that run of each changed model file that shared code loads."""
-    from patchaudit.safefs import Cap, read_capped
+    from patchaudit.safefs import Cap
 
     record_path = framework.record_path
-    record = read_capped(record_path, Cap.RECORD) if record_path is not None else b""
+    record = read_below(record_path, Cap.RECORD) if record_path is not None else b""
     drift = [] if dist is None else sorted((d.path, d.state.value, d.actual or "") for d in dist.drift)
     import os
 
