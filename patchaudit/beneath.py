@@ -221,8 +221,8 @@ class DirCache:
             pfd, real = self._entry(parent)
             try:
                 entry = (os.open(name, DIR_FLAGS, dir_fd=pfd), os.path.join(real, name))
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
+            except OSError as exc:  # a link opened O_DIRECTORY | O_NOFOLLOW: ENOTDIR (ELOOP on some kernels)
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not _is_link(pfd, name):
                     raise
                 entry = _through_link(os.path.join(real, name), directory)
         self._fds[directory] = entry
@@ -248,6 +248,11 @@ class DirCache:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _is_link(fd: int, name: str) -> bool:
+    found = lstat_at(fd, name)
+    return found is not None and stat.S_ISLNK(found.st_mode)
 
 
 def _through_link(real: str, shown: str) -> tuple[int, str]:

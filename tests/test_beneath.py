@@ -15,6 +15,8 @@ import pytest
 
 from patchaudit import beneath
 from patchaudit.errors import UnsafePath
+from patchaudit.hashing import hash_file
+from patchaudit.safefs import UnreadableFile
 
 PACKAGE = Path(__file__).resolve().parents[1] / "patchaudit"
 
@@ -336,3 +338,39 @@ def test_the_read_pass_sees_each_kind_of_raw_read() -> None:
     assert [raw_reads(line) for line in planted] == [1] * len(planted)
     assert raw_reads("data = read_below(path, Cap.RECORD)") == 0
     assert raw_reads("data = read_capped(name, cap, dir_fd=fd)") == 0
+
+
+def test_a_link_is_followed_only_out_of_a_directory_no_other_user_can_write(tmp_path: Path) -> None:
+    target = tmp_path / "real"
+    target.mkdir()
+    (target / "mod.py").write_bytes(b"X = 1\n")
+    own = tmp_path / "own"
+    own.mkdir(mode=0o755)
+    (own / "lib64").symlink_to(target)  # a venv's lib64 -> lib: the owner's own link
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone may plant a link here
+    (shared / "pkg").symlink_to(target)
+
+    assert beneath.read_below(own / "lib64" / "mod.py", 1024) == b"X = 1\n"
+    assert beneath.real_dir(own / "lib64" / "new" / "dir") == str(target / "new" / "dir")
+    with pytest.raises(UnreadableFile, match="link in a directory others can write"):
+        beneath.read_below(shared / "pkg" / "mod.py", 1024)
+    with pytest.raises(UnsafePath, match="link in a directory others can write"):
+        beneath.real_dir(shared / "pkg")
+    state = hash_file(str(shared / "pkg" / "mod.py"))
+    assert state.digest is None and state.error is not None and "others can write" in state.error
+    assert hash_file(str(own / "lib64" / "mod.py")).digest is not None
+
+
+def test_a_directory_cache_keeps_few_descriptors_open(tmp_path: Path) -> None:
+    for i in range(20):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "f").write_bytes(b"")
+    before = len(os.listdir("/proc/self/fd"))
+    with beneath.DirCache(limit=4) as dirs:
+        for i in range(20):
+            fd, name = dirs.open_file(str(tmp_path / f"d{i}" / "f"))
+            assert beneath.lstat_at(fd, name) is not None
+        assert len(os.listdir("/proc/self/fd")) <= before + 4
+    assert len(os.listdir("/proc/self/fd")) == before
