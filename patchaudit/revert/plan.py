@@ -154,10 +154,8 @@ def _record_edited_actions(
         csv.writer(buf, lineterminator="\n").writerows(rows)
         data = buf.getvalue().encode()
         rel = os.path.relpath(record_path, dist.location).replace(os.sep, "/")
-        found = stat_below(str(record_path))
-        if found is None:
-            raise FileNotFoundError(record_path)
-        mode = stat.S_IMODE(found.st_mode)
+        found = stat_below(str(record_path))  # None: removed since it was read; written back 0644
+        mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
         actions.append(
             Action(
                 path=rel,
