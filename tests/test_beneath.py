@@ -292,6 +292,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "sources parsed for the serving graph, safefs-bounded with the last link refused; the graph cache",
     ),
     "serving/hf.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
+    "serving/loaded.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
     "serving/procs.py": (1, "/proc of a running server"),
     "serving/registry.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
     "statcache.py": (1, "the stat cache in cachedir.locate()'s directory"),
