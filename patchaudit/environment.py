@@ -8,11 +8,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import NormalizedName, canonicalize_name
-
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
 from patchaudit.report import Source
 from patchaudit.safefs import Cap, UnreadableFile, read_json
+
+
+def canonicalize_name(name: str) -> str:
+    """A project name as PEP 503 normalises it (what packaging's canonicalize_name gives), without
+    importing packaging: its utils pull in packaging.tags, logging and subprocess on every scan."""
+    value = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in value:
+        value = value.replace("--", "-")
+    return value
+
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -147,7 +155,7 @@ class InstalledDist:
     meta_dir: Path
 
     @property
-    def key(self) -> NormalizedName:
+    def key(self) -> str:
         return canonicalize_name(self.name)
 
     @property

@@ -235,7 +235,28 @@ def site_tops(locations: Iterable[Path]) -> list[tuple[Path, str]]:
 
 
 def walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
-    return list(walk(location, top))
+    """What walk() finds, less the bytecode in a `__pycache__` whose source the same walk found as a
+    regular file: Walks.unowned passes such a file over whoever owns it, and leaving it out where the
+    tree is walked (a worker) spares the main process a lookup per .pyc, a third of a stack's files."""
+    base = len(str(location)) + 1
+    found: list[tuple[str, bool]] = []
+    stack: list[tuple[str, frozenset[str]]] = [(str(location / top), frozenset())]
+    while stack:
+        current, sources = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        here = frozenset(e.name[:-3] for e in entries if e.name.endswith(".py") and e.is_file(follow_symlinks=False))
+        in_cache = current.endswith("/__pycache__")
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, here if name == "__pycache__" else frozenset()))
+            elif not (in_cache and name.endswith(".pyc") and name.partition(".")[0] in sources):
+                found.append((entry.path[base:], entry.is_symlink()))
+    return found
 
 
 def walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:

@@ -21,7 +21,6 @@ import atexit
 import contextlib
 import fcntl
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -226,6 +225,8 @@ def _serve(
 
 def _portable(exc: Exception) -> Exception:
     """`exc` if it survives the trip back to the parent, else a RuntimeError that says what it was."""
+    import pickle
+
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:
