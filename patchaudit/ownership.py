@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.environment import InstalledDist
-from patchaudit.record import Record, parse_record
+from patchaudit.record import Record, RecordProblem, parse_record, simple_rows
 from patchaudit.report import Drift, DriftState
 from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
 
@@ -20,11 +20,32 @@ _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECO
 
 @dataclass(slots=True)
 class Loaded:
+    """One distribution's RECORD: the paths it lists at once, its entries parsed when first asked for.
+
+    A RECORD of simple lines (nearly all of them) is only cut into paths here: its entries, hashes and
+    sizes are parsed for a distribution that drifted, or one whose files another RECORD's drift names.
+    """
+
     dist: InstalledDist
-    record: Record | None
+    data: bytes | None  # the RECORD's bytes; None: there is none to read
     entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
     hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
     sizes: dict[str, int] | None = None  # normalized rel path -> the size RECORD gives, built when asked
+    hashed: int | None = None  # entries with a sha256 digest of a simple RECORD (no problems); None: parse it
+    parsed: Record | None = None
+
+    @property
+    def record(self) -> Record | None:
+        if self.parsed is None and self.data is not None:
+            self.parsed = parse_record(self.data)
+        return self.parsed
+
+    @property
+    def problems(self) -> tuple[RecordProblem, ...]:
+        """The RECORD's bad lines (a simple RECORD has none: no parse needed to say so)."""
+        if self.hashed is not None:
+            return ()
+        return self.record.problems if self.record is not None else ()
 
 
 def normalize(path: str) -> str:
@@ -54,10 +75,17 @@ def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
 def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
     if data is None:
         data = read_record(dist)
+    loaded = Loaded(dist=dist, data=data)
     if data is None:
-        return Loaded(dist=dist, record=None)
-    record = parse_record(data)
-    loaded = Loaded(dist=dist, record=record)
+        return loaded
+    rows = simple_rows(data)
+    if rows is not None:
+        paths = [path or quoted.replace('""', '"') for path, quoted, _, _ in rows]
+        loaded.entries = {normalize(p): p for p in paths}
+        loaded.hashed = sum(1 for row in rows if row[2])
+        return loaded
+    record = loaded.record
+    assert record is not None
     loaded.entries = {normalize(p): p for p, _, _ in record.entries}
     for problem in record.problems:
         if problem.path:
