@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -143,6 +144,7 @@ def compare(bench: Bench, ours: list[str], theirs: list[str], target: list[str],
                 texts.append(json.dumps(report))
             out[f"{mode}_w{workers}"] = texts[0] == texts[1]
             bench.say(f"  reports {mode} --workers {workers}: {'identical' if texts[0] == texts[1] else 'DIFFER'}")
+    shutil.rmtree(top, ignore_errors=True)
     return out
 
 
