@@ -8,6 +8,7 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from patchaudit.environment import InstalledDist
@@ -81,8 +82,8 @@ def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
     rows = simple_rows(data)
     if rows is not None:
         paths = [path or quoted.replace('""', '"') for path, quoted, _, _ in rows]
-        loaded.entries = {normalize(p): p for p in paths}
-        loaded.hashed = sum(1 for row in rows if row[2])
+        loaded.entries = dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
+        loaded.hashed = len(rows) - list(map(itemgetter(2), rows)).count("")
         return loaded
     record = loaded.record
     assert record is not None
@@ -91,6 +92,12 @@ def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
         if problem.path:
             loaded.entries.setdefault(normalize(problem.path), problem.path)
     return loaded
+
+
+def _plain(data: bytes) -> bool:
+    """Whether no path of this RECORD is spelt in a way normalize() rewrites: then each is its own key."""
+    odd = (b"\\", b"/.", b"//", b"\n.", b'\n".')
+    return not data.startswith((b".", b'".')) and not any(part in data for part in odd)
 
 
 class Ownership:
@@ -196,13 +203,9 @@ class Ownership:
 
 
 def top_dirs(loaded: Loaded) -> set[str]:
-    tops = set()
-    meta = loaded.dist.meta_dir.name
-    for key in loaded.entries:
-        first, sep, _ = key.partition("/")
-        if sep and first not in tops and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
-            tops.add(first)
-    return tops
+    """The first parts of the RECORD's relative paths below a directory (an absolute path's is "")."""
+    firsts = {key.partition("/")[0] for key in loaded.entries if "/" in key}
+    return firsts - {"..", "", loaded.dist.meta_dir.name, "__pycache__"}
 
 
 _FIRST_PART = re.compile(rb'^"?([^/\r\n",]+)/', re.MULTILINE)
