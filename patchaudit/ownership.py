@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -156,6 +156,10 @@ class Ownership:
         if not sep:
             return self._top_level_owners(location, rel)
         return self._index(location, top)[0].get(rel, [])
+
+    def files_below(self, location: Path, top: str) -> Container[str]:
+        """Every path below the top-level directory `top` that some RECORD lists (normalized)."""
+        return self._index(location, top)[0]
 
     def owned(self, location: Path, rel: str) -> bool:
         top, sep, _ = rel.partition("/")
@@ -343,7 +347,13 @@ class Walks:
         ownership = self._ownership
         owned = lambda path: ownership.owned(location, path)  # noqa: E731
         found = []
-        for rel, is_link in _through_bytecode_links(location, walked):
+        # The asker's own files first, in one pass (nearly every file is someone's): a link may stand for
+        # a directory of bytecode, judged below by what it holds.
+        rest = [(rel, is_link) for rel, is_link in walked if is_link or rel not in own]
+        if any(not is_link and not is_bytecode_of_known_source(rel, mine, location) for rel, is_link in rest):
+            listed = self._ownership.files_below(location, top)  # every RECORD's, the same way
+            rest = [(rel, is_link) for rel, is_link in rest if is_link or rel not in listed]
+        for rel, is_link in _through_bytecode_links(location, rest):
             if rel in own or is_bytecode_of_known_source(rel, mine, location):
                 continue
             if owned(rel) or is_bytecode_of_known_source(rel, owned, location):
