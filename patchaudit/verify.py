@@ -74,8 +74,11 @@ def verify(
     cache: StatCache | None = None,
     workers: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    records_out: dict[Path, Loaded] | None = None,
 ) -> Report:
-    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership.
+    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership;
+    `records_out` gets each checked distribution's RECORD (by metadata directory, parsed when first asked)
+    for the stages after it.
 
     `progress(done, total)` counts files checked against a trusted hash, the report's `files_checked`
     (total: None until every RECORD is parsed)."""
@@ -202,6 +205,8 @@ def verify(
             report = os_db.report(dist) or report
         reports.append(report)
 
+    if records_out is not None:
+        records_out.update(loaded)
     reports = _flag_duplicates(reports, loaded)
     hook_drift, hook_findings = startup_hooks(env, ownership)
     env_drift.extend(hook_drift)
