@@ -34,12 +34,19 @@ class Loaded:
     sizes: dict[str, int] | None = None  # normalized rel path -> the size RECORD gives, built when asked
     hashed: int | None = None  # entries with a sha256 digest of a simple RECORD (no problems); None: parse it
     parsed: Record | None = None
+    heads: set[str] | None = None  # what the paths below a directory start with, worked out when asked
 
     @property
     def record(self) -> Record | None:
         if self.parsed is None and self.data is not None:
             self.parsed = parse_record(self.data)
         return self.parsed
+
+    def firsts(self) -> set[str]:
+        """The first parts of the paths below a directory (an absolute path's is ""), worked out once."""
+        if self.heads is None:
+            self.heads = {key.partition("/")[0] for key in self.entries if "/" in key}
+        return self.heads
 
     @property
     def problems(self) -> tuple[RecordProblem, ...]:
@@ -125,7 +132,7 @@ class Ownership:
             tops: dict[tuple[Path, str], list[Loaded]] = {}
             for item in self._loaded.values():
                 location = item.dist.location
-                for top in {key.partition("/")[0] for key in item.entries if "/" in key}:
+                for top in item.firsts():
                     tops.setdefault((location, top), []).append(item)
             self._tops = tops
         return self._tops
@@ -207,9 +214,8 @@ class Ownership:
 
 
 def top_dirs(loaded: Loaded) -> set[str]:
-    """The first parts of the RECORD's relative paths below a directory (an absolute path's is "")."""
-    firsts = {key.partition("/")[0] for key in loaded.entries if "/" in key}
-    return firsts - {"..", "", loaded.dist.meta_dir.name, "__pycache__"}
+    """The top-level directories the RECORD's relative paths are below."""
+    return loaded.firsts() - {"..", "", loaded.dist.meta_dir.name, "__pycache__"}
 
 
 _FIRST_PART = re.compile(rb'^"?([^/\r\n",]+)/', re.MULTILINE)
