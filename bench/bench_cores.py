@@ -105,7 +105,8 @@ sys.stderr.write(f"MAIN {own.ru_utime + own.ru_stime:.4f} {imported:.4f}\\n")
 
 def main_process(bench: Bench, pa: list[str], args: list[str], rounds: int) -> dict[str, object]:
     """The main process's CPU seconds in a cold scan (its workers' not counted), and the import time of
-    the scan path: what no number of workers can take off a cold scan. Median of `rounds`."""
+    the scan path (measured on one process: without the worker pool's own imports): what no number of
+    workers can take off a cold scan. Median of `rounds`."""
     python = pa[: pa.index("-m")] if "-m" in pa else [sys.executable]
     cpu: list[float] = []
     for _ in range(rounds):
@@ -114,7 +115,9 @@ def main_process(bench: Bench, pa: list[str], args: list[str], rounds: int) -> d
         if line is None:
             return {"error": proc.stderr[-2000:]}
         cpu.append(float(line.split()[1]))
-    timed = subprocess.run([*python, "-X", "importtime", "-c", MAIN_CPU, *args], capture_output=True, text=True)
+    # one process (--workers 1): forked workers inherit -X importtime and would add their own lines
+    alone = [*args, "--workers", "1"]
+    timed = subprocess.run([*python, "-X", "importtime", "-c", MAIN_CPU, *alone], capture_output=True, text=True)
     top = [ln.split("|") for ln in timed.stderr.splitlines() if ln.startswith("import time:") and "|" in ln]
     imports_us = sum(int(row[1]) for row in top[1:] if row[1].strip().isdigit())
     row = {"main_cpu_s": statistics.median(cpu), "main_cpu_all": cpu, "import_time_s": imports_us / 1e6}
