@@ -10,6 +10,10 @@
 4. the `--all-files` curve over --workers 16, 1, 8, 4, 2 for the subset, checking that every
    worker count reports the same findings.
 Each step is cut short when the budget runs out; DIR gets results.json after every step and a log.
+`--skip all-files` leaves out steps 3 and 4. Besides: the main process's own CPU time in a cold scan
+(patchaudit run in this bench's own interpreter) and the import time of the scan path
+(`-X importtime`); with `--compare 'python3 -m OLD'`, whether the JSON reports of the two builds
+are identical (the `run` block aside) at --workers 1 and every CPU, cold and warm.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -83,6 +89,68 @@ class Bench:
         self.save()
 
 
+MAIN_CPU = """
+import resource, sys, time
+start = time.process_time()
+from patchaudit.cli import _main
+imported = time.process_time() - start
+try:
+    _main(sys.argv[1:], sys.argv[1:])
+except SystemExit:
+    pass
+own = resource.getrusage(resource.RUSAGE_SELF)
+sys.stderr.write(f"MAIN {own.ru_utime + own.ru_stime:.4f} {imported:.4f}\\n")
+"""
+
+
+def main_process(bench: Bench, pa: list[str], args: list[str], rounds: int) -> dict[str, object]:
+    """The main process's CPU seconds in a cold scan (its workers' not counted), and the import time of
+    the scan path (measured on one process: without the worker pool's own imports): what no number of
+    workers can take off a cold scan. Median of `rounds`."""
+    python = pa[: pa.index("-m")] if "-m" in pa else [sys.executable]
+    cpu: list[float] = []
+    for _ in range(rounds):
+        proc = subprocess.run([*python, "-c", MAIN_CPU, *args], capture_output=True, text=True, check=False)
+        line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("MAIN ")), None)
+        if line is None:
+            return {"error": proc.stderr[-2000:]}
+        cpu.append(float(line.split()[1]))
+    # one process (--workers 1): forked workers inherit -X importtime and would add their own lines
+    alone = [*args, "--workers", "1"]
+    timed = subprocess.run([*python, "-X", "importtime", "-c", MAIN_CPU, *alone], capture_output=True, text=True)
+    top = [ln.split("|") for ln in timed.stderr.splitlines() if ln.startswith("import time:") and "|" in ln]
+    imports_us = sum(int(row[1]) for row in top[1:] if row[1].strip().isdigit())
+    row = {"main_cpu_s": statistics.median(cpu), "main_cpu_all": cpu, "import_time_s": imports_us / 1e6}
+    bench.say(f"  main process: {row}")
+    return row
+
+
+def compare(bench: Bench, ours: list[str], theirs: list[str], target: list[str], n: int) -> dict[str, object]:
+    """Whether both builds write the same JSON report (its `run` block aside), cold and warm, at 1 and n
+    workers; the warm runs use a cache directory of each build's own, filled by one run first."""
+    import tempfile
+
+    out: dict[str, object] = {}
+    top = Path(tempfile.mkdtemp(prefix="pa-compare-"))
+    for workers in sorted({1, n}):
+        for mode in ("cold", "warm"):
+            texts = []
+            for name, pa in (("ours", ours), ("theirs", theirs)):
+                cache = ["--no-cache"] if mode == "cold" else ["--cache-dir", str(top / f"{name}-{workers}")]
+                cmd = [*pa, "scan", *target, "--no-hazards", "--format", "json", "--workers", str(workers), *cache]
+                if mode == "warm":
+                    subprocess.run(cmd, capture_output=True, check=False)
+                dest = top / f"{name}-{workers}-{mode}.json"
+                bench.timed([*cmd, "--out", str(dest)], timeout=max(bench.left() - 5, 1))
+                report = json.loads(dest.read_text()) if dest.exists() else {"missing": True}
+                report.pop("run", None)
+                texts.append(json.dumps(report))
+            out[f"{mode}_w{workers}"] = texts[0] == texts[1]
+            bench.say(f"  reports {mode} --workers {workers}: {'identical' if texts[0] == texts[1] else 'DIFFER'}")
+    shutil.rmtree(top, ignore_errors=True)
+    return out
+
+
 def findings_of(path: Path) -> list[object]:
     report = json.loads(path.read_text())
     return [(d["name"], d.get("findings", []), d.get("drift", [])) for d in report["distributions"]]
@@ -98,7 +166,9 @@ def main() -> int:
     parser.add_argument("--anchor", default="torch", help="the distribution `pip show` is asked about")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--skip", default="", help="comma-separated steps to leave out: curve, gate")
+    parser.add_argument("--skip", default="", help="comma-separated steps to leave out: curve, gate, all-files")
+    parser.add_argument("--curve-rounds", type=int, default=1, help="runs per point of the curve (median)")
+    parser.add_argument("--compare", help="another build's command, e.g. 'python3 -m patchaudit' on its path")
     parser.add_argument("--whole-timeout", type=float, default=150.0, help="seconds for --all-files of the env")
     parser.add_argument("--subset-workers", default="16,1,8,4,2", help="the --all-files curve, in this order")
     args = parser.parse_args()
@@ -143,8 +213,18 @@ def main() -> int:
     for w in (1, 2, 4, 8, 16):
         if w > n or bench.left() < 60 or "curve" in args.skip:
             continue
-        curve[str(w)] = bench.timed([*verify_cmd, "--workers", str(w)], timeout=min(60, bench.left()))
+        rows = [
+            bench.timed([*verify_cmd, "--workers", str(w)], timeout=min(60, bench.left()))
+            for _ in range(args.curve_rounds)
+        ]
+        walls = [wall for r in rows if isinstance(wall := r.get("wall"), float)]
+        curve[str(w)] = {"median": statistics.median(walls) if walls else None, "runs": rows}
     bench.results["verify_curve"] = curve
+    bench.results["main_process"] = main_process(
+        bench, pa, ["scan", *target, "--no-cache", "--no-hazards", "--format", "json", "--out", os.devnull], 3
+    )
+    if args.compare:
+        bench.results["identical_reports"] = compare(bench, pa, shlex.split(args.compare), target, n)
     bench.save()
 
     # 2. the warm gate over every distribution
@@ -164,6 +244,12 @@ def main() -> int:
             ],
             timeout=min(120, bench.left()),
         )
+
+    if "all-files" in args.skip:
+        bench.results["load_after"] = os.getloadavg()
+        bench.save()
+        bench.say(json.dumps(bench.results, indent=1, default=str))
+        return 0
 
     # 3. --all-files over the whole env with every CPU
     all_cmd = [*pa, "scan", *target, "--all-files", "--no-cache", "--format", "json"]

@@ -14,6 +14,8 @@ from patchaudit.beneath import read_below
 from patchaudit.deadline import phase
 from patchaudit.environment import Environment, InstalledDist
 from patchaudit.hashing import hash_file
+from patchaudit.ownership import Loaded
+from patchaudit.record import Record
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
 from patchaudit.statcache import StatCache
 
@@ -80,17 +82,20 @@ def scan(
     cache = StatCache(where / STAT_CACHE_NAME) if where is not None else None
     phase("verifying files")
     hashing = (lambda done, total: progress("hashing", done, total)) if progress is not None else None
-    report = verify(env, chosen, every=every, cache=cache, workers=options.workers, progress=hashing)
+    records: dict[Path, Loaded] = {}  # each RECORD read and parsed once, for every stage below
+    report = verify(
+        env, chosen, every=every, cache=cache, workers=options.workers, progress=hashing, records_out=records
+    )
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:
         phase("looking up pristine bytes")
-        report, pristine = _with_pristine(env, report, chosen, options, cache)
+        report, pristine = _with_pristine(env, report, chosen, options, cache, records)
         if cache is not None:
             cache.save()  # the digests of archives that direct_url.json names
     if options.hazards:
         phase("running the hazard rules")
         rules = (lambda done, total: progress("rules", done, total)) if progress is not None else None
-        report = _with_hazards(report, chosen, options, pristine, where, rules)
+        report = _with_hazards(report, chosen, options, pristine, where, rules, records)
     report = dataclasses.replace(report, started=started)
     return _with_fact_findings(report, options.severity_overrides)
 
@@ -112,6 +117,7 @@ def _with_pristine(
     chosen: Sequence[InstalledDist],
     options: ScanOptions,
     cache: StatCache | None = None,
+    records: Mapping[Path, Loaded] | None = None,
 ) -> tuple[Report, dict[Path, dict[str, bytes]]]:
     """Pristine bytes of modified files, so hazards see the patch itself; a stale RECORD is not a patch.
 
@@ -142,7 +148,8 @@ def _with_pristine(
         if not modified and not (explicit and installed.record_path is not None):
             dists.append(dist)
             continue
-        check = _find_wheel(env, installed, modified, options, cache)
+        record = _record(records, installed)
+        check = _find_wheel(env, installed, modified, options, cache, record)
         if isinstance(check, Refusal):
             if explicit:
                 note = Unverified(path=installed.meta_dir.name, reason=check.reason)
@@ -193,6 +200,7 @@ def _find_wheel(
     drift: Sequence[Drift],
     options: ScanOptions,
     cache: StatCache | None = None,
+    record: Record | None = None,
 ) -> BuildCheck | Refusal:
     """The accepted wheel, or why there is none (another build; nothing found, naming what was tried)."""
     from patchaudit import pristine
@@ -200,7 +208,7 @@ def _find_wheel(
 
     try:
         return pristine.find_pristine(
-            env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch, cache=cache
+            env, dist, drift=drift, wheelhouse=options.wheelhouse, offline=not options.fetch, cache=cache, record=record
         )
     except PristineNotFound as exc:
         return Refusal(reason=str(exc), tried=exc.tried)
@@ -280,6 +288,7 @@ def _with_hazards(
     pristine: Mapping[Path, Mapping[str, bytes]],
     where: Path | None,
     progress: Callable[[int, int], None] | None = None,
+    records: Mapping[Path, Loaded] | None = None,
 ) -> Report:
     from patchaudit.hazardpool import HazardJob, check_jobs
 
@@ -290,7 +299,8 @@ def _with_hazards(
         if options.all_files:
             recorded = installed.record_path is not None and installed.record_path.exists()
             # Without RECORD no line verifies: every finding there counts as a change.
-            listed = _python_files(installed) if recorded else _unrecorded_python_files(installed)
+            record = _record(records, installed)
+            listed = _python_files(installed, record) if recorded else _unrecorded_python_files(installed)
             # another distribution's file sits at an overwritten path: never judge it as this one's
             theirs = {f.path for f in dist.facts if f.state is DriftState.OVERWRITTEN}
             files += [(rel, not recorded) for rel in sorted(listed - drifted - theirs)]
@@ -362,16 +372,23 @@ def _unrecorded_python_files(dist: InstalledDist) -> set[str]:
     return found
 
 
-def _python_files(dist: InstalledDist) -> set[str]:
-    """Every .py file the distribution's RECORD lists inside its location."""
+def _record(records: Mapping[Path, Loaded] | None, dist: InstalledDist) -> Record | None:
+    """The distribution's RECORD as verify read it (None: read it again, for the error it gives)."""
+    item = records.get(dist.meta_dir) if records is not None else None
+    return item.record if item is not None else None
+
+
+def _python_files(dist: InstalledDist, record: Record | None = None) -> set[str]:
+    """Every .py file the distribution's RECORD lists inside its location (`record`: as verify parsed it)."""
     from patchaudit.record import parse_record
 
-    if dist.record_path is None:
-        return set()
-    try:
-        record = parse_record(read_below(dist.record_path, Cap.RECORD))
-    except UnreadableFile:
-        return set()
+    if record is None:
+        if dist.record_path is None:
+            return set()
+        try:
+            record = parse_record(read_below(dist.record_path, Cap.RECORD))
+        except UnreadableFile:
+            return set()
     return {
         e.path
         for e in record.entries

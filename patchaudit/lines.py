@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 
 __all__ = ["source_lines", "pth_executable_lines", "line_opcodes"]
@@ -39,6 +38,8 @@ def line_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, i
     tail = 0
     while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
         tail += 1
+    import difflib  # only where a changed file is compared: scans of clean files never load it
+
     inner = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
     out: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
     out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in inner.get_opcodes()]

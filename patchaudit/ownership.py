@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from patchaudit.beneath import read_below
 from patchaudit.environment import InstalledDist
-from patchaudit.record import Record, parse_record
+from patchaudit.record import Record, RecordProblem, parse_record, simple_rows
 from patchaudit.report import Drift, DriftState
 from patchaudit.safefs import Cap, UnreadableFile, Why
 
@@ -21,11 +22,39 @@ _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECO
 
 @dataclass(slots=True)
 class Loaded:
+    """One distribution's RECORD: the paths it lists at once, its entries parsed when first asked for.
+
+    A RECORD of simple lines (nearly all of them) is only cut into paths here: its entries, hashes and
+    sizes are parsed for a distribution that drifted, or one whose files another RECORD's drift names.
+    """
+
     dist: InstalledDist
-    record: Record | None
+    data: bytes | None  # the RECORD's bytes; None: there is none to read
     entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
     hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
     sizes: dict[str, int] | None = None  # normalized rel path -> the size RECORD gives, built when asked
+    hashed: int | None = None  # entries with a sha256 digest of a simple RECORD (no problems); None: parse it
+    parsed: Record | None = None
+    heads: set[str] | None = None  # what the paths below a directory start with, worked out when asked
+
+    @property
+    def record(self) -> Record | None:
+        if self.parsed is None and self.data is not None:
+            self.parsed = parse_record(self.data)
+        return self.parsed
+
+    def firsts(self) -> set[str]:
+        """The first parts of the paths below a directory (an absolute path's is ""), worked out once."""
+        if self.heads is None:
+            self.heads = {key.partition("/")[0] for key in self.entries if "/" in key}
+        return self.heads
+
+    @property
+    def problems(self) -> tuple[RecordProblem, ...]:
+        """The RECORD's bad lines (a simple RECORD has none: no parse needed to say so)."""
+        if self.hashed is not None:
+            return ()
+        return self.record.problems if self.record is not None else ()
 
 
 def normalize(path: str) -> str:
@@ -55,15 +84,28 @@ def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
 def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
     if data is None:
         data = read_record(dist)
+    loaded = Loaded(dist=dist, data=data)
     if data is None:
-        return Loaded(dist=dist, record=None)
-    record = parse_record(data)
-    loaded = Loaded(dist=dist, record=record)
+        return loaded
+    rows = simple_rows(data)
+    if rows is not None:
+        paths = [path or quoted.replace('""', '"') for path, quoted, _, _ in rows]
+        loaded.entries = dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
+        loaded.hashed = len(rows) - list(map(itemgetter(2), rows)).count("")
+        return loaded
+    record = loaded.record
+    assert record is not None
     loaded.entries = {normalize(p): p for p, _, _ in record.entries}
     for problem in record.problems:
         if problem.path:
             loaded.entries.setdefault(normalize(problem.path), problem.path)
     return loaded
+
+
+def _plain(data: bytes) -> bool:
+    """Whether no path of this RECORD is spelt in a way normalize() rewrites: then each is its own key."""
+    odd = (b"\\", b"/.", b"//", b"\n.", b'\n".')
+    return not data.startswith((b".", b'".')) and not any(part in data for part in odd)
 
 
 class Ownership:
@@ -91,7 +133,7 @@ class Ownership:
             tops: dict[tuple[Path, str], list[Loaded]] = {}
             for item in self._loaded.values():
                 location = item.dist.location
-                for top in {key.partition("/")[0] for key in item.entries if "/" in key}:
+                for top in item.firsts():
                     tops.setdefault((location, top), []).append(item)
             self._tops = tops
         return self._tops
@@ -122,6 +164,10 @@ class Ownership:
         if not sep:
             return self._top_level_owners(location, rel)
         return self._index(location, top)[0].get(rel, [])
+
+    def files_below(self, location: Path, top: str) -> Container[str]:
+        """Every path below the top-level directory `top` that some RECORD lists (normalized)."""
+        return self._index(location, top)[0]
 
     def owned(self, location: Path, rel: str) -> bool:
         top, sep, _ = rel.partition("/")
@@ -169,13 +215,8 @@ class Ownership:
 
 
 def top_dirs(loaded: Loaded) -> set[str]:
-    tops = set()
-    meta = loaded.dist.meta_dir.name
-    for key in loaded.entries:
-        first, sep, _ = key.partition("/")
-        if sep and first not in tops and first not in ("..", "", meta, "__pycache__") and not os.path.isabs(key):
-            tops.add(first)
-    return tops
+    """The top-level directories the RECORD's relative paths are below."""
+    return loaded.firsts() - {"..", "", loaded.dist.meta_dir.name, "__pycache__"}
 
 
 _FIRST_PART = re.compile(rb'^"?([^/\r\n",]+)/', re.MULTILINE)
@@ -236,7 +277,28 @@ def site_tops(locations: Iterable[Path]) -> list[tuple[Path, str]]:
 
 
 def walk_list(location: Path, top: str) -> list[tuple[str, bool]]:
-    return list(walk(location, top))
+    """What walk() finds, less the bytecode in a `__pycache__` whose source the same walk found as a
+    regular file: Walks.unowned passes such a file over whoever owns it, and leaving it out where the
+    tree is walked (a worker) spares the main process a lookup per .pyc, a third of a stack's files."""
+    base = len(str(location)) + 1
+    found: list[tuple[str, bool]] = []
+    stack: list[tuple[str, frozenset[str]]] = [(str(location / top), frozenset())]
+    while stack:
+        current, sources = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        here = frozenset(e.name[:-3] for e in entries if e.name.endswith(".py") and e.is_file(follow_symlinks=False))
+        in_cache = current.endswith("/__pycache__")
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, here if name == "__pycache__" else frozenset()))
+            elif not (in_cache and name.endswith(".pyc") and name.partition(".")[0] in sources):
+                found.append((entry.path[base:], entry.is_symlink()))
+    return found
 
 
 def walk(location: Path, top: str) -> Iterable[tuple[str, bool]]:
@@ -292,7 +354,13 @@ class Walks:
         ownership = self._ownership
         owned = lambda path: ownership.owned(location, path)  # noqa: E731
         found = []
-        for rel, is_link in _through_bytecode_links(location, walked):
+        # The asker's own files first, in one pass (nearly every file is someone's): a link may stand for
+        # a directory of bytecode, judged below by what it holds.
+        rest = [(rel, is_link) for rel, is_link in walked if is_link or rel not in own]
+        if any(not is_link and not is_bytecode_of_known_source(rel, mine, location) for rel, is_link in rest):
+            listed = self._ownership.files_below(location, top)  # every RECORD's, the same way
+            rest = [(rel, is_link) for rel, is_link in rest if is_link or rel not in listed]
+        for rel, is_link in _through_bytecode_links(location, rest):
             if rel in own or is_bytecode_of_known_source(rel, mine, location):
                 continue
             if owned(rel) or is_bytecode_of_known_source(rel, owned, location):

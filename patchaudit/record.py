@@ -103,10 +103,27 @@ def parse_record(data: bytes) -> Record:
     return _parse_csv(text, mixed)
 
 
-def _parse_simple(text: str) -> Record | None:
-    """The entries of a RECORD whose every line is simple; None when any line is not."""
+def simple_rows(data: bytes) -> list[tuple[str, str, str, str]] | None:
+    """(path, quoted path, sha256 digest, size) of every line of a RECORD whose every line is simple
+    and UTF-8, as SIMPLE_LINE's groups; None for any other RECORD (parse_record reads it all)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return _simple_rows(text)
+
+
+def _simple_rows(text: str) -> list[tuple[str, str, str, str]] | None:
     found = SIMPLE_LINE.findall(text)
     if len(found) != text.count("\n") + (1 if text and not text.endswith("\n") else 0):
+        return None
+    return found
+
+
+def _parse_simple(text: str) -> Record | None:
+    """The entries of a RECORD whose every line is simple; None when any line is not."""
+    found = _simple_rows(text)
+    if found is None:
         return None
     new = tuple.__new__  # what the NamedTuples' own constructors call, without a Python frame per entry
     entries = tuple(

@@ -30,6 +30,7 @@ from patchaudit.ownership import (
     site_tops,
 )
 from patchaudit.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
+from patchaudit.record import RecordEntry
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -75,8 +76,11 @@ def verify(
     cache: StatCache | None = None,
     workers: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    records_out: dict[Path, Loaded] | None = None,
 ) -> Report:
-    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership.
+    """Check each distribution's files against its RECORD; `every` is the whole env, for ownership;
+    `records_out` gets each checked distribution's RECORD (by metadata directory, parsed when first asked)
+    for the stages after it.
 
     `progress(done, total)` counts files checked against a trusted hash, the report's `files_checked`
     (total: None until every RECORD is parsed)."""
@@ -118,7 +122,7 @@ def verify(
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
-        with_record = [item for item in loaded.values() if item.record is not None]
+        with_record = [item for item in loaded.values() if item.data is not None]
         ownership = Ownership(every, dict(loaded))
         walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})
         added_by = {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
@@ -129,7 +133,7 @@ def verify(
     os_db = _OsPackages(cache=cache, workers=workers)
     for item in loaded.values():
         dist = item.dist
-        if item.record is None:
+        if item.data is None:
             os_report = os_db.report(dist)
             if os_report is not None:
                 reports.append(os_report)
@@ -149,14 +153,15 @@ def verify(
             continue
         drift: list[Drift] = []
         unverified: list[Unverified] = [
-            Unverified(path=p.path or f"{dist.meta_dir.name}/RECORD", reason=f"RECORD {p}")
-            for p in item.record.problems
+            Unverified(path=p.path or f"{dist.meta_dir.name}/RECORD", reason=f"RECORD {p}") for p in item.problems
         ]
-        checked = 0
         pieces_found = found_by[dist.meta_dir]  # every distribution with a RECORD was cut into pieces
         found = pieces_found.found
         seen: set[tuple[str, str]] = set()
-        for entry in item.record.entries:
+        # A simple RECORD whose every file has the digest it lists is counted, not parsed.
+        clean = item.hashed is not None and not found
+        checked = (item.hashed or 0) if clean else 0
+        for entry in () if clean else _entries(item):
             if entry.hash is None:
                 continue
             if not entry.hash.trusted:
@@ -196,12 +201,14 @@ def verify(
         )
         if dist.source in (Source.EDITABLE, Source.VCS):
             report = _with_working_tree(report, dist)
-        elif report.drift or item.record.problems:
+        elif report.drift or item.problems:
             # Debian builds write RECORD before stripping binaries and leave out what they do not
             # install: for a distribution dpkg installed, its md5sums are the record to check.
             report = os_db.report(dist) or report
         reports.append(report)
 
+    if records_out is not None:
+        records_out.update(loaded)
     reports = _flag_duplicates(reports, loaded)
     hook_drift, hook_findings = startup_hooks(env, ownership)
     env_drift.extend(hook_drift)
@@ -214,11 +221,15 @@ def verify(
     )
 
 
+def _entries(item: Loaded) -> tuple[RecordEntry, ...]:
+    return item.record.entries if item.record is not None else ()
+
+
 def _trusted(item: Loaded) -> int:
     """Entries of a parsed RECORD that are checked against a trusted hash (the report's files_checked)."""
-    if item.record is None:
-        return 0
-    return sum(1 for e in item.record.entries if e.hash is not None and e.hash.trusted)
+    if item.hashed is not None:
+        return item.hashed
+    return sum(1 for e in _entries(item) if e.hash is not None and e.hash.trusted)
 
 
 @dataclass(slots=True)

@@ -21,7 +21,6 @@ import atexit
 import contextlib
 import fcntl
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +30,7 @@ from patchaudit.errors import PatchAuditError
 
 if TYPE_CHECKING:  # multiprocessing is imported only when workers start: revert and diff hash a few files
     import multiprocessing.context
+    import select
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
@@ -226,6 +226,8 @@ def _serve(
 
 def _portable(exc: Exception) -> Exception:
     """`exc` if it survives the trip back to the parent, else a RuntimeError that says what it was."""
+    import pickle
+
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:
@@ -256,6 +258,7 @@ class Pool(Generic[S, T, R]):
         self._shared = shared
         self._results: dict[int, tuple[bool, Any]] = {}
         self._pipes: dict[Connection, BaseProcess] = {}
+        self._poll: select.poll | None = None
         self._died: int | None = None
         self.workers = min(workers, len(tasks))
         if self.workers <= 1 or not self._start():
@@ -294,33 +297,47 @@ class Pool(Generic[S, T, R]):
             numbers.close()
         return True
 
-    def _receive(self, timeout: float | None) -> None:
-        """Take in what the workers have sent; wait up to `timeout` (None: until something comes)."""
-        from multiprocessing.connection import Connection, wait
+    def _waiting(self, timeout: float | None) -> list[Connection]:
+        """The result pipes with something to read (or closed), after up to `timeout` seconds.
 
-        for reader in wait(list(self._pipes), timeout):
-            assert isinstance(reader, Connection)
+        One poll object for the pool's life: asked between every two RECORDs, a selector made and
+        filled for each call cost the main process more than the results it took in."""
+        import select
+
+        if self._poll is None:
+            self._poll = select.poll()
+            for reader in self._pipes:
+                self._poll.register(reader.fileno(), select.POLLIN)
+        by_fd = {reader.fileno(): reader for reader in self._pipes}
+        events = self._poll.poll(None if timeout is None else timeout * 1000)
+        return [by_fd[fd] for fd, _ in events if fd in by_fd]
+
+    def _receive(self, timeout: float | None) -> bool:
+        """Take in one message from each worker that has sent one; wait up to `timeout` for the first
+        (None: until something comes). Whether anything came (a worker's end counts)."""
+        waiting = self._waiting(timeout)
+        for reader in waiting:
             try:
-                while True:
-                    index, ok, value = reader.recv()
-                    self._results[index] = (ok, value)
-                    if self._progress is not None:
-                        self._progress(index, value)
-                    if not reader.poll():
-                        break
+                index, ok, value = reader.recv()
+                self._results[index] = (ok, value)
+                if self._progress is not None:
+                    self._progress(index, value)
             except (EOFError, OSError):  # the worker is gone (OSError: gone half-way through a message)
                 process = self._pipes.pop(reader)
+                if self._poll is not None:
+                    self._poll.unregister(reader.fileno())
                 reader.close()
                 process.join()
                 if process.pid is not None:
                     _live.pop(process.pid, None)
                 if process.exitcode:
                     self._died = process.exitcode
+        return bool(waiting)
 
     def ready(self) -> None:
         """Take in what has come back so far, without waiting (call it between pieces of other work)."""
-        if self._pipes:
-            self._receive(0)
+        while self._pipes and self._receive(0):
+            pass
 
     def result(self, index: int) -> R:
         """Task `index`'s result (its exception is raised here); waits for it."""

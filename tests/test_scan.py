@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -481,3 +483,18 @@ def test_a_bytecode_cache_reached_through_a_symlink_is_judged_by_what_it_holds(t
     assert [(d["path"], d["state"]) for d in dist(report, "cached")["drift"]] == [
         ("cached/__pycache__/notes.txt", "added")
     ]
+
+
+def test_a_clean_scan_never_imports_difflib(env: Path) -> None:
+    """Every module on the scan path is start-up time before the first file is hashed: a clean file
+    is never diffed, so the diff machinery is never loaded."""
+    script = Path(sys.executable).parent / "patchaudit"  # the console script, as a user runs it
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "scan", "beta", "--python", str(env), "--no-hazards"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "patchaudit.verify" in imported
+    assert not {m for m in imported if m.split(".")[0] == "difflib"}

@@ -107,13 +107,16 @@ def find_pristine(
     transfer: Transfer | None = None,
     offline: bool = False,
     cache: StatCache | None = None,
+    record: Record | None = None,
 ) -> BuildCheck:
-    """The first candidate that is the installed build and provides the bytes `drift` needs.
+    """The first candidate that is the installed build and provides the bytes `drift` needs
+    (`record`: the installed RECORD, when the caller parsed it already; else it is read here).
 
     A candidate of another build is skipped for the next source; when none is accepted the first
     refusal is raised (WheelMismatch names the file and both hashes), else PristineNotFound.
     """
-    record = installed_record(dist)
+    if record is None:
+        record = installed_record(dist)
     if sources is None:
         sources = default_sources(
             env, wheelhouse=wheelhouse, environ=environ, transfer=transfer, offline=offline, cache=cache
