@@ -37,6 +37,24 @@ def timed(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+SITE = "/usr/local/lib/python3.11/site-packages"
+
+
+def build_site(work: Path, site: Path) -> Path:
+    """An image of one layer holding `site` at /usr/local/lib/python3.11/site-packages (umoci insert)."""
+    img = work / "img-site"
+    if (img / "index.json").exists():
+        return img
+    shutil.rmtree(img, ignore_errors=True)
+    subprocess.run(["umoci", "init", "--layout", str(img)], check=True)
+    subprocess.run(["umoci", "new", "--image", f"{img}:latest"], check=True)
+    created = f"COPY site-packages {SITE}"
+    subprocess.run(
+        ["umoci", "insert", "--image", f"{img}:latest", "--history.created_by", created, str(site), SITE], check=True
+    )
+    return img
+
+
 def build(work: Path, wheel: Path) -> Path:
     img = work / "img"
     if (img / "index.json").exists():
@@ -65,12 +83,14 @@ def layers(img: Path) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--wheel", type=Path, required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--wheel", type=Path, help="install this wheel into the image's /usr/local")
+    source.add_argument("--site-packages", type=Path, help="copy this site-packages directory into the image")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path, default=HERE / ".work" / "image")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    img = build(args.work, args.wheel.resolve())
+    img = build(args.work, args.wheel.resolve()) if args.wheel else build_site(args.work, args.site_packages)
     patchaudit = str(Path(sys.executable).parent / "patchaudit")
     out = args.work / "out"
     blobs = " ".join(str(p) for p in layers(img))
