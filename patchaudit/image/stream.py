@@ -15,7 +15,7 @@ import queue
 import tarfile
 import threading
 import zlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -65,8 +65,11 @@ def wants_whole(path: str) -> int:
     return 0
 
 
-def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> LayerRead:
-    """Every member of the layer, hashed; `keep` names members whose bytes are wanted whole."""
+def read_layer(
+    image: Image, layer: LayerBlob, keep: Collection[str] = (), sink: Callable[[Member], None] | None = None
+) -> LayerRead:
+    """Every member of the layer, hashed; `keep` names members whose bytes are wanted whole. With `sink`,
+    each kept member is handed to it as it is read and its bytes are not kept in the result."""
     if layer.digest is None and layer.diff_id is None:
         raise ImageError(f"layer {layer.index} has no digest to check it against")
     out = LayerRead(index=layer.index)
@@ -76,7 +79,7 @@ def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> La
             with tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
                 files: dict[str, Member] = {}
                 for info in tar:
-                    _member(out, tar, info, files, keep)
+                    _member(out, tar, info, files, keep, sink)
                     tar.members.clear()  # a stream never looks back: keep no TarInfo per member
             stream.finish()
         except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
@@ -90,7 +93,12 @@ def read_layer(image: Image, layer: LayerBlob, keep: Collection[str] = ()) -> La
 
 
 def _member(
-    out: LayerRead, tar: tarfile.TarFile, info: tarfile.TarInfo, files: dict[str, Member], keep: Collection[str]
+    out: LayerRead,
+    tar: tarfile.TarFile,
+    info: tarfile.TarInfo,
+    files: dict[str, Member],
+    keep: Collection[str],
+    sink: Callable[[Member], None] | None,
 ) -> None:
     path = canonical(info.name, out.index)
     head, _, name = path.rpartition("/")
@@ -113,6 +121,9 @@ def _member(
         fh = tar.extractfile(info)
         assert fh is not None
         member.digest, member.data = _digest(fh, whole=bool(whole))
+        if sink is not None and path in keep:
+            sink(member)
+            member.data = None
         files[path] = member
     elif info.islnk():
         target = canonical(info.linkname, out.index)
