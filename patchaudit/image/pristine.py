@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -39,10 +39,14 @@ def with_errata(dist: DistReport, errata: Errata) -> DistReport:
     return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
 
 
-def from_wheelhouse(houses: Sequence[Path], dist: DistReport, record: Record) -> tuple[DistReport, dict[str, bytes]]:
+def from_wheelhouse(
+    houses: Sequence[Path], dist: DistReport, record: Record, sizes: Mapping[str, int]
+) -> tuple[DistReport, dict[str, bytes]]:
     """The distribution's wheel from the wheelhouses: (the report with stale RECORD lines made facts,
     pristine bytes of its modified and missing files by path). A wheel of another build (its RECORD
-    disagrees with the image's) is never used, and is named in `unverified` when none other is found."""
+    disagrees with the image's) is never used, and is named in `unverified` when none other is found.
+    `sizes`: the image's size of each modified file, which bounds a member that may equal it (a wheel's
+    RECORD may understate a member's size)."""
     refusals: list[str] = []
     for wheel_path in _candidates(houses, dist):
         try:
@@ -50,7 +54,7 @@ def from_wheelhouse(houses: Sequence[Path], dist: DistReport, record: Record) ->
         except (PristineNotFound, UnsafePath):
             continue
         try:
-            return _checked(wheel, dist, record)
+            return _checked(wheel, dist, record, sizes)
         except (PristineNotFound, UnsafePath, WheelMismatch) as exc:
             refusals.append(str(exc))
         finally:
@@ -79,7 +83,9 @@ def _candidates(houses: Sequence[Path], dist: DistReport) -> list[Path]:
     return found
 
 
-def _checked(wheel: ZipWheel, dist: DistReport, record: Record) -> tuple[DistReport, dict[str, bytes]]:
+def _checked(
+    wheel: ZipWheel, dist: DistReport, record: Record, sizes: Mapping[str, int]
+) -> tuple[DistReport, dict[str, bytes]]:
     index = wheel_index(wheel)
     for entry in record.entries:
         theirs = index.get(os.path.normpath(entry.path))
@@ -99,7 +105,8 @@ def _checked(wheel: ZipWheel, dist: DistReport, record: Record) -> tuple[DistRep
             drift.append(d)
             continue
         member, entry = found
-        data = wheel.read(member, limit=entry.size if entry.size is not None else MEMBER_CAP)
+        bounds = [s for s in (entry.size, sizes.get(d.path)) if s is not None]
+        data = wheel.read(member, limit=max(bounds) if bounds else MEMBER_CAP)
         got = digest(data, (d.expected or "sha256=").partition("=")[0])
         if got == d.expected:
             pristine[d.path] = data

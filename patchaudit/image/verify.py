@@ -107,13 +107,15 @@ def _read(ref: str, options: ImageOptions) -> _Read:
     layers = {b.index: b for b in image.layers}
     every = _dists(view)
     report = _verify(view, layers, options.names, every)
-    report, pristine = _known_records(report, every, options)
+    report, pristine = _known_records(report, every, view, options)
     if floor:
         report = _above(report, floor)
     return _Read(image, view, report, pristine, every)
 
 
-def _known_records(report: Report, every: Sequence[_Dist], options: ImageOptions) -> tuple[Report, dict[str, bytes]]:
+def _known_records(
+    report: Report, every: Sequence[_Dist], view: View, options: ImageOptions
+) -> tuple[Report, dict[str, bytes]]:
     """Modified files that the errata or a wheel of the wheelhouse show to be a stale RECORD line are
     record-mismatch facts, as on a host; the wheelhouse's pristine bytes of the rest, by image path."""
     from patchaudit.errata import load
@@ -130,10 +132,16 @@ def _known_records(report: Report, every: Sequence[_Dist], options: ImageOptions
         record = records.get((dist.location, dist.name))
         changed = any(d.state in (DriftState.MODIFIED, DriftState.MISSING) for d in dist.drift)
         if options.wheelhouse and record is not None and changed:
-            dist, found = from_wheelhouse(options.wheelhouse, dist, record)
+            sizes = {d.path: _size(view, dist, d.path) for d in dist.drift if d.state is DriftState.MODIFIED}
+            dist, found = from_wheelhouse(options.wheelhouse, dist, record, sizes)
             pristine.update({os.path.normpath(f"{dist.location.lstrip('/')}/{p}"): b for p, b in found.items()})
         dists.append(dist)
     return replace(report, distributions=tuple(dists)), pristine
+
+
+def _size(view: View, dist: DistReport, path: str) -> int:
+    entry = view.lookup(os.path.normpath(f"{dist.location.lstrip('/')}/{path}"))
+    return entry.member.size if entry is not None else 0
 
 
 def _python_files(every: Sequence[_Dist], report: Report) -> dict[str, list[str]]:
