@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_rootfs import FILES, PY, install_into, patchaudit, snapshot
+from test_rootfs import FILES, PY, install_into, patchaudit, read_only, snapshot
 from wheels import build_wheel
 
 SITE = f"/usr/local/lib/{PY}/site-packages"
@@ -455,3 +455,46 @@ def test_revert_never_writes_into_an_image(layout: Path) -> None:
     assert refused.returncode == 2 and refused.stdout == ""
     assert len(refused.stderr.splitlines()) == 1 and "never writes into an image" in refused.stderr
     assert snapshot(layout) == before
+
+
+def test_the_kubernetes_example_gates_the_images_own_environment(layout: Path, tmp_path: Path) -> None:
+    """baselines/kubernetes-gate.yaml as shipped: its initContainer's command and the server's, with the
+    pod's paths mapped onto this host (the unpacked image, mounted read-only, for `/`)."""
+    import yaml
+
+    pod = yaml.safe_load((Path(__file__).parents[1] / "baselines/kubernetes-gate.yaml").read_text())
+    (init,) = pod["spec"]["initContainers"]
+    (server,) = pod["spec"]["containers"]
+    policy = tmp_path / "vllm.toml"
+    policy.write_text('distributions = ["tinymodel"]\n')
+    here = {"/etc/patchaudit/vllm.toml": str(policy), "/var/cache/patchaudit": str(tmp_path / "cache")}
+
+    def command(container: dict[str, list[str]], rootfs: Path) -> list[str]:
+        argv = [here.get(a, a) for a in container["command"]]
+        assert argv[0] == "/opt/patchaudit/bin/patchaudit" and argv[argv.index("--root") + 1] == "/"
+        argv[argv.index("--root") + 1] = str(rootfs)
+        if "--" in argv:  # `vllm serve ...`: a stand-in server that says it started
+            argv[argv.index("--") + 1 :] = [sys.executable, "-c", "print('server started')"]
+        return argv[1:]
+
+    for tag, code in (("base", 0), ("derived", 1)):
+        run("umoci", "unpack", "--rootless", "--image", f"{layout}:{tag}", tmp_path / tag)
+        rootfs = tmp_path / tag / "rootfs"
+        before = snapshot(rootfs)
+        gated = read_only(rootfs, *command(init, rootfs))
+        assert gated.returncode == code, (tag, gated.stdout + gated.stderr)
+        served = read_only(rootfs, *command(server, rootfs))
+        assert served.returncode == code and ("server started" in served.stdout) == (code == 0), served.stderr
+        if code:
+            assert "tinymodel/models/deepseek_v2.py" in gated.stdout
+        assert snapshot(rootfs) == before
+
+
+def test_human_output_groups_an_images_drift_under_the_layer_that_made_it(layout: Path) -> None:
+    shown = [line for line in patchaudit("scan", "--image", f"oci:{layout}:derived").stdout.splitlines() if line]
+    heads = [n for n, line in enumerate(shown) if line.startswith("  layer ")]
+    assert [shown[n].split(": ", 1)[1] for n in heads] == [COPY, "RUN rm loader.py"]
+    first, second = heads
+    assert shown[first].startswith("  layer 1 sha256:") and shown[second].startswith("  layer 2 sha256:")
+    assert shown[first + 1] == "  modified        tinymodel/models/deepseek_v2.py"
+    assert shown[second + 1].startswith("  missing         tinymodel/loader.py")
