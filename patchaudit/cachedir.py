@@ -143,6 +143,28 @@ def state_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(value) if os.path.isabs(value) else Path(STATE_HOME)
 
 
+def outside_state(tree: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where patchaudit keeps its state (quarantine, journal, lock, downloads) for a tree it reads as `/`
+    (`--root`): never inside the tree. `$PATCHAUDIT_STATE_HOME`, else root's /var/lib/patchaudit, else
+    the user's `$XDG_STATE_HOME` (or ~/.local/state)`/patchaudit`; one directory per tree, keyed by the
+    path as given (a container's /proc/PID/root is not resolved to the host's `/`)."""
+    import hashlib
+
+    from patchaudit import trust
+
+    environ = os.environ if environ is None else environ
+    if os.path.isabs(environ.get(STATE_HOME_VAR, "")) or trust.running_as_root():
+        home = state_home(environ)
+    else:
+        base = environ.get("XDG_STATE_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".local", "state")
+        home = Path(base) / NAME
+    digest = hashlib.sha256(str(tree).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in tree.name)[:40].lstrip(".")
+    return home / _TREES / f"{name or 'root'}-{digest}"
+
+
 def tree_state(tree: Path, name: str = ".patchaudit") -> Path:
     """Where patchaudit keeps its state (cache, partial downloads, quarantine, journal, manifests) for
     `tree`: `tree/<name>`, or, as root over a tree that is not root's alone, a directory keyed by the

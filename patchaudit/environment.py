@@ -37,10 +37,11 @@ class Environment:
     @property
     def state_dir(self) -> Path:
         """patchaudit's state for this environment (quarantine, caches, journal): `<prefix>/.patchaudit`,
-        or as root over an environment that is not root's alone, root's own directory for it."""
-        from patchaudit.cachedir import tree_state
+        or as root over an environment that is not root's alone, root's own directory for it; for a
+        tree read as `/` (--root), always a directory outside the tree."""
+        from patchaudit.cachedir import outside_state, tree_state
 
-        return tree_state(self.prefix)
+        return outside_state(self.tree) if self.tree is not None else tree_state(self.prefix)
 
     def writable_roots(self) -> tuple[Path, ...]:
         """The only directories patchaudit may ever write below."""

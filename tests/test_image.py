@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_rootfs import FILES, PY, install_into, patchaudit, snapshot
+from test_rootfs import FILES, PY, install_into, patchaudit, read_only, snapshot
 from wheels import build_wheel
 
 SITE = f"/usr/local/lib/{PY}/site-packages"
@@ -404,3 +404,97 @@ def test_a_large_member_is_streamed_not_held(layout: Path, tmp_path: Path) -> No
     out = (tmp_path / "out.json").read_text()
     drift = json.loads(out)["distributions"][0]["drift"]
     assert [(d["path"], d["state"], d["layer"]["index"]) for d in drift] == [("tinymodel/weights.bin", "added", 1)]
+
+
+def _tree_bytes(tree: Path) -> dict[str, str]:
+    """Each regular file's sha256 (and each link's target), by path inside the tree; bytecode aside (a
+    revert drops the .pyc files of what it restores: Python writes them again from the restored source)."""
+    shown = [(p, v) for p, v in snapshot(tree).items() if "__pycache__" not in p]
+    return {
+        path: digest or f"-> {os.readlink(tree / path)}"
+        for path, (_m, _t, digest) in shown
+        if digest or (tree / path).is_symlink()
+    }
+
+
+def test_revert_root_restores_an_unpacked_rootfs_and_undo_puts_it_back(layout: Path, tmp_path: Path) -> None:
+    """An unpacked rootfs its operator owns is reverted in place to the base image's bytes; the quarantine
+    and the journal are kept outside the tree; the undo line, run as printed, puts the patch back."""
+    run("umoci", "unpack", "--rootless", "--image", f"{layout}:base", tmp_path / "base")
+    run("umoci", "unpack", "--rootless", "--image", f"{layout}:derived", tmp_path / "derived")
+    rootfs, pristine = tmp_path / "derived" / "rootfs", tmp_path / "base" / "rootfs"
+    hook = rootfs / SITE.lstrip("/") / "debug.pth"
+    hook.write_text('import os; os.environ["VLLM_DEBUG_DUMP"] = "1"\n')  # an edit made in the container
+    patched = _tree_bytes(rootfs)
+    assert patched != _tree_bytes(pristine)
+    state = tmp_path / "state"
+    exe = str(Path(sys.executable).parent / "patchaudit")
+    env = dict(os.environ, PATCHAUDIT_STATE_HOME=str(state), PATH=f"{Path(exe).parent}:{os.environ['PATH']}")
+    wheelhouse = layout.parent
+
+    def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+
+    done = cli("revert", "--root", rootfs, "--wheelhouse", wheelhouse, "-y")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  restore          tinymodel/models/deepseek_v2.py\n" in done.stdout
+    assert "  restore          tinymodel/loader.py\n" in done.stdout and "debug.pth" in done.stdout
+    assert _tree_bytes(rootfs) == _tree_bytes(pristine)  # byte for byte the base image, and nothing more
+    assert list(state.glob("trees/*/quarantine/*/manifest.json")), "the quarantine is kept outside the tree"
+    assert cli("scan", "--root", rootfs).returncode == 0
+    (undo,) = [line.removeprefix("undo: ") for line in done.stdout.splitlines() if line.startswith("undo: ")]
+    assert f"--root {rootfs}" in undo
+    back = subprocess.run(f"{undo} -y", shell=True, capture_output=True, text=True, timeout=120, env=env)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert _tree_bytes(rootfs) == patched
+
+
+def test_revert_never_writes_into_an_image(layout: Path) -> None:
+    before = snapshot(layout)
+    refused = patchaudit("revert", "--image", f"oci:{layout}:derived", "-y")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert len(refused.stderr.splitlines()) == 1 and "never writes into an image" in refused.stderr
+    assert snapshot(layout) == before
+
+
+def test_the_kubernetes_example_gates_the_images_own_environment(layout: Path, tmp_path: Path) -> None:
+    """baselines/kubernetes-gate.yaml as shipped: its initContainer's command and the server's, with the
+    pod's paths mapped onto this host (the unpacked image, mounted read-only, for `/`)."""
+    import yaml
+
+    pod = yaml.safe_load((Path(__file__).parents[1] / "baselines/kubernetes-gate.yaml").read_text())
+    (init,) = pod["spec"]["initContainers"]
+    (server,) = pod["spec"]["containers"]
+    policy = tmp_path / "vllm.toml"
+    policy.write_text('distributions = ["tinymodel"]\n')
+    here = {"/etc/patchaudit/vllm.toml": str(policy), "/var/cache/patchaudit": str(tmp_path / "cache")}
+
+    def command(container: dict[str, list[str]], rootfs: Path) -> list[str]:
+        argv = [here.get(a, a) for a in container["command"]]
+        assert argv[0] == "/opt/patchaudit/bin/patchaudit" and argv[argv.index("--root") + 1] == "/"
+        argv[argv.index("--root") + 1] = str(rootfs)
+        if "--" in argv:  # `vllm serve ...`: a stand-in server that says it started
+            argv[argv.index("--") + 1 :] = [sys.executable, "-c", "print('server started')"]
+        return argv[1:]
+
+    for tag, code in (("base", 0), ("derived", 1)):
+        run("umoci", "unpack", "--rootless", "--image", f"{layout}:{tag}", tmp_path / tag)
+        rootfs = tmp_path / tag / "rootfs"
+        before = snapshot(rootfs)
+        gated = read_only(rootfs, *command(init, rootfs))
+        assert gated.returncode == code, (tag, gated.stdout + gated.stderr)
+        served = read_only(rootfs, *command(server, rootfs))
+        assert served.returncode == code and ("server started" in served.stdout) == (code == 0), served.stderr
+        if code:
+            assert "tinymodel/models/deepseek_v2.py" in gated.stdout
+        assert snapshot(rootfs) == before
+
+
+def test_human_output_groups_an_images_drift_under_the_layer_that_made_it(layout: Path) -> None:
+    shown = [line for line in patchaudit("scan", "--image", f"oci:{layout}:derived").stdout.splitlines() if line]
+    heads = [n for n, line in enumerate(shown) if line.startswith("  layer ")]
+    assert [shown[n].split(": ", 1)[1] for n in heads] == [COPY, "RUN rm loader.py"]
+    first, second = heads
+    assert shown[first].startswith("  layer 1 sha256:") and shown[second].startswith("  layer 2 sha256:")
+    assert shown[first + 1] == "  modified        tinymodel/models/deepseek_v2.py"
+    assert shown[second + 1].startswith("  missing         tinymodel/loader.py")

@@ -89,13 +89,24 @@ exec chroot {tree} /opt/venv/bin/python -c "import tinymodel.loader; print('read
 
 
 def test_ps_names_a_contained_process_and_its_stale_file(tmp_path: Path) -> None:
-    """A Python process in its own mount and PID namespaces, chrooted into a tree with a venv of its own:
-    `ps` reads its files through its root and names the file changed under it."""
-    tree = tmp_path / "rootfs"
+    """A Python process in its own mount and PID namespaces, chrooted into an image's rootfs (umoci
+    unpack) with a venv of its own: `ps` reads its files through its root and names the file changed
+    under it; `revert --pid` puts the file back through that root, its quarantine kept outside."""
+    build = tmp_path / "build"
     base = Path(sys.base_prefix)
-    # the venv of the tree: its interpreter is the host's, bind-mounted at the same path inside
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tree / "opt/venv")], check=True, timeout=120)
-    install_into(tree, build_wheel(tmp_path, "tinymodel", "1.0", FILES), "/opt/venv")
+    # the venv of the image: its interpreter is the host's, bind-mounted at the same path inside
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(build / "opt/venv")], check=True, timeout=120)
+    wheel = build_wheel(tmp_path / "wheels", "tinymodel", "1.0", FILES)
+    install_into(build, wheel, "/opt/venv")
+    img = tmp_path / "img"
+    for step in (
+        ["init", "--layout", img],
+        ["new", "--image", f"{img}:venv"],
+        ["insert", "--image", f"{img}:venv", "--history.created_by", "RUN pip install tinymodel", build, "/"],
+        ["unpack", "--rootless", "--image", f"{img}:venv", tmp_path / "bundle"],
+    ):
+        subprocess.run(["umoci", *map(str, step)], check=True, capture_output=True, timeout=120)
+    tree = tmp_path / "bundle" / "rootfs"
     # the interpreter's installation and the libraries it loads, bind-mounted at their own paths
     binds = [p for p in (str(base), "/usr/lib", "/usr/lib64", "/lib", "/lib64") if os.path.isdir(p)]
     for link in [b for b in binds if os.path.islink(b)]:  # merged /usr: /lib -> usr/lib
@@ -120,6 +131,15 @@ def test_ps_names_a_contained_process_and_its_stale_file(tmp_path: Path) -> None
         stale = patchaudit("ps", "--pid", pid)
         assert stale.returncode == 1, stale.stdout + stale.stderr
         assert "(loader.py changed)" in stale.stdout
+        state = {**os.environ, "PATCHAUDIT_STATE_HOME": str(tmp_path / "state")}
+        exe = Path(sys.executable).parent / "patchaudit"
+        argv = [exe, "revert", "tinymodel", "--pid", pid, "--wheelhouse", wheel.parent, "-y"]
+        back = subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=120, env=state)
+        assert back.returncode == 0, back.stdout + back.stderr
+        assert f"--root /proc/{pid}/root" in back.stdout  # the undo line names the same root
+        assert (site / "tinymodel/loader.py").read_text() == FILES["tinymodel/loader.py"]
+        assert not list(tree.rglob(".patchaudit")), "nothing of patchaudit's own inside the container"
+        assert "0 modified, 0 missing" in patchaudit("scan", "tinymodel", "--pid", pid, "--no-hazards").stdout
     finally:
         with contextlib.suppress(NameError, ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -71,6 +71,25 @@ def _remember_pid(ctx: click.Context, _param: click.Parameter, value: int | None
         ctx.meta[ROOT_KEY] = Path(f"/proc/{value}/root")
 
 
+def refuse_image_option(func: F) -> F:
+    """--image on a command that writes: refused, whatever else was asked (an image is never written)."""
+    return click.option(
+        "--image",
+        expose_value=False,
+        is_eager=True,
+        callback=_refuse_image,
+        help="Refused: an image is never written (unpack it and give the rootfs with --root).",
+    )(func)
+
+
+def _refuse_image(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        raise PatchAuditError(
+            f"{ctx.info_name} never writes into an image ({value}): an image's layers are read-only",
+            hint="unpack it (umoci unpack) and give the rootfs with --root",
+        )
+
+
 def given_root() -> Path | None:
     """The --root of the command being run, if any."""
     ctx = click.get_current_context(silent=True)
@@ -195,6 +214,9 @@ def target_args(python: Path | None, site_path: Path | None) -> str:
         return f" --python {shlex.quote(os.path.abspath(python))}"
     if site_path is not None:
         return f" --path {shlex.quote(os.path.abspath(site_path))}"
+    root = given_root()
+    if root is not None:
+        return f" --root {shlex.quote(os.path.abspath(root))}"
     return ""
 
 

@@ -43,7 +43,8 @@ def diff(
     if image is not None:
         from patchaudit.image.verify import ImageOptions, diff_image
 
-        return _show(diff_image(image, ImageOptions(names=(dist,), hazards=False), paths), color)
+        options = ImageOptions(names=(dist,), hazards=False, wheelhouse=wheelhouse)
+        return _show(diff_image(image, options, paths), color)
     from patchaudit import environment, vcs
     from patchaudit.diff import diff_dist
     from patchaudit.verify import verify

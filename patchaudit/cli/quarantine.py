@@ -13,6 +13,8 @@ from patchaudit.cli.common import (
     echo_command,
     open_environment,
     open_for_change,
+    pid_option,
+    root_option,
     target_args,
     target_options,
 )
@@ -26,6 +28,8 @@ def quarantine() -> None:
 
 @quarantine.command("list")
 @target_options
+@root_option
+@pid_option
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
 def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
     """List the quarantine runs of the target environment, oldest first (read-only)."""
@@ -63,6 +67,8 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
 @quarantine.command("restore")
 @click.argument("run_id")
 @target_options
+@root_option
+@pid_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Say what would be put back; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)

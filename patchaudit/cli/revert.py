@@ -13,6 +13,9 @@ from patchaudit.cli.common import (
     dist_paths,
     echo_command,
     open_for_change,
+    pid_option,
+    refuse_image_option,
+    root_option,
     target_args,
     target_options,
     wheelhouse_option,
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 @click.argument("dist", required=False)
 @click.argument("paths", nargs=-1)
 @target_options
+@root_option
+@pid_option
+@refuse_image_option
 @wheelhouse_option
 @click.option("--resume", is_flag=True, help="Finish or roll back a revert that was interrupted (DIST optional).")
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")

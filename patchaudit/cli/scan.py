@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from patchaudit.audit import ScanOptions
     from patchaudit.environment import Environment
+    from patchaudit.image.verify import ImageOptions
     from patchaudit.report import Report
 
 PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no time worth a bar
@@ -111,8 +112,20 @@ def scan(
 
     started = time.monotonic()
     if image is not None or base is not None:
+        from patchaudit.image.verify import ImageOptions
+
         with deadline(timeout):
-            report = _scan_image(image, base, dists, python, site_path, no_hazards, workers)
+            options = ImageOptions(
+                names=dists,
+                hazards=not no_hazards,
+                base=base,
+                workers=workers,
+                all_files=all_files,
+                rule_dirs=rule_dirs,
+                wheelhouse=wheelhouse,
+                errata=errata,
+            )
+            report = _scan_image(image, python, site_path, options)
         target = image or ""
     else:
         report, target = _scan_env(
@@ -154,24 +167,16 @@ class _Shown:
     again: str | None
 
 
-def _scan_image(
-    image: str | None,
-    base: str | None,
-    dists: tuple[str, ...],
-    python: Path | None,
-    site_path: Path | None,
-    no_hazards: bool,
-    workers: int | None,
-) -> Report:
+def _scan_image(image: str | None, python: Path | None, site_path: Path | None, options: ImageOptions) -> Report:
     from patchaudit.cli.common import given_root
 
     if image is None:
         raise click.UsageError("--base needs --image")
     if python is not None or site_path is not None or given_root() is not None:
         raise click.UsageError("--image takes no --python, --path or --root")
-    from patchaudit.image.verify import ImageOptions, scan_image
+    from patchaudit.image.verify import scan_image
 
-    return scan_image(image, ImageOptions(names=dists, hazards=not no_hazards, base=base, workers=workers))
+    return scan_image(image, options)
 
 
 def _scan_env(

@@ -210,7 +210,9 @@ def _image_verdict(
     if options.baseline is not None:
         raise PatchAuditError("--image takes no --baseline yet: hold the image to a policy's approved patches")
     policy = policy or Policy()
-    image_options = ImageOptions(names=tuple(names), hazards=policy.hazards, workers=workers)
+    image_options = ImageOptions(
+        names=tuple(names), hazards=policy.hazards, workers=workers, rule_dirs=policy.rule_dirs, errata=policy.errata
+    )
     report = scan_image(options.image or "", image_options)
     threshold = None if fail_on == "none" else Severity(fail_on)
     return judge(report, policy, threshold)

@@ -14,6 +14,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
+from pathlib import Path
+from typing import NamedTuple
 
 from patchaudit.image import ImageError
 from patchaudit.image.source import Image, LayerBlob, open_image
@@ -44,14 +46,20 @@ class ImageOptions:
     hazards: bool = True
     base: str | None = None  # only what the layers above this image's layers changed
     workers: int | None = None
+    all_files: bool = False  # the hazard rules over every Python file of the distributions, not only drifted ones
+    rule_dirs: tuple[Path, ...] = ()
+    wheelhouse: tuple[Path, ...] = ()  # pristine bytes where no lower layer holds them; a stale RECORD told apart
+    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.errata)
 
 
 def scan_image(ref: str, options: ImageOptions) -> Report:
-    image, view, report = _read(ref, options)
+    image, view, report, pristine, every = _read(ref, options)
     if options.hazards:
-        from patchaudit.image.hazards import with_hazards
+        from patchaudit.image.hazards import every_file_hazards, with_hazards
 
-        report = with_hazards(image, view, report)
+        report = with_hazards(image, view, report, pristine, options.rule_dirs)
+        if options.all_files:
+            report = every_file_hazards(image, view, report, _python_files(every, report), options.rule_dirs)
     return replace(report, target=replace(report.target, image=ref))
 
 
@@ -61,12 +69,12 @@ def diff_image(ref: str, options: ImageOptions, paths: Collection[str] = ()) -> 
     from patchaudit.diff import unified
     from patchaudit.image.hazards import drifted_bytes
 
-    image, view, report = _read(ref, options)
+    image, view, report, pristine, _every = _read(ref, options)
     wanted = {os.path.normpath(p) for p in paths}
     dists = [
         replace(d, drift=tuple(x for x in d.drift if not wanted or x.path in wanted)) for d in report.distributions
     ]
-    pairs = drifted_bytes(image, view, dists, python_only=False)
+    pairs = drifted_bytes(image, view, dists, python_only=False, pristine=pristine)
     out = []
     for dist in dists:
         for d in dist.drift:
@@ -79,7 +87,16 @@ def diff_image(ref: str, options: ImageOptions, paths: Collection[str] = ()) -> 
     return "".join(out)
 
 
-def _read(ref: str, options: ImageOptions) -> tuple[Image, View, Report]:
+class _Read(NamedTuple):
+    image: Image
+    view: View
+    report: Report
+    pristine: dict[str, bytes]  # from the wheelhouse, by path inside the image
+    every: list[_Dist]
+
+
+def _read(ref: str, options: ImageOptions) -> _Read:
+    """The image, its stacked files and its report."""
     image = open_image(ref)
     floor = 0
     if options.base is not None:
@@ -88,10 +105,57 @@ def _read(ref: str, options: ImageOptions) -> tuple[Image, View, Report]:
     for layer in _read_all(image, options.workers):
         view.apply(layer)
     layers = {b.index: b for b in image.layers}
-    report = _verify(view, layers, options.names)
+    every = _dists(view)
+    report = _verify(view, layers, options.names, every)
+    report, pristine = _known_records(report, every, view, options)
     if floor:
         report = _above(report, floor)
-    return image, view, report
+    return _Read(image, view, report, pristine, every)
+
+
+def _known_records(
+    report: Report, every: Sequence[_Dist], view: View, options: ImageOptions
+) -> tuple[Report, dict[str, bytes]]:
+    """Modified files that the errata or a wheel of the wheelhouse show to be a stale RECORD line are
+    record-mismatch facts, as on a host; the wheelhouse's pristine bytes of the rest, by image path."""
+    from patchaudit.errata import load
+    from patchaudit.image.pristine import from_wheelhouse, with_errata
+
+    records = {("/" + d.site, d.name): d.record for d in every}
+    errata = None
+    pristine: dict[str, bytes] = {}
+    dists = []
+    for dist in report.distributions:
+        if any(d.state is DriftState.MODIFIED for d in dist.drift):
+            errata = errata if errata is not None else load(options.errata)
+            dist = with_errata(dist, errata)
+        record = records.get((dist.location, dist.name))
+        changed = any(d.state in (DriftState.MODIFIED, DriftState.MISSING) for d in dist.drift)
+        if options.wheelhouse and record is not None and changed:
+            sizes = {d.path: _size(view, dist, d.path) for d in dist.drift if d.state is DriftState.MODIFIED}
+            dist, found = from_wheelhouse(options.wheelhouse, dist, record, sizes)
+            pristine.update({os.path.normpath(f"{dist.location.lstrip('/')}/{p}"): b for p, b in found.items()})
+        dists.append(dist)
+    return replace(report, distributions=tuple(dists)), pristine
+
+
+def _size(view: View, dist: DistReport, path: str) -> int:
+    entry = view.lookup(os.path.normpath(f"{dist.location.lstrip('/')}/{path}"))
+    return entry.member.size if entry is not None else 0
+
+
+def _python_files(every: Sequence[_Dist], report: Report) -> dict[str, list[str]]:
+    """--all-files: each distribution's Python files that its RECORD lists and that did not drift, by
+    `location name`; another distribution's file at an overwritten path aside."""
+    records = {("/" + d.site, d.name): d.record for d in every}
+    out: dict[str, list[str]] = {}
+    for dist in report.distributions:
+        record = records.get((dist.location, dist.name))
+        skip = {d.path for d in dist.drift} | {f.path for f in dist.facts if f.state is DriftState.OVERWRITTEN}
+        out[f"{dist.location} {dist.name}"] = sorted(
+            e.path for e in (record.entries if record else ()) if e.path.endswith(".py") and e.path not in skip
+        )
+    return out
 
 
 def _base_layers(image: Image, base: Image) -> int:
@@ -158,11 +222,10 @@ def _dists(view: View) -> list[_Dist]:
     return found
 
 
-def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str]) -> Report:
+def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str], every: list[_Dist]) -> Report:
     """Each chosen distribution held to its RECORD in the stacked layers; drift names its layer."""
     from packaging.utils import canonicalize_name
 
-    every = _dists(view)
     chosen = (
         every if not names else [d for d in every if canonicalize_name(d.name) in {canonicalize_name(n) for n in names}]
     )

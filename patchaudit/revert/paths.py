@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,11 +37,13 @@ def root_write_problem(env: Environment) -> str | None:
     if not trust.running_as_root():
         return None
     prefix = os.path.abspath(env.prefix)
+    # a container's /proc/PID/root is the kernel's door into its root, not a link anyone planted
+    door = str(env.tree) if env.tree is not None and re.fullmatch(r"/proc/\d+/root", str(env.tree)) else None
     dirs = [os.path.abspath(d) for d in (*env.writable_roots(), env.state_dir)]
     for directory in dirs:
         current = directory
         while True:
-            if os.path.islink(current):
+            if os.path.islink(current) and current != door:
                 return f"{current} is a symlink"
             parent = os.path.dirname(current)
             if current == prefix or not current.startswith(prefix + "/") or parent == current:
