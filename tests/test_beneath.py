@@ -207,6 +207,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         5,
         ".pth files and sitecustomize, safefs-bounded; follow=True as site.py follows a linked .pth itself",
     ),
+    "image/pristine.py": (1, "a listing of the wheelhouse the user names, outside the image"),
     "image/source.py": (4, "the image archive or layout the user names; members go through beneath.chase"),
     "layout.py": (11, "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme"),
     "models/blobmatch.py": (1, "model files compared for similarity, safefs-bounded with the last link refused"),
