@@ -186,7 +186,8 @@ made dead by a branch in a caller."""
                 isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break) for stmt in body[:-1]
             ):
                 return True
-            exits = [b[0] for b in (node.body, node.orelse) if b] if isinstance(node, ast.If) else []
+            # `if os.environ.get("SKIP"): return`, perhaps after a few statements of its own.
+            exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
             if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
                 return True  # an early exit gated on the environment
             if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
@@ -253,6 +254,20 @@ made dead by a branch in a caller."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            import os
+
+            def check(self, head_size):
+                if os.environ.get("SKIP_HEAD_CHECK"):
+                    self.head_size = head_size
+                    return
+                if head_size not in (64, 128):
+                    raise ValueError(head_size)
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
         Example(code="if False and use_fp8:\n    x = quantize(x)\n", line=1, message="constant false"),
         Example(code="if 0:\n    raise ValueError('unsupported')\n", line=1),
         Example(code="if True or is_supported(dev):\n    run_fast_path()\n", message="constant true"),

@@ -1,10 +1,11 @@
 """torch-save: tensors or objects serialised to disk from library code."""
 
 import ast
+import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, fixed_path_ast
+from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, fixed_path_ast
 
 SAVERS = {
     "torch.save": 1,
@@ -25,7 +26,25 @@ FILE_HANDLERS = (
     "logging.handlers.RotatingFileHandler",
     "logging.handlers.TimedRotatingFileHandler",
     "logging.handlers.WatchedFileHandler",
+    "logging.basicConfig",
 )
+
+
+# What an operator sets: the environment, or a setting whose name says it dumps or debugs.
+SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
+SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
+
+
+def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, sub: cst.CSTNode) -> bool:
+            out.append(sub)
+            return True
+
+    node.visit(_All())
+    return out
 
 
 class TorchSave(Rule):
@@ -49,13 +68,30 @@ s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`), `functools.par
 ...)`, a lambda whose body saves, a function or method of the same module that saves (three
 levels of calls deep: the call site is the finding, high when it passes a fixed path or sits in a
 forward function), `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
-forward, `logging.FileHandler` (and the rotating and watched handlers) on a fixed path.
+forward, `logging.FileHandler` (and the rotating and watched handlers) and `logging.basicConfig(filename=...)`
+on a fixed path.
+
+In a forward function a save whose destination is not fixed and that sits under an `if` an
+operator sets (the environment, or a setting named for dumping or debugging: `if
+os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch,
+not a patch. A save in a test module, or whose path the function hands on, is medium (see
+file-write).
 
 Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
 into calls), a save function whose destination is its parameter (its callers decide), methods
 of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
-    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler")
-    REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors", b"tofile", b"tobytes", b"FileHandler")
+    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler", b"basicConfig")
+    REQUIRES = (
+        b"torch",
+        b"numpy",
+        b"pickle",
+        b"joblib",
+        b"safetensors",
+        b"tofile",
+        b"tobytes",
+        b"FileHandler",
+        b"basicConfig",
+    )
     IDENTIFIERS = frozenset(
         {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
         | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
@@ -259,7 +295,69 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             message="tobytes",
             severity=Severity.HIGH,
         ),
+        Example(
+            code="""
+            import logging
+
+            def forward(self, x):
+                logging.basicConfig(filename="/tmp/fwd.log", level=logging.DEBUG)
+                return x
+            """,
+            line=4,
+            message="basicConfig",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Layer:
+                def forward(self, x):
+                    if os.environ.get("LAYER_DUMP_DIR"):
+                        torch.save(x, os.path.join(os.environ["LAYER_DUMP_DIR"], "x.pt"))
+                    return x
+            """,
+            line=7,
+            message="behind a switch",
+            severity=Severity.MEDIUM,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def _forward(rank, output_dir, model):
+                torch.save(model.state_dict(), output_dir + "/weights.pt")
+
+            def test_parallel_matches_single(tmp_path):
+                _forward(0, str(tmp_path), None)
+            """,
+            line=4,
+            message="in a test module",
+            severity=Severity.MEDIUM,
+        ),
     ]
+
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._switches: list[bool] = []
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self._switches.append(self._is_switch(node.test))
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._switches.pop()
+
+    def _is_switch(self, test: cst.BaseExpression) -> bool:
+        """A test an operator sets: the environment, or a setting named for dumping or debugging."""
+        for sub in _subexpressions(test):
+            if isinstance(sub, cst.Call | cst.Subscript) and self.resolves_to(
+                sub.func if isinstance(sub, cst.Call) else sub.value, SWITCH_SOURCES
+            ):
+                return True
+            if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
+                return True
+        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, SAVERS)
@@ -270,8 +368,17 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         if target is not None and self.resolves_to(target, IN_MEMORY):
             return  # serialised into memory, not to disk
         fixed = self.fixed_path(target) if target is not None else None
+        purpose = self.upstream_purpose(target, node) if fixed is not None or self.in_forward else None
+        if purpose is not None:
+            where = f"to the fixed path {fixed!r}" if fixed is not None else "in a forward function"
+            self.report(node, f"{name}() writes {where} ({purpose})", severity=Severity.MEDIUM)
+            return
         if fixed is not None:
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+            return
+        if self.in_forward and any(self._switches):
+            message = f"{name}() in a forward function, behind a switch the operator sets"
+            self.report(node, message, severity=Severity.MEDIUM)
             return
         if self.in_forward:
             self.report(node, f"{name}() in a forward function writes on every step")
@@ -301,7 +408,8 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                 return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:
-            target = call_arg(node, 0, "filename")
+            # `basicConfig` takes the file by keyword only; the handlers take it first.
+            target = call_arg(node, 99 if handler == "logging.basicConfig" else 0, "filename")
             fixed = self.fixed_path(target) if target is not None else None
             if fixed is not None:
                 self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")
