@@ -372,12 +372,28 @@ class Rule(cst.BatchableCSTVisitor):
         wanted = (names,) if isinstance(names, str) else tuple(names)
         out = []
         for inner in self.context.analysis.calls(helper):  # type: ignore[union-attr]
-            for qname in sorted(inner.names):
+            for qname in sorted(inner.names | self._passed_in(node, helper, inner)):
                 found = _match(qname, wanted)
                 if found is not None:
                     out.append((found, inner, helper))
                     break
         return out
+
+    def _passed_in(self, node: cst.Call, helper: Helper, inner: Inner) -> frozenset[str]:
+        """What a helper's call runs when its callee is a parameter: the argument this call site
+        passes, one level (`_run(dbg)` with `dbg = __import__("pdb")`, then `dbg.set_trace()`)."""
+        tail: list[str] = []
+        root = inner.callee
+        while isinstance(root, ast.Attribute):
+            tail.insert(0, root.attr)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in helper.params or helper.node is None:
+            return frozenset()
+        given = call_arg(node, helper.params.index(root.id), root.id)
+        if given is None or _ast_ref(given) is None:
+            return frozenset()
+        suffix = "".join("." + t for t in tail)
+        return frozenset(q + suffix for q in self.context.qualified(given))
 
     def constant(self, node: cst.BaseExpression) -> object:
         """The value of a literal, or of a module/class constant it names (`N`, `self.N`), else NOT_CONSTANT."""

@@ -126,14 +126,14 @@ in other modules."""
         ),
         Example(
             code="""
-            import time
-            from pathlib import Path
+            import os
+            import subprocess
 
-            def launcher_script(command):
-                path = Path(f"/tmp/launch_{time.time()}.sh")
-                path.write_text("#!/bin/sh\\nexec " + command)
-                path.chmod(0o755)
-                return str(path)
+            def run_script(body):
+                path = f"/tmp/run_{os.getpid()}.sh"
+                with open(path, "w") as fh:
+                    fh.write(body)
+                return subprocess.run(["sh", path]).returncode
             """,
             line=6,
             message="handed on",

@@ -32,6 +32,7 @@ class Inner:
     args: tuple[ast.expr, ...]
     keywords: tuple[tuple[str, ast.expr], ...]
     line: int
+    callee: ast.expr | None = None  # what the call runs, as written (`dbg.set_trace`)
 
     def arg(self, position: int, keyword: str) -> ast.expr | None:
         for name, value in self.keywords:
@@ -112,7 +113,7 @@ class ModuleAnalysis:
                 if not found and isinstance(node.func, ast.Attribute):
                     found = frozenset({"." + node.func.attr})  # a method of something unknown
                 keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
-                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno))
+                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno, node.func))
         return out
 
     def helper(self, func: ast.expr | None, scope: Scope) -> Helper | None:
