@@ -212,8 +212,8 @@ case(
 case(
     "quiet_guard_in_static_method",
     "class Impl:\n    def __init__(self, h):\n        if h not in (64, 128):\n            raise ValueError(h)\n",
-    "class Impl:\n    @staticmethod\n    def ok(h):\n        if h not in (64, 128):\n            raise ValueError(h)\n\n"
-    "    def __init__(self, h):\n        Impl.ok(h)\n",
+    "class Impl:\n    @staticmethod\n    def ok(h):\n        if h not in (64, 128):\n"
+    "            raise ValueError(h)\n\n    def __init__(self, h):\n        Impl.ok(h)\n",
 )
 case(
     "quiet_default_download_path",
