@@ -457,6 +457,12 @@ class Rule(cst.BatchableCSTVisitor):
             return "a command announcing its output"
         return None
 
+    def bound_by_with(self, name: str) -> bool:
+        """Whether `name` is the target of a `with <call> as name` in the enclosing function."""
+        analysis = self.context.analysis
+        func = _purpose.function_at(analysis.tree, tuple(self.context.scope)) if analysis is not None else None
+        return func is not None and _purpose.with_target(func, name)
+
     def count_of(self, node: cst.BaseExpression) -> str | None:
         """How node spells a token/batch count, through local assignments and casts."""
         return _values.count_of(node, self.resolves_to, self.values_of)

@@ -77,6 +77,11 @@ os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documen
 not a patch. A save in a test module, or whose path the function hands on, is medium (see
 file-write).
 
+Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the
+object's own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file
+object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path
+file-write judges).
+
 Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
 into calls), a save function whose destination is its parameter (its callers decide), methods
 of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
@@ -139,6 +144,40 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             logging.getLogger("vllm").addHandler(logging.FileHandler(path))
         """,
         "def write_weights(fh, t):\n    fh.write(t.numpy().tobytes())\n",
+        """
+        import io
+        import torch
+
+        def to_bytes(x):
+            with io.BytesIO() as buf:
+                torch.save(x, buf)
+                return buf.getvalue()
+        """,
+        """
+        import os
+        import numpy as np
+
+        def cache(state, folder):
+            for name, param in state.items():
+                with open(os.path.join(folder, name), "wb") as f:
+                    np.save(f, param.numpy())
+        """,
+        """
+        import os
+        from pathlib import Path
+        import torch
+
+        def record(name, data):
+            out = Path(os.environ.get("RECORDER_DIR", "/var/lib/rec")) / name
+            torch.save(data, str(out))
+        """,
+        """
+        import torch
+
+        class Recorder:
+            def flush(self):
+                torch.save(self.buffer, f"{self.path_stem}.{self.count}.pt")
+        """,
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -385,7 +424,41 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             return
         if target is not None and self.is_parameter(target):
             return  # a save function: its caller chooses the destination
+        if target is not None and self._chosen_elsewhere(target):
+            return  # the caller, the object's settings, the environment, or an `open` file-write judges
         self.report(node, f"{name}() writes to disk (debug dump left in a patch?)", severity=Severity.MEDIUM)
+
+    def _chosen_elsewhere(self, target: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a destination comes from outside this code: a parameter, the object's own setting
+        (`self.dump_dir`), the environment (`os.environ[...]`, `envs.X`), or a file object of a
+        `with` (`with io.BytesIO() as buf`, `with open(path, "wb") as f`: file-write judges the
+        path). Followed through `Path(...)`, `str(...)`, `os.path.join(first, ...)`, `/`, `+`,
+        f-strings (their first value) and local names."""
+        if depth > 8:
+            return False
+        again = lambda n: self._chosen_elsewhere(n, depth + 1)  # noqa: E731
+        if isinstance(target, cst.Name):
+            if self.is_parameter(target) or self.bound_by_with(target.value):
+                return True
+            return any(again(v) for v in self.values_of(target))
+        if isinstance(target, cst.Attribute):
+            dotted = cst.helpers.get_full_name_for_node(target) or ""
+            return dotted.startswith(("self.", "cls.", "envs.")) or self.resolves_to(target, SWITCH_SOURCES) is not None
+        if isinstance(target, cst.Subscript):
+            return self.resolves_to(target.value, "os.environ") is not None
+        if isinstance(target, cst.BinaryOperation):
+            return again(target.left)
+        if isinstance(target, cst.FormattedString):
+            first = target.parts[0] if target.parts else None
+            return isinstance(first, cst.FormattedStringExpression) and again(first.expression)
+        if isinstance(target, cst.Call):
+            if self.resolves_to(target, SWITCH_SOURCES) is not None:
+                return True
+            func = target.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("get", "format", "joinpath", "with_suffix"):
+                return again(func.value)
+            return bool(target.args) and again(target.args[0].value)
+        return False
 
     def _other_sinks(self, node: cst.Call) -> None:
         """Raw array writers, file log handlers, and dumps reached through a helper of the module."""

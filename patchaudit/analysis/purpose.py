@@ -19,7 +19,7 @@ import ast
 
 from patchaudit.analysis.names import Scope
 
-__all__ = ["is_test_module", "is_script", "function_at", "announced", "handed_on"]
+__all__ = ["is_test_module", "is_script", "function_at", "announced", "handed_on", "with_target"]
 
 _REPORTING = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 # Calls that take a path without using the file: messages, path arithmetic, the writers themselves.
@@ -101,6 +101,17 @@ def handed_on(func: ast.AST, name: str, writer: str) -> bool:
             writer = ""  # the write itself
             continue
         return True
+    return False
+
+
+def with_target(func: ast.AST, name: str) -> bool:
+    """Whether `name` is bound by a `with <call> as name` in the function (a file object it opened)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                target = item.optional_vars
+                if isinstance(target, ast.Name) and target.id == name and isinstance(item.context_expr, ast.Call):
+                    return True
     return False
 
 
