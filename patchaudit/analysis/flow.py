@@ -143,6 +143,12 @@ def env_gated_exit(node: cst.If, resolves: Resolves) -> bool:
     found = False
 
     class _Env(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            # A project's settings module read from the environment: `envs.VLLM_SKIP_CHECKS`.
+            nonlocal found
+            base = cst.helpers.get_full_name_for_node(attr.value) or ""
+            found = found or base.rsplit(".", 1)[-1] == "envs"
+
         def visit_Call(self, call: cst.Call) -> None:
             nonlocal found
             found = found or resolves(call, _ENV) is not None

@@ -141,7 +141,8 @@ class ModuleAnalysis:
     # -- constants -----------------------------------------------------------------------------
 
     def constants(self) -> dict[Scope, dict[str, object]]:
-        """Module and class names bound exactly once, to a literal number, string, bool or None."""
+        """Module and class names bound exactly once, to a literal number, string, bool or None, or a
+        tuple or set of integers (as a frozenset)."""
         if self._constants is None:
             counts: dict[tuple[Scope, str], int] = {}
             bodies: list[tuple[Scope, list[ast.stmt]]] = [((), self.tree.body)]
@@ -195,6 +196,8 @@ def _literal(node: ast.expr) -> object:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return NOT_CONSTANT
+    if isinstance(value, tuple | set | frozenset) and value and all(type(v) is int for v in value):
+        return frozenset(value)  # `DEBUG_LENS = (5, 9)`: a set of counts a membership test may name
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
 
 
