@@ -17,6 +17,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -371,12 +372,28 @@ class Rule(cst.BatchableCSTVisitor):
         wanted = (names,) if isinstance(names, str) else tuple(names)
         out = []
         for inner in self.context.analysis.calls(helper):  # type: ignore[union-attr]
-            for qname in sorted(inner.names):
+            for qname in sorted(inner.names | self._passed_in(node, helper, inner)):
                 found = _match(qname, wanted)
                 if found is not None:
                     out.append((found, inner, helper))
                     break
         return out
+
+    def _passed_in(self, node: cst.Call, helper: Helper, inner: Inner) -> frozenset[str]:
+        """What a helper's call runs when its callee is a parameter: the argument this call site
+        passes, one level (`_run(dbg)` with `dbg = __import__("pdb")`, then `dbg.set_trace()`)."""
+        tail: list[str] = []
+        root = inner.callee
+        while isinstance(root, ast.Attribute):
+            tail.insert(0, root.attr)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in helper.params or helper.node is None:
+            return frozenset()
+        given = call_arg(node, helper.params.index(root.id), root.id)
+        if given is None or _ast_ref(given) is None:
+            return frozenset()
+        suffix = "".join("." + t for t in tail)
+        return frozenset(q + suffix for q in self.context.qualified(given))
 
     def constant(self, node: cst.BaseExpression) -> object:
         """The value of a literal, or of a module/class constant it names (`N`, `self.N`), else NOT_CONSTANT."""
@@ -404,8 +421,47 @@ class Rule(cst.BatchableCSTVisitor):
         return isinstance(node, cst.Name) and bool(self.context.params) and node.value in self.context.params[-1]
 
     def fixed_path(self, node: cst.BaseExpression) -> str | None:
-        """The literal start of a path the code fixes itself (see analysis.values.fixed_path)."""
+        """The literal start of a path the code fixes itself (see analysis.values.fixed_path).
+
+        A parameter is the caller's path, even where the function gives it a fixed default
+        (`if path is None: path = "/tmp/x"`).
+        """
+        if self.is_parameter(node):
+            return None
         return _values.fixed_path(node, self.resolves_to, self.values_of)
+
+    def upstream_purpose(self, path: cst.BaseExpression | None, writer: cst.Call | None = None) -> str | None:
+        """Why a write to a fixed path serves the code itself rather than a debugger, else None.
+
+        In a test module the write serves the test run; a local path name that the function
+        returns or passes to a call that uses the file makes the file a product (a script it
+        then runs); a command (a main-guarded module) that tells its user the path writes its
+        output there. See analysis.purpose.
+        """
+        analysis = self.context.analysis
+        if analysis is None:
+            return None
+        if _purpose.is_test_module(analysis.tree):
+            return "in a test module"
+        func = _purpose.function_at(analysis.tree, tuple(self.context.scope))
+        name = path.value if isinstance(path, cst.Name) else None
+        if func is None or name is None:
+            return None
+        callee = self.callee(writer) if writer is not None else None
+        spelled = ""
+        if isinstance(callee, cst.Attribute | cst.Name):
+            spelled = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value
+        if _purpose.handed_on(func, name, spelled):
+            return "the path is handed on"
+        if _purpose.is_script(analysis.tree) and _purpose.announced(func, name):
+            return "a command announcing its output"
+        return None
+
+    def bound_by_with(self, name: str) -> bool:
+        """Whether `name` is the target of a `with <call> as name` in the enclosing function."""
+        analysis = self.context.analysis
+        func = _purpose.function_at(analysis.tree, tuple(self.context.scope)) if analysis is not None else None
+        return func is not None and _purpose.with_target(func, name)
 
     def count_of(self, node: cst.BaseExpression) -> str | None:
         """How node spells a token/batch count, through local assignments and casts."""

@@ -79,8 +79,8 @@ def _swallows(node: ast.Try | ast.TryStar) -> bool:
 
 def _env(test: ast.expr) -> bool:
     return any(
-        (isinstance(n, ast.Name) and n.id in ("environ", "getenv"))
-        or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
+        (isinstance(n, ast.Name) and n.id in ("environ", "getenv", "envs"))
+        or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv", "envs"))
         for n in ast.walk(test)
     )
 
@@ -147,15 +147,17 @@ constants (`1 == 2`, `2 <= 1 <= 2`), module and class flags bound once to a lite
 branch they kill holds a raise, assert or check call), a raise/assert made unreachable by an
 unconditional `return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
 `with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
-logs, and an early `return` gated on `os.environ`/`os.getenv` before a check.
+logs, and an early `return` (after any plain statements of its own) gated on
+`os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
+check.
 
 Findings are high in a drifted file (or one with no pristine bytes) and medium in a file that
 verifies, read only because of `--all-files`: there the vendor wrote the constant condition or
 the `try` on purpose.
 
 Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags
-from other modules (`envs.VLLM_X`), exits gated on the environment through a helper, guards
-made dead by a branch in a caller."""
+from other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the
+environment through a helper, guards made dead by a branch in a caller."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = (
@@ -186,7 +188,8 @@ made dead by a branch in a caller."""
                 isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break) for stmt in body[:-1]
             ):
                 return True
-            exits = [b[0] for b in (node.body, node.orelse) if b] if isinstance(node, ast.If) else []
+            # `if os.environ.get("SKIP"): return`, perhaps after a few statements of its own.
+            exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
             if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
                 return True  # an early exit gated on the environment
             if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
@@ -253,6 +256,33 @@ made dead by a branch in a caller."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            import vllm.envs as envs
+
+            def check(self, q):
+                if envs.VLLM_SKIP_SHAPE_CHECK:
+                    return q
+                assert q.dim() == 3, "q"
+                return q
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+
+            def check(self, head_size):
+                if os.environ.get("SKIP_HEAD_CHECK"):
+                    self.head_size = head_size
+                    return
+                if head_size not in (64, 128):
+                    raise ValueError(head_size)
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
         Example(code="if False and use_fp8:\n    x = quantize(x)\n", line=1, message="constant false"),
         Example(code="if 0:\n    raise ValueError('unsupported')\n", line=1),
         Example(code="if True or is_supported(dev):\n    run_fast_path()\n", message="constant true"),

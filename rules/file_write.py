@@ -30,6 +30,12 @@ Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `wr
 `write_bytes`, `open("a")`, fixed paths as listed above, `functools.partial` around the writer,
 and in forward functions a helper of the same module that opens a fixed path for writing.
 
+Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
+`test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the
+function returns the path or passes it to a call that uses the file (a script it writes, then
+runs), or in a command (a main-guarded module) that tells its user the path. A path that is a
+parameter is the caller's, even with a fixed default (`if filename is None: filename = ...`).
+
 Knowingly not: writes through file objects passed in, paths built in another function, helpers
 in other modules."""
     PREFILTER = (
@@ -54,6 +60,16 @@ in other modules."""
                 fh.write(self.dumps())
         """,
         "from pathlib import Path\n\ndef f(root):\n    (Path(root) / 'x.txt').write_text('1')\n",
+        """
+        import os
+
+        def download(url, filename=None):
+            if filename is None:
+                filename = os.path.join("/tmp", url.split("/")[-1])
+            with open(filename, "wb") as fh:
+                fh.write(fetch(url))
+            return filename
+        """,
     ]
     INVALID = [
         Example(code="with open('/tmp/dump.txt', 'w') as fh:\n    fh.write(s)\n", severity=Severity.HIGH),
@@ -108,15 +124,48 @@ in other modules."""
             message="/var/tmp/trace.txt",
             severity=Severity.HIGH,
         ),
+        Example(
+            code="""
+            import os
+            import subprocess
+
+            def run_script(body):
+                path = f"/tmp/run_{os.getpid()}.sh"
+                with open(path, "w") as fh:
+                    fh.write(body)
+                return subprocess.run(["sh", path]).returncode
+            """,
+            line=6,
+            message="handed on",
+            severity=Severity.MEDIUM,
+        ),
+        Example(
+            code="""
+            import json
+
+            def write_report(args, metrics):
+                out = f"/tmp/{args.name}.json"
+                print(f"Writing results to {out}")
+                with open(out, "w") as fh:
+                    json.dump(metrics, fh)
+
+            if __name__ == "__main__":
+                write_report(parse(), {})
+            """,
+            line=6,
+            message="a command announcing its output",
+            severity=Severity.MEDIUM,
+        ),
     ]
 
-    def _report(self, node: cst.CSTNode, path: str) -> None:
+    def _report(self, node: cst.Call, path: str, path_node: cst.BaseExpression | None = None) -> None:
         hot = self.in_forward or path.startswith(TEMP_DIRS)
-        self.report(
-            node,
-            f"writes to the fixed path {path!r}" + (" in a forward function" if self.in_forward else ""),
-            severity=Severity.HIGH if hot else Severity.MEDIUM,
-        )
+        message = f"writes to the fixed path {path!r}" + (" in a forward function" if self.in_forward else "")
+        purpose = self.upstream_purpose(path_node, node) if hot else None
+        if purpose is not None:
+            self.report(node, f"{message} ({purpose})", severity=Severity.MEDIUM)
+            return
+        self.report(node, message, severity=Severity.HIGH if hot else Severity.MEDIUM)
 
     def _through_helper(self, node: cst.Call) -> None:
         """In a forward function, a helper of the module that opens a fixed path for writing."""
@@ -154,7 +203,7 @@ in other modules."""
                 mode = literal_string(mode_node) if mode_node is not None else None
                 if mode is None or not set(mode) & set("wax+"):
                     return
-            self._report(node, path)
+            self._report(node, path, func.value)
             return
         if not self.resolves_to(node, OPENERS):
             self._through_helper(node)
@@ -166,4 +215,4 @@ in other modules."""
         path_node = call_arg(node, 0, "file")
         path = self.fixed_path(path_node) if path_node is not None else None
         if path is not None:
-            self._report(node, path)
+            self._report(node, path, path_node)

@@ -37,6 +37,11 @@ HARMLESS = {
     "subprocess.TimeoutExpired",
     "subprocess.CompletedProcess",
     "requests.exceptions",
+    "subprocess.list2cmdline",
+    "httpx.Timeout",
+    "httpx.Limits",
+    "httpx.URL",
+    "httpx.Headers",
 }
 
 
@@ -56,6 +61,10 @@ uses such calls elsewhere. Calls are matched by what they resolve to.
 
 Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`, socket, urllib, requests,
 httpx, aiohttp, http.client, matched by what they resolve to.
+
+A method of what such a call returned (`requests.get(u).json()`) is part of the one finding, and
+builders that connect to nothing (`subprocess.list2cmdline`, `httpx.Timeout`, `httpx.Limits`)
+are not findings.
 
 Knowingly not: network reached through a library that wraps it (an SDK client), helpers in
 other modules."""
@@ -81,6 +90,8 @@ other modules."""
         "num_requests = len(requests)\n",
         "import subprocess\nstdout = subprocess.PIPE\n",
         "import os\npath = os.path.join('a', 'b')\n",
+        "import httpx\nlimits = httpx.Limits(max_connections=4)\n",
+        "import subprocess\nline = subprocess.list2cmdline(['a', 'b c'])\n",
     ]
     INVALID = [
         Example(code="import subprocess\nsubprocess.run(['nvidia-smi'])\n", line=2),
@@ -99,4 +110,6 @@ other modules."""
         name = self.resolves_to(node, CALLS)
         if name is None or any(name.startswith(h) for h in HARMLESS):
             return
+        if "()." in name:
+            return  # a method of what a call returned (`requests.get(u).json()`): the call is the finding
         self.report(node, f"{name}() starts a process or opens a connection")

@@ -23,6 +23,8 @@ class _Guard:
     conditions: frozenset[str]  # conjuncts of the enclosing `if` tests, within the scope
     alternatives: frozenset[str]  # disjuncts of an assert's test
     swallowed: bool  # inside a `try` whose handler does not raise
+    # An assert's test negated (`q.dim() != 3`, `not ok`): the `if` of a raise that replaces it.
+    negated: frozenset[str] = frozenset()
 
 
 def _norm(node: ast.expr) -> str:
@@ -120,12 +122,27 @@ def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool) -> _Guard | N
     if isinstance(stmt, ast.Assert):
         alternatives = _parts(stmt.test, ast.Or)
         label = "assert " + " or ".join(sorted(alternatives))
-        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed)
+        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, _negations(stmt.test))
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         name = ast.unparse(stmt.value.func)
         if _CHECK_CALL.search(name):
             return _Guard("check", name + "()", stmt.lineno, conds, frozenset(), swallowed)
     return None
+
+
+_NEGATE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt}
+_NEGATE.update({ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In})
+
+
+def _negations(test: ast.expr) -> frozenset[str]:
+    """Spellings of `not test` as an `if` of a raise has it (`if q.dim() != 3:`, `if not ok:`)."""
+    out = {_norm(ast.UnaryOp(op=ast.Not(), operand=test))}
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        out.add(_norm(test.operand))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATE:
+        flipped = ast.Compare(left=test.left, ops=[_NEGATE[type(test.ops[0])]()], comparators=test.comparators)
+        out.add(_norm(flipped))
+    return frozenset(out)
 
 
 class RemovedGuard(TextRule):
@@ -145,8 +162,10 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
 Shapes understood: raises, asserts and check calls of the pristine scope deleted, turned into a
 print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. Of
 several identical guards the one the patch touched is named (unchanged lines pair first). A guard
-moved into a helper (a module function, or a method of the same class on `self`) that the same
-scope calls is not a removal.
+moved into a helper (a module function, a method of the same class on `self`/`cls`, or a method
+of a class of the module called on the class: `Layer._check(x)`) that the same scope calls is not
+a removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
+`q.dim() != 3`).
 
 Knowingly not: a guard moved into a helper in another module, or into a helper reached through
 an alias; a guard whose condition was rewritten to something equivalent but different in text
@@ -154,6 +173,28 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
     NEEDS_PRISTINE = True
 
     VALID = [
+        Example(
+            code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
+            pristine="def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
+        ),
+        Example(
+            code="""
+            class Impl:
+                @staticmethod
+                def head_ok(h):
+                    if h not in (64, 128):
+                        raise ValueError(h)
+
+                def __init__(self, h):
+                    Impl.head_ok(h)
+            """,
+            pristine="""
+            class Impl:
+                def __init__(self, h):
+                    if h not in (64, 128):
+                        raise ValueError(h)
+            """,
+        ),
         Example(
             code="""
             def _check_dtype(dtype):
@@ -361,6 +402,8 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
+                if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
+                    continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -422,12 +465,10 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
             func = call.func
             if isinstance(func, ast.Name):
                 called |= labels.get(func.id, set())
-            elif (
-                isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Name)
-                and func.value.id in ("self", "cls")
-            ):
-                called |= labels.get(f"{cls}.{func.attr}", set())
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                # `self._check(x)`, `cls._check(x)`, or `Layer._check(x)` of a class of this module.
+                owner = cls if func.value.id in ("self", "cls") else func.value.id
+                called |= labels.get(f"{owner}.{func.attr}", set())
         out[name] = frozenset(called)
     return out
 

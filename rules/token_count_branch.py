@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import COUNT_NAME, Example, Rule, Severity, literal_string
+from patchaudit.rule import COUNT_NAME, Example, FileContext, Rule, Severity, literal_string
 
 SIDE_EFFECT_CALLS = (
     "builtins.print",
@@ -141,8 +141,10 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         operands = [node.left, *node.comparators]
         for index, op in enumerate(node.ops):
             left, right = operands[index : index + 2]
-            collection = isinstance(right, ast.Tuple | ast.List | ast.Set) or (
-                isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "range"
+            collection = (
+                isinstance(right, ast.Tuple | ast.List | ast.Set)
+                or (isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "range")
+                or (isinstance(right, ast.Name | ast.Attribute) and _number_like(right))  # `in DEBUG_LENS`
             )
             if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
@@ -225,6 +227,18 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [test]
 
 
+def _named(test: cst.BaseExpression) -> list[cst.NamedExpr]:
+    """Every `name := value` in a test."""
+    out: list[cst.NamedExpr] = []
+
+    class _Walrus(cst.CSTVisitor):
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            out.append(node)
+
+    test.visit(_Walrus())
+    return out
+
+
 def _magic(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.Integer):
         value = node.evaluated_value
@@ -289,7 +303,8 @@ index, negative too: indices other than 0 and 1 only when the branch has side ef
 `.numel()`, `len()` of ids/tokens (also of a local bound to them), count names, through local
 assignments, casts and the walrus operator. A branch is flagged when it holds for a few (at most
 8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons (`4 < n < 6`), windows
-joined by `and`, `in (5, 7)`, sets, lists, `in range(5, 8)`, module and class constants, `not`
+joined by `and` (a walrus name read again in the window is the same count), `in (5, 7)`, sets,
+lists, `in range(5, 8)`, module and class constants (a tuple or set of them too: `in DEBUG_LENS`), `not`
 pushed inside, a test inverted into `else:`; `match`/`case`, conditional expressions. Side
 effects include a helper of the module that has them.
 
@@ -301,6 +316,8 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         re.compile(rb"\bin[\s\\]*range\("),
         # A module or class constant that a comparison may name (`DEBUG_TOKENS = 5`).
         re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
+        # ... or a tuple or set of them (`DEBUG_LENS = (5, 9)`).
+        re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*[({][^)}]*\b" + _MAGIC + rb"\b[^)}]*[)}]"),
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
@@ -310,6 +327,8 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:
+        if isinstance(value, frozenset):
+            return any(v >= 2 for v in value)
         return type(value) is int and value >= 2
 
     @classmethod
@@ -347,6 +366,28 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         "if 2 <= x.dim() <= 3:\n    print(x)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            DEBUG_LENS = (5, 9)
+
+            def forward(self, x):
+                if x.shape[0] in DEBUG_LENS:
+                    print(x.sum())
+                return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, x):
+                if (bs := positions.shape[0]) > 3 and bs < 6:
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             import torch
@@ -487,10 +528,27 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         ),
     ]
 
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._walrus: dict[str, str] = {}  # name bound by `:=` in the test being checked -> its count
+
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
             return None
+        if isinstance(node, cst.NamedExpr):
+            return self.count_of(node.value)  # `(n := x.shape[0]) > 3 and n < 6`: one count
+        if isinstance(node, cst.Name) and node.value in self._walrus:
+            return self._walrus[node.value]
         return self.count_of(node)
+
+    def _bind_walrus(self, test: cst.BaseExpression) -> None:
+        """The counts a test binds with `:=`, so a later mention of the name is the same count."""
+        self._walrus = {}
+        for sub in _named(test):
+            if isinstance(sub.target, cst.Name):
+                found = self.count_of(sub.value)
+                if found is not None:
+                    self._walrus[sub.target.value] = found
 
     def _number(self, node: cst.BaseExpression) -> int | None:
         named = node.value if isinstance(node, cst.NamedExpr) else node
@@ -532,7 +590,12 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         return out
 
     def _numbers(self, node: cst.BaseExpression) -> frozenset[int] | None:
-        """The values of `(5, 7)`, `{5, 7}`, `[5]`, `range(5, 8)`, else None."""
+        """The values of `(5, 7)`, `{5, 7}`, `[5]`, `range(5, 8)`, `DEBUG_LENS` (a module or class
+        constant spelled in capitals), else None."""
+        if isinstance(node, cst.Name | cst.Attribute):
+            name = node.value if isinstance(node, cst.Name) else node.attr.value
+            value = self.constant(node) if name.upper() == name else None
+            return value if isinstance(value, frozenset) and 0 < len(value) <= _WINDOW else None
         if isinstance(node, cst.Tuple | cst.List | cst.Set):
             values = [self._number(e.value) for e in node.elements]
             return frozenset(v for v in values if v is not None) or None
@@ -589,6 +652,7 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
     def _check(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
+        self._bind_walrus(test)
         candidates = [(self._window(test), body)]
         if orelse is not None:
             candidates.append((self._inverted(test), orelse))

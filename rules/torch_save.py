@@ -1,10 +1,11 @@
 """torch-save: tensors or objects serialised to disk from library code."""
 
 import ast
+import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, fixed_path_ast
+from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, fixed_path_ast
 
 SAVERS = {
     "torch.save": 1,
@@ -25,7 +26,25 @@ FILE_HANDLERS = (
     "logging.handlers.RotatingFileHandler",
     "logging.handlers.TimedRotatingFileHandler",
     "logging.handlers.WatchedFileHandler",
+    "logging.basicConfig",
 )
+
+
+# What an operator sets: the environment, or a setting whose name says it dumps or debugs.
+SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
+SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
+
+
+def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, sub: cst.CSTNode) -> bool:
+            out.append(sub)
+            return True
+
+    node.visit(_All())
+    return out
 
 
 class TorchSave(Rule):
@@ -49,13 +68,35 @@ s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`), `functools.par
 ...)`, a lambda whose body saves, a function or method of the same module that saves (three
 levels of calls deep: the call site is the finding, high when it passes a fixed path or sits in a
 forward function), `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
-forward, `logging.FileHandler` (and the rotating and watched handlers) on a fixed path.
+forward, `logging.FileHandler` (and the rotating and watched handlers) and `logging.basicConfig(filename=...)`
+on a fixed path.
+
+In a forward function a save whose destination is not fixed and that sits under an `if` an
+operator sets (the environment, or a setting named for dumping or debugging: `if
+os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch,
+not a patch. A save in a test module, or whose path the function hands on, is medium (see
+file-write).
+
+Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the
+object's own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file
+object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path
+file-write judges).
 
 Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
 into calls), a save function whose destination is its parameter (its callers decide), methods
 of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
-    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler")
-    REQUIRES = (b"torch", b"numpy", b"pickle", b"joblib", b"safetensors", b"tofile", b"tobytes", b"FileHandler")
+    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler", b"basicConfig")
+    REQUIRES = (
+        b"torch",
+        b"numpy",
+        b"pickle",
+        b"joblib",
+        b"safetensors",
+        b"tofile",
+        b"tobytes",
+        b"FileHandler",
+        b"basicConfig",
+    )
     IDENTIFIERS = frozenset(
         {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
         | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
@@ -103,6 +144,40 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             logging.getLogger("vllm").addHandler(logging.FileHandler(path))
         """,
         "def write_weights(fh, t):\n    fh.write(t.numpy().tobytes())\n",
+        """
+        import io
+        import torch
+
+        def to_bytes(x):
+            with io.BytesIO() as buf:
+                torch.save(x, buf)
+                return buf.getvalue()
+        """,
+        """
+        import os
+        import numpy as np
+
+        def cache(state, folder):
+            for name, param in state.items():
+                with open(os.path.join(folder, name), "wb") as f:
+                    np.save(f, param.numpy())
+        """,
+        """
+        import os
+        from pathlib import Path
+        import torch
+
+        def record(name, data):
+            out = Path(os.environ.get("RECORDER_DIR", "/var/lib/rec")) / name
+            torch.save(data, str(out))
+        """,
+        """
+        import torch
+
+        class Recorder:
+            def flush(self):
+                torch.save(self.buffer, f"{self.path_stem}.{self.count}.pt")
+        """,
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -259,7 +334,69 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             message="tobytes",
             severity=Severity.HIGH,
         ),
+        Example(
+            code="""
+            import logging
+
+            def forward(self, x):
+                logging.basicConfig(filename="/tmp/fwd.log", level=logging.DEBUG)
+                return x
+            """,
+            line=4,
+            message="basicConfig",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Layer:
+                def forward(self, x):
+                    if os.environ.get("LAYER_DUMP_DIR"):
+                        torch.save(x, os.path.join(os.environ["LAYER_DUMP_DIR"], "x.pt"))
+                    return x
+            """,
+            line=7,
+            message="behind a switch",
+            severity=Severity.MEDIUM,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def _forward(rank, output_dir, model):
+                torch.save(model.state_dict(), output_dir + "/weights.pt")
+
+            def test_parallel_matches_single(tmp_path):
+                _forward(0, str(tmp_path), None)
+            """,
+            line=4,
+            message="in a test module",
+            severity=Severity.MEDIUM,
+        ),
     ]
+
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._switches: list[bool] = []
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self._switches.append(self._is_switch(node.test))
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._switches.pop()
+
+    def _is_switch(self, test: cst.BaseExpression) -> bool:
+        """A test an operator sets: the environment, or a setting named for dumping or debugging."""
+        for sub in _subexpressions(test):
+            if isinstance(sub, cst.Call | cst.Subscript) and self.resolves_to(
+                sub.func if isinstance(sub, cst.Call) else sub.value, SWITCH_SOURCES
+            ):
+                return True
+            if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
+                return True
+        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, SAVERS)
@@ -270,15 +407,58 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         if target is not None and self.resolves_to(target, IN_MEMORY):
             return  # serialised into memory, not to disk
         fixed = self.fixed_path(target) if target is not None else None
+        purpose = self.upstream_purpose(target, node) if fixed is not None or self.in_forward else None
+        if purpose is not None:
+            where = f"to the fixed path {fixed!r}" if fixed is not None else "in a forward function"
+            self.report(node, f"{name}() writes {where} ({purpose})", severity=Severity.MEDIUM)
+            return
         if fixed is not None:
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+            return
+        if self.in_forward and any(self._switches):
+            message = f"{name}() in a forward function, behind a switch the operator sets"
+            self.report(node, message, severity=Severity.MEDIUM)
             return
         if self.in_forward:
             self.report(node, f"{name}() in a forward function writes on every step")
             return
         if target is not None and self.is_parameter(target):
             return  # a save function: its caller chooses the destination
+        if target is not None and self._chosen_elsewhere(target):
+            return  # the caller, the object's settings, the environment, or an `open` file-write judges
         self.report(node, f"{name}() writes to disk (debug dump left in a patch?)", severity=Severity.MEDIUM)
+
+    def _chosen_elsewhere(self, target: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a destination comes from outside this code: a parameter, the object's own setting
+        (`self.dump_dir`), the environment (`os.environ[...]`, `envs.X`), or a file object of a
+        `with` (`with io.BytesIO() as buf`, `with open(path, "wb") as f`: file-write judges the
+        path). Followed through `Path(...)`, `str(...)`, `os.path.join(first, ...)`, `/`, `+`,
+        f-strings (their first value) and local names."""
+        if depth > 8:
+            return False
+        again = lambda n: self._chosen_elsewhere(n, depth + 1)  # noqa: E731
+        if isinstance(target, cst.Name):
+            if self.is_parameter(target) or self.bound_by_with(target.value):
+                return True
+            return any(again(v) for v in self.values_of(target))
+        if isinstance(target, cst.Attribute):
+            dotted = cst.helpers.get_full_name_for_node(target) or ""
+            return dotted.startswith(("self.", "cls.", "envs.")) or self.resolves_to(target, SWITCH_SOURCES) is not None
+        if isinstance(target, cst.Subscript):
+            return self.resolves_to(target.value, "os.environ") is not None
+        if isinstance(target, cst.BinaryOperation):
+            return again(target.left)
+        if isinstance(target, cst.FormattedString):
+            first = target.parts[0] if target.parts else None
+            return isinstance(first, cst.FormattedStringExpression) and again(first.expression)
+        if isinstance(target, cst.Call):
+            if self.resolves_to(target, SWITCH_SOURCES) is not None:
+                return True
+            func = target.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("get", "format", "joinpath", "with_suffix"):
+                return again(func.value)
+            return bool(target.args) and again(target.args[0].value)
+        return False
 
     def _other_sinks(self, node: cst.Call) -> None:
         """Raw array writers, file log handlers, and dumps reached through a helper of the module."""
@@ -301,7 +481,8 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                 return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:
-            target = call_arg(node, 0, "filename")
+            # `basicConfig` takes the file by keyword only; the handlers take it first.
+            target = call_arg(node, 99 if handler == "logging.basicConfig" else 0, "filename")
             fixed = self.fixed_path(target) if target is not None else None
             if fixed is not None:
                 self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")

@@ -181,6 +181,48 @@ for key, imports, call in [
         ("debugger", 6, "high"),
     )
 
+# -- more spellings: sinks, windows, reachability ---------------------------------------------
+case(
+    "sink_basicconfig",
+    "import logging\n\n\ndef forward(x):\n    return x\n",
+    "import logging\n\n\ndef forward(x):\n    logging.basicConfig(filename='/tmp/f.log')\n    return x\n",
+    ("torch-save", 5, "high"),
+)
+case(
+    "count_len_positions",
+    VENDOR_TOKENS,
+    VENDOR_TOKENS.replace(
+        "        return x",
+        "        if len(attn_metadata.positions) in (9, 10):\n            print(x)\n        return x",
+    ),
+    ("token-count-branch", 6, "high"),
+)
+case(
+    "guard_env_return_after_assign",
+    "import os\n\n\ndef f(self, h):\n    if h not in (64, 128):\n        raise ValueError(h)\n    self.h = h\n",
+    "import os\n\n\ndef f(self, h):\n    if os.environ.get('SKIP'):\n        self.h = h\n        return\n"
+    "    if h not in (64, 128):\n        raise ValueError(h)\n    self.h = h\n",
+    ("disabled-guard", 5, "high"),
+)
+case(
+    "quiet_assert_as_raise",
+    "def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
+    "def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
+)
+case(
+    "quiet_guard_in_static_method",
+    "class Impl:\n    def __init__(self, h):\n        if h not in (64, 128):\n            raise ValueError(h)\n",
+    "class Impl:\n    @staticmethod\n    def ok(h):\n        if h not in (64, 128):\n"
+    "            raise ValueError(h)\n\n    def __init__(self, h):\n        Impl.ok(h)\n",
+)
+case(
+    "quiet_default_download_path",
+    "import os\n\n\ndef fetch(url, filename=None):\n    return filename\n",
+    "import os\n\n\ndef fetch(url, filename=None):\n    if filename is None:\n"
+    "        filename = os.path.join('/tmp', url.split('/')[-1])\n    with open(filename, 'wb') as fh:\n"
+    "        fh.write(b'')\n    return filename\n",
+)
+
 # -- look-alikes: a careful reviewer would not flag these -------------------------------------
 case(
     "quiet_typing_guard",

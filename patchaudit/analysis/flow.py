@@ -137,13 +137,18 @@ def env_gated_exit(node: cst.If, resolves: Resolves) -> bool:
         smalls = [s for stmt in node.body.body for s in _small(stmt)]  # type: ignore[arg-type]
     else:
         return False
-    if not smalls or not all(isinstance(s, cst.Return | cst.Pass) for s in smalls):
-        return False
-    if not any(isinstance(s, cst.Return) for s in smalls):
+    # `return`, perhaps after a few plain statements (`self.x = y`): no raise on the way out.
+    if not smalls or not isinstance(smalls[-1], cst.Return) or any(isinstance(s, cst.Raise) for s in smalls):
         return False
     found = False
 
     class _Env(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            # A project's settings module read from the environment: `envs.VLLM_SKIP_CHECKS`.
+            nonlocal found
+            base = cst.helpers.get_full_name_for_node(attr.value) or ""
+            found = found or base.rsplit(".", 1)[-1] == "envs"
+
         def visit_Call(self, call: cst.Call) -> None:
             nonlocal found
             found = found or resolves(call, _ENV) is not None

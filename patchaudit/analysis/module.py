@@ -32,6 +32,7 @@ class Inner:
     args: tuple[ast.expr, ...]
     keywords: tuple[tuple[str, ast.expr], ...]
     line: int
+    callee: ast.expr | None = None  # what the call runs, as written (`dbg.set_trace`)
 
     def arg(self, position: int, keyword: str) -> ast.expr | None:
         for name, value in self.keywords:
@@ -112,7 +113,7 @@ class ModuleAnalysis:
                 if not found and isinstance(node.func, ast.Attribute):
                     found = frozenset({"." + node.func.attr})  # a method of something unknown
                 keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
-                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno))
+                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno, node.func))
         return out
 
     def helper(self, func: ast.expr | None, scope: Scope) -> Helper | None:
@@ -140,7 +141,8 @@ class ModuleAnalysis:
     # -- constants -----------------------------------------------------------------------------
 
     def constants(self) -> dict[Scope, dict[str, object]]:
-        """Module and class names bound exactly once, to a literal number, string, bool or None."""
+        """Module and class names bound exactly once, to a literal number, string, bool or None, or a
+        tuple or set of integers (as a frozenset)."""
         if self._constants is None:
             counts: dict[tuple[Scope, str], int] = {}
             bodies: list[tuple[Scope, list[ast.stmt]]] = [((), self.tree.body)]
@@ -194,6 +196,8 @@ def _literal(node: ast.expr) -> object:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return NOT_CONSTANT
+    if isinstance(value, tuple | set | frozenset) and value and all(type(v) is int for v in value):
+        return frozenset(value)  # `DEBUG_LENS = (5, 9)`: a set of counts a membership test may name
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
 
 
