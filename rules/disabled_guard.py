@@ -47,6 +47,13 @@ def _names_only(test: ast.expr) -> bool:
     return False
 
 
+# The nodes statement_check looks at: those with a body of statements, and asserts.
+_BLOCKS = frozenset(
+    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While, ast.If, ast.With}
+    | {ast.AsyncWith, ast.Try, ast.TryStar, ast.ExceptHandler, ast.match_case, ast.Assert}
+)
+
+
 def _suppress(node: ast.expr) -> bool:
     func = node.func if isinstance(node, ast.Call) else None
     return (isinstance(func, ast.Name) and func.id == "suppress") or (
@@ -179,6 +186,8 @@ environment through a helper, guards made dead by a branch in a caller."""
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         for node in nodes:
+            if type(node) not in _BLOCKS:
+                continue  # an expression or a simple statement: none of the shapes below
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
                 return True
             if isinstance(node, ast.Try | ast.TryStar) and _swallows(node):

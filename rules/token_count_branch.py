@@ -131,6 +131,9 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
+_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match})  # the nodes _magic_test can accept
+
+
 def _magic_test(node: ast.AST, assigned: Values) -> bool:
     """The ast side of the rule: a comparison or case that could pin a count (no names resolved)."""
     if isinstance(node, ast.Compare):
@@ -334,7 +337,7 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         assigned = _assigned(nodes)
-        return any(_magic_test(node, assigned) for node in nodes)
+        return any(_magic_test(node, assigned) for node in nodes if type(node) in _TESTS)
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",
