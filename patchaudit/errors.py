@@ -26,6 +26,10 @@ class UnsafePath(PatchAuditError):
     """A path would escape the environment's own directories."""
 
 
+class NotVerifiable(PatchAuditError):
+    """The installed files of a distribution cannot be checked, so nothing can be planned from them."""
+
+
 class PristineNotFound(PatchAuditError):
     """No source of pristine bytes could provide the distribution."""
 

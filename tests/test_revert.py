@@ -136,6 +136,22 @@ def test_dry_run_writes_nothing(venv: tuple[Path, Path, Path]) -> None:
     assert not (python.parent.parent / ".patchaudit/quarantine").exists()
 
 
+def test_a_distribution_whose_record_cannot_be_read_is_an_error_not_nothing_to_revert(
+    venv: tuple[Path, Path, Path],
+) -> None:
+    """An unreadable RECORD hides every patch: "nothing to revert" with exit 0 would be a wrong answer."""
+    python, site, wheelhouse = venv
+    (site / "demo/mod5.py").write_bytes(b"X = 'patched'\n")
+    record = site / "demo-1.0.dist-info/RECORD"
+    record.rename(record.with_name("RECORD.real"))
+    record.symlink_to("RECORD.real")
+    proc = patchaudit("revert", "demo", "--python", str(python), "--wheelhouse", str(wheelhouse), "--yes")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot plan a revert of demo: RECORD is a symlink" in proc.stderr
+    assert "nothing to revert" not in proc.stdout
+    assert (site / "demo/mod5.py").read_bytes() == b"X = 'patched'\n"
+
+
 def test_only_named_paths_are_reverted(venv: tuple[Path, Path, Path]) -> None:
     python, site, wheelhouse = venv
     (site / "demo/mod5.py").write_bytes(b"A\n")

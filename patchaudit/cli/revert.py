@@ -73,6 +73,9 @@ def revert(
     if dist is None and resume:
         return ExitCode.CLEAN
     environment.require_any(env, every)
+    from patchaudit.revert.paths import refuse_unsafe_root
+
+    refuse_unsafe_root(env)  # before anything is read to plan: root may not write this tree at all
     if dist is None:
         from patchaudit.cli.revert_env import revert_environment
 

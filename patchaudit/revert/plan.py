@@ -12,13 +12,13 @@ from pathlib import Path
 from patchaudit.beneath import read_below, stat_below
 from patchaudit.diff import select_drift
 from patchaudit.environment import Environment, InstalledDist
-from patchaudit.errors import PatchAuditError
+from patchaudit.errors import NotVerifiable, PatchAuditError
 from patchaudit.hashing import hash_file
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
 from patchaudit.pristine.check import PristineFile, wheel_index
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.pristine.interface import PristineSource
-from patchaudit.report import DistReport, Drift, DriftState
+from patchaudit.report import DistReport, DistStatus, Drift, DriftState
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
 from patchaudit.revert.paths import check_destination, destination
 from patchaudit.safefs import Cap
@@ -36,6 +36,10 @@ def plan_revert(
     transfer: Transfer | None = None,
 ) -> Plan:
     """Decide what reverting `dist` (or `paths` of it) does, from `report`; pristine bytes checked here."""
+    if not report.drift and report.status is DistStatus.UNVERIFIABLE:
+        why = report.unverified[0].reason if report.unverified else "its installed files cannot be checked"
+        hint = "see `patchaudit scan` for what it read"
+        raise NotVerifiable(f"cannot plan a revert of {dist.name}: {why}", hint=hint)
     drift = select_drift(report, paths)
     refused: list[Refusal] = []
     if paths:
