@@ -78,6 +78,13 @@ def shipped() -> list[Erratum]:
     return _read(SHIPPED)
 
 
+def digest() -> str:
+    """The shipped errata's version: the first 16 hex digits of errata.toml's sha256."""
+    import hashlib
+
+    return hashlib.sha256(SHIPPED.read_bytes()).hexdigest()[:16]
+
+
 def load(extra: Sequence[Path] = ()) -> Errata:
     """The shipped errata and the operator's files; a file that cannot be read is InvalidPolicy."""
     items: list[Erratum] = []
@@ -174,4 +181,4 @@ def to_toml(filename: str, sha256: str, wrong: Sequence[tuple[str, str, str]]) -
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SHIPPED", "Errata", "Erratum", "load", "read_wheel", "to_toml"]
+__all__ = ["SHIPPED", "Errata", "Erratum", "digest", "load", "read_wheel", "to_toml"]

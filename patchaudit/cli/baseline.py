@@ -6,19 +6,19 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import given_root, open_environment, root_option, target_options
+from patchaudit.cli.common import format_option, given_root, open_environment, serve_option, target_group
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.group()
+@click.group(epilog=examples("baseline"))
 def baseline() -> None:
     """A known-good snapshot of an environment and the record of approved patches."""
 
 
-@baseline.command()
+@baseline.command(epilog=examples("baseline create"))
 @click.argument("dists", nargs=-1)
-@target_options
-@root_option
+@target_group(root=True)
 @click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -93,12 +93,11 @@ def create(
     return ExitCode.CLEAN
 
 
-@baseline.command()
+@baseline.command(epilog=examples("baseline check"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("dists", nargs=-1)
-@target_options
-@root_option
-@click.option("--format", "fmt", type=click.Choice(["journal", "json"]), default="journal", show_default=True)
+@target_group(root=True)
+@format_option("journal", "json", default="journal")
 def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Path | None, fmt: str) -> int:
     """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
     from patchaudit import baseline as core
@@ -126,15 +125,15 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
     return verdict.exit_code
 
 
-@baseline.command()
+@baseline.command(epilog=examples("baseline accept"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--reason", required=True, help="Why this patch is needed (kept in the baseline and the git log).")
 @click.option("--dist", "distribution", help="The distribution the file belongs to, when the path is ambiguous.")
 @click.option("--by", "who", help="Who approves (default: $SUDO_USER, $USER, then git's user.name).")
-@click.option("--serve", metavar="MODEL", help="Refuse patches that run for MODEL (a model directory or repo id).")
+@serve_option
 @click.option("--force", is_flag=True, help="With --serve: accept patches that run for the model all the same.")
-@target_options
+@target_group(root=False)
 def accept(
     file: Path,
     paths: tuple[str, ...],
@@ -146,7 +145,10 @@ def accept(
     python: Path | None,
     site_path: Path | None,
 ) -> int:
-    """Approve each of PATHS (relative to site-packages) exactly as it is now."""
+    """Approve each of PATHS (relative to site-packages) exactly as it is now.
+
+    With --serve, a patch in code that runs for MODEL is refused unless --force; other models' leftovers
+    are accepted with their reason."""
     from patchaudit import baseline as core
 
     if serve:

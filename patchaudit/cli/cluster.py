@@ -10,36 +10,45 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from patchaudit.cli.common import target_options, write_output
+from patchaudit.cli.common import (
+    fail_on_option,
+    format_option,
+    out_option,
+    policy_option,
+    target_group,
+    timeout_option,
+    write_output,
+)
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.cluster.driver import ClusterResult, NodeResult
 
 
-@click.group()
+@click.group(epilog=examples("cluster"))
 def cluster() -> None:
-    """Audit every node of a Ray cluster (needs `pip install 'patchaudit[ray]'`)."""
+    """Audit every node of a Ray cluster (needs `pip install 'patchaudit[ray]'`).
+
+    --python, --path and --policy name paths on every node; a node without an answer by --timeout fails
+    the run."""
 
 
 def _cluster_options(func):  # type: ignore[no-untyped-def]
-    func = click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)(
-        func
-    )
-    func = click.option("--out", type=click.Path(path_type=Path), help="Write the result to FILE.")(func)
-    func = click.option(
-        "--timeout", type=click.FloatRange(1, 3600), default=120, show_default=True, help="Seconds for the whole run."
-    )(func)
-    func = click.option(
-        "--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML, as a path on every node."
-    )(func)
+    func = format_option("human", "json")(func)
+    func = out_option(func)
+    func = fail_on_option(func)
+    func = timeout_option("default: 120", default=120)(func)
+    func = policy_option(func)
     func = click.option("--address", default="auto", show_default=True, help="Ray cluster: auto or HOST:PORT.")(func)
-    func = target_options(func)
+    func = target_group(root=False)(func)
     func = click.argument("dists", nargs=-1)(func)
     return func
 
 
-def _node_args(dists: tuple[str, ...], python: Path | None, site_path: Path | None, policy: Path | None) -> list[str]:
+def _node_args(
+    dists: tuple[str, ...], python: Path | None, site_path: Path | None, policy: Path | None, fail_on: str | None
+) -> list[str]:
     args = list(dists)
     if python is not None:
         args += ["--python", str(python)]
@@ -47,6 +56,8 @@ def _node_args(dists: tuple[str, ...], python: Path | None, site_path: Path | No
         args += ["--path", str(site_path)]
     if policy is not None:
         args += ["--policy", str(policy)]
+    if fail_on is not None:
+        args += ["--fail-on", fail_on]
     return args
 
 
@@ -57,6 +68,7 @@ def _run(
     address: str,
     policy: Path | None,
     timeout: float,
+    fail_on: str | None,
 ) -> ClusterResult:
     import signal
 
@@ -67,7 +79,7 @@ def _run(
 
     previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return run(address, _node_args(dists, python, site_path, policy), timeout=timeout)
+        return run(address, _node_args(dists, python, site_path, policy, fail_on), timeout=timeout)
     except ClusterTimeout as exc:
         _hard_exit(f"patchaudit: error: {exc}", ExitCode.USAGE)
     except _Interrupted as exc:
@@ -160,7 +172,7 @@ def _finish(result: ClusterResult, fmt: str, out: Path | None, *, quiet: bool) -
     return code
 
 
-@cluster.command("scan")
+@cluster.command("scan", epilog=examples("cluster scan"))
 @_cluster_options
 def scan_cmd(
     dists: tuple[str, ...],
@@ -169,14 +181,15 @@ def scan_cmd(
     address: str,
     policy: Path | None,
     timeout: float,
+    fail_on: str | None,
     out: Path | None,
     fmt: str,
 ) -> int:
     """One line per node and every difference between nodes; exit 0 only when all agree and are clean."""
-    return _finish(_run(dists, python, site_path, address, policy, timeout), fmt, out, quiet=False)
+    return _finish(_run(dists, python, site_path, address, policy, timeout, fail_on), fmt, out, quiet=False)
 
 
-@cluster.command("gate")
+@cluster.command("gate", epilog=examples("cluster gate"))
 @_cluster_options
 def gate_cmd(
     dists: tuple[str, ...],
@@ -185,24 +198,33 @@ def gate_cmd(
     address: str,
     policy: Path | None,
     timeout: float,
+    fail_on: str | None,
     out: Path | None,
     fmt: str,
 ) -> int:
     """The gate on every node: problem lines and a summary; a node without an answer fails it."""
-    return _finish(_run(dists, python, site_path, address, policy, timeout), fmt, out, quiet=True)
+    return _finish(_run(dists, python, site_path, address, policy, timeout, fail_on), fmt, out, quiet=True)
 
 
 @cluster.command("node", hidden=True)
 @click.argument("dists", nargs=-1)
-@target_options
-@click.option("--policy", type=click.Path(path_type=Path, dir_okay=False))
+@target_group(root=False)
+@policy_option
+@fail_on_option
 @click.option("--detail", multiple=True, help="Distributions whose per-file hashes to include.")
 def node_cmd(
-    dists: tuple[str, ...], python: Path | None, site_path: Path | None, policy: Path | None, detail: tuple[str, ...]
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    policy: Path | None,
+    fail_on: str | None,
+    detail: tuple[str, ...],
 ) -> int:
     """This node's share of a cluster run, as JSON (what each Ray task runs)."""
     from patchaudit.cluster.node import node_report
 
-    data = node_report(python=python, site_path=site_path, names=dists, policy_path=policy, detail=detail)
+    data = node_report(
+        python=python, site_path=site_path, names=dists, policy_path=policy, detail=detail, fail_on=fail_on
+    )
     sys.stdout.write(json.dumps(data, separators=(",", ":")) + "\n")
     return ExitCode.CLEAN if data["verdict"]["exit_code"] == ExitCode.CLEAN else ExitCode.PROBLEMS

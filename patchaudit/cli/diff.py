@@ -12,22 +12,20 @@ import click
 from patchaudit.cli.common import (
     dist_paths,
     open_environment,
-    root_option,
     serve_option,
-    target_options,
+    target_group,
     wheelhouse_option,
 )
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.command()
+@click.command(epilog=examples("diff"))
 @click.argument("dist")
 @click.argument("paths", nargs=-1)
-@target_options
-@root_option
+@target_group(root=True, image=True)
 @wheelhouse_option
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: only on a terminal).")
-@click.option("--image", help="DIST in an image read layer by layer (oci:DIR[:TAG], oci-archive:, docker-archive:).")
 @serve_option
 def diff(
     dist: str,

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import click
 
+from patchaudit.cli.common import out_option, write_output
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.command()
+@click.command(epilog=examples("errata"))
 @click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--list", "list_shipped", is_flag=True, help="List the errata patchaudit ships, one wheel a line.")
-def errata(wheels: tuple[Path, ...], list_shipped: bool) -> int:
+@out_option
+def errata(wheels: tuple[Path, ...], list_shipped: bool, out: Path | None) -> int:
     """Print an errata table for each WHEEL whose RECORD disagrees with its members (--list: those shipped).
 
     Add the output to a file the policy's `errata` key (or `scan --errata`) names: an installed file
@@ -27,10 +30,12 @@ def errata(wheels: tuple[Path, ...], list_shipped: bool) -> int:
         by_wheel: dict[str, list[errata_mod.Erratum]] = {}
         for item in errata_mod.shipped():
             by_wheel.setdefault(item.wheel, []).append(item)
+        lines = []
         for filename, items in by_wheel.items():
             paths = ", ".join(i.path for i in items)
-            click.echo(f"{items[0].project} {items[0].version}: {filename}: {len(items)} member(s): {paths}")
-        click.echo(f"{len(by_wheel)} wheels in {errata_mod.SHIPPED}")
+            lines.append(f"{items[0].project} {items[0].version}: {filename}: {len(items)} member(s): {paths}\n")
+        lines.append(f"{len(by_wheel)} wheels in {errata_mod.SHIPPED}\n")
+        write_output("".join(lines), out)
         return ExitCode.CLEAN
     if not wheels:
         raise click.UsageError("give one or more WHEEL files, or --list for the shipped errata")
@@ -41,5 +46,5 @@ def errata(wheels: tuple[Path, ...], list_shipped: bool) -> int:
             click.echo(f"patchaudit: {wheel.name}: its RECORD agrees with every member", err=True)
             continue
         tables.append(errata_mod.to_toml(wheel.name, sha256, wrong))
-    click.echo("\n".join(tables), nl=False)
+    write_output("\n".join(tables), out)
     return ExitCode.CLEAN

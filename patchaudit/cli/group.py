@@ -8,6 +8,7 @@ import click
 
 from patchaudit import __version__
 from patchaudit.cli import COMMANDS
+from patchaudit.cli.examples import examples
 
 
 class LazyGroup(click.Group):
@@ -23,7 +24,35 @@ class LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="patchaudit")
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """patchaudit's version, and the versions of what decides its verdicts: the rule pack, the errata."""
+    if not value or ctx.resilient_parsing:
+        return
+    from patchaudit import errata
+    from patchaudit.hazards import load_rules, pack_version
+    from patchaudit.models.configrules import catalog
+
+    rules = load_rules()
+    shipped = errata.shipped()
+    click.echo(f"patchaudit {__version__}")
+    click.echo(f"rule pack {pack_version(rules)[:16]} ({len(rules)} code rules, {len(catalog())} config rules)")
+    wheels = len({item.wheel for item in shipped})
+    click.echo(f"errata {errata.digest()} ({wheels} wheels, {len(shipped)} members)")
+    ctx.exit()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(""))
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version, the rule pack's and the shipped errata's, and exit.",
+)
 def cli() -> None:
-    """Verify an installed Python environment against what its distributions shipped."""
+    """Verify an installed Python environment against what its distributions shipped.
+
+    Shell completion is click's own: eval "$(_PATCHAUDIT_COMPLETE=bash_source patchaudit)" in ~/.bashrc
+    (zsh: zsh_source; fish: fish_source).
+    """

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import target_options
+from patchaudit.cli.common import baseline_option, no_cache_option, policy_option, target_group
+from patchaudit.cli.examples import examples
 
 
-@click.command()
+@click.command(epilog=examples("metrics"))
 @click.argument("dists", nargs=-1)
-@target_options
+@target_group(root=False)
 @click.option(
     "--textfile",
     required=True,
@@ -23,9 +24,9 @@ from patchaudit.cli.common import target_options
     "--name",
     help="Name the file patchaudit_NAME.prom (default: from the target's path, one file per environment).",
 )
-@click.option("--policy", type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML (as for the gate).")
-@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Hold to this baseline.")
-@click.option("--no-cache", is_flag=True, help="Verify from scratch; neither read nor write the caches.")
+@policy_option
+@baseline_option
+@no_cache_option
 def metrics(
     dists: tuple[str, ...],
     python: Path | None,

@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import F, fail_on_option, severity_or_none, write_output
+from patchaudit.cli.common import (
+    F,
+    dry_run_option,
+    fail_on_option,
+    format_option,
+    from_renamed,
+    no_cache_option,
+    out_option,
+    renamed,
+    severity_or_none,
+    write_output,
+    yes_option,
+)
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -25,19 +38,22 @@ def _target_options(func: F) -> F:
         "to take pristine bytes from; every file is used only if it hashes as recorded (repeatable).",
     )(func)
     func = click.option(
-        "--cache-dir",
+        "--hub-cache",
         type=click.Path(path_type=Path, file_okay=False),
-        help="Hub cache holding REPO_ID (default: HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub).",
+        envvar="HF_HUB_CACHE",
+        callback=from_renamed,
+        help="Hugging Face hub cache holding REPO_ID (default: HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub).",
     )(func)
+    func = renamed("--cache-dir", "--hub-cache", "hub_cache", type=click.Path(path_type=Path, file_okay=False))(func)
     func = click.option("--revision", help="A ref (main), a commit or a commit prefix (default: every snapshot).")(func)
     return func
 
 
-def _resolve(spec: str, revision: str | None, cache_dir: Path | None) -> ModelTarget:
+def _resolve(spec: str, revision: str | None, hub_cache: Path | None) -> ModelTarget:
     from patchaudit.models import layout
     from patchaudit.models.revert import recover
 
-    target = layout.resolve(spec, revision=revision, cache_dir=cache_dir)
+    target = layout.resolve(spec, revision=revision, cache_dir=hub_cache)
     if (target.state_dir / "journal").exists():
         for message in recover(target):
             click.echo(f"patchaudit: {message}", err=True)
@@ -50,41 +66,44 @@ def _scan(target: ModelTarget, options: ModelScanOptions) -> ModelScan:
     return scan_model(target, options)
 
 
-@click.group()
+@click.group(epilog=examples("model"))
 def model() -> None:
     """Model directories: Hub cache repos, `hf download --local-dir` trees, manifest'd copies. Offline."""
 
 
-@model.command()
+@model.command(epilog=examples("model scan"))
 @click.argument("targets", nargs=-1, required=True)
 @_target_options
-@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif"]), default="human", show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
+@format_option("human", "json", "sarif")
+@out_option
 @click.option("--deep", is_flag=True, help="Re-hash every file, ignoring the stat cache.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the stat cache.")
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: one per core).")
+@no_cache_option
+@click.option(
+    "--threads", type=click.IntRange(1, 256), callback=from_renamed, help="Hashing threads (default: one per core)."
+)
+@renamed("--workers", "--threads", "threads", type=click.IntRange(1, 256))
 @click.option("-v", "--verbose", is_flag=True, help="Show expected and actual hashes.")
 @fail_on_option
 def scan(
     targets: tuple[str, ...],
     revision: str | None,
-    cache_dir: Path | None,
+    hub_cache: Path | None,
     sources: tuple[Path, ...],
     fmt: str,
     out: Path | None,
     deep: bool,
     no_cache: bool,
-    workers: int | None,
+    threads: int | None,
     verbose: bool,
-    fail_on: str,
+    fail_on: str | None,
 ) -> int:
     """Verify each of TARGETS (a model directory or a repo id in the hub cache) against its own records."""
     from patchaudit.models.scan import ModelScanOptions
     from patchaudit.report import Report, Target, now_utc
 
     started = now_utc()
-    options = ModelScanOptions(deep=deep, use_cache=not no_cache, workers=workers, sources=sources)
-    resolved = [_resolve(t, revision, cache_dir) for t in targets]
+    options = ModelScanOptions(deep=deep, use_cache=not no_cache, workers=threads, sources=sources)
+    resolved = [_resolve(t, revision, hub_cache) for t in targets]
     models = tuple(_scan(t, options).report for t in resolved)
     report = Report(target=Target(python=None, paths=()), distributions=(), models=models, started=started)
     if fmt == "json":
@@ -104,12 +123,12 @@ def scan(
     return ExitCode.PROBLEMS if report.fails(severity_or_none(fail_on)) else ExitCode.CLEAN
 
 
-@model.command()
+@model.command(epilog=examples("model diff"))
 @click.argument("target")
 @click.argument("paths", nargs=-1)
 @_target_options
 def diff(
-    target: str, paths: tuple[str, ...], revision: str | None, cache_dir: Path | None, sources: tuple[Path, ...]
+    target: str, paths: tuple[str, ...], revision: str | None, hub_cache: Path | None, sources: tuple[Path, ...]
 ) -> int:
     """What changed in TARGET's files: JSON configs by key path, other text as a unified diff."""
     from patchaudit.diff import unified
@@ -117,7 +136,7 @@ def diff(
     from patchaudit.models.revert import selected
     from patchaudit.models.scan import ModelScanOptions, current_bytes
 
-    found = _scan(_resolve(target, revision, cache_dir), ModelScanOptions(sources=sources))
+    found = _scan(_resolve(target, revision, hub_cache), ModelScanOptions(sources=sources))
     changes: dict[str, list[str]] = {}
     for change in found.report.changes:
         changes.setdefault(change.file, []).append(change.text())
@@ -148,17 +167,17 @@ def diff(
     return ExitCode.PROBLEMS if shown else ExitCode.CLEAN
 
 
-@model.command()
+@model.command(epilog=examples("model revert"))
 @click.argument("target")
 @click.argument("paths", nargs=-1)
 @_target_options
-@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask; needed when stdin is not a terminal.")
+@dry_run_option
+@yes_option
 def revert(
     target: str,
     paths: tuple[str, ...],
     revision: str | None,
-    cache_dir: Path | None,
+    hub_cache: Path | None,
     sources: tuple[Path, ...],
     dry_run: bool,
     yes: bool,
@@ -167,7 +186,7 @@ def revert(
     from patchaudit.models import revert as core
     from patchaudit.models.scan import ModelScanOptions
 
-    resolved = _resolve(target, revision, cache_dir)
+    resolved = _resolve(target, revision, hub_cache)
     found = _scan(resolved, ModelScanOptions(use_cache=False, sources=sources))
     made = core.plan(found, paths)
     if made.plan.actions and not dry_run:

@@ -7,23 +7,31 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import write_output
+from patchaudit.cli.common import format_option, out_option, serve_option, target_group, write_output
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.command()
+@click.command(epilog=examples("ps"))
+@target_group(root=False)
 @click.option("--unit", help="Only the processes of this systemd unit (found through its cgroup).")
 @click.option("--pid", "pids", multiple=True, type=click.IntRange(1), help="Only this process (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
+@format_option("human", "json")
+@out_option
 @click.option("-v", "--verbose", is_flag=True, help="List processes that run what is on disk too.")
-@click.option(
-    "--serve",
-    metavar="MODEL",
-    help="Say which changed files run for the model served: `auto` reads it from each server's command line.",
-)
-def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verbose: bool, serve: str | None) -> int:
-    """Python processes (default: all on this host) and the changed files they still run."""
+@serve_option
+def ps(
+    python: Path | None,
+    site_path: Path | None,
+    unit: str | None,
+    pids: tuple[int, ...],
+    fmt: str,
+    out: Path | None,
+    verbose: bool,
+    serve: str | None,
+) -> int:
+    """Python processes (default: all on this host; --python/--path: those that run from that
+    environment) and the changed files they still run."""
     from patchaudit.errors import PatchAuditError
     from patchaudit.procs.assess import ProcStatus, assess
     from patchaudit.render import procs as render
@@ -35,6 +43,8 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
 
         unit = unit_name(unit)
     reports = assess(unit=unit, pids=pids)
+    if python is not None or site_path is not None:
+        reports = _running_from(reports, python, site_path)
     text = render.render_json(reports) if fmt == "json" else render.render_human(reports, verbose=verbose or bool(pids))
     if serve:
         from patchaudit.render.serving import served_processes_json, served_processes_lines
@@ -47,6 +57,16 @@ def ps(unit: str | None, pids: tuple[int, ...], fmt: str, out: Path | None, verb
     if unit is not None or pids:
         failing.add(ProcStatus.UNINSPECTABLE)  # a named process that cannot be read cannot be vouched for
     return ExitCode.PROBLEMS if any(r.status in failing for r in reports) else ExitCode.CLEAN
+
+
+def _running_from(reports: list[Any], python: Path | None, site_path: Path | None) -> list[Any]:
+    """The processes whose site directories include one of the target environment's."""
+    import os
+
+    from patchaudit.cli.common import open_environment
+
+    wanted = {os.path.realpath(s) for s in open_environment(python, site_path).site_dirs}
+    return [r for r in reports if r.env is not None and wanted.intersection(map(os.path.realpath, r.env.site_dirs))]
 
 
 def name_stale(env: Any) -> None:

@@ -10,27 +10,27 @@ import click
 
 from patchaudit.cli.common import (
     confirm_change,
+    dry_run_option,
     echo_command,
+    format_option,
     open_environment,
     open_for_change,
-    pid_option,
-    root_option,
     target_args,
-    target_options,
+    target_group,
+    yes_option,
 )
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.group()
+@click.group(epilog=examples("quarantine"))
 def quarantine() -> None:
     """Quarantine runs: every file a revert replaced or removed, kept so it can be put back."""
 
 
-@quarantine.command("list")
-@target_options
-@root_option
-@pid_option
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@quarantine.command("list", epilog=examples("quarantine list"))
+@target_group(root=True, pid=True)
+@format_option("human", "json")
 def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
     """List the quarantine runs of the target environment, oldest first (read-only)."""
     from patchaudit.revert import list_runs
@@ -64,14 +64,12 @@ def list_(python: Path | None, site_path: Path | None, fmt: str) -> int:
     return ExitCode.CLEAN
 
 
-@quarantine.command("restore")
+@quarantine.command("restore", epilog=examples("quarantine restore"))
 @click.argument("run_id")
-@target_options
-@root_option
-@pid_option
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
-@click.option("--dry-run", is_flag=True, help="Say what would be put back; write nothing.")
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@target_group(root=True, pid=True)
+@yes_option
+@dry_run_option
+@format_option("human", "json")
 def restore(run_id: str, python: Path | None, site_path: Path | None, yes: bool, dry_run: bool, fmt: str) -> int:
     """Put back exactly what run RUN_ID replaced (itself quarantining what it replaces); `last` names
     the newest complete run (`quarantine list` shows them all)."""

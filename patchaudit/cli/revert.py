@@ -11,15 +11,18 @@ import click
 from patchaudit.cli.common import (
     confirm_change,
     dist_paths,
+    dry_run_option,
     echo_command,
+    format_option,
+    no_cache_option,
     open_for_change,
-    pid_option,
     refuse_image_option,
-    root_option,
     target_args,
-    target_options,
+    target_group,
     wheelhouse_option,
+    yes_option,
 )
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -30,24 +33,22 @@ if TYPE_CHECKING:
     from patchaudit.revert import Plan, Result
 
 
-@click.command()
+@click.command(epilog=examples("revert"))
 @click.argument("dist", required=False)
 @click.argument("paths", nargs=-1)
-@target_options
-@root_option
-@pid_option
+@target_group(root=True, pid=True)
 @refuse_image_option
 @wheelhouse_option
 @click.option("--resume", is_flag=True, help="Finish or roll back a revert that was interrupted (DIST optional).")
-@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@dry_run_option
+@yes_option
 @click.option(
     "--skip-unavailable",
     is_flag=True,
     help="Without DIST: revert the rest when some distributions cannot be (they are named; exit 1).",
 )
-@click.option("--no-cache", is_flag=True, help="Without DIST: re-hash every file, not trusting the stat cache.")
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@no_cache_option
+@format_option("human", "json")
 def revert(
     dist: str | None,
     paths: tuple[str, ...],

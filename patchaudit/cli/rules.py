@@ -7,42 +7,43 @@ from typing import TYPE_CHECKING
 
 import click
 
+from patchaudit.cli.common import format_option, out_option, rules_option, write_output
+from patchaudit.cli.examples import examples as help_examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
     from patchaudit.models.configrules import ConfigRule
 
-_RULES_OPTION = click.option(
-    "--rules",
-    "rule_dirs",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="A directory of user rules to add to the built-in pack (repeatable).",
-)
 
-
-@click.group()
+@click.group(epilog=help_examples("rules"))
 def rules() -> None:
     """The hazard rules: what each one catches, and a check of a pack's own examples."""
 
 
-@rules.command("list")
-@_RULES_OPTION
-def list_(rule_dirs: tuple[Path, ...]) -> int:
-    """One line per rule: id, default severity, message."""
+@rules.command("list", epilog=help_examples("rules list"))
+@rules_option
+@format_option("human", "markdown")
+@out_option
+def list_(rule_dirs: tuple[Path, ...], fmt: str, out: Path | None) -> int:
+    """One line per rule: id, default severity, message; `--format markdown`: the whole catalogue
+    (each rule's explanation and examples, as docs/rules.md holds it)."""
     from patchaudit.hazards import load_rules
     from patchaudit.models.configrules import catalog
 
-    for rule in load_rules(rule_dirs):
-        click.echo(f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}")
-    for config_rule in catalog():
-        click.echo(f"{config_rule.ID:<20} {config_rule.SEVERITY.value:<7} {config_rule.MESSAGE}")
+    if fmt == "markdown":
+        from patchaudit.render.catalogue import render_catalogue
+
+        write_output(render_catalogue(load_rules(rule_dirs), catalog()), out)
+        return ExitCode.CLEAN
+    lines = [f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}\n" for rule in load_rules(rule_dirs)]
+    lines += [f"{rule.ID:<20} {rule.SEVERITY.value:<7} {rule.MESSAGE}\n" for rule in catalog()]
+    write_output("".join(lines), out)
     return ExitCode.CLEAN
 
 
-@rules.command("explain")
+@rules.command("explain", epilog=help_examples("rules explain"))
 @click.argument("rule_id")
-@_RULES_OPTION
+@rules_option
 def explain(rule_id: str, rule_dirs: tuple[Path, ...]) -> int:
     """What RULE_ID catches, why it matters, and its examples."""
     from patchaudit.errors import PatchAuditError
@@ -89,7 +90,7 @@ def _explain_config(rule: ConfigRule) -> None:
             click.echo("    ---")
 
 
-@rules.command("test")
+@rules.command("test", epilog=help_examples("rules test"))
 @click.argument("directory", required=False, type=click.Path(path_type=Path, file_okay=False))
 def test(directory: Path | None) -> int:
     """Run a pack's own VALID/INVALID examples (default: the built-in pack); exit 1 on a failure."""

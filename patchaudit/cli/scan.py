@@ -12,20 +12,25 @@ from typing import TYPE_CHECKING
 import click
 
 from patchaudit.cli.common import (
+    cache_dir_option,
     fail_on_option,
+    format_option,
     interrupted_runs,
+    no_cache_option,
     open_environment,
-    pid_option,
-    root_option,
+    out_option,
+    rules_option,
     serve_option,
     severity_or_none,
     target_args,
-    target_options,
+    target_group,
     timeout_option,
     wheelhouse_option,
     with_reach,
+    workers_option,
     write_output,
 )
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -39,20 +44,14 @@ if TYPE_CHECKING:
 PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no time worth a bar
 
 
-@click.command()
+@click.command(epilog=examples("scan"))
 @click.argument("dists", nargs=-1)
-@target_options
-@root_option
-@pid_option
-@click.option(
-    "--format", "fmt", type=click.Choice(["human", "json", "sarif", "prometheus"]), default="human", show_default=True
-)
-@click.option("--out", type=click.Path(path_type=Path), help="Write the report to FILE instead of stdout.")
+@target_group(root=True, pid=True, image=True)
+@format_option("human", "json", "sarif", "prometheus")
+@out_option
 @click.option("--no-hazards", is_flag=True, help="Skip the hazard rules; report drift only.")
 @click.option("--all-files", is_flag=True, help="Run the hazard rules over every file, not only drifted ones.")
-@click.option(
-    "--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False), help="Extra rule pack."
-)
+@rules_option
 @click.option("--show-suppressed", is_flag=True, help="List findings silenced by '# patchaudit: ignore[...]'.")
 @wheelhouse_option
 @click.option("--fetch", is_flag=True, help="Also ask the package index for pristine bytes of drifted files.")
@@ -62,22 +61,10 @@ PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no tim
     type=click.Path(path_type=Path, dir_okay=False),
     help="An errata file (`patchaudit errata WHEEL` writes one) of wheels whose RECORD is wrong (repeatable).",
 )
-@click.option("--no-cache", is_flag=True, help="Disable every cache (stat cache, rule results).")
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Keep the caches below DIR (one directory per environment).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 256),
-    help="Worker processes for hashing and hazards (default: every CPU this process may use).",
-)
+@no_cache_option
+@cache_dir_option
+@workers_option
 @timeout_option("exit 2; default: no limit")
-@click.option(
-    "--image",
-    help="Audit an image read layer by layer: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF].",
-)
 @click.option("--base", help="With --image: report only what the layers above this base image changed.")
 @click.option("-v", "--verbose", is_flag=True, help="List clean distributions, every finding and every packaging fact.")
 @serve_option
@@ -104,7 +91,7 @@ def scan(
     verbose: bool,
     serve: str | None,
     quiet: bool,
-    fail_on: str,
+    fail_on: str | None,
     timeout: float | None,
 ) -> int:
     """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
@@ -241,7 +228,7 @@ def _render(
     rule_dirs: tuple[Path, ...],
     verbose: bool,
     show_suppressed: bool,
-    fail_on: str,
+    fail_on: str | None,
     duration: float,
     shown: _Shown,
 ) -> int:

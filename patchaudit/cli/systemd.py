@@ -6,17 +6,23 @@ from pathlib import Path
 
 import click
 
+from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.group()
+@click.group(epilog=examples("systemd"))
 def systemd() -> None:
     """Run the gate before a systemd service starts."""
 
 
-@systemd.command()
+@systemd.command(epilog=examples("systemd install"))
 @click.argument("unit")
-@click.option("--policy", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Policy TOML.")
+@click.option(
+    "--policy",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Policy TOML (or a pyproject.toml).",
+)
 @click.option(
     "--root",
     type=click.Path(path_type=Path, file_okay=False),
@@ -65,7 +71,7 @@ def _next(root: Path, then: list[str]) -> None:
         click.echo(indent + command)
 
 
-@systemd.command()
+@systemd.command(epilog=examples("systemd uninstall"))
 @click.argument("unit")
 @click.option(
     "--root",

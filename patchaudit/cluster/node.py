@@ -27,6 +27,7 @@ def node_report(
     policy_path: Path | None,
     detail: Sequence[str],
     use_cache: bool = True,
+    fail_on: str | None = None,
 ) -> dict[str, Any]:
     """Audit this node's environment as the gate would, and fingerprint what was found."""
     policy = load(policy_path) if policy_path is not None else Policy()
@@ -47,6 +48,8 @@ def node_report(
         ),
     )
     threshold: Severity | None = policy.fail_on
+    if fail_on is not None:  # --fail-on: as the gate, the command line over the policy
+        threshold = None if fail_on == "none" else Severity(fail_on)
     verdict = judge(report, policy, threshold)
     pending = pending_runs(env)
     if pending:  # half-restored files: the node fails, as its own gate would, naming the command that finishes it
