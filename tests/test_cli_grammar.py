@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
-import pytest
 
 from patchaudit.cli.common import Renamed
 from patchaudit.cli.examples import EXAMPLES
