@@ -42,6 +42,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _visible(code: str) -> str:
+    """Control characters other than newline and tab written as Python escapes (`\\r`, `\\x0c`): an
+    example that hides code behind a carriage return shows it."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else repr(ch)[1:-1] for ch in code)
+
+
 def _summary(rule: type[Rule]) -> str:
     """The rule's own docstring, else its module's (a rule file opens with `ID: what it catches.`)."""
     own = rule.__dict__.get("__doc__")
@@ -67,7 +73,7 @@ def _code_rule(rule: type[Rule]) -> str:
         for example in examples:
             code = example.code if isinstance(example, Example) else example
             fence = "```python" if (example.path if isinstance(example, Example) else "x.py").endswith(".py") else "```"
-            out.append(f"{fence}\n{code.strip(chr(10))}\n```\n")
+            out.append(f"{fence}\n{_visible(code.strip(chr(10)))}\n```\n")
     return "\n".join(out)
 
 
