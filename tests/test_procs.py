@@ -457,3 +457,24 @@ def test_a_venv_reached_through_a_symlink_is_one_environment(running: list[Runni
     real = [os.path.realpath(c["path"]) for c in process["changed"]]
     assert len(real) == len(set(real)), real
     assert code == 1 and process["status"] == "stale"
+
+
+def test_target_options_keep_the_processes_of_that_environment(
+    venv: tuple[Path, Path], running: list[Running], tmp_path: Path
+) -> None:
+    """`ps --python PY` (or --path SITE) lists the processes that run from that environment only."""
+    python, _wheelhouse = venv
+    other = tmp_path / "other"
+    shutil.copytree(python.parent.parent, other, symlinks=True)
+    sleeper = "import svc.engine, time; print(1, flush=True); time.sleep(3600)"
+    ours = start(running, [str(python), "-c", sleeper])
+    theirs = start(running, [str(other / "bin" / "python"), "-c", sleeper])
+    ours.line(), theirs.line()
+
+    def pids(*args: str) -> set[int]:
+        _code, report = ps_json(*args)
+        return {p["pid"] for p in report["processes"]} & {ours.proc.pid, theirs.proc.pid}
+
+    assert pids() == {ours.proc.pid, theirs.proc.pid}
+    assert pids("--python", str(python)) == {ours.proc.pid}
+    assert pids("--path", str(site_packages(other / "bin" / "python"))) == {theirs.proc.pid}
