@@ -6,7 +6,17 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import format_option, given_root, open_environment, serve_option, target_group
+from patchaudit.cli.common import (
+    fail_on_option,
+    format_option,
+    given_root,
+    open_environment,
+    out_option,
+    serve_option,
+    severity_or_none,
+    target_group,
+    write_output,
+)
 from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
@@ -98,7 +108,17 @@ def create(
 @click.argument("dists", nargs=-1)
 @target_group(root=True)
 @format_option("journal", "json", default="journal")
-def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Path | None, fmt: str) -> int:
+@out_option
+@fail_on_option
+def check(
+    file: Path,
+    dists: tuple[str, ...],
+    python: Path | None,
+    site_path: Path | None,
+    fmt: str,
+    out: Path | None,
+    fail_on: str | None,
+) -> int:
     """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
     from patchaudit import baseline as core
     from patchaudit.gate import judge
@@ -109,19 +129,19 @@ def check(file: Path, dists: tuple[str, ...], python: Path | None, site_path: Pa
         python = Path(held.python) if held.python else None
     env = open_environment(python, site_path)
     report = core.check_env(env, file, names=dists)
-    from patchaudit.report import Severity
 
     # One verdict for every format (the exit code never depends on how the answer is printed): the
-    # gate's own judgement (its default policy, failing on a high finding), as `gate --baseline FILE`.
-    verdict = judge(report, Policy(), Severity.HIGH, baseline=str(file))
+    # gate's own judgement (its default policy, failing on a high finding unless --fail-on says
+    # otherwise), as `gate --baseline FILE`.
+    verdict = judge(report, Policy(), severity_or_none(fail_on), baseline=str(file))
     if fmt == "json":
         from patchaudit.render.json import render_json
 
-        click.echo(render_json(report), nl=False)
+        write_output(render_json(report), out)
         return verdict.exit_code
     from patchaudit.render.journal import render_journal
 
-    click.echo(render_journal(verdict).replace("patchaudit gate:", "patchaudit baseline:"), nl=False)
+    write_output(render_journal(verdict).replace("patchaudit gate:", "patchaudit baseline:"), out)
     return verdict.exit_code
 
 

@@ -22,6 +22,7 @@ VALUE_OPTIONS = {
     "--root": "root",
     "--image": "image",
     "--serve": "serve",
+    "--out": "out",
 }
 FLAG_OPTIONS = {"--fail-open": "fail_open", "--no-cache": "no_cache"}
 MAX_WORKERS = 256
@@ -92,6 +93,7 @@ def fast_gate(args: list[str]) -> int | None:
         root=path("root"),
         image=values.get("image"),
         serve=values.get("serve"),
+        out=path("out"),
     )
 
 
@@ -112,8 +114,10 @@ def run_gate(
     root: Path | None = None,
     image: str | None = None,
     serve: str | None = None,
+    out: Path | None = None,
 ) -> int:
-    """Run the gate core, print its journal lines (or Prometheus text) to stdout, return the exit code."""
+    """Run the gate core, print its journal lines (or Prometheus text) to stdout (or `out`), return the
+    exit code."""
     from patchaudit.gate import GateOptions, run
     from patchaudit.render.journal import render_journal
 
@@ -145,9 +149,24 @@ def run_gate(
         text = render_prometheus(from_verdict(verdict, target=target))
     else:
         text = render_journal(verdict)
+    if out is not None:
+        return _write_out(text, out, verdict.exit_code)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError:
         pass  # nowhere to write: the exit code still carries the verdict
     return verdict.exit_code
+
+
+def _write_out(text: str, out: Path, code: int) -> int:
+    """The verdict written to `out`; a file that cannot be written fails closed (exit 2), in one line."""
+    from patchaudit.errors import ExitCode
+
+    try:
+        out.write_bytes(text.encode("utf-8", "surrogateescape"))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"patchaudit: error: cannot write {out}: {exc.strerror}\n")
+        return ExitCode.USAGE
+    return code

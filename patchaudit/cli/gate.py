@@ -13,6 +13,7 @@ from patchaudit.cli.common import (
     format_option,
     given_root,
     no_cache_option,
+    out_option,
     policy_option,
     serve_option,
     target_group,
@@ -33,6 +34,7 @@ from patchaudit.cli.fastgate import run_gate
 @no_cache_option
 @cache_dir_option
 @format_option("journal", "prometheus", default="journal")
+@out_option
 @workers_option
 @timeout_option("default: the policy's, else 120")
 @serve_option
@@ -48,6 +50,7 @@ def gate(
     cache_dir: Path | None,
     workers: int | None,
     fmt: str,
+    out: Path | None,
     timeout: float | None,
     image: str | None,
     serve: str | None,
@@ -72,4 +75,5 @@ def gate(
         root=given_root(),
         image=image,
         serve=serve,
+        out=out,
     )
