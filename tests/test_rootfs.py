@@ -145,3 +145,22 @@ def test_root_without_python_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "usr/local/lib").mkdir(parents=True)
     found = patchaudit("scan", "--root", tmp_path)
     assert found.returncode == 2 and "no site-packages" in found.stderr
+
+
+def test_metrics_and_quarantine_list_read_a_root_tree_and_never_write(tmp_path: Path, wheel: Path) -> None:
+    """The target group's --root on the read-only commands that had none: metrics, quarantine list."""
+    tree = tmp_path / "rootfs"
+    site = install_into(tree, wheel, "/usr/local")
+    (site / "tinymodel/loader.py").write_text("def load():\n    breakpoint()\n    return 1\n")
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    before = snapshot(tree)
+    metrics = read_only(tree, "metrics", "--root", tree, "--textfile", textfile, "--name", "image")
+    listed = read_only(tree, "quarantine", "list", "--root", tree)
+    assert metrics.returncode == 1, metrics.stderr
+    assert "patchaudit_gate_ok 0" in (textfile / "patchaudit_image.prom").read_text()
+    assert 'patchaudit_drifted_files{distribution="tinymodel",state="modified"} 1' in (
+        textfile / "patchaudit_image.prom"
+    ).read_text()
+    assert listed.returncode == 0 and listed.stdout == "no quarantine runs\n", listed.stderr
+    assert snapshot(tree) == before

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import baseline_option, no_cache_option, policy_option, target_group
+from patchaudit.cli.common import baseline_option, given_root, no_cache_option, policy_option, target_group
 from patchaudit.cli.examples import examples
 
 
 @click.command(epilog=examples("metrics"))
 @click.argument("dists", nargs=-1)
-@target_group(root=False)
+@target_group(root=True)
 @click.option(
     "--textfile",
     required=True,
@@ -48,10 +48,17 @@ def metrics(
         write_textfile,
     )
 
-    target = str(python or site_path or policy or sys.executable)
+    root = given_root()
+    target = str(root or python or site_path or policy or sys.executable)
     where = textfile / textfile_name(target, name)
     options = GateOptions(
-        names=dists, policy=policy, python=python, site_path=site_path, baseline=baseline, use_cache=not no_cache
+        names=dists,
+        policy=policy,
+        python=python,
+        site_path=site_path,
+        baseline=baseline,
+        use_cache=not no_cache,
+        root=root,
     )
     verdict = run(options)
     metrics = from_verdict(verdict, target=target, last_success=previous_success(where))
