@@ -159,8 +159,9 @@ def test_metrics_and_quarantine_list_read_a_root_tree_and_never_write(tmp_path: 
     listed = read_only(tree, "quarantine", "list", "--root", tree)
     assert metrics.returncode == 1, metrics.stderr
     assert "patchaudit_gate_ok 0" in (textfile / "patchaudit_image.prom").read_text()
-    assert 'patchaudit_drifted_files{distribution="tinymodel",state="modified"} 1' in (
-        textfile / "patchaudit_image.prom"
-    ).read_text()
+    assert (
+        'patchaudit_drifted_files{distribution="tinymodel",state="modified"} 1'
+        in (textfile / "patchaudit_image.prom").read_text()
+    )
     assert listed.returncode == 0 and listed.stdout == "no quarantine runs\n", listed.stderr
     assert snapshot(tree) == before
