@@ -12,7 +12,7 @@ from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 
-@click.command(epilog=examples("ps"))
+@click.command(epilog=examples("ps"), short_help="Python processes that still run code changed since they started.")
 @target_group(root=False)
 @click.option("--unit", help="Only the processes of this systemd unit (found through its cgroup).")
 @click.option("--pid", "pids", multiple=True, type=click.IntRange(1), help="Only this process (repeatable).")
