@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from model_helpers import run
 
 from patchaudit.cli.common import Renamed
 from patchaudit.cli.examples import EXAMPLES
 from patchaudit.cli.group import cli
-from tests.model_helpers import run
 
 # What may differ between two commands' declarations of one option name, and why.
 VARIES: dict[str, tuple[set[str], str]] = {
