@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 from model_helpers import run
 
-from patchaudit.cli.common import Renamed
 from patchaudit.cli.examples import EXAMPLES
 from patchaudit.cli.group import cli
+from patchaudit.cli.options import Renamed
 
 # What may differ between two commands' declarations of one option name, and why.
 VARIES: dict[str, tuple[set[str], str]] = {

@@ -6,18 +6,17 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import (
+from patchaudit.cli.common import open_environment, write_output
+from patchaudit.cli.examples import examples
+from patchaudit.cli.options import (
     fail_on_option,
     format_option,
     given_root,
-    open_environment,
     out_option,
     serve_option,
     severity_or_none,
     target_group,
-    write_output,
 )
-from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from patchaudit.cli.common import (
+from patchaudit.cli.common import write_output
+from patchaudit.cli.examples import examples
+from patchaudit.cli.options import (
     fail_on_option,
     format_option,
     out_option,
     policy_option,
     target_group,
     timeout_option,
-    write_output,
 )
-from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:

@@ -9,14 +9,9 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import (
-    dist_paths,
-    open_environment,
-    serve_option,
-    target_group,
-    wheelhouse_option,
-)
+from patchaudit.cli.common import dist_paths, open_environment
 from patchaudit.cli.examples import examples
+from patchaudit.cli.options import serve_option, target_group, wheelhouse_option
 from patchaudit.errors import ExitCode
 
 

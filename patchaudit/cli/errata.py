@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import out_option, write_output
+from patchaudit.cli.common import write_output
 from patchaudit.cli.examples import examples
+from patchaudit.cli.options import out_option
 from patchaudit.errors import ExitCode
 
 

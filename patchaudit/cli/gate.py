@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import (
+from patchaudit.cli.examples import examples
+from patchaudit.cli.fastgate import run_gate
+from patchaudit.cli.options import (
     baseline_option,
     cache_dir_option,
     fail_on_option,
@@ -20,8 +22,6 @@ from patchaudit.cli.common import (
     timeout_option,
     workers_option,
 )
-from patchaudit.cli.examples import examples
-from patchaudit.cli.fastgate import run_gate
 
 
 @click.command(epilog=examples("gate"))

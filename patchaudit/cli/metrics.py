@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from patchaudit.cli.common import baseline_option, given_root, no_cache_option, policy_option, target_group
 from patchaudit.cli.examples import examples
+from patchaudit.cli.options import baseline_option, given_root, no_cache_option, policy_option, target_group
 
 
 @click.command(epilog=examples("metrics"))

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import (
+from patchaudit.cli.common import write_output
+from patchaudit.cli.examples import examples
+from patchaudit.cli.options import (
     F,
     dry_run_option,
     fail_on_option,
@@ -17,10 +19,8 @@ from patchaudit.cli.common import (
     out_option,
     renamed,
     severity_or_none,
-    write_output,
     yes_option,
 )
-from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:

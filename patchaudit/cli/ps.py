@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import format_option, out_option, serve_option, target_group, write_output
+from patchaudit.cli.common import write_output
 from patchaudit.cli.examples import examples
+from patchaudit.cli.options import format_option, out_option, serve_option, target_group
 from patchaudit.errors import ExitCode
 
 

@@ -8,18 +8,9 @@ from typing import Any
 
 import click
 
-from patchaudit.cli.common import (
-    confirm_change,
-    dry_run_option,
-    echo_command,
-    format_option,
-    open_environment,
-    open_for_change,
-    target_args,
-    target_group,
-    yes_option,
-)
+from patchaudit.cli.common import confirm_change, echo_command, open_environment, open_for_change, target_args
 from patchaudit.cli.examples import examples
+from patchaudit.cli.options import dry_run_option, format_option, target_group, yes_option
 from patchaudit.errors import ExitCode
 
 

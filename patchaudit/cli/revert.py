@@ -8,21 +8,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import (
-    confirm_change,
-    dist_paths,
+from patchaudit.cli.common import confirm_change, dist_paths, echo_command, open_for_change, target_args
+from patchaudit.cli.examples import examples
+from patchaudit.cli.options import (
     dry_run_option,
-    echo_command,
     format_option,
     no_cache_option,
-    open_for_change,
     refuse_image_option,
-    target_args,
     target_group,
     wheelhouse_option,
     yes_option,
 )
-from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:

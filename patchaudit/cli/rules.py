@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import format_option, out_option, rules_option, write_output
+from patchaudit.cli.common import write_output
 from patchaudit.cli.examples import examples as help_examples
+from patchaudit.cli.options import format_option, out_option, rules_option
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:

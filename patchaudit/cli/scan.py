@@ -11,26 +11,22 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import (
+from patchaudit.cli.common import interrupted_runs, open_environment, target_args, with_reach, write_output
+from patchaudit.cli.examples import examples
+from patchaudit.cli.options import (
     cache_dir_option,
     fail_on_option,
     format_option,
-    interrupted_runs,
     no_cache_option,
-    open_environment,
     out_option,
     rules_option,
     serve_option,
     severity_or_none,
-    target_args,
     target_group,
     timeout_option,
     wheelhouse_option,
-    with_reach,
     workers_option,
-    write_output,
 )
-from patchaudit.cli.examples import examples
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -155,7 +151,7 @@ class _Shown:
 
 
 def _scan_image(image: str | None, python: Path | None, site_path: Path | None, options: ImageOptions) -> Report:
-    from patchaudit.cli.common import given_root
+    from patchaudit.cli.options import given_root
 
     if image is None:
         raise click.UsageError("--base needs --image")
