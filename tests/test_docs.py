@@ -95,3 +95,13 @@ def test_no_link_points_nowhere() -> None:
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert broken == []
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    """A file of the tree named in backquotes (`patchaudit/safefs.py`) is there: a move updates the docs."""
+    named = {
+        path
+        for page in pages()
+        for path in re.findall(r"`((?:patchaudit|bench|tests|baselines|rules)/[\w./-]+\.\w+)`", page.read_text())
+    }
+    assert named and sorted(p for p in named if not (ROOT / p).exists()) == []
