@@ -30,6 +30,7 @@ OWN: dict[tuple[str, str], str] = {
     ("--out", "baseline create"): "the baseline file to write, not a report",
     ("--unit", "baseline create"): "records that unit's environment; ps --unit selects its processes",
     ("--textfile", "systemd install"): "the timer's directory, with node_exporter's default",
+    ("--image", "revert"): "taken only to be refused in one line: an image is never written",
 }
 FIELDS = ("name", "help", "type", "default", "is_flag", "multiple", "envvar", "opts", "metavar")
 
