@@ -15,7 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from patchaudit import audit, environment, facts, ownership, verify
+from patchaudit.check import audit, facts, ownership, verify
+from patchaudit.target import environment
 
 
 def main() -> None:

@@ -63,8 +63,8 @@ def _as_user(
 def edit_check(ours: list[str], python: str, dist: str) -> bool:
     """Flip one byte of one of DIST's files, keep size and mtime; the warm gate must still see it, and
     give its verdict from before the edit once the byte is back (on an env with drift of its own too)."""
-    from patchaudit import environment
-    from patchaudit.record import parse_record
+    from patchaudit.target import environment
+    from patchaudit.target.record import parse_record
 
     env = environment.from_python(Path(python))
     (installed,) = environment.select(environment.distributions(env), [dist])

@@ -26,12 +26,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from patchaudit import environment
+from patchaudit.check.verify import verify
 from patchaudit.pristine.cache import OwnCache
 from patchaudit.pristine.http import Transfer
 from patchaudit.pristine.index import IndexConfig, PackageIndex
 from patchaudit.revert import execute, plan_revert
-from patchaudit.verify import verify
+from patchaudit.target import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCH = b"\nimport torch as _t\nif _t.cuda.is_available() and 5 == 5:\n    _t.save({}, '/tmp/patchaudit-bench.pt')\n"

@@ -56,8 +56,8 @@ def files_under(site: Path, tops: list[str]) -> tuple[int, int, int]:
 
 
 def package_dirs(python: str | None, path: str | None, dists: list[str]) -> tuple[Path, list[str]]:
-    from patchaudit import environment
-    from patchaudit.record import parse_record
+    from patchaudit.target import environment
+    from patchaudit.target.record import parse_record
 
     env = environment.resolve(Path(python) if python else None, Path(path) if path else None)
     site = env.site_dirs[0]

@@ -43,11 +43,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    from patchaudit import environment
-    from patchaudit.record import parse_record
     from patchaudit.report import DistReport, Report, Source, Target
     from patchaudit.serving.annotate import ServeOptions, annotate
     from patchaudit.serving.graph import build
+    from patchaudit.target import environment
+    from patchaudit.target.record import parse_record
 
     env = environment.from_path(args.path)
     (dist,) = environment.select(environment.distributions(env), [args.dist])

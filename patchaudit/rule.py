@@ -20,10 +20,10 @@ from libcst.metadata import MetadataWrapper
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
-from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.report import Severity
 
 __all__ = [

@@ -12,9 +12,9 @@ import git
 import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
-from patchaudit import baseline
-from patchaudit.environment import from_python
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
+from patchaudit.gate import baseline
+from patchaudit.target.environment import from_python
 
 FILES = {
     "svc/__init__.py": "",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit import beneath
 from patchaudit.errors import UnsafePath
-from patchaudit.hashing import hash_file
-from patchaudit.safefs import UnreadableFile
+from patchaudit.fs import beneath
+from patchaudit.fs.safefs import UnreadableFile
+from patchaudit.parallel.hashing import hash_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "patchaudit"
 
@@ -91,21 +91,24 @@ RAW = re.compile(
 )
 
 # Every raw write left in the package, and why it never touches a path below a target. A new one
-# fails this test until it goes through patchaudit.beneath or is listed here with its reason.
+# fails this test until it goes through patchaudit.fs.beneath or is listed here with its reason.
 ALLOWED: dict[str, tuple[int, str]] = {
-    "atomic.py": (5, "the helper for patchaudit's own files: caches, state, outputs the user names"),
-    "cachedir.py": (1, "makes a cache directory chosen by locate(), which as root skips any another user may write"),
+    "fs/atomic.py": (5, "the helper for patchaudit's own files: caches, state, outputs the user names"),
+    "target/cachedir.py": (
+        1,
+        "makes a cache directory chosen by locate(), which as root skips any another user may write",
+    ),
     "cli/common.py": (1, "--out FILE: a file the user names"),
     "cli/scan.py": (1, "--out FILE: a file the user names"),
     "hazards/cache.py": (3, "the hazard result cache, in the directory cachedir.locate() chose"),
     "gate/cache.py": (1, "the verdict cache, in the directory cachedir.locate() chose"),
-    "statcache.py": (1, "the stat cache, in the directory cachedir.locate() chose"),
+    "parallel/statcache.py": (1, "the stat cache, in the directory cachedir.locate() chose"),
     "pristine/http.py": (1, "the spool directory inside OwnCache, made private by OwnCache.writable()"),
     "pristine/index.py": (1, "a whole wheel kept in OwnCache (private; never another user's)"),
     "pristine/cache.py": (3, "OwnCache's partial downloads (private; never another user's)"),
-    "systemd.py": (3, "unit drop-ins in the system's unit directory; uninstall removes what install wrote"),
+    "gate/systemd.py": (3, "unit drop-ins in the system's unit directory; uninstall removes what install wrote"),
     "render/prometheus.py": (1, "--textfile: a file the operator names"),
-    "baseline.py": (1, "the baseline file the user names"),
+    "gate/baseline.py": (1, "the baseline file the user names"),
     "models/manifest.py": (1, "the model manifest, in cachedir.tree_state(): root's own for a tree it does not own"),
     "serving/annotate.py": (1, "the serving graph cache, in the directory cachedir.locate() chose"),
     "serving/graph.py": (1, "the serving graph cache, in the directory cachedir.locate() chose"),
@@ -120,16 +123,16 @@ def test_every_raw_write_is_the_helper_or_listed_with_its_reason() -> None:
     found: dict[str, int] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "beneath.py":
+        if rel == "fs/beneath.py":
             continue  # the helper itself
         text = path.read_text(encoding="utf-8")
         count = sum(1 for line in text.splitlines() if RAW.search(line) and not line.lstrip().startswith("def "))
         if count:
             found[rel] = count
     unlisted = {rel: n for rel, n in found.items() if rel not in ALLOWED}
-    assert unlisted == {}, "write below a target through patchaudit.beneath, or list it in ALLOWED with a reason"
+    assert unlisted == {}, "write below a target through patchaudit.fs.beneath, or list it in ALLOWED with a reason"
     grown = {rel: (n, ALLOWED[rel][0]) for rel, n in found.items() if n > ALLOWED[rel][0]}
-    assert grown == {}, "more raw writes than ALLOWED lists: use patchaudit.beneath, or list the new one"
+    assert grown == {}, "more raw writes than ALLOWED lists: use patchaudit.fs.beneath, or list the new one"
 
 
 # --- the systematic pass, reads: every open, read, stat, listing or realpath of a path ---
@@ -147,22 +150,25 @@ READ = re.compile(
 # Every read by a path string left in the package, and why it is not a read below a target that
 # another user may swap: beneath.read_below / stat_below / real_dir / DirCache (directories reached by
 # descriptors) and `dir_fd=` reads are the helper and are not counted. A new one fails this test until
-# it goes through patchaudit.beneath or is listed here with its reason.
+# it goes through patchaudit.fs.beneath or is listed here with its reason.
 READS_ALLOWED: dict[str, tuple[int, str]] = {
-    "atomic.py": (3, "patchaudit's own files (caches, state, outputs the user names), opened by atomic_write itself"),
-    "audit.py": (
+    "fs/atomic.py": (
+        3,
+        "patchaudit's own files (caches, state, outputs the user names), opened by atomic_write itself",
+    ),
+    "check/audit.py": (
         4,
         "RECORD, top_level.txt by read_below; the rest: existence checks, os.walk (never follows a link)",
     ),
-    "baseline.py": (
+    "gate/baseline.py": (
         3,
         "the baseline file the user names (follow=True); the RECORD by read_below; existence checks for a report line",
     ),
-    "bytecode.py": (
+    "check/bytecode.py": (
         3,
         "a .pyc and its source (safefs, last link refused) compared for a verdict; no bytes shown",
     ),
-    "cachedir.py": (
+    "target/cachedir.py": (
         4,
         "patchaudit's own cache directory; as root, one another user may write is skipped",
     ),
@@ -173,13 +179,13 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "cli/model.py": (1, "whether a journal exists, to suggest recovery; nothing is read"),
     "cli/scan.py": (1, "--out FILE: a file the user names"),
     "cluster/driver.py": (1, "/dev/null for a child's stdin"),
-    "cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
-    "dpkg.py": (6, "dpkg's own database under /var/lib/dpkg (root's), for Debian's own packages"),
-    "environment.py": (
+    "parallel/cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
+    "target/dpkg.py": (6, "dpkg's own database under /var/lib/dpkg (root's), for Debian's own packages"),
+    "target/environment.py": (
         8,
         "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
     ),
-    "errata.py": (2, "the errata file shipped with patchaudit, or one the user names"),
+    "check/errata.py": (2, "the errata file shipped with patchaudit, or one the user names"),
     "gate/__init__.py": (
         2,
         "--root and the gate's journal directory in the state directory; the plan's own reads are in gate/plan.py",
@@ -192,24 +198,27 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         5,
         "RECORD by read_below; patchaudit's own rules; scandir/lstat of package directories: stat keys only",
     ),
-    "hashing.py": (
+    "parallel/hashing.py": (
         3,
         "read_regular: a file's head for a verdict (no bytes shown); the stat cache's lstat only compares a key",
     ),
-    "hazardpool.py": (
+    "hazards/pool.py": (
         2,
         "sources the hazard rules parse (safefs, last link refused); a finding quotes the target's own line",
     ),
     "hazards/batch.py": (1, "the rule directories the user names"),
     "hazards/cache.py": (1, "the hazard result cache, in the directory cachedir.locate() chose"),
     "hazards/loading.py": (7, "patchaudit's own rule files and the rule directories the user names"),
-    "hooks.py": (
+    "check/hooks.py": (
         5,
         ".pth files and sitecustomize, safefs-bounded; follow=True as site.py follows a linked .pth itself",
     ),
     "image/pristine.py": (1, "a listing of the wheelhouse the user names, outside the image"),
     "image/source.py": (4, "the image archive or layout the user names; members go through beneath.chase"),
-    "layout.py": (11, "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme"),
+    "target/layout.py": (
+        11,
+        "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme",
+    ),
     "models/blobmatch.py": (1, "model files compared for similarity, safefs-bounded with the last link refused"),
     "models/digests.py": (1, "the model root's realpath as a cache key only"),
     "models/hubcache.py": (
@@ -232,15 +241,15 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     ),
     "models/safetensors.py": (1, "a safetensors header, O_NONBLOCK and bounded, for a report line"),
     "models/scan.py": (1, "read_regular of a model file's head for a diff of configs (last link refused)"),
-    "ownership.py": (
+    "check/ownership.py": (
         14,
         "the RECORD by read_below; listings of package directories for untracked files, scandir never following a link",
     ),
-    "pieces.py": (
+    "check/pieces.py": (
         3,
         "bytecode headers and sources for the bytecode verdict (last link refused); hashing by DirCache",
     ),
-    "policy.py": (1, "the policy file the user names"),
+    "gate/policy.py": (1, "the policy file the user names"),
     "pristine/cache.py": (9, "OwnCache: patchaudit's own private cache (never another user's, trust.py checks it)"),
     "pristine/direct_url.py": (
         2,
@@ -254,7 +263,10 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     ),
     "pristine/wheelhouse.py": (1, "a wheelhouse directory the user names"),
     "pristine/zipwheel.py": (2, "a wheel file already chosen and hashed; WHEEL safefs-bounded"),
-    "probe.py": (7, "pyvenv.cfg and the interpreter the user names, before running it (run only when root's alone)"),
+    "target/probe.py": (
+        7,
+        "pyvenv.cfg and the interpreter the user names, before running it (run only when root's alone)",
+    ),
     "procs/assess.py": (
         7,
         "a running process's files through /proc/PID (the kernel's magic links, which a descriptor walk would misread)",
@@ -284,7 +296,10 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "revert/quarantine.py": (3, "run directories in the 0700 state directory"),
     "revert/recovery.py": (2, "journals in the 0700 state directory"),
     "revert/state.py": (2, "journal and manifests in the 0700 state directory, safefs-bounded"),
-    "rootfs.py": (12, "the tree the user names with --root, found by beneath.chase; os.walk never follows a link"),
+    "target/rootfs.py": (
+        12,
+        "the tree the user names with --root, found by beneath.chase; os.walk never follows a link",
+    ),
     "serving/annotate.py": (2, "the RECORD by read_below; the serving graph cache in cachedir.locate()'s directory"),
     "serving/argv.py": (1, "/proc/self/cgroup"),
     "serving/config.py": (3, "the model config the user names (follow=True)"),
@@ -296,10 +311,10 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "serving/loaded.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
     "serving/procs.py": (1, "/proc of a running server"),
     "serving/registry.py": (2, "sources parsed for the serving graph, safefs-bounded with the last link refused"),
-    "statcache.py": (1, "the stat cache in cachedir.locate()'s directory"),
-    "systemd.py": (6, "unit files in the system's unit directory (root's)"),
-    "trust.py": (6, "walks owners and modes up from a path to decide whom it trusts (lstat, never follows)"),
-    "vcs.py": (8, "an editable project's git checkout (by gitpython), compared with its commit"),
+    "parallel/statcache.py": (1, "the stat cache in cachedir.locate()'s directory"),
+    "gate/systemd.py": (6, "unit files in the system's unit directory (root's)"),
+    "target/trust.py": (6, "walks owners and modes up from a path to decide whom it trusts (lstat, never follows)"),
+    "check/vcs.py": (8, "an editable project's git checkout (by gitpython), compared with its commit"),
 }
 
 
@@ -321,9 +336,11 @@ def test_every_raw_read_is_the_helper_or_listed_with_its_reason() -> None:
         if count:
             found[rel] = count
     unlisted = {rel: n for rel, n in found.items() if rel not in READS_ALLOWED}
-    assert unlisted == {}, "read below a target through patchaudit.beneath, or list it in READS_ALLOWED with a reason"
+    assert unlisted == {}, (
+        "read below a target through patchaudit.fs.beneath, or list it in READS_ALLOWED with a reason"
+    )
     grown = {rel: (n, READS_ALLOWED[rel][0]) for rel, n in found.items() if n > READS_ALLOWED[rel][0]}
-    assert grown == {}, "more raw reads than READS_ALLOWED lists: use patchaudit.beneath, or list the new one"
+    assert grown == {}, "more raw reads than READS_ALLOWED lists: use patchaudit.fs.beneath, or list the new one"
 
 
 def test_the_read_pass_sees_each_kind_of_raw_read() -> None:

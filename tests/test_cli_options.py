@@ -80,14 +80,14 @@ def test_errata_and_rules_list_write_to_out(tmp_path: Path) -> None:
 
 def test_version_names_the_rule_pack_and_the_errata() -> None:
     from patchaudit import __version__
-    from patchaudit import errata as shipped
+    from patchaudit.check import errata as shipped
     from patchaudit.hazards import load_rules, pack_version
 
     proc = patchaudit("--version")
     assert proc.returncode == 0, proc.stderr
     first, rules, errata = proc.stdout.splitlines()
     assert first == f"patchaudit {__version__}"
-    # the rule pack's version is the one a scan's report carries as run.rules (patchaudit.audit)
+    # the rule pack's version is the one a scan's report carries as run.rules (patchaudit.check.audit)
     pack = load_rules()
     assert rules.startswith(f"rule pack {pack_version(pack)[:16]} ({len(pack)} code rules, ")
     wheels = len({e.wheel for e in shipped.shipped()})

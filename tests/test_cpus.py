@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.cpus import available_cpus, cgroup_quota, quota_cpus
+from patchaudit.parallel.cpus import available_cpus, cgroup_quota, quota_cpus
 
 
 def test_quota_lines() -> None:
@@ -43,7 +43,7 @@ def test_no_cgroup_v2_means_no_quota(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
 def test_a_process_pinned_to_one_cpu_gets_one_worker() -> None:
-    code = "from patchaudit.cpus import available_cpus; print(available_cpus())"
+    code = "from patchaudit.parallel.cpus import available_cpus; print(available_cpus())"
     out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
 

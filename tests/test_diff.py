@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
-from patchaudit.diff import unified
+from patchaudit.pristine.diff import unified
 
 FILES = {
     "demo/__init__.py": b"",

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from patchaudit.cli.group import cli
-from patchaudit.policy import POLICY_KEYS
+from patchaudit.gate.policy import POLICY_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -98,7 +98,7 @@ def test_no_link_points_nowhere() -> None:
 
 
 def test_every_file_the_docs_name_exists() -> None:
-    """A file of the tree named in backquotes (`patchaudit/safefs.py`) is there: a move updates the docs."""
+    """A file of the tree named in backquotes (`patchaudit/fs/safefs.py`) is there: a move updates the docs."""
     named = {
         path
         for page in pages()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from wheels import patchaudit
 
-from patchaudit import dpkg, environment
+from patchaudit.target import dpkg, environment
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 DIST_PACKAGES = Path("/usr/lib/python3/dist-packages")
@@ -186,8 +186,8 @@ def test_debian_record_that_disagrees_with_stripped_binaries_is_not_drift() -> N
     metas = sorted(DIST_PACKAGES.glob("PyYAML-*.dist-info"))
     if not metas or _owner(metas[0]) != "python3-yaml" or not (metas[0] / "RECORD").is_file():
         pytest.skip("needs python3-yaml (apt-get install python3-yaml)")
-    from patchaudit.hashing import hash_file
-    from patchaudit.record import parse_record
+    from patchaudit.parallel.hashing import hash_file
+    from patchaudit.target.record import parse_record
 
     record = parse_record((metas[0] / "RECORD").read_bytes())
     disagree = [

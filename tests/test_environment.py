@@ -9,7 +9,7 @@ from pathlib import Path
 
 from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
-from patchaudit import environment
+from patchaudit.target import environment
 
 
 def test_probe_runs_no_pth_file_of_the_target(tmp_path: Path) -> None:

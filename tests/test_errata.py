@@ -17,7 +17,7 @@ import pytest
 from pristine_helpers import patchaudit
 from wheels import build_wheel, make_venv, pip_install, record_hash, site_packages
 
-from patchaudit import errata
+from patchaudit.check import errata
 
 CODEC = bytes(range(256)) * 32  # 8 KiB "extension module"; its RECORD line claims the first KiB
 
@@ -211,7 +211,7 @@ def test_the_shipped_errata_parse_and_name_their_wheels() -> None:
 def test_the_shipped_errata_can_be_listed() -> None:
     from wheels import patchaudit
 
-    from patchaudit import errata
+    from patchaudit.check import errata
 
     proc = patchaudit("errata", "--list")
     assert proc.returncode == 0, proc.stderr

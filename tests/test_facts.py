@@ -17,7 +17,7 @@ import pytest
 from pristine_helpers import patchaudit
 from wheels import build_wheel, make_venv, pip_install, record_hash, site_packages
 
-from patchaudit import bytecode
+from patchaudit.check import bytecode
 
 # The lender's file holds a guard; the borrower's file of the same name prints and runs a process.
 LENDER_BACKEND = "def build():\n    if not ready():\n        raise RuntimeError('not ready')\n    return 1\n"

@@ -253,8 +253,8 @@ def test_a_file_name_with_a_newline_cannot_forge_journal_lines(env: Path) -> Non
 def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(env: Path, tmp_path: Path) -> None:
     """A warm gate stats ~100,000 entries of a real stack, shared out over forked processes; the
     verdict must not depend on how many, and an edit anywhere (size and mtime kept) must show."""
-    from patchaudit import environment
     from patchaudit.gate.plan import PARALLEL_MIN_ENTRIES, FilePlan
+    from patchaudit.target import environment
 
     tree = tmp_path / "tree"
     for d in range(24):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from wheels import record_hash
 
-from patchaudit.hashing import hash_file, hash_many
-from patchaudit.statcache import StatCache, StatKey
+from patchaudit.parallel.hashing import hash_file, hash_many
+from patchaudit.parallel.statcache import StatCache, StatKey
 
 
 def test_hash_matches_record_encoding_for_small_and_large_files(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def _installed_tree(root: Path) -> tuple[Path, Path]:
 
 
 def test_worker_processes_and_one_process_agree_on_every_file(tmp_path: Path) -> None:
-    from patchaudit.record import parse_record
+    from patchaudit.target.record import parse_record
 
     _, site = _installed_tree(tmp_path)
     (record,) = site.glob("many-1.0.dist-info/RECORD")
@@ -166,7 +166,7 @@ def test_scan_reports_the_same_with_one_worker_and_with_many(tmp_path: Path) -> 
 
 
 def test_warm_stat_cache_gives_what_a_cold_run_gave(tmp_path: Path) -> None:
-    from patchaudit.record import parse_record
+    from patchaudit.target.record import parse_record
 
     _, site = _installed_tree(tmp_path)
     time.sleep(0.1)  # past the racy window of the files just patched
@@ -182,7 +182,7 @@ def test_warm_stat_cache_gives_what_a_cold_run_gave(tmp_path: Path) -> None:
 
 
 def test_batches_start_with_the_biggest_files_and_keep_every_job() -> None:
-    from patchaudit.hashing import BIG_FILE, batches
+    from patchaudit.parallel.hashing import BIG_FILE, batches
 
     jobs = [(f"/x/{n}", "sha256") for n in range(1000)]
     sizes = {"/x/10": BIG_FILE * 3, "/x/500": BIG_FILE * 5, "/x/7": 100}

@@ -64,7 +64,7 @@ def _imports(path: Path, package: str) -> list[tuple[int, str]]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             if base == "patchaudit":
-                # `from patchaudit import vcs` imports the module patchaudit.vcs
+                # `from patchaudit.check import vcs` imports the module patchaudit.check.vcs
                 for alias in node.names:
                     sub = PACKAGE / alias.name
                     named = sub.is_dir() or sub.with_suffix(".py").is_file()
@@ -110,7 +110,7 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     assert all(LEVEL[_unit(m)] < LEVEL["revert"] for _, m in _imports(probe, "patchaudit"))
     relative = tmp_path / "relative.py"
     relative.write_text("from ..revert import plan\nfrom . import model\n")
-    assert [m for _, m in _imports(relative, "patchaudit.vcs")] == ["patchaudit.revert", "patchaudit.vcs"]
+    assert [m for _, m in _imports(relative, "patchaudit.check.vcs")] == ["patchaudit.revert", "patchaudit.check.vcs"]
 
 
 def _rule_files() -> list[pytest.param]:

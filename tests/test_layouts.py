@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, patchaudit
 
-from patchaudit import environment
+from patchaudit.target import environment
 
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 BIN = Path(sys.executable).parent

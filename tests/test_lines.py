@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from patchaudit.lines import line_opcodes, pth_executable_lines, source_lines
+from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 
 
 @pytest.mark.parametrize("sep", ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"], ids=repr)

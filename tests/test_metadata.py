@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, make_venv, pip_install, site_packages
 
-from patchaudit import environment
-from patchaudit.metadata import HEAD_LIMIT, installed_metadata
+from patchaudit.target import environment
+from patchaudit.target.metadata import HEAD_LIMIT, installed_metadata
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ HEADER_BLOCKS = {
 def test_name_and_version_read_directly_equal_the_email_parser(name: str, tmp_path: Path) -> None:
     """The direct read of Name and Version is a shortcut: it must agree with importlib_metadata's
     email parser on every header block, or hand the block to it."""
-    from patchaudit.metadata import name_version
+    from patchaudit.target.metadata import name_version
 
     meta_dir = tmp_path / "demo-1.0.dist-info"
     meta_dir.mkdir()
@@ -85,7 +85,7 @@ def test_name_and_version_read_directly_equal_the_email_parser(name: str, tmp_pa
 def test_name_and_version_of_every_real_distribution_equal_the_email_parser() -> None:
     import sysconfig
 
-    from patchaudit.metadata import name_version
+    from patchaudit.target.metadata import name_version
 
     dirs = sorted(Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info"))
     assert len(dirs) > 20

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from pristine_helpers import ROOT, build_wheel, make_venv, patchaudit, pip_install, site_packages
 
-from patchaudit import audit, environment
+from patchaudit.check import audit
+from patchaudit.target import environment
 
 FILES = {
     "demo/__init__.py": b"",

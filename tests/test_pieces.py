@@ -7,8 +7,8 @@ import py_compile
 import sys
 from pathlib import Path
 
-from patchaudit.pieces import Shared, check, pieces
-from patchaudit.record import parse_record
+from patchaudit.check.pieces import Shared, check, pieces
+from patchaudit.target.record import parse_record
 
 
 def _records() -> list[tuple[str, bytes]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from patchaudit.errors import InvalidPolicy
-from patchaudit.policy import ABSENT, Policy, load
+from patchaudit.gate.policy import ABSENT, Policy, load
 from patchaudit.report import Severity
 
 FULL = """
@@ -136,7 +136,7 @@ def test_the_documented_examples_load() -> None:
     assert policy.distributions[0] == "vllm" and policy.approved[0].path == "vllm/config/model.py"
     import json
 
-    from patchaudit.baseline import Baseline
+    from patchaudit.gate.baseline import Baseline
 
     held = Baseline.from_dict(json.loads((docs / "vllm-baseline.example.json").read_text()))
     assert held.approved[0].hash == held.find("vllm").files["vllm/config/model.py"]

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from pristine_helpers import IndexServer, build_wheel, make_venv, pip_install, record_hash, site_packages
 
-from patchaudit import environment
+from patchaudit.check.verify import verify
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.pristine import Transfer, find_pristine
 from patchaudit.pristine.cache import OwnCache, PipCache, normalize_url
 from patchaudit.pristine.index import IndexConfig, PackageIndex, pip_config
 from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.report import Drift, DriftState
-from patchaudit.statcache import StatCache
-from patchaudit.verify import verify
+from patchaudit.target import environment
 
 NO_NET = {"PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1"}
 

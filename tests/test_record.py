@@ -9,7 +9,7 @@ import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
 from patchaudit.pristine.zipwheel import open_local
-from patchaudit.record import parse_hash, parse_record
+from patchaudit.target.record import parse_hash, parse_record
 
 EMPTY = "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
 
@@ -120,7 +120,7 @@ OTHER_CASES = {
 def test_the_one_regex_reading_equals_csv_or_hands_over(name: str) -> None:
     """Nearly every RECORD is read with one regular expression; it must give csv's entries exactly,
     or leave the file to csv (which then also reports its problems)."""
-    from patchaudit import record
+    from patchaudit.target import record
 
     text = SIMPLE_CASES.get(name) or OTHER_CASES[name]
     by_csv = record._parse_csv(text, False)
@@ -138,7 +138,7 @@ def test_real_records_read_the_same_both_ways(tmp_path: Path) -> None:
     with awkward names in a new one."""
     import sysconfig
 
-    from patchaudit import record
+    from patchaudit.target import record
 
     wheel = build_wheel(
         tmp_path / "w",

@@ -25,10 +25,10 @@ from pristine_helpers import (
     site_packages,
 )
 
-from patchaudit import environment
+from patchaudit.check.verify import verify
 from patchaudit.errors import LockBusy
 from patchaudit.revert import execute, locked, plan_revert
-from patchaudit.verify import verify
+from patchaudit.target import environment
 
 FILES = {f"demo/mod{i}.py": (f"VALUE_{i} = {i}\n" * 40).encode() for i in range(12)}
 FILES["demo/__init__.py"] = b""
@@ -292,7 +292,7 @@ def test_two_reverts_never_both_write(venv: tuple[Path, Path, Path]) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from patchaudit import environment, revert;"
+            "import sys, time; from patchaudit.target import environment; from patchaudit import revert;"
             "env = environment.from_python(__import__('pathlib').Path(sys.argv[1]));"
             "cm = revert.locked(env); cm.__enter__(); print('held', flush=True); time.sleep(30)",
             str(python),

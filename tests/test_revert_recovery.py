@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
-from patchaudit import environment
+from patchaudit.check.verify import verify
 from patchaudit.pristine.check import digest
 from patchaudit.revert import locked, plan_revert
 from patchaudit.revert.paths import staged_name
 from patchaudit.revert.transaction import _prepare
-from patchaudit.verify import verify
+from patchaudit.target import environment
 
 FILES = {f"demo/mod{i}.py": f"VALUE = {i}\n".encode() for i in range(4)}
 FILES["demo/__init__.py"] = b""

@@ -13,8 +13,8 @@ import pytest
 from report_schema import check_output
 from wheels import build_wheel
 
-from patchaudit.beneath import chase, open_root
-from patchaudit.safefs import UnreadableFile
+from patchaudit.fs.beneath import chase, open_root
+from patchaudit.fs.safefs import UnreadableFile
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 FILES = {

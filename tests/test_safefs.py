@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.safefs import UnreadableFile, Why, read_capped, read_capped_or_none
+from patchaudit.fs.safefs import UnreadableFile, Why, read_capped, read_capped_or_none
 
 
 def test_regular_file_within_cap(tmp_path: Path) -> None:

@@ -441,7 +441,7 @@ def test_a_scan_of_many_distributions_on_worker_processes_reports_each_where_it_
 def test_a_scan_of_one_distribution_finds_added_files_however_its_record_spells_paths(tmp_path: Path) -> None:
     """The package directories to walk are read off RECORD bytes before any parsing; a RECORD edited to
     spell its paths `./pkg/...` still gets its directory walked, and an added file found."""
-    from patchaudit.ownership import load, record_tops, top_dirs
+    from patchaudit.check.ownership import load, record_tops, top_dirs
 
     wheels = [
         build_wheel(tmp_path / "w", name, "1.0", {f"{name}/__init__.py": "", f"{name}/core.py": "X = 1\n"})
@@ -458,7 +458,7 @@ def test_a_scan_of_one_distribution_finds_added_files_however_its_record_spells_
         assert code == 1
         assert [(d["path"], d["state"]) for d in dist(report, name)["drift"]] == [(f"{name}/extra.py", "added")]
 
-    from patchaudit.environment import distributions, from_python
+    from patchaudit.target.environment import distributions, from_python
 
     for installed in distributions(from_python(python)):
         raw = installed.record_path.read_bytes() if installed.record_path else None
@@ -496,5 +496,5 @@ def test_a_clean_scan_never_imports_difflib(env: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "patchaudit.verify" in imported
+    assert "patchaudit.check.verify" in imported
     assert not {m for m in imported if m.split(".")[0] == "difflib"}

@@ -13,7 +13,7 @@ from wheels import build_wheel, make_venv, pip_install, site_packages
 from patchaudit.procs.hookenv import hook_settings
 from patchaudit.procs.serviceenv import effective
 from patchaudit.procs.sitefiles import load_site
-from patchaudit.record import parse_record, record_paths
+from patchaudit.target.record import parse_record, record_paths
 
 
 def test_record_paths_equal_the_parsers_on_every_real_record() -> None:

@@ -13,7 +13,7 @@ import pytest
 from wheels import patchaudit
 
 from patchaudit.errors import PatchAuditError
-from patchaudit.systemd import drop_in, install, quote, unit_name
+from patchaudit.gate.systemd import drop_in, install, quote, unit_name
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze") or (
     "/usr/bin/systemd-analyze" if Path("/usr/bin/systemd-analyze").exists() else None

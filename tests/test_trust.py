@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, site_packages
 
-from patchaudit import environment, trust
+from patchaudit.target import environment, trust
 
 pytestmark = pytest.mark.skipif(not trust.running_as_root(), reason="the root probe rules apply to root only")
 

@@ -14,8 +14,9 @@ import git
 import pytest
 from pristine_helpers import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
-from patchaudit import environment, vcs
+from patchaudit.check import vcs
 from patchaudit.report import DriftState
+from patchaudit.target import environment
 
 SOURCES = {"pkg/__init__.py": "", "pkg/a.py": "A = 1\n", "pkg/b.py": "B = 2\n", "README": "demo\n"}
 

@@ -1,4 +1,4 @@
-"""Worker processes (patchaudit.workers): results in task order, failures raised here, no hang."""
+"""Worker processes (patchaudit.parallel.workers): results in task order, failures raised here, no hang."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.hashing import hash_many
-from patchaudit.statcache import StatCache, StatKey
-from patchaudit.workers import Pool, WorkerDied
+from patchaudit.parallel.hashing import hash_many
+from patchaudit.parallel.statcache import StatCache, StatKey
+from patchaudit.parallel.workers import Pool, WorkerDied
 
 
 def _where(shared: dict[str, int], task: int) -> tuple[int, int]:
@@ -103,7 +103,7 @@ def test_with_a_thread_running_the_stat_cache_goes_to_the_workers_too(tmp_path: 
 
 ORPHAN = """
 import os, sys, time
-from patchaudit.workers import Pool
+from patchaudit.parallel.workers import Pool
 
 def big(_, task):
     time.sleep(0.1)

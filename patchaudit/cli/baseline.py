@@ -1,4 +1,4 @@
-"""`patchaudit baseline create|check|accept` (core in patchaudit.baseline)."""
+"""`patchaudit baseline create|check|accept` (core in patchaudit.gate.baseline)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def create(
     unit_dirs: tuple[str, ...],
 ) -> int:
     """Snapshot DISTS (default: all) of the target environment into a baseline file."""
-    from patchaudit import baseline as core
+    from patchaudit.gate import baseline as core
 
     if model is not None:
         if dists or out is not None or python is not None or site_path is not None or unit is not None:
@@ -73,7 +73,7 @@ def create(
     if unit_dirs and unit is None:
         raise click.UsageError("--unit-dir needs --unit")
     if unit is not None:
-        from patchaudit.systemd import unit_name
+        from patchaudit.gate.systemd import unit_name
 
         unit = unit_name(unit)
     env = open_environment(python, site_path)
@@ -119,9 +119,9 @@ def check(
     fail_on: str | None,
 ) -> int:
     """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
-    from patchaudit import baseline as core
+    from patchaudit.gate import baseline as core
     from patchaudit.gate import judge
-    from patchaudit.policy import Policy
+    from patchaudit.gate.policy import Policy
 
     if python is None and site_path is None and given_root() is None:
         held = core.load(file)
@@ -168,7 +168,7 @@ def accept(
 
     With --serve, a patch in code that runs for MODEL is refused unless --force; other models' leftovers
     are accepted with their reason."""
-    from patchaudit import baseline as core
+    from patchaudit.gate import baseline as core
 
     if serve:
         _refuse_what_runs(file, paths, serve, force, python, site_path)
@@ -184,8 +184,8 @@ def _refuse_what_runs(
     file: Path, paths: tuple[str, ...], serve: str, force: bool, python: Path | None, site_path: Path | None
 ) -> None:
     """A patch in code the served model runs is not accepted without --force; other models' leftovers are."""
-    from patchaudit import baseline as core
     from patchaudit.errors import BaselineError
+    from patchaudit.gate import baseline as core
     from patchaudit.serving.annotate import ServeOptions, reach_of_paths
 
     if python is None and site_path is None:

@@ -19,7 +19,7 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
     try:
         rv = group.main(args=argv, prog_name="patchaudit", standalone_mode=False)
     except BaseException as exc:
-        from patchaudit.workers import stopping
+        from patchaudit.parallel.workers import stopping
 
         if stopping() is not None or isinstance(exc, KeyboardInterrupt):
             # a signal unwinds whatever it interrupted (click's Abort, an import, a worker's end):
@@ -83,7 +83,7 @@ def open_environment(python: Path | None, site_path: Path | None) -> Any:
 
 
 def _resolve(python: Path | None, site_path: Path | None) -> Any:
-    from patchaudit import environment
+    from patchaudit.target import environment
 
     root = given_root()
     env = environment.resolve(python, site_path, root)
@@ -110,7 +110,8 @@ def interrupted_runs(env: Any) -> list[str]:
 def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, list[Any], tuple[str, ...]]:
     """Resolve the target for a command that writes (revert, quarantine restore): finish or roll back an
     interrupted revert first. Returns (env, its distributions, its editable installs' project roots)."""
-    from patchaudit import environment, vcs
+    from patchaudit.check import vcs
+    from patchaudit.target import environment
 
     env = _resolve(python, site_path)
     every = environment.distributions(env)
@@ -173,9 +174,9 @@ def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
     checkout, paths are the project's, and git says what is there."""
     import os
 
-    from patchaudit import vcs
-    from patchaudit.ownership import read_record
-    from patchaudit.record import parse_record
+    from patchaudit.check import vcs
+    from patchaudit.check.ownership import read_record
+    from patchaudit.target.record import parse_record
 
     if not paths:
         return paths

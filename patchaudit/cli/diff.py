@@ -38,9 +38,10 @@ def diff(
 
         options = ImageOptions(names=(dist,), hazards=False, wheelhouse=wheelhouse)
         return _show(diff_image(image, options, paths), color)
-    from patchaudit import environment, vcs
-    from patchaudit.diff import diff_dist
-    from patchaudit.verify import verify
+    from patchaudit.check import vcs
+    from patchaudit.check.verify import verify
+    from patchaudit.pristine.diff import diff_dist
+    from patchaudit.target import environment
 
     env = open_environment(python, site_path)
     every = environment.distributions(env)

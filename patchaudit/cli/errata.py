@@ -23,7 +23,7 @@ def errata(wheels: tuple[Path, ...], list_shipped: bool, out: Path | None) -> in
     whose RECORD line and bytes are the ones printed is then `record-mismatch`, naming the wheel, on a
     host that has no copy of it. A wheel whose RECORD is right prints nothing and is said so on stderr.
     """
-    from patchaudit import errata as errata_mod
+    from patchaudit.check import errata as errata_mod
 
     if list_shipped:
         if wheels:

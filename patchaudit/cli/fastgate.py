@@ -8,7 +8,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from patchaudit.deadline import check_timeout
+from patchaudit.parallel.deadline import check_timeout
 
 VALUE_OPTIONS = {
     "--python": "python",

@@ -28,7 +28,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """patchaudit's version, and the versions of what decides its verdicts: the rule pack, the errata."""
     if not value or ctx.resilient_parsing:
         return
-    from patchaudit import errata
+    from patchaudit.check import errata
     from patchaudit.hazards import load_rules, pack_version
     from patchaudit.models.configrules import catalog
 

@@ -131,10 +131,10 @@ def diff(
     target: str, paths: tuple[str, ...], revision: str | None, hub_cache: Path | None, sources: tuple[Path, ...]
 ) -> int:
     """What changed in TARGET's files: JSON configs by key path, other text as a unified diff."""
-    from patchaudit.diff import unified
     from patchaudit.models.configdiff import is_config
     from patchaudit.models.revert import selected
     from patchaudit.models.scan import ModelScanOptions, current_bytes
+    from patchaudit.pristine.diff import unified
 
     found = _scan(_resolve(target, revision, hub_cache), ModelScanOptions(sources=sources))
     changes: dict[str, list[str]] = {}

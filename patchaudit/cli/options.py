@@ -137,7 +137,7 @@ def timeout_option(default_help: str, default: float | None = None) -> Callable[
     """`--timeout SECONDS`: a positive, finite number (click's FloatRange lets NaN through)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-        from patchaudit.deadline import check_timeout
+        from patchaudit.parallel.deadline import check_timeout
 
         if value is None:
             return None

@@ -40,7 +40,7 @@ def ps(
     if unit is not None and pids:
         raise PatchAuditError("give --unit or --pid, not both")
     if unit is not None:
-        from patchaudit.systemd import unit_name
+        from patchaudit.gate.systemd import unit_name
 
         unit = unit_name(unit)
     reports = assess(unit=unit, pids=pids)

@@ -24,9 +24,9 @@ from patchaudit.errors import ExitCode
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from patchaudit.environment import Environment, InstalledDist
     from patchaudit.report import DistReport
     from patchaudit.revert import Plan, Result
+    from patchaudit.target.environment import Environment, InstalledDist
 
 
 @click.command(epilog=examples("revert"))
@@ -64,7 +64,7 @@ def revert(
     in one run with one undo. Any revert first finishes (or rolls back) one that was interrupted;
     --resume does only that.
     """
-    from patchaudit import environment
+    from patchaudit.target import environment
 
     env, every, roots = open_for_change(python, site_path)
     if dist is None and resume:
@@ -118,8 +118,8 @@ def plan_one(
 ) -> Plan:
     """The plan for one distribution: from its git checkout (editable installs), else from a pristine wheel."""
     from patchaudit import revert as core
-    from patchaudit import vcs
-    from patchaudit.verify import verify
+    from patchaudit.check import vcs
+    from patchaudit.check.verify import verify
 
     tree = vcs.working_tree_restore(target, paths)
     if tree is not None:

@@ -13,8 +13,8 @@ from patchaudit.cli.common import confirm_change, echo_command
 from patchaudit.errors import ExitCode, RevertIncomplete
 
 if TYPE_CHECKING:
-    from patchaudit.environment import Environment, InstalledDist
     from patchaudit.revert import LeftAlone, Result, WholePlan
+    from patchaudit.target.environment import Environment, InstalledDist
 
 FEW = 5
 
@@ -33,9 +33,9 @@ def revert_environment(
     again: str = "",
 ) -> int:
     from patchaudit import revert as core
-    from patchaudit.audit import ScanOptions, stat_cache
+    from patchaudit.check.audit import ScanOptions, stat_cache
+    from patchaudit.check.verify import verify
     from patchaudit.cli.revert import plan_one
-    from patchaudit.verify import verify
 
     # the stat cache scan keeps: a file whose size, mtime, ctime and inode are unchanged is not re-hashed
     report = verify(env, every, every=every, cache=stat_cache(env, ScanOptions(use_cache=use_cache)))

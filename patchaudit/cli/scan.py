@@ -32,10 +32,10 @@ from patchaudit.errors import ExitCode
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
-    from patchaudit.audit import ScanOptions
-    from patchaudit.environment import Environment
+    from patchaudit.check.audit import ScanOptions
     from patchaudit.image.verify import ImageOptions
     from patchaudit.report import Report
+    from patchaudit.target.environment import Environment
 
 PROGRESS_THRESHOLD = {"hashing": 2000, "rules": 200}  # files: fewer take no time worth a bar
 
@@ -91,7 +91,7 @@ def scan(
     timeout: float | None,
 ) -> int:
     """Verify DISTS (default: every distribution) of the target environment against their RECORDs."""
-    from patchaudit.deadline import deadline
+    from patchaudit.parallel.deadline import deadline
 
     started = time.monotonic()
     if image is not None or base is not None:
@@ -181,9 +181,9 @@ def _scan_env(
     serve: str | None,
     quiet: bool,
 ) -> tuple[Report, str]:
-    from patchaudit.audit import ScanOptions
-    from patchaudit.audit import scan as run_scan
-    from patchaudit.deadline import deadline
+    from patchaudit.check.audit import ScanOptions
+    from patchaudit.check.audit import scan as run_scan
+    from patchaudit.parallel.deadline import deadline
 
     env = open_environment(python, site_path)
     options = ScanOptions(
@@ -204,7 +204,7 @@ def _scan_env(
         else:
             report = run_scan(env, options)
         if serve:
-            from patchaudit.audit import cache_dir as scan_cache_dir
+            from patchaudit.check.audit import cache_dir as scan_cache_dir
 
             report = with_reach(report, env, serve, scan_cache_dir(env, options), workers, wheelhouse)
     pending = interrupted_runs(env)
@@ -290,7 +290,7 @@ def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from patchaudit.audit import scan as run_scan
+    from patchaudit.check.audit import scan as run_scan
 
     with Progress(
         TextColumn("{task.description}"),
@@ -300,7 +300,7 @@ def _scan_with_progress(env: Environment, options: ScanOptions) -> Report:
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
-        auto_refresh=False,  # no refresh thread: the workers can then fork (patchaudit.workers)
+        auto_refresh=False,  # no refresh thread: the workers can then fork (patchaudit.parallel.workers)
     ) as progress:
         tasks: dict[str, TaskID] = {}
         shown = 0.0

@@ -1,4 +1,4 @@
-"""`patchaudit systemd install`: wire the gate into a service (core in patchaudit.systemd)."""
+"""`patchaudit systemd install`: wire the gate into a service (core in patchaudit.gate.systemd)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def install(
     unit: str, policy: Path, root: Path, warn_only: bool, timer: bool, textfile: Path | None, interval: str
 ) -> int:
     """Write UNIT.d/patchaudit.conf so that `patchaudit gate --policy FILE` runs before UNIT starts."""
-    from patchaudit.systemd import METRICS_TEXTFILE_DIR, install_timer, unit_name
-    from patchaudit.systemd import install as install_drop_in
+    from patchaudit.gate.systemd import METRICS_TEXTFILE_DIR, install_timer, unit_name
+    from patchaudit.gate.systemd import install as install_drop_in
 
     path = install_drop_in(unit, policy=policy, root=root, warn_only=warn_only)
     click.echo(f"wrote {path}")
@@ -82,8 +82,8 @@ def _next(root: Path, then: list[str]) -> None:
 )
 def uninstall(unit: str, root: Path) -> int:
     """Remove exactly what `systemd install UNIT` wrote (the drop-in, the metrics timer)."""
-    from patchaudit.systemd import uninstall as remove
-    from patchaudit.systemd import unit_name
+    from patchaudit.gate.systemd import uninstall as remove
+    from patchaudit.gate.systemd import unit_name
 
     removed = remove(unit, root=root)
     for path in removed:

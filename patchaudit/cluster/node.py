@@ -6,15 +6,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patchaudit import environment
-from patchaudit.audit import ScanOptions, scan
+from patchaudit.check.audit import ScanOptions, scan
+from patchaudit.check.fingerprint import fingerprints
 from patchaudit.errors import ExitCode
-from patchaudit.fingerprint import fingerprints
 from patchaudit.gate import judge
+from patchaudit.gate.policy import Policy, load
 from patchaudit.gate.verdict import interrupted, replace
-from patchaudit.policy import Policy, load
 from patchaudit.report import Severity
 from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
+from patchaudit.target import environment
 
 SCHEMA = "patchaudit/cluster-node/v1"
 

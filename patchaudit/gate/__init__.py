@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit import __version__, cachedir
-from patchaudit.deadline import DEFAULT_GATE_TIMEOUT, deadline, phase
+from patchaudit import __version__
 from patchaudit.errors import ExitCode, PatchAuditError
 from patchaudit.gate.cache import VerdictCache, predicted_prefix
 from patchaudit.gate.plan import FilePlan
@@ -30,14 +29,16 @@ from patchaudit.gate.verdict import (
     judge,
     replace,
 )
+from patchaudit.parallel.deadline import DEFAULT_GATE_TIMEOUT, deadline, phase
+from patchaudit.target import cachedir
 
 # typing costs the warm gate milliseconds; annotations are strings (PEP 563) and need it only for checkers.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from patchaudit.environment import Environment
-    from patchaudit.policy import Policy
+    from patchaudit.gate.policy import Policy
+    from patchaudit.target.environment import Environment
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,9 +53,9 @@ class GateOptions:
     fail_on: str | None = None  # "high" ... "info", "none"
     fail_open: bool = False
     use_cache: bool = True
-    cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.cachedir)
+    cache_dir: Path | None = None  # --cache-dir (else the policy's cache_dir; see patchaudit.target.cachedir)
     workers: int | None = None  # None: the policy's, else every CPU this process may use
-    timeout: float | None = None  # None: the policy's, else patchaudit.deadline.DEFAULT_GATE_TIMEOUT
+    timeout: float | None = None  # None: the policy's, else patchaudit.parallel.deadline.DEFAULT_GATE_TIMEOUT
     root: Path | None = None  # --root: a whole tree audited as if it were `/` (its caches never inside it)
     image: str | None = None  # --image: an image read layer by layer (no cache: nothing of it is on disk)
     serve: str | None = None  # the served model (else the policy's `serve`): each problem says its reach
@@ -85,7 +86,7 @@ def run(options: GateOptions) -> Verdict:
 
 
 def _load_policy(path: Path) -> Policy:
-    from patchaudit.policy import load
+    from patchaudit.gate.policy import load
 
     return load(path)
 
@@ -134,15 +135,15 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
     where = cachedir.locate(prefix, cache_base) if options.use_cache else None
     cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
     if cache is not None:
-        from patchaudit.cpus import available_cpus
+        from patchaudit.parallel.cpus import available_cpus
 
         phase("checking the cached verdict")
         hit = cache.lookup(key, workers or available_cpus())
         if hit is not None:
             return hit
 
-    from patchaudit import environment
-    from patchaudit.policy import Policy
+    from patchaudit.gate.policy import Policy
+    from patchaudit.target import environment
 
     models = _model_targets(policy)
     phase("resolving the environment")
@@ -152,7 +153,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         where = cachedir.locate(env.prefix, cache_base)
     taken = time.time_ns()
     unit_files, unit_dirs = _unit_paths(baseline)
-    from patchaudit.errata import SHIPPED
+    from patchaudit.check.errata import SHIPPED
 
     errata_files = (SHIPPED, *(policy.errata if policy is not None else ()))
     phase("listing the files to fingerprint")
@@ -182,7 +183,7 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         serve=serve,
     )
     if use_cache and where is not None and where.path is not None:
-        from patchaudit.statcache import racy_window_ns
+        from patchaudit.parallel.statcache import racy_window_ns
 
         # a file changed within a timestamp tick of the fingerprint may change again unseen: keep no verdict
         if newest < taken - racy_window_ns(newest):
@@ -201,8 +202,8 @@ def _image_verdict(
 ) -> Verdict:
     """The gate over an image: its report judged by the policy as a host's is (no baseline, no cache)."""
     from patchaudit.errors import PatchAuditError
+    from patchaudit.gate.policy import Policy
     from patchaudit.image.verify import ImageOptions, scan_image
-    from patchaudit.policy import Policy
     from patchaudit.report import Severity
 
     if options.python is not None or options.site_path is not None or options.root is not None:
@@ -231,7 +232,7 @@ def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Pat
     """The unit files a baseline's service environment is read from: the verdict depends on them too."""
     if baseline_path is None:
         return (), ()
-    from patchaudit import baseline
+    from patchaudit.gate import baseline
     from patchaudit.procs.unitfile import find, watched_paths
 
     try:
@@ -242,7 +243,7 @@ def _unit_paths(baseline_path: Path | None) -> tuple[tuple[Path, ...], tuple[Pat
 
 
 def _require_distributions(env: Environment, found: Sequence[Any], site_path: Path | None) -> None:
-    from patchaudit.environment import require_any
+    from patchaudit.target.environment import require_any
 
     require_any(env, found, site_path)
 
@@ -261,7 +262,7 @@ def _verdict(
 ) -> Verdict:
     import dataclasses
 
-    from patchaudit.audit import ScanOptions, scan
+    from patchaudit.check.audit import ScanOptions, scan
     from patchaudit.report import Severity
     from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
 
@@ -277,7 +278,7 @@ def _verdict(
     )
     report = scan(env, options)
     if baseline_path is not None:
-        from patchaudit import baseline
+        from patchaudit.gate import baseline
 
         held = baseline.load(baseline_path)
         checked = baseline.check(held, report, baseline.record_paths(env, names), names)
@@ -296,7 +297,7 @@ def _verdict(
         model_options = ModelScanOptions(use_cache=use_cache, severity_overrides=dict(policy.severity))
         report = dataclasses.replace(report, models=tuple(scan_model(m, model_options).report for m in models))
     if serve:
-        from patchaudit.audit import cache_dir
+        from patchaudit.check.audit import cache_dir
         from patchaudit.serving.annotate import ServeOptions, annotate
 
         serve_options = ServeOptions(

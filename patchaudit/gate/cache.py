@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from patchaudit.atomic import atomic_write
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.gate.plan import FilePlan, stat_row
 from patchaudit.gate.verdict import Verdict, from_dict, to_dict
-from patchaudit.safefs import UnreadableFile, read_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ CACHE_VERSION = 2  # 2: the fingerprint is digested part by part (patchaudit.gat
 CACHE_KEEP = 8
 
 
-# --- the verdict cache, beside the environment's stat cache (where: patchaudit.cachedir) ---
+# --- the verdict cache, beside the environment's stat cache (where: patchaudit.target.cachedir) ---
 
 
 def predicted_prefix(python: Path | None, site_path: Path | None) -> Path:

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.beneath import read_below
-from patchaudit.safefs import Cap, UnreadableFile
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from patchaudit.environment import Environment
+    from patchaudit.target.environment import Environment
 
 # Below this many entries one process stats them all: a fork costs more than it saves.
 PARALLEL_MIN_ENTRIES = 20_000
@@ -45,9 +45,9 @@ class FilePlan:
         cls, env: Environment, names: Sequence[str], *, extra_files: Sequence[Path], extra_roots: Sequence[Path]
     ) -> tuple[FilePlan, int, int]:
         """The plan for these distributions, with its fingerprint and newest timestamp, in one walk."""
-        from patchaudit import environment
-        from patchaudit.record import parse_record
         from patchaudit.report import Source
+        from patchaudit.target import environment
+        from patchaudit.target.record import parse_record
 
         chosen = environment.select(environment.distributions(env), names)
         roots: set[str] = set()
@@ -58,7 +58,7 @@ class FilePlan:
             roots.add(str(dist.meta_dir))
             if dist.source in (Source.EDITABLE, Source.VCS):
                 # verify reads the git checkout such an install runs from (working tree and .git).
-                from patchaudit import vcs
+                from patchaudit.check import vcs
 
                 co = vcs.checkout(dist)
                 if co is not None:
@@ -69,7 +69,7 @@ class FilePlan:
                 record = parse_record(read_below(dist.record_path, Cap.RECORD))
             except (OSError, UnreadableFile):
                 # verify checks a distribution without RECORD against its OS package's files.
-                from patchaudit import dpkg
+                from patchaudit.target import dpkg
 
                 if not dpkg.may_own(dist.location):
                     continue
@@ -160,7 +160,7 @@ def _part_digests(plan: FilePlan, processes: int) -> list[tuple[int, int]]:
 
 def _fork_parts(plan: FilePlan, share: list[int]) -> tuple[int, int]:
     """Fork a child that digests these parts and writes them to a pipe: (pid, read end)."""
-    from patchaudit import workers
+    from patchaudit.parallel import workers
 
     read_fd, write_fd = os.pipe()
     pid = workers.fork()  # counted: a signal to this process kills it too
@@ -186,7 +186,7 @@ def _collect(pid: int, fd: int) -> dict[int, tuple[int, int]]:
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
     finally:
-        from patchaudit import workers
+        from patchaudit.parallel import workers
 
         os.close(fd)
         _, status = os.waitpid(pid, 0)

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from patchaudit.policy import Policy
+    from patchaudit.gate.policy import Policy
     from patchaudit.report import DistReport, Drift, Finding, Report, Severity
 
 

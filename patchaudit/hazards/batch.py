@@ -61,7 +61,7 @@ def check_files(
         # Biggest files first, so that no worker is left with one huge file at the end.
         heavy.sort(key=lambda i: -len(files[i].installed))
         dirs = tuple(str(Path(d).resolve()) for d in rule_dirs)
-        from patchaudit.workers import Pool
+        from patchaudit.parallel.workers import Pool
 
         with Pool(_work, [files[i] for i in heavy], dirs, workers=n_workers) as pool:
             for number, index in enumerate(heavy):

@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
+from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.hazards.source import SourceFile
 from patchaudit.report import Finding, Severity
-from patchaudit.safefs import UnreadableFile, read_json
 
 __all__ = ["cache_key", "cache_read", "cache_write"]
 

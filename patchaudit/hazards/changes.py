@@ -6,7 +6,7 @@ import io
 import re
 import tokenize
 
-from patchaudit.lines import line_opcodes, source_lines
+from patchaudit.analysis.lines import line_opcodes, source_lines
 
 __all__ = ["decode", "ignores", "changed_lines"]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from patchaudit.errata import Errata
+from patchaudit.check.errata import Errata
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.pristine.check import digest, wheel_index
 from patchaudit.pristine.zipwheel import MEMBER_CAP, ZipWheel, open_local
-from patchaudit.record import Record
 from patchaudit.report import DistReport, Drift, DriftState, Unverified
+from patchaudit.target.record import Record
 
 
 def with_errata(dist: DistReport, errata: Errata) -> DistReport:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from patchaudit.fs.safefs import MIB, Cap, UnreadableFile, read_capped
 from patchaudit.image import ImageError
-from patchaudit.safefs import MIB, Cap, UnreadableFile, read_capped
 
 MAX_LAYERS = 1000  # overlayfs stacks at most 128 (Docker 127); a manifest asking for more is not an image
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

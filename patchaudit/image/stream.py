@@ -19,9 +19,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from patchaudit.fs.safefs import MIB, Cap
 from patchaudit.image import ImageError
 from patchaudit.image.source import Image, LayerBlob
-from patchaudit.safefs import MIB, Cap
 
 CHUNK = 1 * MIB
 MAX_RATIO = 200  # tar of code compresses ~4x, of zero-filled files up to ~1000x: a bomb, not an image

@@ -21,7 +21,6 @@ from patchaudit.image import ImageError
 from patchaudit.image.source import Image, LayerBlob, open_image
 from patchaudit.image.stream import LayerRead, read_layer
 from patchaudit.image.view import View
-from patchaudit.record import Record, parse_record
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -35,6 +34,7 @@ from patchaudit.report import (
     Target,
     Unverified,
 )
+from patchaudit.target.record import Record, parse_record
 
 _SITE = re.compile(r"(?:^|/)lib(?:64)?/python3(?:\.\d+)?/(?:site|dist)-packages$")
 _HEADER = re.compile(rb"^(Name|Version):[ \t]*(\S[^\r\n]*)", re.MULTILINE)
@@ -49,7 +49,7 @@ class ImageOptions:
     all_files: bool = False  # the hazard rules over every Python file of the distributions, not only drifted ones
     rule_dirs: tuple[Path, ...] = ()
     wheelhouse: tuple[Path, ...] = ()  # pristine bytes where no lower layer holds them; a stale RECORD told apart
-    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.errata)
+    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.check.errata)
 
 
 def scan_image(ref: str, options: ImageOptions) -> Report:
@@ -66,8 +66,8 @@ def scan_image(ref: str, options: ImageOptions) -> Report:
 def diff_image(ref: str, options: ImageOptions, paths: Collection[str] = ()) -> str:
     """The patches of the distributions named: each drifted file's RECORD version (from a lower layer,
     when one holds it) -> the image's, as a unified diff `patch -p0` takes inside the site directory."""
-    from patchaudit.diff import unified
     from patchaudit.image.hazards import drifted_bytes
+    from patchaudit.pristine.diff import unified
 
     image, view, report, pristine, _every = _read(ref, options)
     wanted = {os.path.normpath(p) for p in paths}
@@ -118,7 +118,7 @@ def _known_records(
 ) -> tuple[Report, dict[str, bytes]]:
     """Modified files that the errata or a wheel of the wheelhouse show to be a stale RECORD line are
     record-mismatch facts, as on a host; the wheelhouse's pristine bytes of the rest, by image path."""
-    from patchaudit.errata import load
+    from patchaudit.check.errata import load
     from patchaudit.image.pristine import from_wheelhouse, with_errata
 
     records = {("/" + d.site, d.name): d.record for d in every}
@@ -170,7 +170,7 @@ def _base_layers(image: Image, base: Image) -> int:
 
 
 def _read_all(image: Image, workers: int | None) -> Iterator[LayerRead]:
-    from patchaudit.cpus import available_cpus
+    from patchaudit.parallel.cpus import available_cpus
 
     n = min(workers or available_cpus(), len(image.layers))
     if n <= 1 or len(image.layers) < 2:
@@ -378,7 +378,7 @@ def _hooks(
     view: View, layers: dict[int, LayerBlob], sites: list[str], listed: dict[str, dict[str, list[tuple[_Dist, str]]]]
 ) -> tuple[list[Drift], list[Finding]]:
     """`.pth` files with code and *customize modules that no distribution owns."""
-    from patchaudit.hooks import STARTUP_HOOK, startup_hook_lines
+    from patchaudit.check.hooks import STARTUP_HOOK, startup_hook_lines
 
     drift: list[Drift] = []
     findings: list[Finding] = []

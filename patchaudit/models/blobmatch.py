@@ -14,8 +14,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.fs.safefs import UnreadableFile, read_capped
 from patchaudit.models.digests import Digest
-from patchaudit.safefs import UnreadableFile, read_capped
 
 SIMILAR_LIMIT = 1 << 20  # files larger than this are matched by identical bytes only
 MIN_SIMILARITY = 0.5  # of the original still there after the edit

@@ -7,8 +7,8 @@ import math
 import re
 from typing import Any
 
+from patchaudit.fs.safefs import parse_json
 from patchaudit.report import ConfigChange
-from patchaudit.safefs import parse_json
 
 CONFIG_SUFFIXES = (".json", ".jinja")
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][\w\-]*$")

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.hashing import GIT_SHA1, FileState, hash_many
-from patchaudit.statcache import StatCache
+from patchaudit.parallel.hashing import GIT_SHA1, FileState, hash_many
+from patchaudit.parallel.statcache import StatCache
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 HEX40 = re.compile(r"[0-9a-f]{40}")

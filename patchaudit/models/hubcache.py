@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
-from patchaudit.hashing import FileState
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text, read_json
 from patchaudit.models.blobmatch import Edited, match_blobs
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import LayoutScan, ModelTarget, Problem, Tracked, is_commit
+from patchaudit.parallel.hashing import FileState
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import DriftState
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text, read_json
-from patchaudit.statcache import StatCache
 
 INCOMPLETE = ".incomplete"
 

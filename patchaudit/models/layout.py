@@ -47,7 +47,7 @@ class ModelTarget:
     @staticmethod
     def state_at(root: Path) -> Path:
         """patchaudit's state for a model directory (root's own one for a tree another user may write)."""
-        from patchaudit.cachedir import tree_state
+        from patchaudit.target.cachedir import tree_state
 
         return tree_state(root, STATE_DIR)
 

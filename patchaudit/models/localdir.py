@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.hubcache import read_tree
 from patchaudit.models.layout import HF_LOCAL, STATE_DIR, LayoutScan, ModelTarget, Tracked
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import DriftState
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
-from patchaudit.statcache import StatCache
 
 METADATA_SUFFIX = ".metadata"
 

@@ -17,17 +17,17 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.atomic import atomic_write
-from patchaudit.beneath import private_dir, read_below
-from patchaudit.cachedir import tree_state
 from patchaudit.errors import ModelNotFound, PatchAuditError
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.beneath import private_dir, read_below
+from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.models.configdiff import is_config
 from patchaudit.models.digests import Algorithm, Digest, hash_files
 from patchaudit.models.layout import HF_LOCAL, MANIFEST_NAME, STATE_DIR, LayoutScan, ModelTarget, Tracked
 from patchaudit.models.localdir import walk_files
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import DriftState
-from patchaudit.safefs import UnreadableFile, read_json
-from patchaudit.statcache import StatCache
+from patchaudit.target.cachedir import tree_state
 
 SCHEMA = "patchaudit/model-manifest/v1"
 CONFIG_LIMIT = 1 << 20  # configs up to this size are kept whole, for key diffs and revert

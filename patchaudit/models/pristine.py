@@ -12,10 +12,10 @@ import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from patchaudit.hashing import hash_file, new_hash, read_regular
 from patchaudit.models.digests import Algorithm, Digest, to_hex
 from patchaudit.models.layout import HF_LOCAL, ModelKind, ModelTarget, hub_cache_dir, repo_id_of
 from patchaudit.models.localdir import all_metadata
+from patchaudit.parallel.hashing import hash_file, new_hash, read_regular
 
 READ_LIMIT = 2 << 30  # restore from memory up to this size; larger files: `hf download`
 MAX_PLAIN_FILES = 100_000  # files of the plain --source directories indexed by name, at most

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit import revert
-from patchaudit.environment import Environment
 from patchaudit.models.digests import Algorithm
 from patchaudit.models.layout import ModelKind, ModelTarget, Tracked, hub_cache_dir
 from patchaudit.models.pristine import digest_of
 from patchaudit.models.scan import ModelScan
-from patchaudit.record import encode_digest
 from patchaudit.report import DriftState
 from patchaudit.revert.model import ActionKind, Op
+from patchaudit.target.environment import Environment
+from patchaudit.target.record import encode_digest
 
 BLOB_MODE = 0o644
 

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchaudit.hashing import read_regular
 from patchaudit.models import hubcache, localdir, manifest
 from patchaudit.models.configdiff import diff_config, is_config, key_line
 from patchaudit.models.configrules import SAFETENSORS_RULE, rule_for
@@ -14,8 +13,9 @@ from patchaudit.models.digests import stat_cache_path
 from patchaudit.models.layout import LayoutScan, ModelKind, ModelTarget, Tracked
 from patchaudit.models.pristine import Sources
 from patchaudit.models.safetensors import check_header
+from patchaudit.parallel.hashing import read_regular
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import ConfigChange, Drift, DriftState, Finding, ModelReport, Severity
-from patchaudit.statcache import StatCache
 
 CONFIG_LIMIT = 8 << 20
 

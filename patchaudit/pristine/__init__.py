@@ -6,9 +6,10 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from patchaudit.beneath import read_below
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError, PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.check import RECORD_MISMATCH, BuildCheck, PristineFile, check_same_build, wheel_index
 from patchaudit.pristine.direct_url import DirectUrlArchive
@@ -18,10 +19,9 @@ from patchaudit.pristine.interface import PristineSource, PristineWheel, candida
 from patchaudit.pristine.uvcache import UvCache, uv_cache_dir
 from patchaudit.pristine.wheelhouse import Wheelhouse
 from patchaudit.pristine.wheelhouse import from_environ as wheelhouses_from_environ
-from patchaudit.record import Record, parse_record
 from patchaudit.report import Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile
-from patchaudit.statcache import StatCache
+from patchaudit.target.environment import Environment, InstalledDist
+from patchaudit.target.record import Record, parse_record
 
 __all__ = [
     "RECORD_MISMATCH",
@@ -44,7 +44,7 @@ def _describe(source: PristineSource) -> str:
 
 def others_may_write(cache: Path) -> bool:
     """As root, whether a user other than root could have written `cache` (then it is never evidence)."""
-    from patchaudit import trust
+    from patchaudit.target import trust
 
     return trust.running_as_root() and trust.foreign_writer([cache]) is not None
 

@@ -20,15 +20,15 @@ import urllib.parse
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from patchaudit.atomic import atomic_write
-from patchaudit.beneath import private_dir
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.beneath import private_dir
 from patchaudit.pristine.direct_url import installed_sha256
 from patchaudit.pristine.http import sha256_file
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, open_local, unsafe_member, wheel_match, wheel_matches
-from patchaudit.record import Record, parse_record
+from patchaudit.target.environment import Environment, InstalledDist
+from patchaudit.target.record import Record, parse_record
 
 
 class CachedWheel:

@@ -8,13 +8,13 @@ import posixpath
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from patchaudit.beneath import stat_below
-from patchaudit.environment import InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
+from patchaudit.fs.beneath import stat_below
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import MEMBER_CAP, member_for
-from patchaudit.record import Record, RecordEntry, encode_digest
 from patchaudit.report import Drift, DriftState
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import Record, RecordEntry, encode_digest
 
 # Files pip writes or rewrites at install time: their hashes are not the wheel's.
 GENERATED_METADATA = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "RECORD.jws", "RECORD.p7s"})

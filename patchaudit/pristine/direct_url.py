@@ -7,13 +7,13 @@ from collections.abc import Collection
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from patchaudit.environment import InstalledDist
-from patchaudit.hashing import hash_file
+from patchaudit.parallel.hashing import hash_file
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.pristine.http import local_path
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import open_local, wheel_matches
-from patchaudit.record import encode_digest
-from patchaudit.statcache import StatCache
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import encode_digest
 
 
 def archive_hash(info: dict[str, object]) -> tuple[str, str] | None:

@@ -17,14 +17,14 @@ from typing import IO, cast
 
 from packaging.utils import canonicalize_name
 
-from patchaudit.atomic import atomic_write
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
+from patchaudit.fs.atomic import atomic_write
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.direct_url import installed_sha256
 from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, redact, sha256_file, sha256_of
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_match
+from patchaudit.target.environment import Environment, InstalledDist
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _TRUE = {"1", "true", "yes", "on"}
@@ -333,7 +333,7 @@ def index_source(
     pip_cache = None
     if not config.no_cache:
         pip_cache = PipCache(pip_cache_dir(os.environ if environ is None else environ, config.cache_dir))  # type: ignore[arg-type]
-        from patchaudit import trust
+        from patchaudit.target import trust
 
         if trust.running_as_root() and trust.foreign_writer([pip_cache.root]) is not None:
             pip_cache = None  # a cache another user can write is never evidence

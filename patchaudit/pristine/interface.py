@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Protocol
 
-from patchaudit.environment import InstalledDist
-from patchaudit.record import Record
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import Record
 
 
 class PristineWheel(Protocol):

@@ -17,11 +17,11 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchaudit.environment import InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath
-from patchaudit.hashing import read_regular
+from patchaudit.parallel.hashing import read_regular
 from patchaudit.pristine.zipwheel import MEMBER_CAP, installed_tags, member_for, unsafe_member
-from patchaudit.record import Record, parse_record
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import Record, parse_record
 
 ARCHIVE = "archive-v0"
 

@@ -6,10 +6,10 @@ import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from patchaudit.environment import InstalledDist
 from patchaudit.errors import PristineNotFound
 from patchaudit.pristine.interface import PristineWheel
 from patchaudit.pristine.zipwheel import open_local, wheel_match
+from patchaudit.target.environment import InstalledDist
 
 ENV_VAR = "PATCHAUDIT_WHEELHOUSE"
 

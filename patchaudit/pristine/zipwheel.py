@@ -15,10 +15,10 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchaudit.environment import InstalledDist
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
-from patchaudit.record import Record, parse_record
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import Record, parse_record
 
 # No single member of any wheel is trusted beyond this, whatever its headers say.
 MEMBER_CAP = 2 << 30

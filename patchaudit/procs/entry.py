@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from patchaudit.safefs import UnreadableFile, read_capped
+from patchaudit.fs.safefs import UnreadableFile, read_capped
 
 # Interpreter options that take the next argument as their value.
 _WITH_VALUE = {"-W", "-X", "--check-hash-based-pycs"}

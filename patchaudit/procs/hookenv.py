@@ -7,9 +7,9 @@ import ast
 import os
 from collections.abc import Iterator, Sequence
 
-from patchaudit.lines import source_lines
+from patchaudit.analysis.lines import source_lines
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
 from patchaudit.procs.unitfile import Origin, Setting
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 HOOK_MODULES = ("sitecustomize.py", "usercustomize.py")
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from patchaudit.safefs import Cap
+from patchaudit.fs.safefs import Cap
 
 PROC = "/proc"
 _CLK_TCK = os.sysconf("SC_CLK_TCK")

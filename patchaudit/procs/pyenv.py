@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
 from patchaudit.procs.proc import ProcInfo
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 _SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
 _VERSION = re.compile(r"python(\d+\.\d+)")
@@ -73,8 +73,8 @@ def _asked(exe: str) -> tuple[str, tuple[str, ...]] | None:
     the venv's, the base installation's of a `--system-site-packages` venv, a system Python's
     dist-packages. Read from the tree (pyvenv.cfg, the installation's layout; the reading `--python`
     falls back to), never by running it: a host runs dozens of interpreters, and `ps` must stay fast."""
-    from patchaudit.environment import from_python
     from patchaudit.errors import PatchAuditError
+    from patchaudit.target.environment import from_python
 
     try:
         env = from_python(Path(exe), tree_only=True)

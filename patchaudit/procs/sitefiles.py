@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchaudit.errors import PatchAuditError
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,7 +51,7 @@ class SiteFiles:
 
 def _holds(path: str, digest: str | None) -> bool:
     """`path` is what a run left there: the bytes it wrote, or (digest None) nothing at all."""
-    from patchaudit.hashing import hash_file
+    from patchaudit.parallel.hashing import hash_file
 
     state = hash_file(path, "sha256")
     return state.missing if digest is None else state.digest == digest
@@ -59,8 +59,8 @@ def _holds(path: str, digest: str | None) -> bool:
 
 def load_site(site_dir: str, *, quarantine: bool = True) -> SiteFiles:
     """stat every file the RECORDs in `site_dir` list (one pass); a directory that is gone is empty."""
-    from patchaudit import environment
-    from patchaudit.record import record_paths
+    from patchaudit.target import environment
+    from patchaudit.target.record import record_paths
 
     try:
         env = environment.from_path(Path(site_dir))

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import UnitNotFound
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
 from patchaudit.procs.unitsyntax import Specifiers, SyntaxProblem, env_file, env_name_ok, expand, unit_lines, words
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
 
 # systemd's search path for system units (systemd.unit(5)), highest priority first; a name found in an
 # earlier directory hides the same name in a later one.

@@ -67,7 +67,7 @@ def previous_success(path: Path) -> float | None:
     """The last success a textfile written before recorded, so a failing run keeps it (node_exporter's
     convention); None when there is no such file or value."""
     from patchaudit.errors import PatchAuditError
-    from patchaudit.safefs import read_capped_or_none
+    from patchaudit.fs.safefs import read_capped_or_none
 
     try:
         data = read_capped_or_none(path, 1 << 20)
@@ -277,8 +277,8 @@ def render_prometheus(metrics: Metrics) -> str:
 def write_textfile(path: Path, text: str) -> Path:
     """Replace `path` atomically (temp file in the same directory, fsync, rename): the collector never
     reads half a file."""
-    from patchaudit.atomic import atomic_write
     from patchaudit.errors import PatchAuditError
+    from patchaudit.fs.atomic import atomic_write
 
     try:
         atomic_write(path, text, mode=0o644, parents=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.pristine import Transfer
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport
@@ -24,6 +23,7 @@ from patchaudit.revert.quarantine import list_runs, plan_undo, undo
 from patchaudit.revert.recovery import RESUME_COMMAND, interrupted_message, pending_runs, recover
 from patchaudit.revert.transaction import execute
 from patchaudit.revert.whole import LeftAlone, Unavailable, WholePlan, plan_environment
+from patchaudit.target.environment import Environment, InstalledDist
 
 
 def revert(

@@ -10,9 +10,8 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from patchaudit import beneath
-from patchaudit.environment import Environment
 from patchaudit.errors import PatchAuditError
+from patchaudit.fs import beneath
 from patchaudit.pristine.check import digest as digest_of
 from patchaudit.revert.fileops import drop_bytecode_at, snapshot_at, write_roots
 from patchaudit.revert.model import (
@@ -26,6 +25,7 @@ from patchaudit.revert.model import (
     RunStatus,
 )
 from patchaudit.revert.state import new_manifest, originals, read_manifest, write_json
+from patchaudit.target.environment import Environment
 
 
 def _is_original(fd: int, name: str, item: Mapping[str, object] | None) -> bool:

@@ -11,11 +11,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from patchaudit import beneath
-from patchaudit.environment import Environment
 from patchaudit.errors import LockBusy, QuarantineFailed
+from patchaudit.fs import beneath
 from patchaudit.revert.model import Original
 from patchaudit.revert.paths import refuse_unsafe_root
+from patchaudit.target.environment import Environment
 
 LOCK_WAIT = 10.0
 FILE_CAP = 1 << 40  # what a revert copies is any file of the environment; the type check is what matters

@@ -14,10 +14,10 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchaudit.beneath import real_dir
-from patchaudit.environment import Environment
 from patchaudit.errors import UnsafePath
+from patchaudit.fs.beneath import real_dir
 from patchaudit.pristine.zipwheel import unsafe_member
+from patchaudit.target.environment import Environment
 
 
 def _roots(env: Environment) -> list[str]:
@@ -32,7 +32,7 @@ def root_write_problem(env: Environment) -> str | None:
     directory and each directory above them up to the prefix must be a real directory, and each of
     them (and everything above) root's alone.
     """
-    from patchaudit import trust
+    from patchaudit.target import trust
 
     if not trust.running_as_root():
         return None

@@ -9,19 +9,19 @@ import stat
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from patchaudit.beneath import read_below, stat_below
-from patchaudit.diff import select_drift
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import NotVerifiable, PatchAuditError
-from patchaudit.hashing import hash_file
+from patchaudit.fs.beneath import read_below, stat_below
+from patchaudit.fs.safefs import Cap
+from patchaudit.parallel.hashing import hash_file
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
 from patchaudit.pristine.check import PristineFile, wheel_index
 from patchaudit.pristine.check import digest as digest_of
+from patchaudit.pristine.diff import select_drift
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, DistStatus, Drift, DriftState
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
 from patchaudit.revert.paths import check_destination, destination
-from patchaudit.safefs import Cap
+from patchaudit.target.environment import Environment, InstalledDist
 
 
 def plan_revert(

@@ -11,11 +11,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchaudit.beneath import real_dir, safe_mode
-from patchaudit.diff import read_installed
-from patchaudit.environment import Environment
 from patchaudit.errors import QuarantineFailed, RunNotFound, StateRefused
+from patchaudit.fs.beneath import real_dir, safe_mode
 from patchaudit.pristine.check import digest as digest_of
+from patchaudit.pristine.diff import read_installed
 from patchaudit.revert.fileops import LOCK_WAIT
 from patchaudit.revert.model import (
     FILES,
@@ -35,6 +34,7 @@ from patchaudit.revert.model import (
 from patchaudit.revert.paths import check_destination, quarantine_root, run_dir, run_dir_problem, valid_run_id
 from patchaudit.revert.state import read_manifest
 from patchaudit.revert.transaction import execute
+from patchaudit.target.environment import Environment
 
 
 def list_runs(env: Environment) -> list[RunInfo]:

@@ -13,13 +13,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchaudit.environment import Environment
 from patchaudit.errors import LockBusy, StateRefused
 from patchaudit.revert.commit import commit, mark, mark_manifest, rollback
 from patchaudit.revert.fileops import locked, write_roots
 from patchaudit.revert.model import MANIFEST, ActionKind, Journal, Phase, RunStatus
 from patchaudit.revert.paths import check_destination, journal_dir, run_dir, run_dir_problem, staged_name
 from patchaudit.revert.state import read_journal, read_manifest, write_json
+from patchaudit.target.environment import Environment
 
 RESUME_COMMAND = "patchaudit revert --resume"
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
-from patchaudit.atomic import atomic_write
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.revert.model import MANIFEST, MANIFEST_SCHEMA, ActionKind, Journal, Manifest, Original, Phase
-from patchaudit.safefs import UnreadableFile, read_json
 
 
 def write_json(path: Path, value: object) -> None:

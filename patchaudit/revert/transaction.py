@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
-from patchaudit import beneath
-from patchaudit.atomic import atomic_write, fsync_dir, write_new
-from patchaudit.diff import unified
-from patchaudit.environment import Environment
 from patchaudit.errors import PatchAuditError, QuarantineFailed, UnsafePath
-from patchaudit.hashing import hash_file
+from patchaudit.fs import beneath
+from patchaudit.fs.atomic import atomic_write, fsync_dir, write_new
+from patchaudit.parallel.hashing import hash_file
 from patchaudit.pristine.check import digest as digest_of
+from patchaudit.pristine.diff import unified
 from patchaudit.revert.commit import commit, mark, mark_manifest, rollback
 from patchaudit.revert.fileops import LOCK_WAIT, locked, snapshot, write_roots
 from patchaudit.revert.model import (
@@ -60,6 +59,7 @@ from patchaudit.revert.paths import (
 )
 from patchaudit.revert.recovery import recover_locked
 from patchaudit.revert.state import write_json
+from patchaudit.target.environment import Environment
 
 
 def execute(

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PatchAuditError
 from patchaudit.report import DistReport, Drift, DriftState, Report
 from patchaudit.revert.model import Action, ActionKind, Op, Plan, Refusal
 from patchaudit.revert.paths import check_destination, dist_problem
+from patchaudit.target.environment import Environment, InstalledDist
 
 ENVIRONMENT = "environment"  # the `dist` of a run over the whole environment (its manifest, its run id)
 SHARED = "added in a directory several distributions share, so no one distribution's revert removes it"

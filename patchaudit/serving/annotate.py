@@ -15,8 +15,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchaudit.beneath import read_below
-from patchaudit.environment import Environment, InstalledDist
+from patchaudit.fs.beneath import read_below
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -39,6 +38,7 @@ from patchaudit.serving.loaded import Names, loaded_names
 from patchaudit.serving.names import NameReach
 from patchaudit.serving.reach import Classifier, Walk, model_roots, walk, why_unknown
 from patchaudit.serving.registry import Registry, read_sglang, read_vllm
+from patchaudit.target.environment import Environment, InstalledDist
 
 FRAMEWORKS = ("vllm", "sglang")
 GRAPH_CACHE = "serving-graph-{name}-v1.json"
@@ -109,8 +109,8 @@ def _hf_model(
 def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions) -> dict[str, Reach]:
     """The reach of each path (relative to site-packages), the framework verified first so that its
     drifted files are read as they are: what `baseline accept` asks before approving a patch."""
-    from patchaudit.environment import distributions
-    from patchaudit.verify import verify
+    from patchaudit.check.verify import verify
+    from patchaudit.target.environment import distributions
 
     framework = _installed(env, FRAMEWORKS)
     every = distributions(env)
@@ -136,8 +136,8 @@ def reach_of_paths(env: Environment, paths: Sequence[str], options: ServeOptions
 
 
 def _record_paths(dist: InstalledDist) -> list[str]:
-    from patchaudit.record import record_paths
-    from patchaudit.safefs import Cap
+    from patchaudit.fs.safefs import Cap
+    from patchaudit.target.record import record_paths
 
     return record_paths(read_below(dist.record_path, Cap.RECORD)) if dist.record_path is not None else []
 
@@ -166,7 +166,7 @@ def _walk(
     """The walk from the model's architectures, from the cache when RECORD, the drift and the model agree;
     with the architectures the registry maps to the Transformers backend (arch -> the registry's line), and
     the names that run of each changed model file that shared code loads."""
-    from patchaudit.safefs import Cap
+    from patchaudit.fs.safefs import Cap
 
     record_path = framework.record_path
     record = read_below(record_path, Cap.RECORD) if record_path is not None else b""
@@ -246,7 +246,7 @@ def _names_from(data: object) -> Names:
 
 
 def _read_cache(cache: Path) -> dict[str, object]:
-    from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
+    from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json, read_capped
 
     try:
         data = parse_json(read_capped(cache, Cap.JSON))
@@ -258,14 +258,14 @@ def _read_cache(cache: Path) -> dict[str, object]:
 
 
 def _store(cache: Path, data: dict[str, object]) -> None:
-    from patchaudit.atomic import atomic_write
+    from patchaudit.fs.atomic import atomic_write
 
     with contextlib.suppress(OSError):  # a cache that cannot be written costs time, never a verdict
         atomic_write(cache, json.dumps(data, separators=(",", ":")), mode=0o600, durable=False)
 
 
 def _graph(framework: InstalledDist, dist: DistReport | None, record: bytes, options: ServeOptions) -> Graph:
-    from patchaudit.record import parse_record
+    from patchaudit.target.record import parse_record
 
     paths = [e.path for e in parse_record(record).entries] if record else []
     if dist is None:

@@ -76,9 +76,9 @@ def model_from_unit(spec: str) -> str:
 
 def own_unit() -> str:
     """The systemd unit this process runs in (a gate's ExecStartPre= runs in its service's cgroup)."""
+    from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
     from patchaudit.procs.cgroup import unit_of
     from patchaudit.procs.proc import parse_cgroup
-    from patchaudit.safefs import Cap, UnreadableFile, read_capped
 
     try:
         unit = unit_of(parse_cgroup(read_capped("/proc/self/cgroup", Cap.PROC)))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import ModelNotFound
-from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json, read_capped
 
 CONFIG = "config.json"
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.safefs import Cap, UnreadableFile, parse_json, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json, read_capped
 from patchaudit.serving.scanner import Facts, scan
 
 CACHE_VERSION = 2
@@ -98,7 +98,7 @@ def build(
 def _scan_all(
     location: Path, todo: Sequence[tuple[str, str, bool]], tops: frozenset[str], workers: int
 ) -> Iterable[tuple[str, Facts | None]]:
-    from patchaudit.workers import Pool
+    from patchaudit.parallel.workers import Pool
 
     count = max(1, min(BATCHES, len(todo) // 64))
     batches = [list(todo[n::count]) for n in range(count)]
@@ -142,7 +142,7 @@ def _load(cache_file: Path, key: str) -> dict[str, Facts]:
 
 
 def _store(cache_file: Path, key: str, facts: Mapping[str, Facts]) -> None:
-    from patchaudit.atomic import atomic_write
+    from patchaudit.fs.atomic import atomic_write
 
     data = {"version": CACHE_VERSION, "record": key, "modules": {p: f.to_list() for p, f in sorted(facts.items())}}
     with contextlib.suppress(OSError):  # a cache that cannot be written costs time, never a verdict

@@ -13,8 +13,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.report import Reach, ReachClass
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
 
 AUTO_MAPPINGS = "transformers/models/auto/modeling_auto.py"
 MODELS = "transformers/models/"

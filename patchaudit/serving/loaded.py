@@ -12,13 +12,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchaudit.environment import Environment, InstalledDist
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.report import DistReport, Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.serving.graph import Graph, module_name
 from patchaudit.serving.names import NameReach, Source, name_reach
 from patchaudit.serving.reach import Walk
 from patchaudit.serving.registry import VLLM_LAYOUTS
+from patchaudit.target.environment import Environment, InstalledDist
 
 # changed file -> (which of its names run, its changed lines; None: no pristine bytes to tell them)
 Names = dict[str, tuple[NameReach, tuple[int, ...] | None]]

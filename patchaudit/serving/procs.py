@@ -43,11 +43,11 @@ def serve_processes(reports: Sequence[object], spec: str) -> dict[int, ServedPro
 
 
 def _one(report: object, spec: str) -> ServedProcess:
-    from patchaudit.environment import from_path
     from patchaudit.procs.assess import ProcessReport
     from patchaudit.procs.proc import read
     from patchaudit.serving.annotate import ServeOptions, reach_of_paths
     from patchaudit.serving.argv import model_from_argv
+    from patchaudit.target.environment import from_path
 
     assert isinstance(report, ProcessReport) and report.env is not None
     hub: Path | None = None

@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 
 VLLM_MODELS_PACKAGE = "vllm.model_executor.models"
 # Where each vLLM layout keeps its tables, newest first, and the table that merges the others.

@@ -186,7 +186,7 @@ def test_a_64_gib_source_behind_unchecked_hash_bytecode_is_not_read(venv: Path) 
 def test_an_images_dpkg_database_of_fifos_never_blocks(tmp_path: Path) -> None:
     """An image's /var/lib/dpkg/info is the image's to write: a FIFO among its lists or as a package's
     md5sums is passed over, never waited on."""
-    from patchaudit.dpkg import Dpkg
+    from patchaudit.target.dpkg import Dpkg
 
     site = tmp_path / "usr/lib/python3/dist-packages"
     (site / "six-1.16.0.egg-info").mkdir(parents=True)

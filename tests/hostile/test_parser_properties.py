@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patchaudit import baseline, errata, policy
+from patchaudit.check import errata
+from patchaudit.check.pieces import pieces
 from patchaudit.errors import PatchAuditError
+from patchaudit.fs.safefs import parse_json, parse_toml
+from patchaudit.gate import baseline, policy
 from patchaudit.models.manifest import Manifest
-from patchaudit.pieces import pieces
-from patchaudit.record import parse_record
 from patchaudit.revert.state import read_journal, read_manifest
-from patchaudit.safefs import parse_json, parse_toml
+from patchaudit.target.record import parse_record
 
 # Each property's budget: the whole file adds a few seconds to CI.
 CASES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

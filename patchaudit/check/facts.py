@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from patchaudit import bytecode
+from patchaudit.check import bytecode
 from patchaudit.report import Drift, DriftState, Finding, Severity
 
 # Another owner's view of a path: (its "name version", its RECORD hash for the path or None)

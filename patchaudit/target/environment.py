@@ -10,10 +10,10 @@ from pathlib import Path
 
 from packaging.utils import NormalizedName, canonicalize_name
 
-from patchaudit.beneath import read_below
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json
 from patchaudit.report import Source
-from patchaudit.safefs import Cap, UnreadableFile, parse_json
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -39,7 +39,7 @@ class Environment:
         """patchaudit's state for this environment (quarantine, caches, journal): `<prefix>/.patchaudit`,
         or as root over an environment that is not root's alone, root's own directory for it; for a
         tree read as `/` (--root), always a directory outside the tree."""
-        from patchaudit.cachedir import outside_state, tree_state
+        from patchaudit.target.cachedir import outside_state, tree_state
 
         return outside_state(self.tree) if self.tree is not None else tree_state(self.prefix)
 
@@ -59,7 +59,7 @@ def from_python(python: Path, *, tree_only: bool = False) -> Environment:
     answer) is never executed: its layout is read from pyvenv.cfg and the directory tree instead.
     `tree_only` reads the tree whoever runs patchaudit.
     """
-    from patchaudit import layout, probe, trust
+    from patchaudit.target import layout, probe, trust
 
     exe = python if python.is_absolute() else Path.cwd() / python
     if exe.is_dir():
@@ -118,7 +118,7 @@ def resolve(python: Path | None, site_path: Path | None, root: Path | None = Non
     if root is not None:
         if python is not None or site_path is not None:
             raise EnvironmentNotFound("give --root alone: its site directories are found inside the tree")
-        from patchaudit import rootfs
+        from patchaudit.target import rootfs
 
         return rootfs.from_root(root)
     if site_path is not None:
@@ -182,7 +182,7 @@ class InstalledDist:
 
 def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
     """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
-    from patchaudit.metadata import name_version
+    from patchaudit.target.metadata import name_version
 
     name, version = name_version(meta_dir)
     if name and version:

@@ -58,7 +58,7 @@ def foreign_input(exe: Path, version: str | None) -> str | None:
     the stdlib is loaded from), and in each base installation the shared library, the stdlib directory,
     the packages the probe imports and their bytecode caches.
     """
-    from patchaudit import layout, trust
+    from patchaudit.target import layout, trust
 
     exe = Path(os.path.abspath(exe))
     files: list[Path] = [exe]
@@ -122,7 +122,7 @@ def _check_venv_cfg(exe: Path, shown: Path) -> None:
 def ask(exe: Path, shown: Path) -> Answer:
     """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
     _check_venv_cfg(exe, shown)
-    from patchaudit.workers import run_child
+    from patchaudit.parallel.workers import run_child
 
     try:
         status, stdout, stderr = run_child([str(exe), "-I", "-S", "-c", _PROBE], timeout=30)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchaudit.cpus import available_cpus
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.parallel.cpus import available_cpus
+from patchaudit.parallel.workers import Pool
 from patchaudit.report import Finding, Severity
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
-from patchaudit.workers import Pool
 
 POOL_MIN_FILES = 16  # fewer files than this are checked in this process
 TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left

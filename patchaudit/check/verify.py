@@ -12,12 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patchaudit.beneath import stat_below
-from patchaudit.environment import Environment, InstalledDist
-from patchaudit.errors import UnsafePath
-from patchaudit.hashing import FileState, hash_file, pool_size, to_state
-from patchaudit.hooks import startup_hooks
-from patchaudit.ownership import (
+from patchaudit.check.hooks import startup_hooks
+from patchaudit.check.ownership import (
     Loaded,
     Ownership,
     Walks,
@@ -29,8 +25,12 @@ from patchaudit.ownership import (
     record_tops,
     site_tops,
 )
-from patchaudit.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
-from patchaudit.record import RecordEntry
+from patchaudit.check.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
+from patchaudit.errors import UnsafePath
+from patchaudit.fs.beneath import stat_below
+from patchaudit.parallel.hashing import FileState, hash_file, pool_size, to_state
+from patchaudit.parallel.statcache import StatCache, StatKey
+from patchaudit.parallel.workers import Pool
 from patchaudit.report import (
     DistReport,
     Drift,
@@ -41,8 +41,8 @@ from patchaudit.report import (
     Target,
     Unverified,
 )
-from patchaudit.statcache import StatCache, StatKey
-from patchaudit.workers import Pool
+from patchaudit.target.environment import Environment, InstalledDist
+from patchaudit.target.record import RecordEntry
 
 
 def _state_to_drift(path: str, expected: str, state: FileState, size: int | None = None) -> Drift | Unverified | None:
@@ -277,7 +277,7 @@ def _facts(item: Loaded, drift: list[Drift], ownership: Ownership) -> tuple[list
     """Packaging facts among the modified files (see facts.py); nothing is read for a clean dist."""
     if not any(d.state is DriftState.MODIFIED for d in drift):
         return drift, []
-    from patchaudit import facts
+    from patchaudit.check import facts
 
     location = item.dist.location
     drifted = {d.path for d in drift}
@@ -340,7 +340,7 @@ class _OsPackages:
         self._db: object | None = None
 
     def report(self, dist: InstalledDist) -> DistReport | None:
-        from patchaudit import dpkg
+        from patchaudit.target import dpkg
 
         if not dpkg.may_own(dist.location):
             return None
@@ -369,7 +369,7 @@ def _with_working_tree(report: DistReport, dist: InstalledDist) -> DistReport:
     The report's location becomes the project directory; what the RECORD lists in site-packages (the
     editable .pth and finder) keeps its drift, under absolute paths.
     """
-    from patchaudit import vcs
+    from patchaudit.check import vcs
 
     co = vcs.checkout(dist)
     tree = vcs.working_tree_drift(dist) if co is not None else None

@@ -12,8 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from patchaudit.beneath import FILE_FLAGS, DirCache
 from patchaudit.errors import UnsafePath
+from patchaudit.fs.beneath import FILE_FLAGS, DirCache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 
-from patchaudit.beneath import read_below
-from patchaudit.environment import InstalledDist
-from patchaudit.record import Record, RecordProblem, parse_record, simple_rows
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile, Why
 from patchaudit.report import Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, Why
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import Record, RecordProblem, parse_record, simple_rows
 
 _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECORD lists it
 
@@ -420,6 +420,6 @@ def closest_owner(location: Path, rel: str, ownership: Ownership) -> InstalledDi
 
 
 def file_digest(path: Path) -> str | None:
-    from patchaudit.hashing import hash_file
+    from patchaudit.parallel.hashing import hash_file
 
     return hash_file(str(path)).digest

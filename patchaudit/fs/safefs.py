@@ -201,5 +201,5 @@ __all__ = [
 
 # --- writes below a tree another user may write ---
 # Every write, rename, unlink, mkdir and chmod below a target walks from a trusted root by directory
-# descriptors, in the sibling module patchaudit.beneath (it reads through read_capped above).
-from patchaudit import beneath as beneath  # noqa: E402  (re-exported)
+# descriptors, in the sibling module patchaudit.fs.beneath (it reads through read_capped above).
+from patchaudit.fs import beneath as beneath  # noqa: E402  (re-exported)

@@ -8,12 +8,12 @@ import os
 import re
 from pathlib import Path
 
-from patchaudit.environment import Environment
-from patchaudit.lines import pth_executable_lines, source_lines
-from patchaudit.ownership import Ownership, file_digest, is_bytecode_of_known_source, walk
-from patchaudit.record import encode_digest
+from patchaudit.analysis.lines import pth_executable_lines, source_lines
+from patchaudit.check.ownership import Ownership, file_digest, is_bytecode_of_known_source, walk
+from patchaudit.fs.safefs import Cap, UnreadableFile, Why, read_capped
 from patchaudit.report import Drift, DriftState, Finding, Severity
-from patchaudit.safefs import Cap, UnreadableFile, Why, read_capped
+from patchaudit.target.environment import Environment
+from patchaudit.target.record import encode_digest
 
 STARTUP_HOOK = "startup-hook"
 

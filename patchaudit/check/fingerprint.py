@@ -11,12 +11,12 @@ import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from patchaudit.beneath import read_below
-from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import hash_file
-from patchaudit.record import parse_record
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile
+from patchaudit.parallel.hashing import hash_file
 from patchaudit.report import Report
-from patchaudit.safefs import Cap, UnreadableFile
+from patchaudit.target.environment import Environment, InstalledDist
+from patchaudit.target.record import parse_record
 
 ENVIRONMENT = "(environment)"  # startup hooks and unowned files, fingerprinted like a distribution
 MISSING = "missing"

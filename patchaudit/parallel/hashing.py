@@ -1,4 +1,4 @@
-"""Hash many files on every CPU without following symlinks (warm runs answer from patchaudit.statcache)."""
+"""Hash many files on every CPU without following symlinks (warm runs answer from patchaudit.parallel.statcache)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from patchaudit.beneath import FILE_FLAGS, DirCache
-from patchaudit.cpus import available_cpus
 from patchaudit.errors import UnsafePath
-from patchaudit.record import encode_digest
-from patchaudit.statcache import StatCache, StatKey, racy_window_ns
+from patchaudit.fs.beneath import FILE_FLAGS, DirCache
+from patchaudit.parallel.cpus import available_cpus
+from patchaudit.parallel.statcache import StatCache, StatKey, racy_window_ns
+from patchaudit.target.record import encode_digest
 
 CHUNK = 1 << 20  # read buffer: a file below this size is read with one system call
 POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
@@ -258,12 +258,12 @@ def hash_many(
 ) -> dict[tuple[str, str], FileState]:
     """Hash (path, algorithm) jobs on `workers` CPUs (default: those this process may use).
 
-    Many files go to worker processes in batches (patchaudit.workers); a few, or one worker, stay in
+    Many files go to worker processes in batches (patchaudit.parallel.workers); a few, or one worker, stay in
     this process. `sizes` (path -> expected size) lets the
     biggest files start first. Results are keyed by the job itself: one file listed under two
     algorithms is checked under both.
     """
-    from patchaudit.workers import Pool
+    from patchaudit.parallel.workers import Pool
 
     results: dict[tuple[str, str], FileState] = {}
     todo: list[Job] = []

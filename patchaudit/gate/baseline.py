@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchaudit.atomic import atomic_write
-from patchaudit.beneath import read_below
 from patchaudit.errors import BaselineError, BaselineNotFound, UnsafePath
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.beneath import read_below
+from patchaudit.fs.safefs import Cap, UnreadableFile, Why, parse_json, read_capped
 from patchaudit.report import DistReport, Drift, DriftState, EnvironmentReport, Report, Severity
-from patchaudit.safefs import Cap, UnreadableFile, Why, parse_json, read_capped
 
 if TYPE_CHECKING:
-    from patchaudit.environment import Environment
     from patchaudit.procs.serviceenv import ServiceEnv
+    from patchaudit.target.environment import Environment
 
 SCHEMA = "patchaudit/baseline/v1"
 ABSENT = "absent"
@@ -205,7 +205,7 @@ def _current_hashes(dist: DistReport, record_path: Path | None) -> dict[str, str
     """Every file's current hash: RECORD's for files the report found clean, the report's for the rest."""
     current: dict[str, str | None] = {}
     if record_path is not None:
-        from patchaudit.record import parse_record
+        from patchaudit.target.record import parse_record
 
         try:
             record = parse_record(read_below(record_path, Cap.RECORD))
@@ -378,7 +378,7 @@ def with_hazards(
     other file that differs only from the baseline, is judged here, so nothing unapproved passes unread.
     There are no pristine bytes to compare with: every finding in such a file counts as a change.
     """
-    from patchaudit.audit import hazards_over
+    from patchaudit.check.audit import hazards_over
 
     judged = {d.name: {x.path for x in d.drift} for d in scanned.distributions}
     unjudged = {
@@ -432,7 +432,7 @@ def _compare(snap: DistSnapshot, dist: DistReport, current: dict[str, str | None
 
 
 def _hash(location: Path, rel: str) -> str | None:
-    from patchaudit.hashing import hash_file
+    from patchaudit.parallel.hashing import hash_file
 
     state = hash_file(str(location / rel))
     if state.missing:
@@ -442,7 +442,7 @@ def _hash(location: Path, rel: str) -> str | None:
 
 def record_paths(env: Environment, names: Sequence[str] = ()) -> dict[str, Path | None]:
     """Distribution name -> its RECORD, for the distributions a report covers."""
-    from patchaudit import environment
+    from patchaudit.target import environment
 
     every = environment.distributions(env)
     environment.require_any(env, every)
@@ -462,7 +462,7 @@ def create(
 ) -> tuple[Baseline, list[tuple[str | None, Drift]], str | None]:
     """Snapshot the environment into `out`; returns the baseline, the drift left out, the git commit.
     With `unit`, the unit's steering variables are recorded too (unit files, hooks, live process)."""
-    from patchaudit.audit import ScanOptions, scan
+    from patchaudit.check.audit import ScanOptions, scan
 
     service = None
     if unit is not None:
@@ -487,9 +487,9 @@ def create(
 def check_env(env: Environment, path: Path, *, names: Sequence[str] = (), hazards: bool = True) -> Report:
     """Verify the environment and restate the result against the baseline at `path`, with the hazard
     rules over every change (as the gate judges it with `--baseline`)."""
-    from patchaudit import environment
-    from patchaudit.audit import ScanOptions, scan
+    from patchaudit.check.audit import ScanOptions, scan
     from patchaudit.report import Target
+    from patchaudit.target import environment
 
     baseline = load(path)
     names = tuple(names) or tuple(d.name for d in baseline.distributions)

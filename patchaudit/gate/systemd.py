@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchaudit.atomic import atomic_write
 from patchaudit.errors import InvalidUnit, PatchAuditError
+from patchaudit.fs.atomic import atomic_write
 
 DROP_IN_NAME = "patchaudit.conf"
 UNIT_DIR = Path("etc/systemd/system")
@@ -88,7 +88,7 @@ def install(
     command: Path | None = None,
 ) -> Path:
     """Write `<root>/etc/systemd/system/UNIT.d/patchaudit.conf`; the policy must load cleanly first."""
-    from patchaudit.policy import load
+    from patchaudit.gate.policy import load
 
     name = unit_name(unit)
     policy = policy.absolute()
@@ -141,7 +141,7 @@ def find_unit(name: str, root: Path) -> Path | None:
 
 def service_user(unit_file: Path, name: str, root: Path) -> str | None:
     """`User=` as the unit file and its drop-ins set it (the last assignment wins); None: root."""
-    from patchaudit.safefs import UnreadableFile, read_capped_text
+    from patchaudit.fs.safefs import UnreadableFile, read_capped_text
 
     files = [unit_file]
     for directory in reversed(UNIT_PATH):
@@ -282,7 +282,7 @@ def install_timer(
     command: Path | None = None,
 ) -> list[Path]:
     """Write the metrics service and timer into `<root>/etc/systemd/system`."""
-    from patchaudit.policy import load
+    from patchaudit.gate.policy import load
 
     if not re.fullmatch(r"[0-9]+(us|ms|s|sec|min|m|h|d)?", interval):
         raise PatchAuditError(f"{interval!r} is not a timer interval", hint="e.g. 5min, 300s, 1h")

@@ -1,6 +1,6 @@
 """RECORDs in pieces, each checked on a worker process: parse it, hash what it lists, send back the rest.
 
-A worker is handed a byte range of a RECORD it already holds (see patchaudit.workers) and parses it
+A worker is handed a byte range of a RECORD it already holds (see patchaudit.parallel.workers) and parses it
 with the same parser the report uses. It sends back only what a user may need to see: the files that
 do not have the digest their line names, with what was found; for a clean file, the stat key its
 digest may be cached under. The report's own parse of the whole RECORD and the pieces' parses list
@@ -18,14 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from patchaudit import bytecode
-from patchaudit.beneath import DirCache
-from patchaudit.hashing import BATCH_BYTES, BIG_FILE, KeyTuple, Raw, buffer, cached_state, hash_raw, read_regular
-from patchaudit.ownership import file_digest, normalize, walk_list
-from patchaudit.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record
+from patchaudit.check import bytecode
+from patchaudit.check.ownership import file_digest, normalize, walk_list
+from patchaudit.fs.beneath import DirCache
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.parallel.hashing import (
+    BATCH_BYTES,
+    BIG_FILE,
+    KeyTuple,
+    Raw,
+    buffer,
+    cached_state,
+    hash_raw,
+    read_regular,
+)
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import Drift, DriftState, Unverified
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
-from patchaudit.statcache import StatCache
+from patchaudit.target.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record
 
 PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
 _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more

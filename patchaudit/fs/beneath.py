@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import UnsafePath
-from patchaudit.safefs import UnreadableFile, Why, read_capped
+from patchaudit.fs.safefs import UnreadableFile, Why, read_capped
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -9,21 +9,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchaudit import environment
-from patchaudit.beneath import read_below
-from patchaudit.deadline import phase
-from patchaudit.environment import Environment, InstalledDist
-from patchaudit.hashing import hash_file
-from patchaudit.ownership import Loaded
-from patchaudit.record import Record
+from patchaudit.check.ownership import Loaded
+from patchaudit.fs.beneath import read_below
+from patchaudit.parallel.deadline import phase
+from patchaudit.parallel.hashing import hash_file
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import DistReport, Drift, DriftState, Report, Severity, Source, Unverified
-from patchaudit.statcache import StatCache
+from patchaudit.target import environment
+from patchaudit.target.environment import Environment, InstalledDist
+from patchaudit.target.record import Record
 
 if TYPE_CHECKING:
-    from patchaudit.errata import Errata
+    from patchaudit.check.errata import Errata
     from patchaudit.pristine.check import BuildCheck
-from patchaudit.safefs import Cap, UnreadableFile
-from patchaudit.verify import verify
+from patchaudit.check.verify import verify
+from patchaudit.fs.safefs import Cap, UnreadableFile
 
 STAT_CACHE_NAME = "stat-v1.json"
 
@@ -41,14 +41,14 @@ class ScanOptions:
     fetch: bool = False  # also ask the package index
     wheelhouse: tuple[Path, ...] = ()
     cache_dir: Path | None = None  # --cache-dir: caches go below it, one directory per environment
-    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.errata)
+    errata: tuple[Path, ...] = ()  # the operator's errata files, beside the shipped ones (patchaudit.check.errata)
 
 
 def cache_dir(env: Environment, options: ScanOptions) -> Path | None:
-    """Where this run keeps its caches (see patchaudit.cachedir); None: uncached."""
+    """Where this run keeps its caches (see patchaudit.target.cachedir); None: uncached."""
     if not options.use_cache:
         return None
-    from patchaudit import cachedir
+    from patchaudit.target import cachedir
 
     explicit = options.cache_dir
     if explicit is None and env.tree is not None:
@@ -102,7 +102,7 @@ def scan(
 
 def _with_fact_findings(report: Report, overrides: Mapping[str, Severity]) -> Report:
     """Each packaging fact as a finding of its state's name: `info` unless the policy raises it."""
-    from patchaudit import facts
+    from patchaudit.check import facts
 
     dists = [
         dataclasses.replace(d, findings=d.findings + facts.findings(d.facts, dict(overrides))) if d.facts else d
@@ -134,7 +134,7 @@ def _with_pristine(
         modified = [d for d in dist.drift if d.state is DriftState.MODIFIED and not os.path.isabs(d.path)]
         if modified and dist.source is Source.WHEEL:
             if errata is None:
-                from patchaudit.errata import load
+                from patchaudit.check.errata import load
 
                 errata = load(options.errata)
             dist = _with_errata(dist, errata)
@@ -234,7 +234,7 @@ def _without_wheel(dist: DistReport, refusal: Refusal) -> DistReport:
 
 
 def _from_checkout(dist: InstalledDist, drift: Sequence[Drift]) -> dict[str, bytes]:
-    from patchaudit import vcs
+    from patchaudit.check import vcs
 
     co = vcs.checkout(dist)
     if co is None:
@@ -290,7 +290,7 @@ def _with_hazards(
     progress: Callable[[int, int], None] | None = None,
     records: Mapping[Path, Loaded] | None = None,
 ) -> Report:
-    from patchaudit.hazardpool import HazardJob, check_jobs
+    from patchaudit.hazards.pool import HazardJob, check_jobs
 
     jobs: list[HazardJob] = []
     for dist, installed in zip(report.distributions, chosen, strict=True):
@@ -336,7 +336,7 @@ def hazards_over(
 ) -> Report:
     """The hazard rules over more files of the report's distributions (distribution name -> paths), as
     changed files with no pristine bytes to compare with: every finding in them counts as a change."""
-    from patchaudit.hazardpool import HazardJob, check_jobs
+    from patchaudit.hazards.pool import HazardJob, check_jobs
 
     jobs = [
         HazardJob(location=Path(d.location), files=tuple((f, True) for f in sorted(set(files.get(d.name, ())))))
@@ -380,7 +380,7 @@ def _record(records: Mapping[Path, Loaded] | None, dist: InstalledDist) -> Recor
 
 def _python_files(dist: InstalledDist, record: Record | None = None) -> set[str]:
     """Every .py file the distribution's RECORD lists inside its location (`record`: as verify parsed it)."""
-    from patchaudit.record import parse_record
+    from patchaudit.target.record import parse_record
 
     if record is None:
         if dist.record_path is None:

@@ -7,11 +7,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.hashing import hash_many
-from patchaudit.record import encode_digest
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped, read_capped_text
+from patchaudit.parallel.hashing import hash_many
+from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import Drift, DriftState, Unverified
-from patchaudit.safefs import Cap, UnreadableFile, read_capped, read_capped_text
-from patchaudit.statcache import StatCache
+from patchaudit.target.record import encode_digest
 
 INFO_DIR = Path("/var/lib/dpkg/info")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchaudit.environment import InstalledDist
 from patchaudit.pristine.http import local_path
-from patchaudit.record import encode_digest
 from patchaudit.report import Drift, DriftState
+from patchaudit.target.environment import InstalledDist
+from patchaudit.target.record import encode_digest
 
 _SKIP_PARTS = ("__pycache__",)
 

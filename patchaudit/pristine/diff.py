@@ -8,13 +8,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.beneath import parent_of, read_at, read_below, readlink_at, readlink_below
-from patchaudit.environment import Environment, InstalledDist
 from patchaudit.errors import PristineNotFound
+from patchaudit.fs.beneath import parent_of, read_at, read_below, readlink_at, readlink_below
+from patchaudit.fs.safefs import Cap, UnreadableFile, Why
 from patchaudit.pristine import BuildCheck, Transfer, find_pristine
 from patchaudit.pristine.interface import PristineSource
 from patchaudit.report import DistReport, Drift, DriftState
-from patchaudit.safefs import Cap, UnreadableFile, Why
+from patchaudit.target.environment import Environment, InstalledDist
 
 DEV_NULL = "/dev/null"
 NO_NEWLINE = "\\ No newline at end of file\n"

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from patchaudit.errors import EnvironmentNotFound
-from patchaudit.probe import Answer
-from patchaudit.safefs import Cap, UnreadableFile, read_capped_text
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
+from patchaudit.target.probe import Answer
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
 _BINARY = re.compile(r"^python(\d+\.\d+)")

@@ -19,10 +19,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from patchaudit.beneath import chase, open_dir, open_root
-from patchaudit.environment import Environment
 from patchaudit.errors import EnvironmentNotFound, UnsafePath
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.fs.beneath import chase, open_dir, open_root
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.target.environment import Environment
 
 # Where images keep Python's site directories, as paths inside the tree; `*` matches one name.
 SITE_PATTERNS = (
@@ -182,7 +182,7 @@ def _check_link(root_fd: int, top: Path, inside: str, host: str) -> None:
 
 
 def _check_records(site: Path, top: Path) -> None:
-    from patchaudit.record import parse_record
+    from patchaudit.target.record import parse_record
 
     prefix = str(top).rstrip("/") + "/"
     for entry in sorted(os.listdir(site)):

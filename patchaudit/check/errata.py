@@ -23,8 +23,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from patchaudit.errors import InvalidPolicy, PatchAuditError
-from patchaudit.record import parse_hash
-from patchaudit.safefs import Cap, UnreadableFile, parse_toml, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, parse_toml, read_capped
+from patchaudit.target.record import parse_hash
 
 SHIPPED = Path(__file__).with_name("errata.toml")
 

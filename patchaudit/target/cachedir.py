@@ -100,7 +100,7 @@ def locate(prefix: Path, explicit: Path | None = None, environ: Mapping[str, str
 
 def _foreign_writer(own: Path) -> str | None:
     """As root: why another user could write the environment's own cache directory (None: nobody can)."""
-    from patchaudit import trust
+    from patchaudit.target import trust
 
     if not trust.running_as_root():
         return None
@@ -150,7 +150,7 @@ def outside_state(tree: Path, environ: Mapping[str, str] | None = None) -> Path:
     path as given (a container's /proc/PID/root is not resolved to the host's `/`)."""
     import hashlib
 
-    from patchaudit import trust
+    from patchaudit.target import trust
 
     environ = os.environ if environ is None else environ
     if os.path.isabs(environ.get(STATE_HOME_VAR, "")) or trust.running_as_root():
@@ -173,7 +173,7 @@ def tree_state(tree: Path, name: str = ".patchaudit") -> Path:
     own = tree / name
     key = str(own)
     if key not in _tree_state_memo:
-        from patchaudit import trust
+        from patchaudit.target import trust
 
         place: Path | None = own
         if trust.running_as_root() and trust.foreign_writer([own]) is not None:

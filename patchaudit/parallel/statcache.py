@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.atomic import atomic_write
-from patchaudit.safefs import UnreadableFile, read_json
+from patchaudit.fs.atomic import atomic_write
+from patchaudit.fs.safefs import UnreadableFile, read_json
 
 STAT_CACHE_VERSION = 1
 RACY_NS = 50_000_000  # above the kernel's coarse timestamp tick

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from patchaudit.errors import InvalidPolicy
+from patchaudit.fs.safefs import Cap, UnreadableFile, parse_toml, read_capped
 from patchaudit.report import FAIL_ON_CHOICES, Severity
-from patchaudit.safefs import Cap, UnreadableFile, parse_toml, read_capped
 
 POLICY_KEYS = frozenset(
     {
@@ -90,10 +90,11 @@ class Policy:
     baseline: Path | None = None
     approved: tuple[ApprovedPatch, ...] = ()
     workers: int | None = None  # None: every CPU this process may use
-    timeout: float | None = None  # the gate's deadline in seconds (None: patchaudit.deadline's default)
+    timeout: float | None = None  # the gate's deadline in seconds (None: patchaudit.parallel.deadline's default)
     models: tuple[ModelSpec, ...] = ()
-    cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.cachedir)
-    errata: tuple[Path, ...] = ()  # wheels known to ship a wrong RECORD, beyond patchaudit's own (patchaudit.errata)
+    cache_dir: Path | None = None  # where the gate keeps its caches (see patchaudit.target.cachedir)
+    # wheels known to ship a wrong RECORD, beyond patchaudit's own (patchaudit.check.errata)
+    errata: tuple[Path, ...] = ()
     serve: str | None = None  # the model served: a directory or a repo id (patchaudit.serving)
     reach_severity: Mapping[str, Severity] = field(default_factory=dict)  # reach class -> severity
 

@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from patchaudit.safefs import Cap, UnreadableFile, read_capped
+from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 
 # Final magic numbers of CPython releases (Lib/importlib/_bootstrap_external.py), by cache tag. A target
 # runs the `.pyc` named for its own tag only, so the tag in the file name says which magic it must carry.
