@@ -73,7 +73,7 @@ def from_python(python: Path, *, tree_only: bool = False) -> Environment:
     if tree_only:
         not_executed = "the caller asked for the layout without running the interpreter"
     elif trust.running_as_root():
-        not_executed = probe.foreign_input(exe, layout.version_hint(exe))
+        not_executed = layout.foreign_input(exe, layout.version_hint(exe))
     answer = probe.ask(exe, python) if not_executed is None else layout.derive(exe, python)
     paths = {k: v for k, v in answer.paths.items() if k in SCHEME_KEYS}
     candidates = [paths.get("purelib"), paths.get("platlib"), *answer.site, *answer.base_site]

@@ -153,3 +153,49 @@ def _site_candidates(prefix: Path, version: str) -> list[Path]:
     out.append(prefix / "lib" / "python3" / "dist-packages")
     out.append(prefix / "lib" / f"python{version}" / "dist-packages")
     return out
+
+
+# Stdlib packages the probe imports beside the frozen core (json, sysconfig, site); their bytecode too.
+_STDLIB_SUBDIRS = ("encodings", "json", "re", "collections", "importlib", "sysconfig", "lib-dynload")
+
+
+def foreign_input(exe: Path, version: str | None) -> str | None:
+    """Why running the probe in `exe` would execute something a user other than root can change.
+
+    Checked: the interpreter and each link to it, pyvenv.cfg and the `home` it names (it decides where
+    the stdlib is loaded from), and in each base installation the shared library, the stdlib directory,
+    the packages the probe imports and their bytecode caches.
+    """
+    from patchaudit.target import trust
+
+    exe = Path(os.path.abspath(exe))
+    files: list[Path] = [exe]
+    prefixes = [Path(os.path.realpath(exe)).parent.parent]
+    for cfg in (exe.parent / "pyvenv.cfg", exe.parent.parent / "pyvenv.cfg"):
+        if cfg.exists():
+            files.append(cfg)
+            home = read_cfg(cfg).get("home")
+            if home:
+                files.append(Path(home))
+                prefixes.append(Path(os.path.realpath(home)).parent)
+    reason = trust.foreign_writer(files)
+    if reason is not None:
+        return reason
+    directories: list[Path] = []
+    for prefix in dict.fromkeys(prefixes):
+        lib = prefix / "lib"
+        directories.append(lib)
+        names = [f"python{version}"] if version else _stdlib_names(lib)
+        for name in names:
+            stdlib = lib / name
+            for sub in ("", *_STDLIB_SUBDIRS):
+                directories.append(stdlib / sub if sub else stdlib)
+                directories.append(stdlib / sub / "__pycache__" if sub else stdlib / "__pycache__")
+    return trust.foreign_writer_in(directories)
+
+
+def _stdlib_names(lib: Path) -> list[str]:
+    try:
+        return [n for n in os.listdir(lib) if n.startswith("python3")]
+    except OSError:
+        return []
