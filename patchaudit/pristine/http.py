@@ -14,8 +14,8 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit import __version__
 from patchaudit.errors import PristineNotFound
+from patchaudit.pristine.origins import learn, redact
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
 
 BLOCK = 64 << 10
 TIMEOUT = 60
-USER_AGENT = f"patchaudit/{__version__}"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-Origin = tuple[str, str, int | None]
 
 
 @dataclass(slots=True)
@@ -36,36 +32,6 @@ class Transfer:
     bytes_received: int = 0
     requests: int = 0
     whole_files: int = 0
-
-
-def origin(url: str) -> Origin:
-    """(scheme, host, port) of a URL, the port filled in for http and https."""
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return scheme, (parts.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
-
-
-# origin -> (user, password), learnt from index URLs that carry user:password (as pip allows)
-_CREDENTIALS: dict[Origin, tuple[str, str]] = {}
-
-
-def learn(url: str) -> str:
-    """Keep the user:password of `url` for its origin; the URL without them."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None:
-        return url
-    user = urllib.parse.unquote(parts.username)
-    _CREDENTIALS[origin(url)] = (user, urllib.parse.unquote(parts.password or ""))
-    return redact(url)
-
-
-def learnt_credentials(url: str) -> tuple[str, str] | None:
-    """The user:password learnt for `url`'s origin, if any."""
-    return _CREDENTIALS.get(origin(url))
 
 
 def _get(url: str, headers: dict[str, str] | None = None, *, stream: bool = False) -> requests.Response:
@@ -115,15 +81,6 @@ def _body(resp: requests.Response, url: str) -> bytes:
         return resp.content
     except (requests.RequestException, OSError) as exc:
         raise PristineNotFound(f"cannot fetch {redact(url)}: {_reason(exc)}") from None
-
-
-def redact(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username or parts.password:
-        _, _, netloc = parts.netloc.rpartition("@")
-        parts = parts._replace(netloc=netloc)
-    return urllib.parse.urlunsplit(parts)
 
 
 class RangeFile(io.RawIOBase):

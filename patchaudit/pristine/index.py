@@ -21,8 +21,9 @@ from patchaudit.errors import PristineNotFound
 from patchaudit.fs.atomic import atomic_write
 from patchaudit.pristine.cache import OwnCache, PipCache, pip_cache_dir
 from patchaudit.pristine.direct_url import installed_sha256
-from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, redact, sha256_file, sha256_of
+from patchaudit.pristine.http import RangeFile, Transfer, fetch, local_path, sha256_file, sha256_of
 from patchaudit.pristine.interface import PristineWheel
+from patchaudit.pristine.origins import redact
 from patchaudit.pristine.zipwheel import ZipWheel, open_local, wheel_match
 from patchaudit.target.environment import Environment, InstalledDist
 

@@ -13,7 +13,7 @@ import requests.adapters
 import requests.auth
 from requests.utils import get_netrc_auth
 
-from patchaudit.pristine.http import USER_AGENT, learnt_credentials
+from patchaudit.pristine.origins import USER_AGENT, learnt_credentials
 
 _SESSION: requests.Session | None = None
 
