@@ -22,11 +22,7 @@ from patchaudit.cli.options import (
 from patchaudit.errors import ExitCode
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from patchaudit.report import DistReport
     from patchaudit.revert import Plan, Result
-    from patchaudit.target.environment import Environment, InstalledDist
 
 
 @click.command(epilog=examples("revert"))
@@ -90,6 +86,8 @@ def revert(
         )
     (target,) = environment.select(every, [dist])[:1]
     paths = dist_paths(target, paths)
+    from patchaudit.cli.plans import plan_one
+
     plan = plan_one(env, every, target, None, paths=paths, wheelhouse=wheelhouse)
     if not dry_run and plan.actions:
         noun = "file" if len(plan.actions) == 1 else "files"
@@ -105,28 +103,6 @@ def revert(
 
         name_stale(env)
     return ExitCode.PROBLEMS if result.refused or result.unverified or result.record_mismatch else ExitCode.CLEAN
-
-
-def plan_one(
-    env: Environment,
-    every: Sequence[InstalledDist],
-    target: InstalledDist,
-    report: DistReport | None,
-    *,
-    paths: Sequence[str] = (),
-    wheelhouse: Sequence[Path] = (),
-) -> Plan:
-    """The plan for one distribution: from its git checkout (editable installs), else from a pristine wheel."""
-    from patchaudit import revert as core
-    from patchaudit.check import vcs
-    from patchaudit.check.verify import verify
-
-    tree = vcs.working_tree_restore(target, paths)
-    if tree is not None:
-        return core.plan_tree(target, tree.files, origin=f"git commit {tree.commit}", root=tree.project)
-    if report is None:
-        (report,) = verify(env, [target], every=every).distributions
-    return core.plan_revert(env, target, report, paths=paths, wheelhouse=wheelhouse)
 
 
 def _show_plan(plan: Plan) -> None:

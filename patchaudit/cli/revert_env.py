@@ -35,7 +35,7 @@ def revert_environment(
     from patchaudit import revert as core
     from patchaudit.check.audit import ScanOptions, stat_cache
     from patchaudit.check.verify import verify
-    from patchaudit.cli.revert import plan_one
+    from patchaudit.cli.plans import plan_one
 
     # the stat cache scan keeps: a file whose size, mtime, ctime and inode are unchanged is not re-hashed
     report = verify(env, every, every=every, cache=stat_cache(env, ScanOptions(use_cache=use_cache)))
