@@ -8,6 +8,7 @@ import hashlib
 import os
 import stat
 import time
+from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,6 @@ from patchaudit.errors import UnsafePath
 from patchaudit.fs.beneath import FILE_FLAGS, DirCache
 from patchaudit.parallel.cpus import available_cpus
 from patchaudit.parallel.statcache import StatCache, StatKey, racy_window_ns
-from patchaudit.target.record import encode_digest
 
 CHUNK = 1 << 20  # read buffer: a file below this size is read with one system call
 POOL_MIN_FILES = 512  # fewer files than this are hashed in this process
@@ -26,6 +26,11 @@ SIZE_FIRST = 16 << 20  # a file over this size whose size is not its RECORD's is
 BIG_FILE = 4 << 20  # files at least this big (by their RECORD size) are started first
 # Git's blob id: sha1 over "blob <size>\0" and the content (the Hub names small files' blobs by it).
 GIT_SHA1 = "git-sha1"
+
+
+def encode_digest(digest: bytes) -> str:
+    """A digest as RECORD writes it: urlsafe base64 without padding."""
+    return urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from patchaudit.parallel.hashing import encode_digest as encode_digest  # RECORD's digest form
 
 # Algorithms at least as strong as sha256; md5, sha1 and sha224 entries are not trusted.
 STRONG_ALGORITHMS = (
@@ -200,10 +201,6 @@ def _entry(number: int, row: list[str], problems: list[RecordProblem]) -> Record
         problems.append(RecordProblem(line=number, path=path or None, reason="; ".join(reasons)))
         return None
     return RecordEntry(path, record_hash, size)
-
-
-def encode_digest(digest: bytes) -> str:
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def record_paths(data: bytes) -> list[str]:
