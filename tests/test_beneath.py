@@ -99,6 +99,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "makes a cache directory chosen by locate(), which as root skips any another user may write",
     ),
     "cli/common.py": (1, "--out FILE: a file the user names"),
+    "cli/fastgate.py": (1, "--out FILE: a file the user names"),
     "cli/scan.py": (1, "--out FILE: a file the user names"),
     "hazards/cache.py": (3, "the hazard result cache, in the directory cachedir.locate() chose"),
     "gate/cache.py": (1, "the verdict cache, in the directory cachedir.locate() chose"),
@@ -177,6 +178,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "existence checks that choose a message or a path's spelling; nothing read is shown or written",
     ),
     "cli/model.py": (1, "whether a journal exists, to suggest recovery; nothing is read"),
+    "cli/ps.py": (1, "ps --python/--path: site directories compared by their real paths; nothing below is read"),
     "cli/scan.py": (1, "--out FILE: a file the user names"),
     "cluster/driver.py": (1, "/dev/null for a child's stdin"),
     "parallel/cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
@@ -185,7 +187,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         8,
         "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
     ),
-    "check/errata.py": (2, "the errata file shipped with patchaudit, or one the user names"),
+    "check/errata.py": (3, "the errata file shipped with patchaudit, or one the user names"),
     "gate/__init__.py": (
         2,
         "--root and the gate's journal directory in the state directory; the plan's own reads are in gate/plan.py",
@@ -216,8 +218,9 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "image/pristine.py": (1, "a listing of the wheelhouse the user names, outside the image"),
     "image/source.py": (4, "the image archive or layout the user names; members go through beneath.chase"),
     "target/layout.py": (
-        11,
-        "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme",
+        15,
+        "pyvenv.cfg and the standard library of the interpreter the user names, to learn its scheme;"
+        " whether running that interpreter is safe (foreign_input, moved here from probe)",
     ),
     "models/blobmatch.py": (1, "model files compared for similarity, safefs-bounded with the last link refused"),
     "models/digests.py": (1, "the model root's realpath as a cache key only"),
@@ -264,7 +267,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "pristine/wheelhouse.py": (1, "a wheelhouse directory the user names"),
     "pristine/zipwheel.py": (2, "a wheel file already chosen and hashed; WHEEL safefs-bounded"),
     "target/probe.py": (
-        7,
+        3,
         "pyvenv.cfg and the interpreter the user names, before running it (run only when root's alone)",
     ),
     "procs/assess.py": (
@@ -330,7 +333,7 @@ def test_every_raw_read_is_the_helper_or_listed_with_its_reason() -> None:
     found: dict[str, int] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel in ("beneath.py", "safefs.py"):
+        if rel in ("fs/beneath.py", "fs/safefs.py"):
             continue  # the helpers themselves
         count = raw_reads(path.read_text(encoding="utf-8"))
         if count:
