@@ -51,7 +51,7 @@ INSIDE: dict[str, list[set[str]]] = {
         {"ownership", "bytecode"},
     ],
     "parallel": [{"hashing", "__init__"}, {"statcache", "workers", "cpus", "deadline"}],
-    "fs": [{"chase", "atomic", "__init__"}, {"safefs", "beneath"}],
+    "fs": [{"atomic", "__init__"}, {"safefs", "beneath"}],
     "pristine": [
         {"diff"},  # unified diffs of pristine vs installed bytes, through the package's lookups
         {"__init__"},
