@@ -162,28 +162,16 @@ def _with_pristine(
 
 
 def _with_errata(dist: DistReport, errata: Errata) -> DistReport:
-    """Modified files that a known erratum accounts for (RECORD line and bytes both as the wheel has
-    them) are record-mismatch, naming the wheel; no wheel needs to be at hand."""
-    facts: list[Drift] = []
-    drift: list[Drift] = []
-    for d in dist.drift:
-        known = None
-        if d.state is DriftState.MODIFIED:
-            actual = d.actual
-            if actual is None and errata.covers(dist.name, d.path):  # not hashed: its size differs
-                actual = hash_file(str(Path(dist.location) / d.path)).digest
-            known = errata.explain(dist.name, dist.version, d.path, d.expected, actual)
-            if known is not None:
-                d = dataclasses.replace(d, actual=actual)
-        if known is None:
-            drift.append(d)
-            continue
-        note = f"installed bytes equal the member of {known.wheel} (sha256 {known.wheel_sha256[:16]}...), "
-        note += "an erratum patchaudit knows; its RECORD is wrong about them"
-        facts.append(dataclasses.replace(d, state=DriftState.RECORD_MISMATCH, wheel=known.wheel, note=note))
-    if not facts:
-        return dist
-    return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
+    """errata.with_errata, hashing a modified file that was judged by its size alone when an erratum
+    covers it."""
+    from patchaudit.check.errata import with_errata
+
+    def actual_of(d: Drift) -> str | None:
+        if d.actual is None and errata.covers(dist.name, d.path):
+            return hash_file(str(Path(dist.location) / d.path)).digest
+        return d.actual
+
+    return with_errata(dist, errata, actual_of)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,9 +13,10 @@ their own files (`scan --errata`, policy key `errata`). Errata never come from t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchaudit.errors import InvalidPolicy, PatchAuditError
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_toml, read_capped
+from patchaudit.report import DistReport, Drift, DriftState
 from patchaudit.target.record import parse_hash
 
 SHIPPED = Path(__file__).with_name("errata.toml")
@@ -182,3 +184,32 @@ def to_toml(filename: str, sha256: str, wrong: Sequence[tuple[str, str, str]]) -
 
 
 __all__ = ["SHIPPED", "Errata", "Erratum", "digest", "load", "read_wheel", "to_toml"]
+
+
+def _as_reported(d: Drift) -> str | None:
+    return d.actual
+
+
+def with_errata(
+    dist: DistReport, errata: Errata, actual_of: Callable[[Drift], str | None] = _as_reported
+) -> DistReport:
+    """Modified files that a known erratum accounts for (RECORD line and bytes both as the wheel has
+    them) are record-mismatch facts, naming the wheel; no wheel needs to be at hand. `actual_of`: the
+    installed digest of a modified file (a host hashes one that was judged by size alone)."""
+    drift: list[Drift] = []
+    facts: list[Drift] = []
+    for d in dist.drift:
+        known = None
+        if d.state is DriftState.MODIFIED:
+            actual = actual_of(d)
+            known = errata.explain(dist.name, dist.version, d.path, d.expected, actual)
+        if known is None:
+            drift.append(d)
+            continue
+        note = f"installed bytes equal the member of {known.wheel} (sha256 {known.wheel_sha256[:16]}...), "
+        note += "an erratum patchaudit knows; its RECORD is wrong about them"
+        fact = dataclasses.replace(d, state=DriftState.RECORD_MISMATCH, actual=actual, wheel=known.wheel, note=note)
+        facts.append(fact)
+    if not facts:
+        return dist
+    return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))

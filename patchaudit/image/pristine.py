@@ -13,30 +13,11 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from patchaudit.check.errata import Errata
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.pristine.check import digest, wheel_index
 from patchaudit.pristine.zipwheel import MEMBER_CAP, ZipWheel, open_local
 from patchaudit.report import DistReport, Drift, DriftState, Unverified
 from patchaudit.target.record import Record
-
-
-def with_errata(dist: DistReport, errata: Errata) -> DistReport:
-    """Modified files a known erratum accounts for (RECORD line and bytes both the wheel's) are
-    record-mismatch facts, as on a host; no wheel needs to be at hand."""
-    drift: list[Drift] = []
-    facts: list[Drift] = []
-    for d in dist.drift:
-        known = errata.explain(dist.name, dist.version, d.path, d.expected, d.actual)
-        if d.state is not DriftState.MODIFIED or known is None:
-            drift.append(d)
-            continue
-        note = f"installed bytes equal the member of {known.wheel} (sha256 {known.wheel_sha256[:16]}...), "
-        note += "an erratum patchaudit knows; its RECORD is wrong about them"
-        facts.append(dataclasses.replace(d, state=DriftState.RECORD_MISMATCH, wheel=known.wheel, note=note))
-    if not facts:
-        return dist
-    return dataclasses.replace(dist, drift=tuple(drift), facts=dist.facts + tuple(facts))
 
 
 def from_wheelhouse(
@@ -120,4 +101,4 @@ def _checked(
     return report, pristine
 
 
-__all__ = ["from_wheelhouse", "with_errata"]
+__all__ = ["from_wheelhouse"]

@@ -118,8 +118,8 @@ def _known_records(
 ) -> tuple[Report, dict[str, bytes]]:
     """Modified files that the errata or a wheel of the wheelhouse show to be a stale RECORD line are
     record-mismatch facts, as on a host; the wheelhouse's pristine bytes of the rest, by image path."""
-    from patchaudit.check.errata import load
-    from patchaudit.image.pristine import from_wheelhouse, with_errata
+    from patchaudit.check.errata import load, with_errata
+    from patchaudit.image.pristine import from_wheelhouse
 
     records = {("/" + d.site, d.name): d.record for d in every}
     errata = None
