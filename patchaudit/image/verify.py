@@ -269,66 +269,11 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str], ever
                 unverified.append(Unverified(path=e.path, reason=f"{e.hash.algorithm} hashes are not read in images"))
                 continue
             checked += 1
-            where = os.path.normpath(f"{dist.site}/{e.path}")
-            entry = view.lookup(where)
-            if entry is None:
-                gone = view.deleted.get(where)
-                layer = _provenance(layers, gone) if gone is not None else None
-                drift.append(
-                    Drift(
-                        path=e.path,
-                        state=DriftState.MISSING,
-                        expected=expected,
-                        layer=layer,
-                        note="deleted by a whiteout" if layer else None,
-                    )
-                )
-                continue
-            member, layer = entry.member, _provenance(layers, entry.layer)
-            if member.kind == "l":
-                drift.append(
-                    Drift(
-                        path=e.path,
-                        state=DriftState.MODIFIED,
-                        expected=expected,
-                        layer=layer,
-                        note=f"replaced by a symlink to {member.link}",
-                    )
-                )
-            elif member.kind != "f" or member.digest is None:
-                if member.kind == "h":
-                    reason = f"a hard link to /{member.link}, a file no layer up to its own holds"
-                    unverified.append(Unverified(path=e.path, reason=reason))
-                else:
-                    drift.append(
-                        Drift(
-                            path=e.path,
-                            state=DriftState.MODIFIED,
-                            expected=expected,
-                            layer=layer,
-                            note="not a regular file",
-                        )
-                    )
-            else:
-                actual = f"sha256={_b64(member.digest)}"
-                if actual == expected:
-                    continue
-                winners = [d for d, h in listed[dist.site].get(where, []) if h == actual and d is not dist]
-                if winners:
-                    facts.append(
-                        Drift(
-                            path=e.path,
-                            state=DriftState.OVERWRITTEN,
-                            expected=expected,
-                            actual=actual,
-                            winner=f"{winners[0].name} {winners[0].version}",
-                            layer=layer,
-                        )
-                    )
-                    continue
-                drift.append(
-                    Drift(path=e.path, state=DriftState.MODIFIED, expected=expected, actual=actual, layer=layer)
-                )
+            found = _judge(view, layers, dist, e.path, expected, listed[dist.site])
+            if isinstance(found, Unverified):
+                unverified.append(found)
+            elif found is not None:
+                (facts if found.state is DriftState.OVERWRITTEN else drift).append(found)
         drift += _added(view, layers, dist, listed[dist.site])
         reports.append(
             DistReport(
@@ -350,6 +295,44 @@ def _verify(view: View, layers: dict[int, LayerBlob], names: Sequence[str], ever
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(env_drift), findings=tuple(env_findings)),
     )
+
+
+def _judge(
+    view: View,
+    layers: dict[int, LayerBlob],
+    dist: _Dist,
+    path: str,
+    expected: str,
+    listed: Mapping[str, list[tuple[_Dist, str]]],
+) -> Drift | Unverified | None:
+    """One RECORD line against the image: None when the file is as recorded; an OVERWRITTEN fact when
+    another distribution of the site records these bytes; else the drift, or why it cannot be told."""
+    where = os.path.normpath(f"{dist.site}/{path}")
+    entry = view.lookup(where)
+    if entry is None:
+        gone = view.deleted.get(where)
+        layer = _provenance(layers, gone) if gone is not None else None
+        note = "deleted by a whiteout" if layer else None
+        return Drift(path=path, state=DriftState.MISSING, expected=expected, layer=layer, note=note)
+    member, layer = entry.member, _provenance(layers, entry.layer)
+    if member.kind == "h":
+        reason = f"a hard link to /{member.link}, a file no layer up to its own holds"
+        return Unverified(path=path, reason=reason)
+    if member.kind == "l":
+        note = f"replaced by a symlink to {member.link}"
+    elif member.kind != "f" or member.digest is None:
+        note = "not a regular file"
+    else:
+        actual = f"sha256={_b64(member.digest)}"
+        if actual == expected:
+            return None
+        winners = [d for d, h in listed.get(where, []) if h == actual and d is not dist]
+        if winners:
+            winner = f"{winners[0].name} {winners[0].version}"
+            state = DriftState.OVERWRITTEN
+            return Drift(path=path, state=state, expected=expected, actual=actual, winner=winner, layer=layer)
+        return Drift(path=path, state=DriftState.MODIFIED, expected=expected, actual=actual, layer=layer)
+    return Drift(path=path, state=DriftState.MODIFIED, expected=expected, layer=layer, note=note)
 
 
 def _added(view: View, layers: dict[int, LayerBlob], dist: _Dist, listed: Mapping[str, object]) -> list[Drift]:
