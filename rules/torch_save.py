@@ -178,6 +178,19 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             def flush(self):
                 torch.save(self.buffer, f"{self.path_stem}.{self.count}.pt")
         """,
+        """
+        import os
+        import pickle
+
+        class Requests:
+            def record(self, entry):
+                self.pending.append(entry)
+                if len(self.pending) > 1000:
+                    def flush():
+                        with open(os.path.join(self.folder, "requests.pkl"), "wb") as f:
+                            pickle.dump(self.pending, f)
+                    flush()
+        """,
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),

@@ -63,19 +63,29 @@ def function_at(tree: ast.Module, scope: Scope) -> ast.FunctionDef | ast.AsyncFu
     for kind, name in scope:
         if kind == "lambda":
             return found
-        match = next(
-            (
-                s
-                for s in body
-                if isinstance(s, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and s.name == name
-            ),
-            None,
-        )
+        match = next((s for s in _definitions(body) if s.name == name), None)
         if match is None:
             return None
         if isinstance(match, ast.FunctionDef | ast.AsyncFunctionDef):
             found = match
         body = match.body
+    return found
+
+
+def _definitions(body: list[ast.stmt]) -> list[ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The classes and functions a body defines, also under its `if`, `try`, `with` and loops
+    (a helper defined inside `if len(batch) > n:`), not inside other definitions."""
+    found: list[ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for stmt in body:
+        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(stmt)
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            found += _definitions(getattr(stmt, field, []))
+        for handler in getattr(stmt, "handlers", []):
+            found += _definitions(handler.body)
+        for case in getattr(stmt, "cases", []):
+            found += _definitions(case.body)
     return found
 
 
