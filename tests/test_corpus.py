@@ -6,7 +6,8 @@ reviewer gives that line: the highest severity it deserves (`none` for a look-al
 that should say so. A case names its source by a commit of the repository (lightllm and
 text-generation-inference histories, where debug code was added or removed; vLLM and SGLang
 histories as their forks carry them, and the forks' own commits: HabanaAI/vllm-fork, ROCm/vllm,
-vllm-project/vllm-ascend, HYGON-AI/sglang-das, meituan-longcat/SGLang-FluentLLM) or by a released
+tenstorrent/vllm, vllm-project/vllm-ascend, vllm-project/vllm-gaudi, HYGON-AI/sglang-das,
+meituan-longcat/SGLang-FluentLLM) or by a released
 wheel of it and the file's sha256 (vLLM 0.33.0 and SGLang 0.5.23: their shipped debug tools, test
 kits and the legitimate writes and size checks beside them).
 
@@ -34,7 +35,9 @@ SERVERS = (
     "sgl-project/sglang",
     "HabanaAI/vllm-fork",
     "ROCm/vllm",
+    "tenstorrent/vllm",
     "vllm-project/vllm-ascend",
+    "vllm-project/vllm-gaudi",
     "HYGON-AI/sglang-das",
     "meituan-longcat/SGLang-FluentLLM",
 )
