@@ -197,8 +197,9 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "the verdict cache in cachedir.locate()'s directory; stat rows compared, never read",
     ),
     "gate/plan.py": (
-        5,
-        "RECORD by read_below; patchaudit's own rules; scandir/lstat of package directories: stat keys only",
+        6,
+        "RECORD by read_below; patchaudit's own rules; package directories opened (no link below the root),"
+        " listed by descriptor and stat'ed by dir_fd: stat keys only",
     ),
     "parallel/hashing.py": (
         3,

@@ -188,9 +188,11 @@ def test_old_spellings_still_work_and_say_so(tmp_path: Path) -> None:
 
 
 def test_the_gates_fast_parser_knows_only_the_gates_own_options() -> None:
-    from patchaudit.cli.fastgate import FLAG_OPTIONS, VALUE_OPTIONS
+    from patchaudit.cli.fastgate import FAIL_ON_CHOICES, FLAG_OPTIONS, VALUE_OPTIONS
 
     gate = cli.get_command(click.Context(cli), "gate")
     assert gate is not None
     declared = {o for p in gate.params if isinstance(p, click.Option) for o in p.opts}
     assert set(VALUE_OPTIONS) | set(FLAG_OPTIONS) <= declared
+    (fail_on,) = (p for p in gate.params if "--fail-on" in getattr(p, "opts", ()))
+    assert isinstance(fail_on.type, click.Choice) and tuple(fail_on.type.choices) == FAIL_ON_CHOICES

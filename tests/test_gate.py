@@ -273,3 +273,49 @@ def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(
     os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = {plan.fingerprint(n)[0] for n in (1, 3)}
     assert len(after) == 1 and built not in after
+
+
+def _rows_path_by_path(root: str) -> list[tuple[int, ...]]:
+    """The walk the fingerprint was first defined by: scandir by path, each entry lstat'ed by path."""
+    st = os.lstat(root)
+    rows: list[tuple[int, ...]] = [(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)]
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            entries = list(it)
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return rows
+
+
+def test_walk_by_descriptor_gives_the_rows_of_a_walk_by_path(tmp_path: Path) -> None:
+    """The warm gate stats each entry against its directory's descriptor; the rows (so the fingerprint
+    a cache already holds) are those of a walk by path, and a linked directory is never entered."""
+    from patchaudit.gate.plan import _tree_rows
+
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "x.py").write_text("x = 1\n")
+    root = tmp_path / "pkg"
+    for d in ("a/b/c", "a/d", "e"):
+        (root / d).mkdir(parents=True)
+        for n in range(3):
+            (root / d / f"m{n}.py").write_text(f"n = {n}\n")
+    (root / "a" / "linked").symlink_to(outside)
+    (root / "dangling").symlink_to(tmp_path / "nowhere")
+    seen: set[str] = set()
+    rows = _tree_rows(str(root), seen)
+    assert rows == _rows_path_by_path(str(root))
+    assert str(root / "a" / "b" / "c" / "m2.py") in seen and str(root / "a" / "linked") in seen
+    assert not any(p.startswith(str(root / "a" / "linked") + "/") for p in seen)
+
+    # an edit below a directory, its size and mtime put back: the row of that file changes (its ctime)
+    victim = root / "a" / "b" / "c" / "m1.py"
+    before = victim.stat()
+    time.sleep(0.01)
+    victim.write_text("n = 7\n")
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert _tree_rows(str(root), None) != rows

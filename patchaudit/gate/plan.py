@@ -14,6 +14,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR
 
 from patchaudit.fs.beneath import read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile
@@ -29,6 +30,7 @@ PARALLEL_MIN_ENTRIES = 20_000
 # Stat-bound work stops scaling well before the cores of a large host run out.
 MAX_STAT_PROCESSES = 8
 _PART = struct.Struct("<Iqq")  # part index, digest, newest timestamp
+_LISTED_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,26 +245,42 @@ def _entry_row(entry: os.DirEntry[str]) -> tuple[int, ...]:
 
 
 def _tree_rows(root: str, seen: set[str] | None) -> list[tuple[int, ...]]:
-    """A row for the root and every entry below it; symlinked directories are not entered."""
+    """A row for the root and every entry below it; symlinked directories are not entered.
+
+    Each directory is opened once and its entries stat'ed by name against its descriptor (no path
+    walk per file); rows come in the order a path-by-path walk gives, so the fingerprint is the same.
+    """
     rows = [stat_row(root)]
     stack = [root]
     while stack:
         current = stack.pop()
         try:
-            with os.scandir(current) as it:
-                entries = list(it)
+            fd = os.open(current, _LISTED_DIR if current is root else _LISTED_DIR | os.O_NOFOLLOW)
         except OSError as exc:
             rows.append((exc.errno or 0,))
             continue
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError as exc:
-                rows.append((exc.errno or 0,))
-                continue
-            rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            if seen is not None:
-                seen.add(entry.path)
+        try:
+            _list_rows(fd, current, rows, stack, seen)
+        finally:
+            os.close(fd)
     return rows
+
+
+def _list_rows(fd: int, current: str, rows: list[tuple[int, ...]], stack: list[str], seen: set[str] | None) -> None:
+    """Rows of the entries of the open directory `fd` (at `current`); its subdirectories go on `stack`."""
+    try:
+        names = os.listdir(fd)
+    except OSError as exc:
+        rows.append((exc.errno or 0,))
+        return
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError as exc:
+            rows.append((exc.errno or 0,))
+            continue
+        rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        if S_ISDIR(st.st_mode):
+            stack.append(os.path.join(current, name))
+        if seen is not None:
+            seen.add(os.path.join(current, name))
