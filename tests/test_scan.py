@@ -498,3 +498,24 @@ def test_a_clean_scan_never_imports_difflib(env: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "patchaudit.check.verify" in imported
     assert not {m for m in imported if m.split(".")[0] == "difflib"}
+
+
+def test_a_record_path_holding_a_newline_is_owned_not_added(tmp_path: Path) -> None:
+    """The main process reads a RECORD's paths off its lines, and the workers' parse says whether every
+    line was a simple one; a quoted path that runs over two lines is not, and the RECORD is parsed whole:
+    the file it names is checked against its digest, not reported as added."""
+    wheel = build_wheel(tmp_path / "w", "odd", "1.0", {"odd/__init__.py": "", "odd/core.py": "X = 1\n"})
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    site = site_packages(python)
+    body = b"Y = 2\n"
+    (site / "odd" / "two\nlines.py").write_bytes(body)
+    record = next(site.glob("odd-1.0.dist-info/RECORD"))
+    record.write_bytes(record.read_bytes() + b'"odd/two\nlines.py",' + record_hash(body).encode() + b",6\n")
+    code, report = scan_json(python, "--no-cache", "odd")
+    assert code == 0, report
+    assert dist(report, "odd")["drift"] == []
+    (site / "odd" / "two\nlines.py").write_bytes(b"Y = 3\n")
+    code, report = scan_json(python, "--no-cache", "odd")
+    assert code == 1
+    assert [(d["path"], d["state"]) for d in dist(report, "odd")["drift"]] == [("odd/two\nlines.py", "modified")]

@@ -34,7 +34,7 @@ from patchaudit.parallel.hashing import (
 )
 from patchaudit.parallel.statcache import StatCache
 from patchaudit.report import Drift, DriftState, Unverified
-from patchaudit.target.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record
+from patchaudit.target.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record_simple
 
 PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
 _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
@@ -67,6 +67,7 @@ class Checked:
     clean: list[tuple[str, str, KeyTuple]] = field(default_factory=list)  # (absolute path, digest, stat key)
     stale: list[Drift] = field(default_factory=list)  # unchecked-hash bytecode that disagrees with its source
     foreign: list[Unverified] = field(default_factory=list)
+    simple: bool = True  # every line of the piece is a simple one (SIMPLE_LINE), in UTF-8
 
 
 def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
@@ -149,11 +150,11 @@ def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
 
 def check(shared: Shared, piece: Piece) -> Checked:
     location, data = shared.records[piece.record]
-    record = parse_record(data[piece.start : piece.stop])
+    record, simple = parse_record_simple(data[piece.start : piece.stop])
     cache = shared.cache
     buf = buffer()
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
-    out = Checked()
+    out = Checked(simple=simple)
     with DirCache() as dirs:  # one descriptor per directory for the piece, not a walk per file
         _check_entries(record.entries, location, cache, buf, started, dirs, out)
     # The sources bytecode may stand for: every .py the piece names inside the site directory, on a

@@ -20,6 +20,7 @@ from patchaudit.check.ownership import (
     added_files,
     is_real_dir,
     load,
+    load_unchecked,
     normalize,
     read_record_or_why,
     record_tops,
@@ -87,10 +88,11 @@ def verify(
     every = list(every) if every is not None else list(dists)
 
     # Every RECORD is read first, and cut into pieces (pieces.py); the worker processes start at
-    # once and parse, hash and compare the pieces themselves, while this process parses each RECORD
-    # whole for the report. The package directories are walked first of all: every top-level
-    # directory when the whole environment is scanned (no RECORD needs reading to know them), else
-    # those the scanned RECORDs list.
+    # once and parse, hash and compare the pieces themselves, while this process only reads the
+    # paths off each RECORD's lines (load_unchecked): the workers say whether every line was a simple
+    # one, and a RECORD with any other is parsed again here. The package directories are walked first
+    # of all: every top-level directory when the whole environment is scanned (no RECORD needs reading
+    # to know them), else those the scanned RECORDs list.
     read = {d.meta_dir: read_record_or_why(d) for d in dists}
     raw = {key: data for key, (data, _) in read.items()}
     unreadable = {key: why for key, (_, why) in read.items() if why is not None}
@@ -117,16 +119,23 @@ def verify(
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
         loaded: dict[Path, Loaded] = {}
         for dist in dists:
-            loaded[dist.meta_dir] = load(dist, raw[dist.meta_dir])
+            data = raw[dist.meta_dir]
+            loaded[dist.meta_dir] = load(dist, data) if data is None else load_unchecked(dist, data)
             pool.ready()
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
-        with_record = [item for item in loaded.values() if item.data is not None]
-        ownership = Ownership(every, dict(loaded))
-        walks = Walks(ownership, {root: pool.result(index) for index, root in enumerate(roots)})
-        added_by = {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
+        walked = {root: pool.result(index) for index, root in enumerate(roots)}
+        ownership, added_by = _added(every, loaded, walked)
         found_by = _collect(pool, tasks, with_data, cache)
+    odd = [meta_dir for meta_dir, found in found_by.items() if not found.simple]
+    for meta_dir in odd:
+        loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
+    for meta_dir, found in found_by.items():
+        if found.simple:
+            loaded[meta_dir].hashed = found.checked
+    if odd:  # what is owned was read off lines that are not all simple: worked out again
+        ownership, added_by = _added(every, loaded, walked)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -221,6 +230,16 @@ def verify(
     )
 
 
+def _added(
+    every: Sequence[InstalledDist], loaded: dict[Path, Loaded], walked: dict[tuple[Path, str], list[tuple[str, bool]]]
+) -> tuple[Ownership, dict[Path, tuple[list[Drift], list[Drift]]]]:
+    """Who owns what, and each distribution's added files (its own, and those in shared directories)."""
+    ownership = Ownership(every, dict(loaded))
+    walks = Walks(ownership, walked)
+    with_record = [item for item in loaded.values() if item.data is not None]
+    return ownership, {item.dist.meta_dir: added_files(item, ownership, walks) for item in with_record}
+
+
 def _entries(item: Loaded) -> tuple[RecordEntry, ...]:
     return item.record.entries if item.record is not None else ()
 
@@ -240,6 +259,7 @@ class _Found:
     found: dict[tuple[str, str], FileState] = dataclasses.field(default_factory=dict)  # (path, expected) -> state
     stale: list[Drift] = dataclasses.field(default_factory=list)
     foreign: list[Unverified] = dataclasses.field(default_factory=list)
+    simple: bool = True  # every line of the RECORD is a simple one: the paths load_unchecked read stand
 
 
 def _collect(
@@ -260,6 +280,7 @@ def _collect(
         meta_dir, location = dist.meta_dir, dist.location
         into = out[meta_dir]
         into.checked += checked.checked
+        into.simple = into.simple and checked.simple
         for path, expected, raw in checked.found:
             into.found[path, expected] = to_state(absolute_path(location, path), raw, cache)
         if cache is not None:

@@ -93,6 +93,11 @@ def parse_record(data: bytes) -> Record:
     newline is one entry. Problems name the line their row starts on. A file whose every line is a
     simple one (see SIMPLE_LINE) is read with one regular expression instead, to the same entries.
     """
+    return parse_record_simple(data)[0]
+
+
+def parse_record_simple(data: bytes) -> tuple[Record, bool]:
+    """parse_record(data), and whether every line was simple and UTF-8 (what simple_rows reads)."""
     try:
         text, mixed = data.decode("utf-8"), False
     except UnicodeDecodeError:  # keep the rows that are UTF-8; the others become problems
@@ -100,8 +105,8 @@ def parse_record(data: bytes) -> Record:
     if not mixed:
         simple = _parse_simple(text)
         if simple is not None:
-            return simple
-    return _parse_csv(text, mixed)
+            return simple, True
+    return _parse_csv(text, mixed), False
 
 
 def simple_rows(data: bytes) -> list[tuple[str, str, str, str]] | None:
