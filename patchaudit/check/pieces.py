@@ -3,9 +3,11 @@
 A worker is handed a byte range of a RECORD it already holds (see patchaudit.parallel.workers) and parses it
 with the same parser the report uses. It sends back only what a user may need to see: the files that
 do not have the digest their line names, with what was found; for a clean file, the stat key its
-digest may be cached under. The report's own parse of the whole RECORD and the pieces' parses list
-the same entries (a piece is whole rows, cut only where every newline ends a row); verify checks that
-they agree: as many entries checked, and every file sent back one that the report lists.
+digest may be cached under, and whether every line of the piece was a simple one: the main process
+reads a RECORD's paths off its lines unchecked, and parses again only a RECORD with any other. Where
+the report parses a RECORD whole (it drifted), that parse and the pieces' list the same entries (a piece
+is whole rows, cut only where every newline ends a row); verify checks that they agree: as many entries
+checked, and every file sent back one that the report lists.
 """
 
 from __future__ import annotations

@@ -128,12 +128,12 @@ def verify(
         walked = {root: pool.result(index) for index, root in enumerate(roots)}
         ownership, added_by = _added(every, loaded, walked)
         found_by = _collect(pool, tasks, with_data, cache)
-    odd = [meta_dir for meta_dir, found in found_by.items() if not found.simple]
+    odd = [meta_dir for meta_dir, of_pieces in found_by.items() if not of_pieces.simple]
     for meta_dir in odd:
         loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
-    for meta_dir, found in found_by.items():
-        if found.simple:
-            loaded[meta_dir].hashed = found.checked
+    for meta_dir, of_pieces in found_by.items():
+        if of_pieces.simple:
+            loaded[meta_dir].hashed = of_pieces.checked
     if odd:  # what is owned was read off lines that are not all simple: worked out again
         ownership, added_by = _added(every, loaded, walked)
 
