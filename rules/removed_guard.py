@@ -6,7 +6,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from patchaudit.rule import Example, Hit, Severity, TextRule, line_opcodes, source_lines
+from patchaudit.rule import (
+    Example,
+    Hit,
+    Severity,
+    TextRule,
+    blocked_lines,
+    line_opcodes,
+    never_fires,
+    source_lines,
+)
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
@@ -385,6 +394,7 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
+        dead_now, dead_then = blocked_lines(new_tree), blocked_lines(old_tree)
         hits: list[Hit] = []
         helpers: dict[str, frozenset[str]] | None = None
 
@@ -418,6 +428,14 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
                     )
                 elif after.swallowed and not before.swallowed:
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
+                elif after.line in dead_now and before.line not in dead_then:
+                    line, how = dead_now[after.line]
+                    hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif any(never_fires(c) for c in after.conditions - before.conditions):
+                    narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
+                    hits.append(
+                        self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
+                    )
         return hits
 
     def _hit(self, line: int, message: str) -> Hit:

@@ -1,0 +1,175 @@
+"""Which statements of a module can no longer run, and why: the reachability view over `ast`.
+
+A statement is blocked when, in a block on its way up to its function, a statement above it
+always leaves (`return`, `raise`, `continue`, `break`, or an `if`/`with`/`try` all of whose ways
+out leave), or when an `if` above it leaves on a test the process environment decides
+(`if os.environ.get("SKIP"): return`, also through a name bound to such a read) or that folds to
+true (`if True:`, a name bound once to a true literal). Comparing the blocked statements of the
+installed and pristine trees tells a guard made dead from one that always was.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+
+__all__ = ["blocked_lines", "never_fires"]
+
+_ENV_WORDS = ("environ", "getenv", "envs")
+
+
+def _exits(stmt: ast.stmt) -> bool:
+    """Whether control never reaches the statement after `stmt`."""
+    if isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break):
+        return True
+    if isinstance(stmt, ast.If):
+        return bool(stmt.orelse) and _body_exits(stmt.body) and _body_exits(stmt.orelse)
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return _body_exits(stmt.body)
+    if isinstance(stmt, ast.Try | ast.TryStar):
+        return _body_exits(stmt.finalbody) or (
+            _body_exits(stmt.body) and all(_body_exits(h.body) for h in stmt.handlers)
+        )
+    return False
+
+
+def _body_exits(body: list[ast.stmt]) -> bool:
+    return any(_exits(stmt) for stmt in body)
+
+
+def _reads_env(expr: ast.AST, tainted: set[str]) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and (node.id in _ENV_WORDS or node.id in tainted):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _ENV_WORDS:
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id.endswith("envs"):
+            return True
+    return False
+
+
+def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    """Plain names -> the values bound to them in `body` (nested blocks too, not nested definitions)."""
+    out: dict[str, list[ast.expr]] = {}
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            out.setdefault(stmt.target.id, []).append(stmt.value or ast.Constant(None))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(stmt, field, []))
+    return out
+
+
+class _Scope:
+    def __init__(self, body: list[ast.stmt], outer: _Scope | None) -> None:
+        bound = _bindings(body)
+        self.tainted = set(outer.tainted) if outer else set()
+        self.true = set(outer.true) if outer else set()
+        for _ in range(2):  # a name read from one bound to the environment
+            for name, values in bound.items():
+                if any(_reads_env(v, self.tainted) for v in values):
+                    self.tainted.add(name)
+        for name, values in bound.items():
+            self.true.discard(name)
+            if len(values) == 1 and isinstance(values[0], ast.Constant) and values[0].value:
+                self.true.add(name)
+
+    def bypass(self, stmt: ast.stmt) -> str | None:
+        """Why an `if` that leaves is taken regardless of the checked values, if it is."""
+        if not isinstance(stmt, ast.If) or not _body_exits(stmt.body) or _body_exits(stmt.orelse):
+            return None
+        if any(isinstance(s, ast.Raise) for s in stmt.body):
+            return None  # a guard of its own, not a way around one
+        if _reads_env(stmt.test, self.tainted):
+            return "an exit gated on the environment"
+        test = stmt.test
+        if (isinstance(test, ast.Constant) and test.value) or (isinstance(test, ast.Name) and test.id in self.true):
+            return "an exit whose condition is always true"
+        return None
+
+
+def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
+    """Line of each statement that cannot run -> (line of what stops it, how)."""
+    out: dict[int, tuple[int, str]] = {}
+
+    def walk(body: list[ast.stmt], scope: _Scope, blocker: tuple[int, str] | None) -> None:
+        for stmt in body:
+            if blocker is not None:
+                out.setdefault(stmt.lineno, blocker)
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                walk(stmt.body, _Scope(stmt.body, scope), None)
+                continue
+            if isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, scope, None)
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                walk(getattr(stmt, field, []), scope, blocker)
+            for handler in getattr(stmt, "handlers", []):
+                walk(handler.body, scope, blocker)
+            for case in getattr(stmt, "cases", []):
+                walk(case.body, scope, blocker)
+            if blocker is None:
+                if _exits(stmt):
+                    blocker = (stmt.lineno, f"`{ast.unparse(stmt).splitlines()[0][:40]}` above always leaves")
+                else:
+                    why = scope.bypass(stmt)
+                    if why is not None:
+                        blocker = (stmt.lineno, why)
+
+    walk(tree.body, _Scope(tree.body, None), None)
+    return out
+
+
+_HUGE = 1e6
+
+
+def _number(node: ast.expr) -> float | None:
+    """A numeric literal, `10**9`, `2 ** 31 - 1`, `float("inf")`, `math.inf`, `sys.maxsize`."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _number(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.Attribute) and node.attr in ("inf", "maxsize"):
+        return math.inf
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args:
+        arg = node.args[0]
+        return math.inf if isinstance(arg, ast.Constant) and str(arg.value).lstrip("+-") == "inf" else None
+    if isinstance(node, ast.BinOp):
+        left, right = _number(node.left), _number(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Pow) and abs(right) <= 400:
+            return math.inf if abs(left) > 1 and right > 300 else left**right
+        if isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
+            return (
+                left * right
+                if isinstance(node.op, ast.Mult)
+                else left + right
+                if isinstance(node.op, ast.Add)
+                else left - right
+            )
+    return None
+
+
+def never_fires(condition: str) -> bool:
+    """Whether a condition (source text) compares a value with a bound no real size reaches (`x > 1e9`)."""
+    try:
+        tree = ast.parse(condition, mode="eval")
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.Gt | ast.GtE | ast.Lt | ast.LtE) for op in node.ops
+        ):
+            values = [_number(v) for v in (node.left, *node.comparators)]
+            if any(v is not None and abs(v) >= _HUGE for v in values):
+                return True
+    return False
