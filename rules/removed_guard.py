@@ -13,6 +13,7 @@ from patchaudit.rule import (
     TextRule,
     blocked_lines,
     line_opcodes,
+    neutered,
     never_fires,
     source_lines,
 )
@@ -388,7 +389,10 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
         old_lines = source_lines(pristine)
         new_lines = source_lines(installed)
         before, after = _functions(old_tree, old_lines), _functions(new_tree, new_lines)
+        stubs_now, stubs_then = neutered(new_tree), neutered(old_tree)
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
+        if stubs_now.keys() - stubs_then.keys():
+            same = frozenset()  # a check replaced by a stand-in: unchanged callers lose their guard too
         new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         old_to_new = {
@@ -428,6 +432,10 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
                     )
                 elif after.swallowed and not before.swallowed:
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
+                elif stub := _stubbed(scope, before, stubs_now, stubs_then):
+                    hits.append(
+                        self._hit(stub, f"`{before.label}` in {where} replaced by a stand-in that checks nothing")
+                    )
                 elif after.line in dead_now and before.line not in dead_then:
                     line, how = dead_now[after.line]
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
@@ -489,6 +497,14 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                 called |= labels.get(f"{owner}.{func.attr}", set())
         out[name] = frozenset(called)
     return out
+
+
+def _stubbed(scope: str, guard: _Guard, now: dict[str, int], then: dict[str, int]) -> int | None:
+    """The line where the check a guard calls, or the function it sits in, became a stand-in."""
+    names = [scope.rsplit(".", 1)[-1]]
+    if guard.kind == "check":
+        names.append(guard.label.removesuffix("()").rsplit(".", 1)[-1])
+    return next((now[n] for n in names if n in now and n not in then), None)
 
 
 def _pair(old: list[_Guard], new: list[_Guard], moved: dict[int, int]) -> list[tuple[_Guard, _Guard | None]]:

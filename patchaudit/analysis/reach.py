@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 
-__all__ = ["blocked_lines", "never_fires"]
+__all__ = ["blocked_lines", "never_fires", "neutered"]
 
 _ENV_WORDS = ("environ", "getenv", "envs")
+_CHECKISH = re.compile(r"^_*(?:check|validate|verify|assert|ensure)")
 
 
 def _exits(stmt: ast.stmt) -> bool:
@@ -76,22 +78,37 @@ class _Scope:
             for name, values in bound.items():
                 if any(_reads_env(v, self.tainted) for v in values):
                     self.tainted.add(name)
+        self.false = set(outer.false) if outer else set()
         for name, values in bound.items():
             self.true.discard(name)
-            if len(values) == 1 and isinstance(values[0], ast.Constant) and values[0].value:
-                self.true.add(name)
+            self.false.discard(name)
+            if len(values) == 1 and isinstance(values[0], ast.Constant):
+                (self.true if values[0].value else self.false).add(name)
+
+    def truth(self, test: ast.expr) -> bool | None:
+        """True/False when a test is a literal or a name bound once to one; None otherwise."""
+        if isinstance(test, ast.Constant):
+            return bool(test.value)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.truth(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Name) and test.id in self.true:
+            return True
+        if isinstance(test, ast.Name) and test.id in self.false:
+            return False
+        return None
 
     def bypass(self, stmt: ast.stmt) -> str | None:
-        """Why an `if` that leaves is taken regardless of the checked values, if it is."""
-        if not isinstance(stmt, ast.If) or not _body_exits(stmt.body) or _body_exits(stmt.orelse):
+        """Why an `if` with one way out that leaves is taken regardless of the checked values, if it is."""
+        if not isinstance(stmt, ast.If) or _body_exits(stmt.body) == _body_exits(stmt.orelse):
             return None
-        if any(isinstance(s, ast.Raise) for s in stmt.body):
+        leaving = stmt.body if _body_exits(stmt.body) else stmt.orelse
+        if any(isinstance(s, ast.Raise) for s in leaving):
             return None  # a guard of its own, not a way around one
         if _reads_env(stmt.test, self.tainted):
             return "an exit gated on the environment"
-        test = stmt.test
-        if (isinstance(test, ast.Constant) and test.value) or (isinstance(test, ast.Name) and test.id in self.true):
-            return "an exit whose condition is always true"
+        if self.truth(stmt.test) is (leaving is stmt.body):
+            return "an exit whose condition is constant"
         return None
 
 
@@ -109,8 +126,11 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
             if isinstance(stmt, ast.ClassDef):
                 walk(stmt.body, scope, None)
                 continue
+            never = None if blocker is not None else _never_runs(stmt, scope)
             for field in ("body", "orelse", "finalbody"):
-                walk(getattr(stmt, field, []), scope, blocker)
+                walk(getattr(stmt, field, []), scope, never if field == "body" and never else blocker)
+            if isinstance(stmt, ast.If) and blocker is None and scope.truth(stmt.test) is True:
+                walk(stmt.orelse, scope, (stmt.lineno, "its condition is always true"))
             for handler in getattr(stmt, "handlers", []):
                 walk(handler.body, scope, blocker)
             for case in getattr(stmt, "cases", []):
@@ -123,7 +143,42 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
                     if why is not None:
                         blocker = (stmt.lineno, why)
 
-    walk(tree.body, _Scope(tree.body, None), None)
+    module = _Scope(tree.body, None)
+    rebound = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+    module.true -= rebound  # `global FLAG` in a function: the flag is not a constant
+    module.false -= rebound
+    walk(tree.body, module, None)
+    return out
+
+
+def _never_runs(stmt: ast.stmt, scope: _Scope) -> tuple[int, str] | None:
+    """(line, why) when the body of an `if`/`while`/`for` never runs: a false test, an empty loop."""
+    if isinstance(stmt, ast.If | ast.While) and scope.truth(stmt.test) is False:
+        return stmt.lineno, "its condition is always false"
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        it = stmt.iter
+        empty = isinstance(it, ast.List | ast.Tuple | ast.Set) and not it.elts
+        empty = empty or (isinstance(it, ast.Constant) and not it.value)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args:
+            bound = it.args[0] if len(it.args) == 1 else None
+            empty = empty or (isinstance(bound, ast.Constant) and bound.value in (0, False))
+        if empty:
+            return stmt.lineno, "it loops over nothing"
+    return None
+
+
+def neutered(tree: ast.Module) -> dict[str, int]:
+    """Names of functions replaced by a stand-in (`self.check_x = lambda *a: None`, `_validate = None`) -> the line."""
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Lambda | ast.Constant):
+            continue
+        if isinstance(node.value, ast.Constant) and node.value.value is not None:
+            continue
+        for target in node.targets:
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            if name and (isinstance(node.value, ast.Lambda) or _CHECKISH.search(name)):
+                out.setdefault(name, node.lineno)
     return out
 
 
