@@ -97,6 +97,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
                 out.setdefault(name, [])
                 if name not in same:
+                    out[name].extend(_decorator_guards(stmt))
                     walk(stmt.body, name, frozenset(), False)
                 continue
             guard = _guard(stmt, conds, swallowed)
@@ -120,6 +121,16 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     walk(case.body, scope, conds, swallowed)
 
     walk(tree.body, "<module>", frozenset(), False)
+    return out
+
+
+def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[_Guard]:
+    """A decorator named like a check (`@validate_inputs`, `@check_shapes(...)`): it guards each call."""
+    out = []
+    for decorator in node.decorator_list:
+        name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        if _CHECK_CALL.search(name):
+            out.append(_Guard("check", f"@{name}", decorator.lineno, frozenset(), frozenset(), False))
     return out
 
 
@@ -462,7 +473,7 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
 
     A helper is a module-level function called by name or a method of the same class called on
-    `self`/`cls`, one level deep.
+    `self`/`cls`, and the helpers it calls in turn (two levels deep).
     """
     labels: dict[str, set[str]] = {}
     bodies: dict[str, tuple[str, ast.AST]] = {}  # function scope -> (its class, its node)
@@ -482,20 +493,24 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                             found.add(guard.label)
 
     walk(tree.body, "", "")
-    out: dict[str, frozenset[str]] = {}
+    callees: dict[str, set[str]] = {}
     for name, (cls, node) in bodies.items():
-        called: set[str] = set()
+        called = callees.setdefault(name, set())
         for call in ast.walk(node):
             if not isinstance(call, ast.Call):
                 continue
             func = call.func
-            if isinstance(func, ast.Name):
-                called |= labels.get(func.id, set())
+            if isinstance(func, ast.Name) and func.id in labels:
+                called.add(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 # `self._check(x)`, `cls._check(x)`, or `Layer._check(x)` of a class of this module.
                 owner = cls if func.value.id in ("self", "cls") else func.value.id
-                called |= labels.get(f"{owner}.{func.attr}", set())
-        out[name] = frozenset(called)
+                if f"{owner}.{func.attr}" in labels:
+                    called.add(f"{owner}.{func.attr}")
+    out: dict[str, frozenset[str]] = {}
+    for name, called in callees.items():
+        reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
+        out[name] = frozenset(label for helper in reached for label in labels[helper])
     return out
 
 
