@@ -43,7 +43,7 @@ def _reads_env(expr: ast.AST, tainted: set[str]) -> bool:
     for node in ast.walk(expr):
         if isinstance(node, ast.Name) and (node.id in _ENV_WORDS or node.id in tainted):
             return True
-        if isinstance(node, ast.Attribute) and node.attr in _ENV_WORDS:
+        if isinstance(node, ast.Attribute) and (node.attr in _ENV_WORDS or node.attr in tainted):
             return True
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id.endswith("envs"):
             return True
@@ -66,6 +66,19 @@ def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
             out.setdefault(stmt.target.id, []).append(stmt.value or ast.Constant(None))
         for field in ("body", "orelse", "finalbody", "handlers"):
             stack.extend(getattr(stmt, field, []))
+    return out
+
+
+def _env_members(tree: ast.Module, tainted: set[str]) -> set[str]:
+    """Functions that return a read of the environment and attributes bound to one (`self.skip = ...`)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
+            if returns and any(_reads_env(value, tainted) for value in returns):
+                out.add(node.name)
+        elif isinstance(node, ast.Assign) and _reads_env(node.value, tainted):
+            out.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
     return out
 
 
@@ -144,6 +157,7 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
                         blocker = (stmt.lineno, why)
 
     module = _Scope(tree.body, None)
+    module.tainted |= _env_members(tree, module.tainted)
     rebound = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
     module.true -= rebound  # `global FLAG` in a function: the flag is not a constant
     module.false -= rebound
