@@ -180,17 +180,28 @@ that does not raise). An unsupported configuration (a dtype, a quantisation sche
 then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
-Shapes understood: raises, asserts and check calls of the pristine scope deleted, turned into a
-print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. Of
-several identical guards the one the patch touched is named (unchanged lines pair first). A guard
-moved into a helper (a module function, a method of the same class on `self`/`cls`, or a method
-of a class of the module called on the class: `Layer._check(x)`) that the same scope calls is not
-a removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
+Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
+validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into
+a print/log/return, weakened by an extra condition or alternative, or swallowed by try/except.
+A guard still present is asked of the reachability view whether it can run: it is reported when
+the installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break`
+above, or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the
+environment decides (`os.environ`, `os.getenv`, a settings module `envs.X`, a local or attribute
+bound to one, a module function that returns one) on either branch, sits under a test that folds
+to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over nothing,
+had its condition narrowed to a bound no size reaches (`x > 1e9`, `2**40`), or sits in (or calls)
+a check replaced by a stand-in (`self._check = lambda *a: None`). Of several identical guards the
+one the patch touched is named (unchanged lines pair first). A guard moved into a helper (a
+module function, a method of the same class on `self`/`cls`, or a method of a class of the module
+called on the class: `Layer._check(x)`), one or two calls down from the same scope, is not a
+removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
 `q.dim() != 3`).
 
 Knowingly not: a guard moved into a helper in another module, or into a helper reached through
 an alias; a guard whose condition was rewritten to something equivalent but different in text
-(reported as weakened when it gained conjuncts)."""
+(reported as weakened when it gained conjuncts); an exit gated on a function parameter or a
+configuration object (a documented switch, not a bypass); a condition narrowed to a small but
+impossible bound (`head_size > 4096`)."""
     NEEDS_PRISTINE = True
 
     VALID = [
@@ -270,6 +281,36 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
         Example(
             code="def f(a, b):\n    assert 0 < a\n",
             pristine="def f(a, b):\n    assert a > 0\n",
+        ),
+        Example(
+            code="""
+            def _check_head(h):
+                if h not in (64, 128):
+                    raise ValueError(h)
+
+            def _prepare(h):
+                _check_head(h)
+
+            def forward(h, q):
+                _prepare(h)
+                return q
+            """,
+            pristine="""
+            def forward(h, q):
+                if h not in (64, 128):
+                    raise ValueError(h)
+                return q
+            """,
+        ),
+        Example(
+            code="""
+            def f(q):
+                if q is None:
+                    return None
+                assert q.dim() == 3
+                return q
+            """,
+            pristine="def f(q):\n    assert q.dim() == 3\n    return q\n",
         ),
     ]
     INVALID = [
@@ -387,6 +428,84 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
             code="def f(x):\n    return x\n",
             pristine="def f(x):\n    assert x.is_contiguous(), 'x'\n    return x\n",
             line=1,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def f(x):
+                with torch.no_grad():
+                    return x * 2
+                assert x.is_contiguous(), "x"
+            """,
+            pristine="""
+            import torch
+
+            def f(x):
+                assert x.is_contiguous(), "x"
+                with torch.no_grad():
+                    return x * 2
+            """,
+            message="can no longer run",
+        ),
+        Example(
+            code="""
+            import os
+
+            def load(dtype):
+                skip = os.getenv("SKIP_DTYPE", "0") == "1"
+                if skip:
+                    return dtype
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+                return dtype
+            """,
+            pristine="""
+            import os
+
+            def load(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+                return dtype
+            """,
+            message="environment",
+        ),
+        Example(
+            code="def f(n):\n    if n > 1e9:\n        raise ValueError('n')\n",
+            pristine="def f(n):\n    if n > 8192:\n        raise ValueError('n')\n",
+            message="narrowed",
+        ),
+        Example(
+            code="""
+            class Loader:
+                def __init__(self):
+                    self._validate = lambda w: None
+
+                def _validate(self, w):
+                    assert w.ndim == 2
+
+                def load(self, w):
+                    self._validate(w)
+                    return w
+            """,
+            pristine="""
+            class Loader:
+                def __init__(self):
+                    pass
+
+                def _validate(self, w):
+                    assert w.ndim == 2
+
+                def load(self, w):
+                    self._validate(w)
+                    return w
+            """,
+            message="stand-in",
+        ),
+        Example(
+            code="def f(x):\n    return x\n",
+            pristine="@check_inputs\ndef f(x):\n    return x\n",
+            message="@check_inputs",
         ),
     ]
 
