@@ -189,7 +189,8 @@ above, or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a t
 environment decides (`os.environ`, `os.getenv`, a settings module `envs.X`, a local or attribute
 bound to one, a module function that returns one) on either branch, sits under a test that folds
 to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over nothing,
-had its condition narrowed to a bound no size reaches (`x > 1e9`, `2**40`), or sits in (or calls)
+had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
+`n >= -(1 << 30)`), or sits in (or calls)
 a check replaced by a stand-in (`self._check = lambda *a: None`). Of several identical guards the
 one the patch touched is named (unchanged lines pair first). A guard moved into a helper (a
 module function, a method of the same class on `self`/`cls`, or a method of a class of the module
@@ -569,6 +570,9 @@ impossible bound (`head_size > 4096`)."""
                 elif after.line in dead_now and before.line not in dead_then:
                     line, how = dead_now[after.line]
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif any(never_fires(c) for c in after.alternatives - before.alternatives):
+                    loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
+                    hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
                 elif any(never_fires(c) for c in after.conditions - before.conditions):
                     narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
                     hits.append(

@@ -149,6 +149,9 @@ CAUGHT: dict[str, str | tuple[str, str]] = {
         + FWD_GUARD,
     ),
 }
+CAUGHT["assert_loosened"] = R("assert q.shape[-1] == k.shape[-1],", "assert q.shape[-1] >= -(1 << 30),")
+CAUGHT["assert_loosened_pow"] = R("assert q.shape[-1] == k.shape[-1],", "assert q.numel() < 10**12,")
+
 # The same guard moved, reworded or refactored: still checked.
 QUIET: dict[str, str | tuple[str, str]] = {
     "moved_helper": R(FWD_GUARD, "        self._validate_head()\n").replace(

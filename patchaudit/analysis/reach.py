@@ -200,7 +200,7 @@ _HUGE = 1e6
 
 
 def _number(node: ast.expr) -> float | None:
-    """A numeric literal, `10**9`, `2 ** 31 - 1`, `float("inf")`, `math.inf`, `sys.maxsize`."""
+    """A numeric literal, `10**9`, `2 ** 31 - 1`, `1 << 30`, `float("inf")`, `math.inf`, `sys.maxsize`."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -217,6 +217,8 @@ def _number(node: ast.expr) -> float | None:
             return None
         if isinstance(node.op, ast.Pow) and abs(right) <= 400:
             return math.inf if abs(left) > 1 and right > 300 else left**right
+        if isinstance(node.op, ast.LShift) and 0 <= right <= 400:
+            return left * 2.0**right
         if isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
             return (
                 left * right
@@ -229,7 +231,8 @@ def _number(node: ast.expr) -> float | None:
 
 
 def never_fires(condition: str) -> bool:
-    """Whether a condition (source text) compares a value with a bound no real size reaches (`x > 1e9`)."""
+    """Whether a condition (source text) compares a value with a bound no real size reaches (`x > 1e9`,
+    `n >= -(1 << 30)`): as an `if` test it never holds, as an assert it always does."""
     try:
         tree = ast.parse(condition, mode="eval")
     except SyntaxError:
