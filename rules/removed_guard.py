@@ -190,8 +190,8 @@ environment decides (`os.environ`, `os.getenv`, a settings module `envs.X`, a lo
 bound to one, a module function that returns one) on either branch, sits under a test that folds
 to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over nothing,
 had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
-`n >= -(1 << 30)`), or sits in (or calls)
-a check replaced by a stand-in (`self._check = lambda *a: None`). Of several identical guards the
+`n >= -(1 << 30)`), or sits in (or calls) a check replaced by a stand-in (`self._check = lambda
+*a: None`). Of several identical guards the
 one the patch touched is named (unchanged lines pair first). A guard moved into a helper (a
 module function, a method of the same class on `self`/`cls`, or a method of a class of the module
 called on the class: `Layer._check(x)`), one or two calls down from the same scope, is not a
