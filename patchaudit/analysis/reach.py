@@ -109,6 +109,10 @@ class _Scope:
             return True
         if isinstance(test, ast.Name) and test.id in self.false:
             return False
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            return False  # true only for a type checker, never at run time
         return None
 
     def bypass(self, stmt: ast.stmt) -> str | None:
