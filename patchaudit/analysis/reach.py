@@ -85,13 +85,13 @@ def _env_members(tree: ast.Module, tainted: set[str]) -> set[str]:
 class _Scope:
     def __init__(self, body: list[ast.stmt], outer: _Scope | None) -> None:
         bound = _bindings(body)
-        self.tainted = set(outer.tainted) if outer else set()
-        self.true = set(outer.true) if outer else set()
+        self.tainted: set[str] = set(outer.tainted) if outer else set()
+        self.true: set[str] = set(outer.true) if outer else set()
         for _ in range(2):  # a name read from one bound to the environment
             for name, values in bound.items():
                 if any(_reads_env(v, self.tainted) for v in values):
                     self.tainted.add(name)
-        self.false = set(outer.false) if outer else set()
+        self.false: set[str] = set(outer.false) if outer else set()
         for name, values in bound.items():
             self.true.discard(name)
             self.false.discard(name)
@@ -205,7 +205,7 @@ _HUGE = 1e6
 
 def _number(node: ast.expr) -> float | None:
     """A numeric literal, `10**9`, `2 ** 31 - 1`, `1 << 30`, `float("inf")`, `math.inf`, `sys.maxsize`."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         value = _number(node.operand)
