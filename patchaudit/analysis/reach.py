@@ -69,16 +69,33 @@ def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
     return out
 
 
-def _env_members(tree: ast.Module, tainted: set[str]) -> set[str]:
+def _statements(body: list[ast.stmt], owner: str) -> list[tuple[str, ast.stmt]]:
+    """Every statement under `body`, nested definitions too, with the function it runs in."""
+    out: list[tuple[str, ast.stmt]] = []
+    stack = [(owner, stmt) for stmt in reversed(body)]
+    while stack:
+        where, stmt = stack.pop()
+        out.append((where, stmt))
+        inner = stmt.name if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) else where
+        children = [*getattr(stmt, "body", []), *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", [])]
+        children += [s for h in getattr(stmt, "handlers", []) for s in h.body]
+        children += [s for c in getattr(stmt, "cases", []) for s in c.body]
+        stack.extend((inner, child) for child in reversed(children))
+    return out
+
+
+def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> set[str]:
     """Functions that return a read of the environment and attributes bound to one (`self.skip = ...`)."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
-            if returns and any(_reads_env(value, tainted) for value in returns):
-                out.add(node.name)
-        elif isinstance(node, ast.Assign) and _reads_env(node.value, tainted):
-            out.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
+    for owner, stmt in statements:
+        if isinstance(stmt, ast.Return) and stmt.value is not None and owner and _reads_env(stmt.value, tainted):
+            out.add(owner)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Attribute) for t in stmt.targets)
+            and _reads_env(stmt.value, tainted)
+        ):
+            out.update(t.attr for t in stmt.targets if isinstance(t, ast.Attribute))
     return out
 
 
@@ -161,8 +178,9 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
                         blocker = (stmt.lineno, why)
 
     module = _Scope(tree.body, None)
-    module.tainted |= _env_members(tree, module.tainted)
-    rebound = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+    statements = _statements(tree.body, "")
+    module.tainted |= _env_members(statements, module.tainted)
+    rebound = {name for _, stmt in statements if isinstance(stmt, ast.Global) for name in stmt.names}
     module.true -= rebound  # `global FLAG` in a function: the flag is not a constant
     module.false -= rebound
     walk(tree.body, module, None)
@@ -188,7 +206,7 @@ def _never_runs(stmt: ast.stmt, scope: _Scope) -> tuple[int, str] | None:
 def neutered(tree: ast.Module) -> dict[str, int]:
     """Names of functions replaced by a stand-in (`self.check_x = lambda *a: None`, `_validate = None`) -> the line."""
     out: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for _, node in _statements(tree.body, ""):
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Lambda | ast.Constant):
             continue
         if isinstance(node.value, ast.Constant) and node.value.value is not None:
