@@ -6,7 +6,17 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from patchaudit.rule import Example, Hit, Severity, TextRule, line_opcodes, source_lines
+from patchaudit.rule import (
+    Example,
+    Hit,
+    Severity,
+    TextRule,
+    blocked_lines,
+    line_opcodes,
+    neutered,
+    never_fires,
+    source_lines,
+)
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
@@ -87,6 +97,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
                 out.setdefault(name, [])
                 if name not in same:
+                    out[name].extend(_decorator_guards(stmt))
                     walk(stmt.body, name, frozenset(), False)
                 continue
             guard = _guard(stmt, conds, swallowed)
@@ -110,6 +121,16 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     walk(case.body, scope, conds, swallowed)
 
     walk(tree.body, "<module>", frozenset(), False)
+    return out
+
+
+def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[_Guard]:
+    """A decorator named like a check (`@validate_inputs`, `@check_shapes(...)`): it guards each call."""
+    out = []
+    for decorator in node.decorator_list:
+        name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        if _CHECK_CALL.search(name):
+            out.append(_Guard("check", f"@{name}", decorator.lineno, frozenset(), frozenset(), False))
     return out
 
 
@@ -159,17 +180,29 @@ that does not raise). An unsupported configuration (a dtype, a quantisation sche
 then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
-Shapes understood: raises, asserts and check calls of the pristine scope deleted, turned into a
-print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. Of
-several identical guards the one the patch touched is named (unchanged lines pair first). A guard
-moved into a helper (a module function, a method of the same class on `self`/`cls`, or a method
-of a class of the module called on the class: `Layer._check(x)`) that the same scope calls is not
-a removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
+Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
+validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into
+a print/log/return, weakened by an extra condition or alternative, or swallowed by try/except.
+A guard still present is asked of the reachability view whether it can run: it is reported when
+the installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break`
+above, or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the
+environment decides (`os.environ`, `os.getenv`, a settings module `envs.X`, a local or attribute
+bound to one, a module function that returns one) on either branch, sits under a test that folds
+to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over nothing,
+had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
+`n >= -(1 << 30)`), or sits in (or calls) a check replaced by a stand-in (`self._check = lambda
+*a: None`). Of several identical guards the
+one the patch touched is named (unchanged lines pair first). A guard moved into a helper (a
+module function, a method of the same class on `self`/`cls`, or a method of a class of the module
+called on the class: `Layer._check(x)`), one or two calls down from the same scope, is not a
+removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
 `q.dim() != 3`).
 
 Knowingly not: a guard moved into a helper in another module, or into a helper reached through
 an alias; a guard whose condition was rewritten to something equivalent but different in text
-(reported as weakened when it gained conjuncts)."""
+(reported as weakened when it gained conjuncts); an exit gated on a function parameter or a
+configuration object (a documented switch, not a bypass); a condition narrowed to a small but
+impossible bound (`head_size > 4096`)."""
     NEEDS_PRISTINE = True
 
     VALID = [
@@ -249,6 +282,36 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
         Example(
             code="def f(a, b):\n    assert 0 < a\n",
             pristine="def f(a, b):\n    assert a > 0\n",
+        ),
+        Example(
+            code="""
+            def _check_head(h):
+                if h not in (64, 128):
+                    raise ValueError(h)
+
+            def _prepare(h):
+                _check_head(h)
+
+            def forward(h, q):
+                _prepare(h)
+                return q
+            """,
+            pristine="""
+            def forward(h, q):
+                if h not in (64, 128):
+                    raise ValueError(h)
+                return q
+            """,
+        ),
+        Example(
+            code="""
+            def f(q):
+                if q is None:
+                    return None
+                assert q.dim() == 3
+                return q
+            """,
+            pristine="def f(q):\n    assert q.dim() == 3\n    return q\n",
         ),
     ]
     INVALID = [
@@ -367,6 +430,84 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
             pristine="def f(x):\n    assert x.is_contiguous(), 'x'\n    return x\n",
             line=1,
         ),
+        Example(
+            code="""
+            import torch
+
+            def f(x):
+                with torch.no_grad():
+                    return x * 2
+                assert x.is_contiguous(), "x"
+            """,
+            pristine="""
+            import torch
+
+            def f(x):
+                assert x.is_contiguous(), "x"
+                with torch.no_grad():
+                    return x * 2
+            """,
+            message="can no longer run",
+        ),
+        Example(
+            code="""
+            import os
+
+            def load(dtype):
+                skip = os.getenv("SKIP_DTYPE", "0") == "1"
+                if skip:
+                    return dtype
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+                return dtype
+            """,
+            pristine="""
+            import os
+
+            def load(dtype):
+                if dtype == "fp8":
+                    raise ValueError("fp8")
+                return dtype
+            """,
+            message="environment",
+        ),
+        Example(
+            code="def f(n):\n    if n > 1e9:\n        raise ValueError('n')\n",
+            pristine="def f(n):\n    if n > 8192:\n        raise ValueError('n')\n",
+            message="narrowed",
+        ),
+        Example(
+            code="""
+            class Loader:
+                def __init__(self):
+                    self._validate = lambda w: None
+
+                def _validate(self, w):
+                    assert w.ndim == 2
+
+                def load(self, w):
+                    self._validate(w)
+                    return w
+            """,
+            pristine="""
+            class Loader:
+                def __init__(self):
+                    pass
+
+                def _validate(self, w):
+                    assert w.ndim == 2
+
+                def load(self, w):
+                    self._validate(w)
+                    return w
+            """,
+            message="stand-in",
+        ),
+        Example(
+            code="def f(x):\n    return x\n",
+            pristine="@check_inputs\ndef f(x):\n    return x\n",
+            message="@check_inputs",
+        ),
     ]
 
     def check_text(self, installed: str, pristine: str | None) -> Iterable[Hit]:
@@ -379,12 +520,16 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
         old_lines = source_lines(pristine)
         new_lines = source_lines(installed)
         before, after = _functions(old_tree, old_lines), _functions(new_tree, new_lines)
+        stubs_now, stubs_then = neutered(new_tree), neutered(old_tree)
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
+        if stubs_now.keys() - stubs_then.keys():
+            same = frozenset()  # a check replaced by a stand-in: unchanged callers lose their guard too
         new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
+        dead_now, dead_then = blocked_lines(new_tree), blocked_lines(old_tree)
         hits: list[Hit] = []
         helpers: dict[str, frozenset[str]] | None = None
 
@@ -418,6 +563,21 @@ an alias; a guard whose condition was rewritten to something equivalent but diff
                     )
                 elif after.swallowed and not before.swallowed:
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
+                elif stub := _stubbed(scope, before, stubs_now, stubs_then):
+                    hits.append(
+                        self._hit(stub, f"`{before.label}` in {where} replaced by a stand-in that checks nothing")
+                    )
+                elif after.line in dead_now and before.line not in dead_then:
+                    line, how = dead_now[after.line]
+                    hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif any(never_fires(c) for c in after.alternatives - before.alternatives):
+                    loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
+                    hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
+                elif any(never_fires(c) for c in after.conditions - before.conditions):
+                    narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
+                    hits.append(
+                        self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
+                    )
         return hits
 
     def _hit(self, line: int, message: str) -> Hit:
@@ -436,7 +596,7 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
 
     A helper is a module-level function called by name or a method of the same class called on
-    `self`/`cls`, one level deep.
+    `self`/`cls`, and the helpers it calls in turn (two levels deep).
     """
     labels: dict[str, set[str]] = {}
     bodies: dict[str, tuple[str, ast.AST]] = {}  # function scope -> (its class, its node)
@@ -456,21 +616,33 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                             found.add(guard.label)
 
     walk(tree.body, "", "")
-    out: dict[str, frozenset[str]] = {}
+    callees: dict[str, set[str]] = {}
     for name, (cls, node) in bodies.items():
-        called: set[str] = set()
+        called = callees.setdefault(name, set())
         for call in ast.walk(node):
             if not isinstance(call, ast.Call):
                 continue
             func = call.func
-            if isinstance(func, ast.Name):
-                called |= labels.get(func.id, set())
+            if isinstance(func, ast.Name) and func.id in labels:
+                called.add(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 # `self._check(x)`, `cls._check(x)`, or `Layer._check(x)` of a class of this module.
                 owner = cls if func.value.id in ("self", "cls") else func.value.id
-                called |= labels.get(f"{owner}.{func.attr}", set())
-        out[name] = frozenset(called)
+                if f"{owner}.{func.attr}" in labels:
+                    called.add(f"{owner}.{func.attr}")
+    out: dict[str, frozenset[str]] = {}
+    for name, called in callees.items():
+        reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
+        out[name] = frozenset(label for helper in reached for label in labels[helper])
     return out
+
+
+def _stubbed(scope: str, guard: _Guard, now: dict[str, int], then: dict[str, int]) -> int | None:
+    """The line where the check a guard calls, or the function it sits in, became a stand-in."""
+    names = [scope.rsplit(".", 1)[-1]]
+    if guard.kind == "check":
+        names.append(guard.label.removesuffix("()").rsplit(".", 1)[-1])
+    return next((now[n] for n in names if n in now and n not in then), None)
 
 
 def _pair(old: list[_Guard], new: list[_Guard], moved: dict[int, int]) -> list[tuple[_Guard, _Guard | None]]:

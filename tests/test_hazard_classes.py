@@ -272,6 +272,56 @@ case(
 )
 
 
+# -- reachability: a guard the pristine code had, still there but unable to fire ------------
+VENDOR_REACH = """
+import os
+
+import torch
+
+
+class Attn:
+    def __init__(self, head_size):
+        self.head_size = head_size
+        self.fast = False
+
+    def forward(self, q, k):
+        if self.head_size not in (64, 128, 192):
+            raise ValueError(f"unsupported head size {self.head_size}")
+        return q @ k.T
+"""
+GUARD = """        if self.head_size not in (64, 128, 192):
+            raise ValueError(f"unsupported head size {self.head_size}")
+"""
+case(
+    "reach_return_in_with",
+    VENDOR_REACH,
+    VENDOR_REACH.replace(GUARD, "        with torch.no_grad():\n            return q @ k.T\n" + GUARD),
+    ("removed-guard", 12, "high"),
+)
+case(
+    "reach_env_attribute",
+    VENDOR_REACH,
+    VENDOR_REACH.replace("        self.fast = False\n", '        self.fast = os.getenv("ATTN_FAST") == "1"\n').replace(
+        GUARD, "        if self.fast:\n            return q @ k.T\n" + GUARD
+    ),
+    ("removed-guard", 12, "high"),
+)
+TWO_HELPERS = VENDOR_REACH.replace(GUARD, "        self._prepare()\n").replace(
+    "        return q @ k.T\n",
+    "        return q @ k.T\n\n    def _prepare(self):\n        self._check_head()\n\n    def _check_head(self):\n"
+    + GUARD,
+)
+case("quiet_reach_two_helpers", VENDOR_REACH, TWO_HELPERS)
+case(
+    "reach_stub",
+    TWO_HELPERS,
+    TWO_HELPERS.replace(
+        "        self.fast = False\n", "        self.fast = False\n        self._check_head = lambda: None\n"
+    ),
+    ("removed-guard", 10, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

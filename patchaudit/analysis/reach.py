@@ -1,0 +1,269 @@
+"""Which statements of a module can no longer run, and why: the reachability view over `ast`.
+
+A statement is blocked when, in a block on its way up to its function, a statement above it
+always leaves (`return`, `raise`, `continue`, `break`, or an `if`/`with`/`try` all of whose ways
+out leave), or when an `if` above it leaves on a test the process environment decides
+(`if os.environ.get("SKIP"): return`, also through a name bound to such a read) or that folds to
+true (`if True:`, a name bound once to a true literal). Comparing the blocked statements of the
+installed and pristine trees tells a guard made dead from one that always was.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+__all__ = ["blocked_lines", "never_fires", "neutered"]
+
+_ENV_WORDS = ("environ", "getenv", "envs")
+_CHECKISH = re.compile(r"^_*(?:check|validate|verify|assert|ensure)")
+
+
+def _exits(stmt: ast.stmt) -> bool:
+    """Whether control never reaches the statement after `stmt`."""
+    if isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break):
+        return True
+    if isinstance(stmt, ast.If):
+        return bool(stmt.orelse) and _body_exits(stmt.body) and _body_exits(stmt.orelse)
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return _body_exits(stmt.body)
+    if isinstance(stmt, ast.Try | ast.TryStar):
+        return _body_exits(stmt.finalbody) or (
+            _body_exits(stmt.body) and all(_body_exits(h.body) for h in stmt.handlers)
+        )
+    return False
+
+
+def _body_exits(body: list[ast.stmt]) -> bool:
+    return any(_exits(stmt) for stmt in body)
+
+
+def _reads_env(expr: ast.AST, tainted: set[str]) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and (node.id in _ENV_WORDS or node.id in tainted):
+            return True
+        if isinstance(node, ast.Attribute) and (node.attr in _ENV_WORDS or node.attr in tainted):
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id.endswith("envs"):
+            return True
+    return False
+
+
+def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    """Plain names -> the values bound to them in `body` (nested blocks too, not nested definitions)."""
+    out: dict[str, list[ast.expr]] = {}
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            out.setdefault(stmt.target.id, []).append(stmt.value or ast.Constant(None))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(stmt, field, []))
+    return out
+
+
+def _statements(body: list[ast.stmt], owner: str) -> list[tuple[str, ast.stmt]]:
+    """Every statement under `body`, nested definitions too, with the function it runs in."""
+    out: list[tuple[str, ast.stmt]] = []
+    stack = [(owner, stmt) for stmt in reversed(body)]
+    while stack:
+        where, stmt = stack.pop()
+        out.append((where, stmt))
+        inner = stmt.name if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) else where
+        children = [*getattr(stmt, "body", []), *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", [])]
+        children += [s for h in getattr(stmt, "handlers", []) for s in h.body]
+        children += [s for c in getattr(stmt, "cases", []) for s in c.body]
+        stack.extend((inner, child) for child in reversed(children))
+    return out
+
+
+def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> set[str]:
+    """Functions that return a read of the environment and attributes bound to one (`self.skip = ...`)."""
+    out: set[str] = set()
+    for owner, stmt in statements:
+        if isinstance(stmt, ast.Return) and stmt.value is not None and owner and _reads_env(stmt.value, tainted):
+            out.add(owner)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Attribute) for t in stmt.targets)
+            and _reads_env(stmt.value, tainted)
+        ):
+            out.update(t.attr for t in stmt.targets if isinstance(t, ast.Attribute))
+    return out
+
+
+class _Scope:
+    def __init__(self, body: list[ast.stmt], outer: _Scope | None) -> None:
+        bound = _bindings(body)
+        self.tainted: set[str] = set(outer.tainted) if outer else set()
+        self.true: set[str] = set(outer.true) if outer else set()
+        for _ in range(2):  # a name read from one bound to the environment
+            for name, values in bound.items():
+                if any(_reads_env(v, self.tainted) for v in values):
+                    self.tainted.add(name)
+        self.false: set[str] = set(outer.false) if outer else set()
+        for name, values in bound.items():
+            self.true.discard(name)
+            self.false.discard(name)
+            if len(values) == 1 and isinstance(values[0], ast.Constant):
+                (self.true if values[0].value else self.false).add(name)
+
+    def truth(self, test: ast.expr) -> bool | None:
+        """True/False when a test is a literal or a name bound once to one; None otherwise."""
+        if isinstance(test, ast.Constant):
+            return bool(test.value)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.truth(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Name) and test.id in self.true:
+            return True
+        if isinstance(test, ast.Name) and test.id in self.false:
+            return False
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            return False  # true only for a type checker, never at run time
+        return None
+
+    def bypass(self, stmt: ast.stmt) -> str | None:
+        """Why an `if` with one way out that leaves is taken regardless of the checked values, if it is."""
+        if not isinstance(stmt, ast.If) or _body_exits(stmt.body) == _body_exits(stmt.orelse):
+            return None
+        leaving = stmt.body if _body_exits(stmt.body) else stmt.orelse
+        if any(isinstance(s, ast.Raise) for s in leaving):
+            return None  # a guard of its own, not a way around one
+        if _reads_env(stmt.test, self.tainted):
+            return "an exit gated on the environment"
+        if self.truth(stmt.test) is (leaving is stmt.body):
+            return "an exit whose condition is constant"
+        return None
+
+
+def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
+    """Line of each statement that cannot run -> (line of what stops it, how)."""
+    out: dict[int, tuple[int, str]] = {}
+
+    def walk(body: list[ast.stmt], scope: _Scope, blocker: tuple[int, str] | None) -> None:
+        for stmt in body:
+            if blocker is not None:
+                out.setdefault(stmt.lineno, blocker)
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                walk(stmt.body, _Scope(stmt.body, scope), None)
+                continue
+            if isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, scope, None)
+                continue
+            never = None if blocker is not None else _never_runs(stmt, scope)
+            for field in ("body", "orelse", "finalbody"):
+                walk(getattr(stmt, field, []), scope, never if field == "body" and never else blocker)
+            if isinstance(stmt, ast.If) and blocker is None and scope.truth(stmt.test) is True:
+                walk(stmt.orelse, scope, (stmt.lineno, "its condition is always true"))
+            for handler in getattr(stmt, "handlers", []):
+                walk(handler.body, scope, blocker)
+            for case in getattr(stmt, "cases", []):
+                walk(case.body, scope, blocker)
+            if blocker is None:
+                if _exits(stmt):
+                    blocker = (stmt.lineno, f"`{ast.unparse(stmt).splitlines()[0][:40]}` above always leaves")
+                else:
+                    why = scope.bypass(stmt)
+                    if why is not None:
+                        blocker = (stmt.lineno, why)
+
+    module = _Scope(tree.body, None)
+    statements = _statements(tree.body, "")
+    module.tainted |= _env_members(statements, module.tainted)
+    rebound = {name for _, stmt in statements if isinstance(stmt, ast.Global) for name in stmt.names}
+    module.true -= rebound  # `global FLAG` in a function: the flag is not a constant
+    module.false -= rebound
+    walk(tree.body, module, None)
+    return out
+
+
+def _never_runs(stmt: ast.stmt, scope: _Scope) -> tuple[int, str] | None:
+    """(line, why) when the body of an `if`/`while`/`for` never runs: a false test, an empty loop."""
+    if isinstance(stmt, ast.If | ast.While) and scope.truth(stmt.test) is False:
+        return stmt.lineno, "its condition is always false"
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        it = stmt.iter
+        empty = isinstance(it, ast.List | ast.Tuple | ast.Set) and not it.elts
+        empty = empty or (isinstance(it, ast.Constant) and not it.value)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args:
+            bound = it.args[0] if len(it.args) == 1 else None
+            empty = empty or (isinstance(bound, ast.Constant) and bound.value in (0, False))
+        if empty:
+            return stmt.lineno, "it loops over nothing"
+    return None
+
+
+def neutered(tree: ast.Module) -> dict[str, int]:
+    """Names of functions replaced by a stand-in (`self.check_x = lambda *a: None`, `_validate = None`) -> the line."""
+    out: dict[str, int] = {}
+    for _, node in _statements(tree.body, ""):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Lambda | ast.Constant):
+            continue
+        if isinstance(node.value, ast.Constant) and node.value.value is not None:
+            continue
+        for target in node.targets:
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            if name and (isinstance(node.value, ast.Lambda) or _CHECKISH.search(name)):
+                out.setdefault(name, node.lineno)
+    return out
+
+
+_HUGE = 1e6
+
+
+def _number(node: ast.expr) -> float | None:
+    """A numeric literal, `10**9`, `2 ** 31 - 1`, `1 << 30`, `float("inf")`, `math.inf`, `sys.maxsize`."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _number(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.Attribute) and node.attr in ("inf", "maxsize"):
+        return math.inf
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args:
+        arg = node.args[0]
+        return math.inf if isinstance(arg, ast.Constant) and str(arg.value).lstrip("+-") == "inf" else None
+    if isinstance(node, ast.BinOp):
+        left, right = _number(node.left), _number(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Pow) and abs(right) <= 400:
+            return math.inf if abs(left) > 1 and right > 300 else left**right
+        if isinstance(node.op, ast.LShift) and 0 <= right <= 400:
+            return left * 2.0**right
+        if isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
+            return (
+                left * right
+                if isinstance(node.op, ast.Mult)
+                else left + right
+                if isinstance(node.op, ast.Add)
+                else left - right
+            )
+    return None
+
+
+def never_fires(condition: str) -> bool:
+    """Whether a condition (source text) compares a value with a bound no real size reaches (`x > 1e9`,
+    `n >= -(1 << 30)`): as an `if` test it never holds, as an assert it always does."""
+    try:
+        tree = ast.parse(condition, mode="eval")
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.Gt | ast.GtE | ast.Lt | ast.LtE) for op in node.ops
+        ):
+            values = [_number(v) for v in (node.left, *node.comparators)]
+            if any(v is not None and abs(v) >= _HUGE for v in values):
+                return True
+    return False
