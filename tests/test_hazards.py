@@ -233,6 +233,24 @@ def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:
     assert "KeyError" in found[0].message
 
 
+def test_a_rule_with_attribute_hooks_sees_them_in_libcst_order(tmp_path: Path) -> None:
+    """`visit_If_body` runs after the test is visited and `leave_If_body` before `else`: a call is
+    flagged only inside an `if` body, as libcst's own batched visit calls the hooks."""
+    pack = tmp_path / "bodies"
+    pack.mkdir()
+    (pack / "in_body.py").write_text(
+        "import libcst as cst\nfrom patchaudit.rule import Rule, Severity\n\n"
+        "class InBody(Rule):\n    ID = 'in-body'\n    SEVERITY = Severity.LOW\n    MESSAGE = 'm'\n"
+        "    EXPLANATION = 'e'\n    depth = 0\n\n"
+        "    def visit_If_body(self, node: cst.If) -> None:\n        self.depth += 1\n\n"
+        "    def leave_If_body(self, node: cst.If) -> None:\n        self.depth -= 1\n\n"
+        "    def visit_Call(self, node: cst.Call) -> None:\n        if self.depth:\n            self.report(node)\n"
+    )
+    code = b"if check():\n    run()\nelse:\n    other()\nafter()\nif a:\n    if b():\n        deep()\n"
+    found = check_files([SourceFile(path="x.py", installed=code, pristine=None)], rule_dirs=[pack])
+    assert [(f.rule, f.line) for f in found] == [("in-body", 2), ("in-body", 7), ("in-body", 8)]
+
+
 def test_module_is_importable_without_ui_libraries() -> None:
     assert "rich" not in {m.split(".")[0] for m in sys.modules if m.startswith("patchaudit")}
 

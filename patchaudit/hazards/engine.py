@@ -320,7 +320,8 @@ class _Batched(cst.CSTVisitor):
     """libcst's batched visitor with each node type's methods found once, not by name per node.
 
     libcst's own builds `visit_<Type>` and `visit_<Type>_<attribute>` names with an f-string
-    and a dict lookup four times per node; the attribute hooks run only when a visitor has one.
+    and a dict lookup four times per node; here each is looked up once per node type (and
+    attribute), and the attribute hooks cost nothing when no visitor has one.
     """
 
     def __init__(self, methods: dict[str, list[Callable[[cst.CSTNode], None]]]) -> None:
@@ -353,16 +354,37 @@ class _Batched(cst.CSTVisitor):
         pass
 
 
+class _BatchedAttributes(_Batched):
+    """_Batched for visitors that have `visit_<Type>_<attribute>` hooks too."""
+
+    def __init__(self, methods: dict[str, list[Callable[[cst.CSTNode], None]]]) -> None:
+        super().__init__(methods)
+        self.hooks: dict[tuple[str, type, str], tuple[Callable[[cst.CSTNode], None], ...]] = {}
+
+    def _hooks(self, when: str, node: cst.CSTNode, attribute: str) -> tuple[Callable[[cst.CSTNode], None], ...]:
+        key = (when, type(node), attribute)
+        found = self.hooks.get(key)
+        if found is None:
+            found = self.hooks[key] = tuple(self.methods.get(f"{when}_{type(node).__name__}_{attribute}", ()))
+        return found
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        for method in self._hooks("visit", node, attribute):
+            method(node)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        for method in self._hooks("leave", original_node, attribute):
+            method(original_node)
+
+
 def _visit(module: cst.Module, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
     """cst.visit_batched, the same calls in the same order."""
     methods: dict[str, list[Callable[[cst.CSTNode], None]]] = {}
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             methods.setdefault(name, []).append(method)
-    if any(not isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods):
-        cst.visit_batched(module, visitors)  # a `visit_<Type>_<attribute>` hook: libcst's own way
-        return
-    module.visit(_Batched(methods))
+    plain = all(isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods)
+    module.visit(_Batched(methods) if plain else _BatchedAttributes(methods))
 
 
 def _header(node: cst.CSTNode) -> cst.CSTNode:
