@@ -251,6 +251,45 @@ def test_a_rule_with_attribute_hooks_sees_them_in_libcst_order(tmp_path: Path) -
     assert [(f.rule, f.line) for f in found] == [("in-body", 2), ("in-body", 7), ("in-body", 8)]
 
 
+def test_a_finding_in_a_method_is_placed_as_in_the_whole_module() -> None:
+    """Positions taken from the method that holds a finding alone match the whole module's."""
+    code = b"""import torch
+
+
+@register(
+    "x",
+)
+class Runner(
+    Base,
+):
+    # a comment above the method
+    LIMIT = 5
+
+    @staticmethod
+    def helper(a):
+        return a
+
+    @decorate
+    def forward(self, x, num_tokens):
+        if num_tokens == 5:
+            torch.save(x, "/tmp/x.pt")
+        print(
+            "done",
+        )
+        return x
+
+    def other(self):  # nothing here
+        return 1
+"""
+    source = SourceFile(path="m.py", installed=code, pristine=None)
+    rules = load_rules()
+    found = check_file(source, rules)
+    assert {(f.rule, f.line) for f in found} >= {("torch-save", 20), ("print-call", 21)}
+    assert [(f.rule, f.line, f.column) for f in found] == [
+        (f.rule, f.line, f.column) for f in check_file(source, rules, prefilter=False)
+    ]
+
+
 def test_module_is_importable_without_ui_libraries() -> None:
     assert "rich" not in {m.split(".")[0] for m in sys.modules if m.startswith("patchaudit")}
 
