@@ -118,6 +118,7 @@ class Pending:
     stmt: cst.CSTNode | None
     top: cst.CSTNode | None  # the module-level statement holding the node
     message: str
+    member: cst.CSTNode | None = None  # the statement below `top` holding the node (a class's method)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -326,6 +327,7 @@ class Rule(cst.BatchableCSTVisitor):
                 stmt=self.context.stmts[-1] if self.context.stmts else None,
                 top=self.context.stmts[0] if self.context.stmts else None,
                 message=message or self.MESSAGE,
+                member=self.context.stmts[1] if len(self.context.stmts) > 1 else None,
             )
         )
 

@@ -233,6 +233,63 @@ def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:
     assert "KeyError" in found[0].message
 
 
+def test_a_rule_with_attribute_hooks_sees_them_in_libcst_order(tmp_path: Path) -> None:
+    """`visit_If_body` runs after the test is visited and `leave_If_body` before `else`: a call is
+    flagged only inside an `if` body, as libcst's own batched visit calls the hooks."""
+    pack = tmp_path / "bodies"
+    pack.mkdir()
+    (pack / "in_body.py").write_text(
+        "import libcst as cst\nfrom patchaudit.rule import Rule, Severity\n\n"
+        "class InBody(Rule):\n    ID = 'in-body'\n    SEVERITY = Severity.LOW\n    MESSAGE = 'm'\n"
+        "    EXPLANATION = 'e'\n    depth = 0\n\n"
+        "    def visit_If_body(self, node: cst.If) -> None:\n        self.depth += 1\n\n"
+        "    def leave_If_body(self, node: cst.If) -> None:\n        self.depth -= 1\n\n"
+        "    def visit_Call(self, node: cst.Call) -> None:\n        if self.depth:\n            self.report(node)\n"
+    )
+    code = b"if check():\n    run()\nelse:\n    other()\nafter()\nif a:\n    if b():\n        deep()\n"
+    found = check_files([SourceFile(path="x.py", installed=code, pristine=None)], rule_dirs=[pack])
+    assert [(f.rule, f.line) for f in found] == [("in-body", 2), ("in-body", 7), ("in-body", 8)]
+
+
+def test_a_finding_in_a_method_is_placed_as_in_the_whole_module() -> None:
+    """Positions taken from the method that holds a finding alone match the whole module's."""
+    code = b"""import torch
+
+
+@register(
+    "x",
+)
+class Runner(
+    Base,
+):
+    # a comment above the method
+    LIMIT = 5
+
+    @staticmethod
+    def helper(a):
+        return a
+
+    @decorate
+    def forward(self, x, num_tokens):
+        if num_tokens == 5:
+            torch.save(x, "/tmp/x.pt")
+        print(
+            "done",
+        )
+        return x
+
+    def other(self):  # nothing here
+        return 1
+"""
+    source = SourceFile(path="m.py", installed=code, pristine=None)
+    rules = load_rules()
+    found = check_file(source, rules)
+    assert {(f.rule, f.line) for f in found} >= {("torch-save", 20), ("print-call", 21)}
+    assert [(f.rule, f.line, f.column) for f in found] == [
+        (f.rule, f.line, f.column) for f in check_file(source, rules, prefilter=False)
+    ]
+
+
 def test_module_is_importable_without_ui_libraries() -> None:
     assert "rich" not in {m.split(".")[0] for m in sys.modules if m.startswith("patchaudit")}
 

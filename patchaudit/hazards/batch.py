@@ -50,12 +50,13 @@ def check_files(
             keys.append(key)
             results[index] = cache_read(cache_dir, key, file.path)
     todo = [i for i, r in enumerate(results) if r is None]
-    heavy = [i for i in todo if needs_parse(files[i], rules)]
+    n_workers = workers if workers is not None else _default_workers()
+    # Which files cost a parse matters only to share them out: one worker checks them all in turn.
+    heavy = [i for i in todo if needs_parse(files[i], rules)] if n_workers > 1 else []
     heavy_set = set(heavy)
     for index in todo:
         if index not in heavy_set:
             results[index] = check_file(files[index], rules)
-    n_workers = workers if workers is not None else _default_workers()
     big = len(heavy) >= 2 and sum(len(files[i].installed) for i in heavy) >= _POOL_MIN_BYTES
     if n_workers > 1 and (len(heavy) >= _POOL_MIN or big):
         # Biggest files first, so that no worker is left with one huge file at the end.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import libcst as cst
@@ -17,7 +17,7 @@ from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERRO
 from patchaudit.hazards.source import SourceFile
 from patchaudit.hazards.tracker import Tracker
 from patchaudit.report import Finding
-from patchaudit.rule import FileContext, Hit, Rule, Statement
+from patchaudit.rule import FileContext, Hit, Pending, Rule, Statement
 
 __all__ = ["check_file", "needs_parse", "active_rules"]
 
@@ -146,13 +146,14 @@ class _Spelled:
 
 def _reduced(
     data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
-) -> tuple[bytes, list[int]] | None:
+) -> tuple[bytes, list[int], dict[int, list[int]]] | None:
     """The file with every statement no rule could flag turned into blank lines.
 
     Module-level statements are dropped whole; inside a class that is kept, each member that no
     rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
-    positions need no mapping; the line of every module-level statement kept comes along.
-    None when no statement is left. A rule keeps what its filters
+    positions need no mapping; the line of every module-level statement kept comes along, and
+    for a class cut down so, the line of each member (or of the `pass` standing for it), keyed
+    by the class's line. None when no statement is left. A rule keeps what its filters
     match (Rule.keeps), counting a mention of a module-level name bound to something its
     filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
     drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
@@ -208,6 +209,7 @@ def _reduced(
     out = list(lines)
     blocks = _blocks(tree.body)
     kept: list[int] = []
+    inner: dict[int, list[int]] = {}
     for first, last, stmts in blocks:
         if not keep(first, last, stmts):
             for index in range(first - 1, min(last, len(lines))):
@@ -217,16 +219,19 @@ def _reduced(
         (cls,) = stmts if len(stmts) == 1 else (None,)
         if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
             continue
+        members_at = inner[cls.lineno] = []
         for m_first, m_last, members in _blocks(cls.body):
             if keep(m_first, m_last, members):
+                members_at.append(members[0].lineno)
                 continue
+            members_at.append(m_first)
             line = lines[m_first - 1]
             out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
             for index in range(m_first, min(m_last, len(lines))):
                 out[index] = b"\n"
     if not kept:
         return None
-    return b"".join(out), kept
+    return b"".join(out), kept, inner
 
 
 def _run_rules(
@@ -261,10 +266,10 @@ def _run_rules(
     if prefilter:
         reduced = _reduced(data, analysis, cst_rules, changed)
     else:
-        reduced = data, [b[2][0].lineno for b in _blocks(tree.body)]
+        reduced = data, [b[2][0].lineno for b in _blocks(tree.body)], {}
     if reduced is None:
         return hits, text
-    source, firsts = reduced
+    source, firsts, inner = reduced
     try:
         module = cst.parse_module(source)
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
@@ -284,7 +289,7 @@ def _run_rules(
             if not prefilter or any(p.top is None for p in context.pending):
                 positions = context.metadata(PositionProvider)  # the whole module: slow, exact
             else:
-                positions = _statement_positions(module, [p.top for p in context.pending], firsts)
+                positions = _statement_positions(module, context.pending, firsts, inner)
             for p in context.pending:
                 start = positions[p.node].start  # type: ignore[attr-defined]
                 stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
@@ -320,7 +325,8 @@ class _Batched(cst.CSTVisitor):
     """libcst's batched visitor with each node type's methods found once, not by name per node.
 
     libcst's own builds `visit_<Type>` and `visit_<Type>_<attribute>` names with an f-string
-    and a dict lookup four times per node; the attribute hooks run only when a visitor has one.
+    and a dict lookup four times per node; here each is looked up once per node type (and
+    attribute), and the attribute hooks cost nothing when no visitor has one.
     """
 
     def __init__(self, methods: dict[str, list[Callable[[cst.CSTNode], None]]]) -> None:
@@ -353,16 +359,37 @@ class _Batched(cst.CSTVisitor):
         pass
 
 
+class _BatchedAttributes(_Batched):
+    """_Batched for visitors that have `visit_<Type>_<attribute>` hooks too."""
+
+    def __init__(self, methods: dict[str, list[Callable[[cst.CSTNode], None]]]) -> None:
+        super().__init__(methods)
+        self.hooks: dict[tuple[str, type, str], tuple[Callable[[cst.CSTNode], None], ...]] = {}
+
+    def _hooks(self, when: str, node: cst.CSTNode, attribute: str) -> tuple[Callable[[cst.CSTNode], None], ...]:
+        key = (when, type(node), attribute)
+        found = self.hooks.get(key)
+        if found is None:
+            found = self.hooks[key] = tuple(self.methods.get(f"{when}_{type(node).__name__}_{attribute}", ()))
+        return found
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        for method in self._hooks("visit", node, attribute):
+            method(node)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        for method in self._hooks("leave", original_node, attribute):
+            method(original_node)
+
+
 def _visit(module: cst.Module, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
     """cst.visit_batched, the same calls in the same order."""
     methods: dict[str, list[Callable[[cst.CSTNode], None]]] = {}
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             methods.setdefault(name, []).append(method)
-    if any(not isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods):
-        cst.visit_batched(module, visitors)  # a `visit_<Type>_<attribute>` hook: libcst's own way
-        return
-    module.visit(_Batched(methods))
+    plain = all(isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods)
+    module.visit(_Batched(methods) if plain else _BatchedAttributes(methods))
 
 
 def _header(node: cst.CSTNode) -> cst.CSTNode:
@@ -395,27 +422,23 @@ def _in_change(hit: Hit, changed: set[int]) -> Hit | None:
 
 
 def _statement_positions(
-    module: cst.Module, tops: list[cst.CSTNode | None], firsts: list[int]
+    module: cst.Module, pending: Sequence[Pending], firsts: list[int], inner: Mapping[int, list[int]]
 ) -> dict[cst.CSTNode, object]:
-    """Positions of the nodes inside the given module-level statements only.
+    """Positions of the nodes inside the module-level statements that hold a finding only.
 
     PositionProvider generates code for the whole module with position tracking, four times the
     cost of plain code generation. It runs only over the statements that hold a finding, and
-    their first lines come from ast (`firsts`, one per statement of the module, in order).
+    their first lines come from ast (`firsts`, one per statement of the module, in order); in a
+    class whose members' lines are known (`inner`), only over the members that hold one.
     """
-    wanted = {id(t) for t in tops if t is not None}
+    wanted = {id(p.top) for p in pending if p.top is not None}
     out: dict[cst.CSTNode, object] = {}
     if len(firsts) == len(module.body):
         for stmt, first in zip(module.body, firsts, strict=True):
             if id(stmt) in wanted:
-                mini = _mini(module, stmt)
-                found = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
-                shift = first - found[stmt].start.line
-                for node, r in found.items():
-                    out[node] = CodeRange(
-                        CodePosition(r.start.line + shift, r.start.column),
-                        CodePosition(r.end.line + shift, r.end.column),
-                    )
+                mine = [p for p in pending if p.top is stmt]
+                found = _member_positions(module, stmt, inner.get(first), mine)
+                out.update(found if found is not None else _shifted(module, stmt, first))
         return out
     line = sum(module.code_for_node(empty).count("\n") for empty in module.header)
     for stmt in module.body:
@@ -431,6 +454,41 @@ def _statement_positions(
             if not wanted:
                 break
         line += code.count("\n")
+    return out
+
+
+def _shifted(
+    module: cst.Module, stmt: cst.CSTNode, first: int, target: cst.CSTNode | None = None
+) -> dict[cst.CSTNode, object]:
+    """Positions inside `stmt` generated on its own, moved so that `target` (default: stmt) starts at `first`."""
+    found = MetadataWrapper(_mini(module, stmt), unsafe_skip_copy=True).resolve(PositionProvider)
+    shift = first - found[target if target is not None else stmt].start.line
+    return {
+        node: CodeRange(
+            CodePosition(r.start.line + shift, r.start.column), CodePosition(r.end.line + shift, r.end.column)
+        )
+        for node, r in found.items()
+    }
+
+
+def _member_positions(
+    module: cst.Module, cls: cst.CSTNode, firsts: list[int] | None, pending: Sequence[Pending]
+) -> dict[cst.CSTNode, object] | None:
+    """Positions inside the members of a class that hold a finding, each generated in a copy of
+    the class that holds it alone (its indentation kept); None where that cannot answer."""
+    if firsts is None or not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+        return None
+    members = cls.body.body
+    if len(members) != len(firsts) or any(p.member is None for p in pending):
+        return None
+    out: dict[cst.CSTNode, object] = {}
+    wanted = {id(p.member) for p in pending}
+    for member, first in zip(members, firsts, strict=True):
+        if id(member) in wanted:
+            alone = cls.with_changes(decorators=(), leading_lines=(), body=cls.body.with_changes(body=[member]))
+            out.update(_shifted(module, alone, first, member))
+    if any(p.node not in out or (p.stmt is not None and p.stmt not in out) for p in pending):
+        return None  # a node reported from outside its member: the whole class answers
     return out
 
 
