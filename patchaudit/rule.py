@@ -17,6 +17,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
@@ -385,6 +386,22 @@ class Rule(cst.BatchableCSTVisitor):
                     break
         return out
 
+    def helper_path(self, node: cst.Call, helper: Helper, target: ast.expr | None) -> str | None:
+        """The literal start of the path a helper's call writes to, as this call site fixes it: a
+        literal or constant in the helper, or the argument (or the default) its parameter gets."""
+        analysis = self.context.analysis
+        if analysis is None or target is None:
+            return None
+        scope = helper.scope
+        fixed = fixed_path_ast(target, bound=lambda n: analysis.bound_path(n, scope))
+        if fixed is not None or not (isinstance(target, ast.Name) and target.id in helper.params):
+            return fixed
+        given = call_arg(node, helper.params.index(target.id), target.id)
+        if given is not None:
+            return self.fixed_path(given)
+        default = _instances.default_of(helper.node, target.id)
+        return fixed_path_ast(default) if default is not None else None
+
     def _passed_in(self, node: cst.Call, helper: Helper, inner: Inner) -> frozenset[str]:
         """What a helper's call runs when its callee is a parameter: the argument this call site
         passes, one level (`_run(dbg)` with `dbg = __import__("pdb")`, then `dbg.set_trace()`)."""
@@ -434,7 +451,16 @@ class Rule(cst.BatchableCSTVisitor):
         """
         if self.is_parameter(node):
             return None
-        return _values.fixed_path(node, self.resolves_to, self.values_of)
+        return _values.fixed_path(node, self.resolves_to, self.values_of, bound=self.bound_path)
+
+    def bound_path(self, node: cst.BaseExpression) -> str | None:
+        """The path a module or class constant or an instance attribute bound once holds
+        (`DUMP_DIR = "/tmp/d"`, `self.dump_dir = "/tmp/d"` in `__init__`), else None."""
+        analysis = self.context.analysis
+        ref = _ast_ref(node)
+        if analysis is None or ref is None:
+            return None
+        return analysis.bound_path(ref, tuple(self.context.scope))
 
     def upstream_purpose(self, path: cst.BaseExpression | None, writer: cst.Call | None = None) -> str | None:
         """Why a write to a fixed path serves the code itself rather than a debugger, else None.

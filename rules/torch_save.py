@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, fixed_path_ast
+from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg
 
 SAVERS = {
     "torch.save": 1,
@@ -509,11 +509,7 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                     return
         for saver, inner_call, helper in self.through_helper(node, SAVERS):
             target = inner_call.arg(SAVERS[saver], "f" if saver == "torch.save" else "file")
-            fixed = fixed_path_ast(target)
-            if fixed is None and isinstance(target, ast.Name) and target.id in helper.params:
-                index = helper.params.index(target.id)
-                given = call_arg(node, index, target.id)
-                fixed = self.fixed_path(given) if given is not None else None
+            fixed = self.helper_path(node, helper, target)
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self.report(node, f"{helper.name}() runs {saver}() {where} (debug dump through a helper?)")

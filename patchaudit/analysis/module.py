@@ -15,8 +15,10 @@ computed lazily, so a rule that never asks costs nothing:
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 
 __all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "NOT_CONSTANT"]
@@ -59,10 +61,17 @@ class ModuleAnalysis:
     names: NameTable
     _helpers: dict[Scope, dict[str, Helper]] | None = None
     _constants: dict[Scope, dict[str, object]] | None = None
+    _bindings: instances.Bindings | None = None
 
     @classmethod
     def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
         return cls(tree=tree, names=names)
+
+    def bindings(self) -> instances.Bindings:
+        """The module's classes and what its names, class names and `self.X` are bound to."""
+        if self._bindings is None:
+            self._bindings = instances.Bindings.build(self.tree)
+        return self._bindings
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -118,15 +127,31 @@ class ModuleAnalysis:
 
     def helper(self, func: ast.expr | None, scope: Scope) -> Helper | None:
         """The helper a call's callee names: `name(...)` (a module function) or `self.name(...)`."""
-        if isinstance(func, ast.Name):
-            if any(func.id in self.names.bindings.get(scope[:i], {}) for i in range(1, len(scope) + 1)):
-                return None  # a local name hides the module's
-            return self.helpers().get((), {}).get(func.id)
+        hidden = isinstance(func, ast.Name) and any(
+            func.id in self.names.bindings.get(scope[:i], {}) for i in range(1, len(scope) + 1)
+        )
+        if isinstance(func, ast.Name) and not hidden:
+            found = self.helpers().get((), {}).get(func.id)
+            if found is not None:
+                return found
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             classes = [s for s in scope if s[0] == "class"]
-            if classes:
-                return self.helpers().get((classes[-1],), {}).get(func.attr)
-        return None
+            found = self.helpers().get((classes[-1],), {}).get(func.attr) if classes else None
+            if found is not None:
+                return found
+        # A class of the module, an instance of one, or an instance's method.
+        found_method = instances.method(self.names, self.bindings(), func, scope) if func is not None else None
+        if found_method is None:
+            return None
+        owner, name = found_method
+        return self.helpers().get((("class", owner),), {}).get(name)
+
+    def bound_path(self, node: ast.expr, scope: Scope, depth: int = 0) -> str | None:
+        """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once."""
+        value = instances.bound_value(self.names, self.bindings(), node, scope)
+        if value is None or depth > 4:
+            return None
+        return fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
 
     def helper_spans(self) -> dict[str, list[tuple[int, int]]]:
         """Function and method name -> the lines of each definition (for prefilters)."""
@@ -201,22 +226,41 @@ def _literal(node: ast.expr) -> object:
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
 
 
-def fixed_path_ast(node: ast.expr | None, depth: int = 0) -> str | None:
-    """The literal start of a path an expression fixes (the ast side of `values.fixed_path`)."""
+TEMP_DIR_CALLS = ("gettempdir", "mkdtemp", "mktemp", "mkstemp")
+
+
+def fixed_path_ast(
+    node: ast.expr | None, depth: int = 0, bound: Callable[[ast.expr], str | None] | None = None
+) -> str | None:
+    """The literal start of a path an expression fixes (the ast side of `values.fixed_path`).
+
+    `bound` gives the path a module or class constant or an instance attribute holds."""
     if node is None or depth > 8:
         return None
+    if bound is not None and isinstance(node, ast.Name | ast.Attribute):
+        return bound(node)
+    if isinstance(node, ast.Subscript):
+        node = node.value  # `tempfile.mkstemp()[1]`
+    if isinstance(node, ast.Call) and _called_name(node.func) in TEMP_DIR_CALLS:
+        return "/tmp"  # the temp directory: a fixed place, whatever TMPDIR names
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
         first = node.values[0] if node.values else None
+        if isinstance(first, ast.FormattedValue) and bound is not None:
+            return fixed_path_ast(first.value, depth + 1, bound)  # `f"{DUMP_DIR}/x.pt"`
         return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod | ast.Div):
-        return fixed_path_ast(node.left, depth + 1)
+        return fixed_path_ast(node.left, depth + 1, bound)
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
-            return fixed_path_ast(func.value, depth + 1)
+            return fixed_path_ast(func.value, depth + 1, bound)
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name in ("join", "Path", "PurePath", "str", "fspath", "abspath", "expanduser") and node.args:
-            return fixed_path_ast(node.args[0], depth + 1)
+            return fixed_path_ast(node.args[0], depth + 1, bound)
     return None
+
+
+def _called_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

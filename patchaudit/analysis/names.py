@@ -57,6 +57,8 @@ _CANONICAL = (
 )
 _BUILTINS = frozenset(dir(builtins))
 _MAX_DEPTH = 24
+# Instance attributes a method binds (`self.dump = ...`) live in their class's scope under this prefix.
+_INSTANCE = "self."
 
 
 def canonical(qname: str) -> str:
@@ -96,6 +98,9 @@ def ref_of_ast(node: ast.AST) -> Ref | None:
             else:
                 args.append(ref_of_ast(arg))
         return CallRef(func, tuple(args))
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        base = ref_of_ast(node.value)
+        return CallRef(base, (node.slice.value,)) if base is not None else None  # `sys.modules["pdb"]`
     return None
 
 
@@ -130,7 +135,8 @@ class NameTable:
         if isinstance(ref, NameRef):
             return self.lookup(ref.id, scope, depth)
         if isinstance(ref, AttrRef):
-            return frozenset(f"{q}.{ref.attr}" for q in self.resolve(ref.base, scope, depth + 1))
+            found = frozenset(f"{q}.{ref.attr}" for q in self.resolve(ref.base, scope, depth + 1))
+            return found or self._instance_attr(ref, scope, depth)
         out: set[str] = set()
         for q in self.resolve(ref.func, scope, depth + 1):
             first = ref.args[0] if ref.args else None
@@ -141,11 +147,30 @@ class NameTable:
                 out.add(first.split(".")[0])
             elif q == "importlib.import_module" and isinstance(first, str) and not first.startswith("."):
                 out.add(first)
+            elif q == "sys.modules" and isinstance(first, str):
+                out.add(first)  # `sys.modules["torch"]` is the module itself
             elif q == "functools.partial" and first is not None and not isinstance(first, str):
                 out.update(self.resolve(first, scope, depth + 1))  # `partial(torch.save, x)` calls torch.save
             else:
                 out.add(q + "()")
         return frozenset(out)
+
+    def _instance_attr(self, ref: AttrRef, scope: Scope, depth: int) -> frozenset[str]:
+        """`self.dump(...)` where a method bound `self.dump = torch.save` (or a partial of it)."""
+        if not (isinstance(ref.base, NameRef) and ref.base.id in ("self", "cls")):
+            return frozenset()
+        classes = [i for i, s in enumerate(scope) if s[0] == "class"]
+        if not classes:
+            return frozenset()
+        return self.lookup(_INSTANCE + ref.attr, scope[: classes[-1] + 1], depth + 1)
+
+    def values(self, name: str, scope: Scope) -> list[tuple[ast.expr, Scope]]:
+        """The name-like expressions `name` is bound to where it is looked up from `scope`."""
+        for where in _chain(scope):
+            found = self.bindings.get(where, {}).get(name)
+            if found is not None:
+                return [(b.value, b.scope) for b in found if isinstance(b, _Alias)]
+        return []
 
     def lookup(self, name: str, scope: Scope, depth: int = 0) -> frozenset[str]:
         key = (name, scope)
@@ -307,8 +332,25 @@ class _Binder(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             ref = ref_of_ast(value) if value is not None else None
             self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)
+        elif self._instance_target(target) and value is not None and ref_of_ast(value) is not None:
+            classes = [i for i, s in enumerate(self.scope) if s[0] == "class"]
+            where = self.scope[: classes[-1] + 1]
+            key = _INSTANCE + target.attr  # type: ignore[attr-defined]
+            self.table.bindings.setdefault(where, {}).setdefault(key, []).append(_Alias(value, self.scope))
+            self.visit(target)
         else:
             self.visit(target)
+
+    def _instance_target(self, target: ast.expr) -> bool:
+        """`self.name` assigned in a method of a class."""
+        return (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and len(self.scope) >= 2
+            and self.scope[-1][0] == "def"
+            and any(s[0] == "class" for s in self.scope)
+        )
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)

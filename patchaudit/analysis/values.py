@@ -19,6 +19,7 @@ __all__ = ["UNKNOWN", "const_value", "truth", "ref_of_cst", "literal_string", "f
 UNKNOWN = object()
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
 ValuesOf = Callable[[cst.Name], Sequence[cst.BaseExpression]]
+Bound = Callable[[cst.BaseExpression], str | None]
 
 
 def ref_of_cst(node: cst.CSTNode) -> Ref | None:
@@ -40,6 +41,11 @@ def ref_of_cst(node: cst.CSTNode) -> Ref | None:
             text = literal_string(arg.value) if isinstance(arg.value, cst.SimpleString) else None
             args.append(text if text is not None else ref_of_cst(arg.value))
         return CallRef(func, tuple(args))
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        key = node.slice[0].slice.value
+        text = literal_string(key) if isinstance(key, cst.SimpleString) else None
+        base = ref_of_cst(node.value)
+        return CallRef(base, (text,)) if base is not None and text is not None else None  # `sys.modules["pdb"]`
     return None
 
 
@@ -114,23 +120,36 @@ _PASS_THROUGH = (
 )
 
 
+TEMP_DIR_CALLS = ("tempfile.gettempdir", "tempfile.mkdtemp", "tempfile.mktemp", "tempfile.mkstemp")
+
+
 def fixed_path(
-    node: cst.BaseExpression, resolves: Resolves, value_of: ValuesOf | None = None, depth: int = 0
+    node: cst.BaseExpression,
+    resolves: Resolves,
+    value_of: ValuesOf | None = None,
+    depth: int = 0,
+    bound: Bound | None = None,
 ) -> str | None:
     """The literal part of a path that code fixes rather than takes from its caller, else None.
 
     A path is fixed when it starts with a literal: `"/tmp/x"`, `"/tmp/x_" + s`, `"/tmp/%d" % i`,
     `"/tmp/{}".format(i)`, `f"/tmp/{i}.pt"`, `os.path.join("/tmp", name)`, `Path("/tmp") / name`,
     also through a local name assigned one of these. An absolute literal later in a join fixes it too.
+    The temp directory (`tempfile.gettempdir()`, `mkdtemp()`...) is `/tmp`; `bound` gives what a
+    module or class constant or an instance attribute holds (`DUMP_DIR`, `self.dump_dir`).
     """
     if depth > 8:
         return None
-    again = lambda n: fixed_path(n, resolves, value_of, depth + 1)  # noqa: E731
+    again = lambda n: fixed_path(n, resolves, value_of, depth + 1, bound)  # noqa: E731
     if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
         return literal_string(node)
     if isinstance(node, cst.FormattedString):
         first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringExpression) and bound is not None:
+            return again(first.expression)
         return first.value if isinstance(first, cst.FormattedStringText) else None
+    if isinstance(node, cst.Subscript):
+        return again(node.value) if isinstance(node.value, cst.Call) else None  # `tempfile.mkstemp()[1]`
     if isinstance(node, cst.BinaryOperation):
         if isinstance(node.operator, cst.Add | cst.Modulo):
             return again(node.left)
@@ -142,6 +161,8 @@ def fixed_path(
         return None
     if isinstance(node, cst.Call):
         func = node.func
+        if resolves(node, TEMP_DIR_CALLS):
+            return "/tmp"  # the temp directory: a fixed place, whatever TMPDIR names
         if isinstance(func, cst.Attribute) and func.attr.value in ("format", "joinpath", "with_suffix", "with_name"):
             return again(func.value)
         if resolves(node, "os.path.join") and node.args:
@@ -158,6 +179,8 @@ def fixed_path(
             found = again(value)
             if found is not None:
                 return found
+    if isinstance(node, cst.Name | cst.Attribute) and bound is not None:
+        return bound(node)
     return None
 
 

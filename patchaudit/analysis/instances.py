@@ -1,0 +1,150 @@
+"""Objects of the module's own classes, and the paths a module, class or instance binds.
+
+A debug patch often wraps its dump in a small class (`_Dumper("/tmp/d")`, then `_dump(x)` or
+`_dump.save(x)`), keeps its directory in a constant (`DUMP_DIR = "/tmp/dsv2"`) or on the
+instance (`self.dump_dir = "/tmp/hooks"` in `__init__`), or gives a helper a default
+destination (`def _dump(t, path="/tmp/t.pt")`). This module answers, from the file's `ast`:
+
+- `method(names, bindings, callee, scope)`: the method of this module a call runs when the callee is
+  a class of the module (its `__init__`), an instance of one (its `__call__`) or a method of an
+  instance (`obj.save`, `self.dumper.save`, with `obj = Dumper(...)`, `self.dumper = Dumper()`);
+- `bound_value(names, bindings, node, scope)`: the one value a module or class name, or an
+  instance attribute, is bound to (what a path is built from);
+- `default_of(function, param)`: the default value of a parameter.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from patchaudit.analysis.names import NameTable, Scope
+
+__all__ = ["Bindings", "class_of", "method", "bound_value", "default_of"]
+
+
+@dataclass(slots=True)
+class Bindings:
+    """Module-level classes, and the values module names, class names and `self.X` are bound to."""
+
+    classes: set[str] = field(default_factory=set)
+    module: dict[str, list[ast.expr | None]] = field(default_factory=dict)
+    members: dict[str, dict[str, list[ast.expr | None]]] = field(default_factory=dict)
+    instance: dict[str, dict[str, list[ast.expr | None]]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, tree: ast.Module) -> Bindings:
+        out = cls()
+        _bind_body(tree.body, out.module)
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                out.classes.add(stmt.name)
+                _bind_body(stmt.body, out.members.setdefault(stmt.name, {}))
+                attrs = out.instance.setdefault(stmt.name, {})
+                for node in ast.walk(stmt):
+                    for target, value in _assignments(node):
+                        if isinstance(target, ast.Attribute) and _is_self(target.value):
+                            attrs.setdefault(target.attr, []).append(value)
+        return out
+
+
+def _assignments(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
+    """(target, value) of a binding statement; None as the value of one that rebinds by computing."""
+    if isinstance(node, ast.Assign):
+        return [(t, node.value if len(node.targets) == 1 else None) for t in node.targets]
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [(node.target, node.value)]
+    if isinstance(node, ast.AugAssign):
+        return [(node.target, None)]
+    return []
+
+
+def _bind_body(body: list[ast.stmt], into: dict[str, list[ast.expr | None]]) -> None:
+    for stmt in body:
+        for target, value in _assignments(stmt):
+            if isinstance(target, ast.Name):
+                into.setdefault(target.id, []).append(value)
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _once(values: list[ast.expr | None] | None) -> ast.expr | None:
+    return values[0] if values is not None and len(values) == 1 else None
+
+
+def _class_in(scope: Scope) -> str | None:
+    classes = [name for kind, name in scope if kind == "class"]
+    return classes[0] if classes else None
+
+
+def class_of(names: NameTable, bindings: Bindings, node: ast.expr, scope: Scope) -> str | None:
+    """The class of this module that `node` is an instance of: `Cls(...)`, a name bound to one
+    (in the function or the module), or `self.attr` bound to one in a method."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in bindings.classes and not _hidden(names, func.id, scope):
+            return func.id
+        return None
+    if isinstance(node, ast.Name):
+        for value, where in names.values(node.id, scope):
+            if isinstance(value, ast.Call):
+                found = class_of(names, bindings, value, where)
+                if found is not None:
+                    return found
+        return None
+    if isinstance(node, ast.Attribute) and _is_self(node.value):
+        owner = _class_in(scope)
+        for assigned in bindings.instance.get(owner or "", {}).get(node.attr, []):
+            if isinstance(assigned, ast.Call) and owner is not None:
+                found = class_of(names, bindings, assigned, (("class", owner), ("def", "")))
+                if found is not None:
+                    return found
+    return None
+
+
+def _hidden(names: NameTable, name: str, scope: Scope) -> bool:
+    """Whether a local binding in `scope` hides the module's `name`."""
+    return any(name in names.bindings.get(scope[:i], {}) for i in range(1, len(scope) + 1))
+
+
+def method(names: NameTable, bindings: Bindings, func: ast.expr, scope: Scope) -> tuple[str, str] | None:
+    """(class, method) of this module that calling `func` runs (see the module docstring)."""
+    if isinstance(func, ast.Name) and func.id in bindings.classes and not _hidden(names, func.id, scope):
+        return func.id, "__init__"
+    owner = class_of(names, bindings, func, scope)
+    if owner is not None:
+        return owner, "__call__"
+    if isinstance(func, ast.Attribute):
+        owner = class_of(names, bindings, func.value, scope)
+        if owner is not None:
+            return owner, func.attr
+    return None
+
+
+def bound_value(names: NameTable, bindings: Bindings, node: ast.expr, scope: Scope) -> ast.expr | None:
+    """The one value `NAME`, `Class.NAME` or `self.NAME` is bound to, else None."""
+    if isinstance(node, ast.Name) and not _hidden(names, node.id, scope):
+        return _once(bindings.module.get(node.id))
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        owner = _class_in(scope) if _is_self(node.value) else node.value.id
+        if owner is not None:
+            value = _once(bindings.members.get(owner, {}).get(node.attr))
+            if value is None and _is_self(node.value):
+                value = _once(bindings.instance.get(owner, {}).get(node.attr))
+            return value
+    return None
+
+
+def default_of(node: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> ast.expr | None:
+    """The default value a function gives `param`, or None."""
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if arg.arg == param:
+            return default
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if arg.arg == param:
+            return kw_default
+    return None
