@@ -39,8 +39,25 @@ DEBUGGER_CALLS = (
     "IPython.terminal.debugger.TerminalPdb().set_trace",
     "torch.distributed.breakpoint",
     "celery.contrib.rdb.set_trace",
+    "rpdb.*",
+    "madbg.*",
+    "wdb.*",
+    "pdbr.*",
 )
-DEBUGGER_MODULES = {"pdb", "ipdb", "pudb", "debugpy", "remote_pdb", "web_pdb", "pydevd", "pydevd_pycharm"}
+DEBUGGER_MODULES = {
+    "pdb",
+    "ipdb",
+    "pudb",
+    "debugpy",
+    "remote_pdb",
+    "web_pdb",
+    "pydevd",
+    "pydevd_pycharm",
+    "rpdb",
+    "madbg",
+    "wdb",
+    "pdbr",
+}
 ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
 
 
@@ -58,11 +75,14 @@ nobody is attaching. Calls are matched by what they resolve to, however imported
 a debugger helper the package ships on purpose) is not flagged for importing it; its
 breakpoint calls still are.
 
-Shapes understood: `breakpoint()`, pdb, ipdb, pudb, remote_pdb, web_pdb, `code.interact`,
+Shapes understood: `breakpoint()`, pdb, ipdb, pudb, remote_pdb, web_pdb, rpdb, madbg, wdb, pdbr,
+`code.interact`,
 IPython's `embed`/`embed_kernel`/`start_ipython` and its `core.debugger` and
 `terminal.debugger` entry points, `torch.distributed.breakpoint`, debugpy, pydevd, celery's rdb;
 every import form and alias, `functools.partial`, lambdas, `Pdb` subclasses (`ForkedPdb().set_trace()`),
-and a function of the same module that stops (the call site is the finding too).
+a `self.X` bound to an entry point (`self.bp = pdb.set_trace`), `sys.modules["pdb"]`, and a
+function, class (`__init__`, `__call__`) or instance method of the same module that stops (the
+call site is the finding too).
 
 Knowingly not: a debugger module passed to a helper as an argument, a debugger reached through
 another module's helper, `sys.settrace` hooks."""
@@ -71,6 +91,8 @@ another module's helper, `sys.settrace` hooks."""
         b"Tracer",
         b"pdb",
         b"pudb",
+        b"madbg",
+        b"wdb",
         b"interact",
         b"IPython",
         b"embed",
@@ -85,6 +107,9 @@ another module's helper, `sys.settrace` hooks."""
     REQUIRES = (
         b"breakpoint",
         b"pdb",
+        b"pudb",
+        b"madbg",
+        b"wdb",
         b"IPython",
         b"debugpy",
         b"pydevd",
@@ -191,6 +216,39 @@ another module's helper, `sys.settrace` hooks."""
             """,
             line=5,
             message="_stop() runs breakpoint()",
+        ),
+        Example(code="def f(x):\n    import pudb; pudb.set_trace()\n    return x\n", line=2, message="pudb"),
+        Example(code="import rpdb\n\ndef f():\n    rpdb.set_trace()\n", line=4, message="rpdb.set_trace"),
+        Example(
+            code="""
+            import pdb
+
+            class Layer:
+                def __init__(self):
+                    self.bp = pdb.set_trace
+
+                def forward(self, x):
+                    self.bp()
+                    return x
+            """,
+            line=8,
+            message="pdb.set_trace",
+        ),
+        Example(
+            code="""
+            class _Stop:
+                def __call__(self):
+                    import pdb
+                    pdb.set_trace()
+
+            _stop = _Stop()
+
+            def forward(self, x):
+                _stop()
+                return x
+            """,
+            line=9,
+            message="__call__() runs pdb.set_trace()",
         ),
     ]
 

@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg
+from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string
 
 SAVERS = {
     "torch.save": 1,
@@ -29,6 +29,22 @@ FILE_HANDLERS = (
     "logging.basicConfig",
 )
 
+# Writers that take a destination path: the argument that names it, and (when a mode decides
+# whether they write) the argument that holds the mode and the modes that write.
+PATH_WRITERS: dict[str, tuple[int, str]] = {
+    "shutil.copy": (1, "dst"),
+    "shutil.copy2": (1, "dst"),
+    "shutil.copyfile": (1, "dst"),
+    "shutil.copytree": (1, "dst"),
+    "shutil.move": (1, "dst"),
+    "h5py.File": (0, "name"),
+    "numpy.memmap": (0, "filename"),
+    "numpy.lib.format.open_memmap": (0, "filename"),
+    "numpy.open_memmap": (0, "filename"),
+}
+WRITE_MODE = re.compile(r"[wax+]")
+MODE_ARG = {"h5py.File": (1, "mode"), "numpy.memmap": (2, "mode"), "numpy.open_memmap": (1, "mode")}
+LOG_CONFIG = ("logging.config.dictConfig",)
 
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
@@ -85,7 +101,19 @@ file-write judges).
 Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
 into calls), a save function whose destination is its parameter (its callers decide), methods
 of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
-    PREFILTER = (b"save", b"dump", b"tofile", b"tobytes", b"FileHandler", b"basicConfig")
+    PREFILTER = (
+        b"save",
+        b"dump",
+        b"tofile",
+        b"tobytes",
+        b"FileHandler",
+        b"basicConfig",
+        b"dictConfig",
+        b"copy",
+        b"move",
+        b"File",
+        b"memmap",
+    )
     REQUIRES = (
         b"torch",
         b"numpy",
@@ -96,10 +124,15 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         b"tobytes",
         b"FileHandler",
         b"basicConfig",
+        b"dictConfig",
+        b"shutil",
+        b"h5py",
+        b"memmap",
     )
     IDENTIFIERS = frozenset(
         {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
         | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
+        | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
     )
 
     VALID = [
@@ -190,6 +223,32 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                         with open(os.path.join(self.folder, "requests.pkl"), "wb") as f:
                             pickle.dump(self.pending, f)
                     flush()
+        """,
+        """
+        import h5py
+
+        def read_ref(name):
+            with h5py.File("/data/ref.h5", "r") as f:
+                return f[name][()]
+        """,
+        """
+        import shutil
+
+        def export(src, dst):
+            shutil.copy(src, dst)
+        """,
+        """
+        import torch
+
+        class Saver:
+            def __init__(self, path):
+                self.path = path
+
+            def save(self, t):
+                torch.save(t, self.path)
+
+        def finish(t, args):
+            Saver(args.out).save(t)
         """,
     ]
     INVALID = [
@@ -388,6 +447,111 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             message="in a test module",
             severity=Severity.MEDIUM,
         ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Dumper:
+                def __init__(self):
+                    self.root = "/tmp/dumps"
+
+                def dump(self, t, name):
+                    torch.save(t, os.path.join(self.root, name))
+
+            _dumper = Dumper()
+
+            def load_weights(weights):
+                for name, w in weights:
+                    _dumper.dump(w, name)
+            """,
+            line=9,
+            message="/tmp/dumps",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def _dump(t, path="/tmp/w.pt"):
+                torch.save(t, path)
+
+            def load_weights(w):
+                _dump(w)
+            """,
+            line=7,
+            message="_dump() runs torch.save() to the fixed path",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            DUMP_DIR = "/tmp/dsv2"
+
+            def load_weights(weights):
+                for name, w in weights:
+                    torch.save(w, os.path.join(DUMP_DIR, name))
+            """,
+            line=8,
+            message="/tmp/dsv2",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import tempfile
+            import torch
+
+            def snapshot(w):
+                torch.save(w, os.path.join(tempfile.gettempdir(), "w.pt"))
+            """,
+            line=6,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import functools
+            import torch
+
+            class Layer:
+                def __init__(self):
+                    self._dump = functools.partial(torch.save, f="/tmp/layer.pt")
+
+                def forward(self, x):
+                    self._dump(x)
+                    return x
+            """,
+            line=9,
+            severity=Severity.HIGH,
+        ),
+        Example(code="import sys\nsys.modules['torch'].save(x, '/tmp/x.pt')\n", line=2, severity=Severity.HIGH),
+        Example(code="import shutil\nshutil.copy(__file__, '/tmp/model_backup.py')\n", line=2, message="shutil.copy"),
+        Example(
+            code="""
+            import h5py
+
+            def forward(self, x):
+                with h5py.File("/tmp/acts.h5", "a") as f:
+                    f.create_dataset("x", data=x.cpu().numpy())
+                return x
+            """,
+            line=4,
+            message="h5py.File",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import logging.config
+
+            logging.config.dictConfig({"version": 1, "handlers": {"f": {"class": "logging.FileHandler", "filename": "/tmp/v.log"}}})
+            """,
+            line=3,
+            message="dictConfig",
+            severity=Severity.HIGH,
+        ),
+        Example(code="def f(x):\n    x.numpy().dump('/tmp/x.pkl')\n", line=2, message=".dump()", severity=Severity.HIGH),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -492,6 +656,13 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             ):
                 self.report(node, "writes .tobytes() of an array to a file in a forward function (debug dump?)")
                 return
+        if self._path_writer(node) or self._log_config(node):
+            return
+        if method == "dump" and len(node.args) == 1 and not self.qualified_names(node):
+            fixed = self.fixed_path(node.args[0].value)  # `ndarray.dump("/tmp/a.pkl")`
+            if fixed is not None:
+                self.report(node, f".dump() pickles an array to the fixed path {fixed!r} (debug dump left in a patch?)")
+                return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:
             # `basicConfig` takes the file by keyword only; the handlers take it first.
@@ -514,3 +685,33 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self.report(node, f"{helper.name}() runs {saver}() {where} (debug dump through a helper?)")
                 return
+
+    def _path_writer(self, node: cst.Call) -> bool:
+        """A copy, an HDF5 file or a memory map opened for writing at a fixed path."""
+        name = self.resolves_to(node, tuple(PATH_WRITERS))
+        if name is None:
+            return False
+        key = "numpy.open_memmap" if name.endswith("open_memmap") else name
+        mode_at = MODE_ARG.get(key)
+        if mode_at is not None:
+            mode = call_arg(node, *mode_at)
+            text = literal_string(mode) if mode is not None else ("r+" if key != "h5py.File" else "r")
+            if text is None or not WRITE_MODE.search(text):
+                return True
+        target = call_arg(node, *PATH_WRITERS[name])
+        fixed = self.fixed_path(target) if target is not None else None
+        if fixed is not None:
+            self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+        return True
+
+    def _log_config(self, node: cst.Call) -> bool:
+        """`logging.config.dictConfig({...})` whose handlers write to a fixed `filename`."""
+        if self.resolves_to(node, LOG_CONFIG) is None:
+            return False
+        for sub in _subexpressions(node):
+            if isinstance(sub, cst.DictElement) and literal_string(sub.key) == "filename":
+                fixed = self.fixed_path(sub.value)
+                if fixed is not None:
+                    self.report(node, f"logging.config.dictConfig() logs to the fixed path {fixed!r} (debug log?)")
+                    break
+        return True

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from patchaudit.analysis.names import NameTable, Scope
 
-__all__ = ["Bindings", "class_of", "method", "bound_value", "default_of"]
+__all__ = ["Bindings", "class_of", "method", "bound_value", "default_of", "class_spans"]
 
 
 @dataclass(slots=True)
@@ -148,3 +148,22 @@ def default_of(node: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> ast.
         if arg.arg == param:
             return kw_default
     return None
+
+
+def class_spans(tree: ast.Module, bindings: Bindings) -> dict[str, list[tuple[int, int]]]:
+    """Each module class, and each name or attribute bound to an instance of one (`_dump =
+    Dumper()`, `self.dumper = Dumper()`), -> the lines of the class (for prefilters: calling
+    the name runs what the class body calls)."""
+    spans = {
+        stmt.name: (min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)]), stmt.end_lineno or stmt.lineno)
+        for stmt in tree.body
+        if isinstance(stmt, ast.ClassDef)
+    }
+    out = {name: [span] for name, span in spans.items()}
+    bound = [bindings.module, *bindings.instance.values()]
+    for table in bound:
+        for name, values in table.items():
+            for value in values:
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in spans:
+                    out.setdefault(name, []).append(spans[value.func.id])
+    return out

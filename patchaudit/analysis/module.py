@@ -163,6 +163,21 @@ class ModuleAnalysis:
                 out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
         return out
 
+    def instance_spans(self) -> dict[str, list[tuple[int, int]]]:
+        """Class names and names bound to instances -> the lines of the class (for prefilters)."""
+        return instances.class_spans(self.tree, self.bindings())
+
+    def instance_aliases(self) -> dict[str, frozenset[str]]:
+        """Attribute name -> what `self.name` is bound to in some class (`self.bp = pdb.set_trace`)."""
+        out: dict[str, frozenset[str]] = {}
+        for scope, table in self.names.bindings.items():
+            if len(scope) == 1 and scope[0][0] == "class":
+                for key in table:
+                    if key.startswith("self."):
+                        attr = key.removeprefix("self.")
+                        out[attr] = out.get(attr, frozenset()) | self.names.lookup(key, scope)
+        return out
+
     # -- constants -----------------------------------------------------------------------------
 
     def constants(self) -> dict[Scope, dict[str, object]]:

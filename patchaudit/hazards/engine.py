@@ -162,7 +162,11 @@ def _reduced(
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
     tree, names = analysis.tree, analysis.names
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
+    for attr, found in analysis.instance_aliases().items():
+        module_names[attr] = module_names.get(attr, frozenset()) | found  # `self.bp = pdb.set_trace`
     helpers = analysis.helper_spans()
+    for name, spans in analysis.instance_spans().items():
+        helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
     constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
     # A helper of the module stands for what it calls (three levels): `_dump(x)` is a `torch.save`.
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
