@@ -386,6 +386,32 @@ class Rule(cst.BatchableCSTVisitor):
                     break
         return out
 
+    def partial_arg(self, node: cst.Call, position: int, keyword: str) -> ast.expr | None:
+        """The argument at `position` or named `keyword` that a `functools.partial` the callee is
+        bound to supplies (`dump = partial(torch.save, f="/tmp/x.pt")`, then `dump(t)`)."""
+        analysis = self.context.analysis
+        func = self.callee(node)
+        if analysis is None or not isinstance(func, cst.Name | cst.Attribute):
+            return None
+        ref = _ast_ref(func)
+        given = sum(1 for a in node.args if a.keyword is None and not a.star)
+        for partial in analysis.partials(ref, tuple(self.context.scope)) if ref is not None else ():
+            for name, value in ((k.arg, k.value) for k in partial.keywords):
+                if name == keyword:
+                    return value
+            bound = partial.args[1:]
+            if position < len(bound) and given + len(bound) > position:
+                return bound[position]
+        return None
+
+    def fixed_path_of(self, node: ast.expr) -> str | None:
+        """fixed_path for an ast expression of this module (constants and helpers followed)."""
+        analysis = self.context.analysis
+        if analysis is None:
+            return None
+        scope = tuple(self.context.scope)
+        return fixed_path_ast(node, bound=lambda n: analysis.bound_path(n, scope))
+
     def helper_path(self, node: cst.Call, helper: Helper, target: ast.expr | None) -> str | None:
         """The literal start of the path a helper's call writes to, as this call site fixes it: a
         literal or constant in the helper, or the argument (or the default) its parameter gets."""
@@ -457,9 +483,11 @@ class Rule(cst.BatchableCSTVisitor):
         """The path a module or class constant or an instance attribute bound once holds
         (`DUMP_DIR = "/tmp/d"`, `self.dump_dir = "/tmp/d"` in `__init__`), else None."""
         analysis = self.context.analysis
-        ref = _ast_ref(node)
+        ref = _ast_ref(node.func if isinstance(node, cst.Call) else node)
         if analysis is None or ref is None:
             return None
+        if isinstance(node, cst.Call):
+            return analysis.returned_path(ref, tuple(self.context.scope))  # `_path(name)`
         return analysis.bound_path(ref, tuple(self.context.scope))
 
     def upstream_purpose(self, path: cst.BaseExpression | None, writer: cst.Call | None = None) -> str | None:

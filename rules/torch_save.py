@@ -19,6 +19,9 @@ SAVERS = {
     "safetensors.torch.save_file": 1,
     "safetensors.numpy.save_file": 1,
 }
+# The keyword that names the destination, where it is not `file`.
+SAVER_KEYWORDS = {"torch.save": "f", "joblib.dump": "filename"}
+SAVER_KEYWORDS |= {name: "filename" for name in SAVERS if name.startswith("safetensors.")}
 IN_MEMORY = ("io.BytesIO", "io.BytesIO()", "io.StringIO", "io.StringIO()")
 # Writers whose first argument is the file: logging handlers that open it.
 FILE_HANDLERS = (
@@ -45,6 +48,7 @@ PATH_WRITERS: dict[str, tuple[int, str]] = {
 WRITE_MODE = re.compile(r"[wax+]")
 MODE_ARG = {"h5py.File": (1, "mode"), "numpy.memmap": (2, "mode"), "numpy.open_memmap": (1, "mode")}
 LOG_CONFIG = ("logging.config.dictConfig",)
+NOWHERE = "/dev/null"
 
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
@@ -545,13 +549,15 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
             code="""
             import logging.config
 
-            logging.config.dictConfig({"version": 1, "handlers": {"f": {"class": "logging.FileHandler", "filename": "/tmp/v.log"}}})
+            logging.config.dictConfig(
+                {"version": 1, "handlers": {"f": {"class": "logging.FileHandler", "filename": "/tmp/v.log"}}}
+            )
             """,
             line=3,
             message="dictConfig",
             severity=Severity.HIGH,
         ),
-        Example(code="def f(x):\n    x.numpy().dump('/tmp/x.pkl')\n", line=2, message=".dump()", severity=Severity.HIGH),
+        Example(code="def f(x):\n    x.numpy().dump('/tmp/x.pkl')\n", line=2, message=".dump()"),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -580,7 +586,14 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         if name is None:
             self._other_sinks(node)
             return
-        target = call_arg(node, SAVERS[name], "f" if name == "torch.save" else "file")
+        keyword = SAVER_KEYWORDS.get(name, "file")
+        target = call_arg(node, SAVERS[name], keyword)
+        if target is None:
+            bound = self.partial_arg(node, SAVERS[name], keyword)  # `partial(torch.save, f="/tmp/x")`
+            fixed = self.fixed_path_of(bound) if bound is not None else None
+            if fixed is not None:
+                self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+                return
         if target is not None and self.resolves_to(target, IN_MEMORY):
             return  # serialised into memory, not to disk
         fixed = self.fixed_path(target) if target is not None else None
@@ -679,7 +692,7 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                     self.report(node, f"{helper.name}() writes raw array bytes on every step (debug dump?)")
                     return
         for saver, inner_call, helper in self.through_helper(node, SAVERS):
-            target = inner_call.arg(SAVERS[saver], "f" if saver == "torch.save" else "file")
+            target = inner_call.arg(SAVERS[saver], SAVER_KEYWORDS.get(saver, "file"))
             fixed = self.helper_path(node, helper, target)
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
@@ -700,7 +713,7 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
                 return True
         target = call_arg(node, *PATH_WRITERS[name])
         fixed = self.fixed_path(target) if target is not None else None
-        if fixed is not None:
+        if fixed is not None and fixed != NOWHERE:
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
         return True
 
@@ -711,7 +724,7 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         for sub in _subexpressions(node):
             if isinstance(sub, cst.DictElement) and literal_string(sub.key) == "filename":
                 fixed = self.fixed_path(sub.value)
-                if fixed is not None:
+                if fixed is not None and fixed != NOWHERE:
                     self.report(node, f"logging.config.dictConfig() logs to the fixed path {fixed!r} (debug log?)")
                     break
         return True

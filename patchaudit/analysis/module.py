@@ -147,7 +147,10 @@ class ModuleAnalysis:
         return self.helpers().get((("class", owner),), {}).get(name)
 
     def bound_path(self, node: ast.expr, scope: Scope, depth: int = 0) -> str | None:
-        """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once."""
+        """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once,
+        or that `helper(...)` returns."""
+        if isinstance(node, ast.Call):
+            return self.returned_path(node.func, scope) if depth <= 4 else None
         value = instances.bound_value(self.names, self.bindings(), node, scope)
         if value is None or depth > 4:
             return None
@@ -161,6 +164,33 @@ class ModuleAnalysis:
                 node = helper.node
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
+        return out
+
+    def returned_path(self, func: ast.expr, scope: Scope) -> str | None:
+        """The literal start of the path a helper of the module returns, when every `return` fixes one
+        (`def _path(name): return "/tmp/d/" + name`)."""
+        helper = self.helper(func, scope)
+        if helper is None:
+            return None
+        found: list[str | None] = []
+        for node in ast.walk(helper.node):
+            if isinstance(node, ast.Return):
+                found.append(fixed_path_ast(node.value, bound=lambda n: self.bound_path(n, helper.scope)))
+        return found[0] if found and None not in found else None
+
+    def partials(self, func: ast.expr, scope: Scope) -> list[ast.Call]:
+        """The `functools.partial(...)` calls a name or `self.X` is bound to."""
+        if isinstance(func, ast.Name):
+            values = self.names.values(func.id, scope)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            classes = [i for i, s in enumerate(scope) if s[0] == "class"]
+            values = self.names.values("self." + func.attr, scope[: classes[-1] + 1]) if classes else []
+        else:
+            return []
+        out = []
+        for value, where in values:
+            if isinstance(value, ast.Call) and "functools.partial" in self.names.resolve(ref_of_ast(value.func), where):
+                out.append(value)
         return out
 
     def instance_spans(self) -> dict[str, list[tuple[int, int]]]:
@@ -274,6 +304,8 @@ def fixed_path_ast(
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name in ("join", "Path", "PurePath", "str", "fspath", "abspath", "expanduser") and node.args:
             return fixed_path_ast(node.args[0], depth + 1, bound)
+        if bound is not None and isinstance(func, ast.Name | ast.Attribute):
+            return bound(node)  # a helper that returns a fixed path
     return None
 
 

@@ -19,7 +19,7 @@ __all__ = ["UNKNOWN", "const_value", "truth", "ref_of_cst", "literal_string", "f
 UNKNOWN = object()
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
 ValuesOf = Callable[[cst.Name], Sequence[cst.BaseExpression]]
-Bound = Callable[[cst.BaseExpression], str | None]
+Bound = Callable[[cst.BaseExpression], str | None]  # a constant's, an attribute's or a helper's path
 
 
 def ref_of_cst(node: cst.CSTNode) -> Ref | None:
@@ -173,7 +173,7 @@ def fixed_path(
             return again(node.args[0].value)
         if node.args and resolves(node, _PATH_CALLS + _PASS_THROUGH):
             return again(node.args[0].value)
-        return None
+        return bound(node) if bound is not None else None  # a helper that returns a fixed path
     if isinstance(node, cst.Name) and value_of is not None:
         for value in reversed(value_of(node)):
             found = again(value)

@@ -162,8 +162,8 @@ def _reduced(
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
     tree, names = analysis.tree, analysis.names
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
-    for attr, found in analysis.instance_aliases().items():
-        module_names[attr] = module_names.get(attr, frozenset()) | found  # `self.bp = pdb.set_trace`
+    for attr, qualified in analysis.instance_aliases().items():
+        module_names[attr] = module_names.get(attr, frozenset()) | qualified  # `self.bp = pdb.set_trace`
     helpers = analysis.helper_spans()
     for name, spans in analysis.instance_spans().items():
         helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
@@ -225,11 +225,11 @@ def _reduced(
             continue
         members_at = inner[cls.lineno] = []
         for m_first, m_last, members in _blocks(cls.body):
-            if keep(m_first, m_last, members):
-                members_at.append(members[0].lineno)
-                continue
-            members_at.append(m_first)
             line = lines[m_first - 1]
+            if keep(m_first, m_last, members) or line[: members[0].col_offset].strip():
+                members_at.append(members[0].lineno)
+                continue  # kept, or on the header's line (`class A(B): ...`)
+            members_at.append(m_first)
             out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
             for index in range(m_first, min(m_last, len(lines))):
                 out[index] = b"\n"
