@@ -52,6 +52,7 @@ NOWHERE = "/dev/null"
 
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
+FROM_ENVIRONMENT = ("os.environ.get()", "os.getenv()")
 SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
 
 
@@ -630,6 +631,8 @@ of objects built elsewhere (`self.saver.save(...)`), helpers in other modules.""
         if isinstance(target, cst.Name):
             if self.is_parameter(target) or self.bound_by_with(target.value):
                 return True
+            if self.resolves_to(target, FROM_ENVIRONMENT) is not None:
+                return True  # `DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")` at module level
             return any(again(v) for v in self.values_of(target))
         if isinstance(target, cst.Attribute):
             dotted = cst.helpers.get_full_name_for_node(target) or ""

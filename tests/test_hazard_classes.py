@@ -223,6 +223,84 @@ case(
     "        fh.write(b'')\n    return filename\n",
 )
 
+# -- what the patch calls: classes, instances, constants, helpers that build the path ----------
+VENDOR_RUNNER = """
+import os
+
+import torch
+
+
+class Runner:
+    def __init__(self, config):
+        self.config = config
+
+    def execute_model(self, batch):
+        return batch
+
+
+def load_weights(model, weights):
+    for name, w in weights:
+        model.load(name, w)
+"""
+for key, top, body, tail, line, rule in [
+    (
+        "instance_method",
+        'class _Dumper:\n    def __init__(self):\n        self.root = "/tmp/dumps"\n\n'
+        "    def dump(self, t, name):\n        torch.save(t, os.path.join(self.root, name))\n\n\n"
+        "_dumper = _Dumper()\n",
+        "",
+        "        _dumper.dump(w, name)\n",
+        27,
+        "torch-save",
+    ),
+    (
+        "module_constant",
+        'DUMP_DIR = "/tmp/dsv2"\n',
+        "",
+        "        torch.save(w, os.path.join(DUMP_DIR, name))\n",
+        19,
+        "torch-save",
+    ),
+    (
+        "helper_returns_path",
+        'def _path(name):\n    return "/tmp/dsv2/" + name\n\n\ndef _write(t, name):\n    torch.save(t, _path(name))\n',
+        "",
+        "        _write(w, name)\n",
+        10,
+        "torch-save",
+    ),
+    (
+        "helper_default",
+        'def _dump(t, path="/tmp/w.pt"):\n    torch.save(t, path)\n',
+        "",
+        "        _dump(w)\n",
+        20,
+        "torch-save",
+    ),
+    ("sys_modules", "import sys\n", '        sys.modules["pdb"].set_trace()\n', "", 13, "debugger"),
+    ("pudb", "", "        import pudb; pudb.set_trace()\n", "", 11, "debugger"),
+    (
+        "shutil_copy",
+        "import shutil\n",
+        '        shutil.copy(__file__, "/tmp/runner_backup.py")\n',
+        "",
+        13,
+        "torch-save",
+    ),
+]:
+    patched = VENDOR_RUNNER.replace("\n\nclass Runner", "\n" + top + "\n\nclass Runner", 1) if top else VENDOR_RUNNER
+    patched = patched.replace("        return batch\n", body + "        return batch\n", 1)
+    patched = patched.replace("        model.load(name, w)\n", "        model.load(name, w)\n" + tail, 1)
+    case(f"calls_{key}", VENDOR_RUNNER, patched, (rule, line, "high"))
+case(
+    "calls_self_attr_debugger",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace("import os\n", "import os\nimport pdb\n", 1)
+    .replace("        self.config = config\n", "        self.config = config\n        self.bp = pdb.set_trace\n", 1)
+    .replace("        return batch\n", "        self.bp()\n        return batch\n", 1),
+    ("debugger", 13, "high"),
+)
+
 # -- look-alikes: a careful reviewer would not flag these -------------------------------------
 case(
     "quiet_typing_guard",
@@ -269,6 +347,28 @@ case(
     "quiet_logger_debug",
     "import logging\nlogger = logging.getLogger(__name__)\n\n\ndef f(x):\n    return x\n",
     "import logging\nlogger = logging.getLogger(__name__)\n\n\ndef f(x):\n    logger.debug('x=%s', x)\n    return x\n",
+)
+
+case(
+    "calls_saver_class_with_caller_path",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace(
+        "\n\nclass Runner",
+        "\n\nclass Saver:\n    def __init__(self, root):\n        self.root = root\n\n"
+        "    def save(self, t, name):\n        torch.save(t, os.path.join(self.root, name))\n\n\nclass Runner",
+        1,
+    ).replace(
+        "        model.load(name, w)\n", "        model.load(name, w)\n    Saver(model.out_dir).save(w, 'w.pt')\n", 1
+    ),
+)
+case(
+    "calls_env_dump_dir_constant",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace("import torch\n", 'import torch\n\nDUMP_DIR = os.environ.get("VLLM_DUMP_DIR")\n', 1).replace(
+        "        model.load(name, w)\n",
+        "        model.load(name, w)\n        if DUMP_DIR:\n            torch.save(w, os.path.join(DUMP_DIR, name))\n",
+        1,
+    ),
 )
 
 
