@@ -27,8 +27,11 @@ inside a forward function (it runs on every step) or under /tmp, /var/tmp or /de
 Writes to paths from arguments are not flagged, nor are reads.
 
 Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `write_text`,
-`write_bytes`, `open("a")`, fixed paths as listed above, `functools.partial` around the writer,
-and in forward functions a helper of the same module that opens a fixed path for writing.
+`write_bytes`, `open("a")`, fixed paths as listed above, also through module and class constants
+(`LOG = "/tmp/x.log"`), an instance attribute bound once (`self.log_path = "/tmp/x"`), a helper of
+the module whose every `return` is a fixed path, and the temp directory
+(`tempfile.gettempdir()`), `functools.partial` around the writer, and in forward functions a
+helper of the same module that opens a fixed path for writing.
 
 Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
 `test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the

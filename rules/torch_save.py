@@ -85,12 +85,22 @@ the call sits in a forward function; medium elsewhere. Not flagged: a save into 
 parameter).
 
 Shapes understood: every import form and alias (`import torch as t`, `from torch import save as
-s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`), `functools.partial(torch.save,
-...)`, a lambda whose body saves, a function or method of the same module that saves (three
-levels of calls deep: the call site is the finding, high when it passes a fixed path or sits in a
-forward function), `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
-forward, `logging.FileHandler` (and the rotating and watched handlers) and `logging.basicConfig(filename=...)`
-on a fixed path.
+s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`, `sys.modules["torch"]`, an
+import inside the function), `functools.partial(torch.save, ...)` (a destination it binds counts),
+a lambda whose body saves, `self.dump = torch.save` (or a partial of it) bound in a method, a
+function or method of the same module that saves (three levels of calls deep: the call site is
+the finding, high when it passes a fixed path, leaves a fixed default in place, or sits in a
+forward function), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump =
+Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
+dill, joblib, numpy (`save`, `savez`, `savez_compressed`, `savetxt`, `ndarray.dump`) and
+safetensors, `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
+forward, `logging.FileHandler` (and the rotating and watched handlers),
+`logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
+path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
+memory maps opened for writing at a fixed path. A destination is fixed through module and class
+constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
+(`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
+fixed path, and the temp directory (`tempfile.gettempdir()`, `mkdtemp()`, `mktemp()`).
 
 In a forward function a save whose destination is not fixed and that sits under an `if` an
 operator sets (the environment, or a setting named for dumping or debugging: `if
@@ -103,9 +113,14 @@ object's own setting (`self.path_stem`), the environment (`os.environ[...]`, `en
 object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path
 file-write judges).
 
-Knowingly not: a callee or destination passed to a helper as an argument (values are not followed
-into calls), a save function whose destination is its parameter (its callers decide), methods
-of objects built elsewhere (`self.saver.save(...)`), helpers in other modules."""
+Outside forward functions a destination the environment chooses through a module name
+(`DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged.
+
+Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
+its parameter (its callers decide), a lambda's default destination, methods of objects built in
+other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, sinks
+kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` file object, raw
+`os.open`/`os.write`."""
     PREFILTER = (
         b"save",
         b"dump",
