@@ -776,6 +776,184 @@ case(
     expect=False,
 )
 
+# -- chains of helpers, hook factories, exit handlers, runner-shaped code
+case(
+    "chain_params",
+    top="""
+def _save_tensor(t, dest):
+    torch.save(t, dest)
+def _dump(t, where):
+    _save_tensor(t, where)
+""",
+    tail="""
+def dbg(w):
+    _dump(w, "/tmp/w.pt")
+""",
+)
+case(
+    "method_chain_self",
+    member="""
+def _save(self, t, dest):
+    torch.save(t, dest)
+def _dump(self, t, name):
+    self._save(t, "/tmp/dsv2_" + name)
+""",
+    tail="""
+def dbg(m, w):
+    m._dump(w, "x")
+""",
+)
+case(
+    "hook_factory",
+    top="""
+def _make_hook(name):
+    def hook(mod, inp, out):
+        torch.save(out, f"/tmp/hooks/{name}.pt")
+    return hook
+""",
+    tail="""
+def add_hooks(model):
+    for name, mod in model.named_modules():
+        mod.register_forward_hook(_make_hook(name))
+""",
+)
+case(
+    "hook_partial",
+    top="""
+import functools
+def _save_hook(mod, inp, out, name):
+    torch.save(out, "/tmp/" + name + ".pt")
+""",
+    tail="""
+def add_hooks(model):
+    for name, mod in model.named_modules():
+        mod.register_forward_hook(functools.partial(_save_hook, name=name))
+""",
+)
+case(
+    "atexit_helper",
+    top="""
+import atexit
+_ACTS = []
+def _flush():
+    torch.save(_ACTS, "/tmp/acts.pt")
+atexit.register(_flush)
+""",
+    body="_ACTS.append(out.detach().cpu())\n",
+)
+case(
+    "step_counter_method",
+    init="self._step = 0\n",
+    member="""
+def _maybe_dump(self, t):
+    self._step += 1
+    if self._step in (3, 5):
+        torch.save(t, "/tmp/step_%d.pt" % self._step)
+""",
+    body="self._maybe_dump(out)\n",
+)
+case(
+    "with_open_json",
+    top="import json\n",
+    tail="""
+def dbg_cfg(cfg):
+    with open("/tmp/cfg.json", "w") as f:
+        json.dump(cfg, f, indent=2)
+""",
+)
+case(
+    "env_flag_literal",
+    top="import os\n",
+    body='if os.environ.get("DSV2_DUMP") == "1":\n    torch.save(out, "/tmp/dsv2_out.pt")\n',
+)
+case("getattr_np", top="import numpy as np\n", body='getattr(np, "save")("/tmp/o.npy", out.cpu().numpy())\n')
+case(
+    "importlib_np",
+    top="import importlib\n",
+    body='importlib.import_module("numpy").save("/tmp/o.npy", out.cpu().numpy())\n',
+)
+case("from_np_save_alias", top="from numpy import save as npsave\n", body='npsave("/tmp/o.npy", out.cpu().numpy())\n')
+case("torch_save_dict", body='torch.save({"out": out, "pos": positions}, "/tmp/o.pt")\n')
+case(
+    "pathlib_join_tmp",
+    top="import tempfile\nfrom pathlib import Path\n",
+    body='torch.save(out, Path(tempfile.gettempdir()) / "o.pt")\n',
+)
+case("ipdb_cond", body="if out.isnan().any():\n    import ipdb; ipdb.set_trace()\n")
+case(
+    "pdb_in_except_helper",
+    top="""
+def _on_error():
+    import pdb, sys
+    pdb.post_mortem(sys.exc_info()[2])
+""",
+    body="try:\n    out = self.down_proj(out)\nexcept Exception:\n    _on_error()\n    raise\n",
+)
+case(
+    "forked_pdb_rank",
+    top="""
+import pdb, sys
+class ForkedPdb(pdb.Pdb):
+    def interaction(self, *args, **kwargs):
+        _stdin = sys.stdin
+        try:
+            sys.stdin = open("/dev/stdin")
+            pdb.Pdb.interaction(self, *args, **kwargs)
+        finally:
+            sys.stdin = _stdin
+""",
+    body="if torch.distributed.get_rank() == 0:\n    ForkedPdb().set_trace()\n",
+)
+case("debugger_alias_var", top="import pdb\n", body="dbg = pdb\ndbg.set_trace()\n")
+case("instance_local_pdb", top="import pdb\n", body="p = pdb.Pdb()\np.set_trace()\n")
+case("code_interact_banner", body='import code\ncode.interact(banner="dsv2", local={**globals(), **locals()})\n')
+case(
+    "B_np_save_param",
+    top="import numpy as np\n",
+    tail="""
+def export(arr, path):
+    np.save(path, arr)
+""",
+    expect=False,
+)
+case("B_json_dumps", top="import json\n", body='s = json.dumps({"shape": list(out.shape)})\n', expect=False)
+case(
+    "B_yaml_safe_dump_str",
+    top="import yaml\n",
+    tail="""
+def describe(cfg):
+    return yaml.safe_dump(cfg)
+""",
+    expect=False,
+)
+case(
+    "B_shutil_which",
+    top="import shutil\n",
+    tail="""
+def has_nvcc():
+    return shutil.which("nvcc") is not None
+""",
+    expect=False,
+)
+case(
+    "B_memmap_read",
+    top="import numpy as np\n",
+    tail="""
+def load(path):
+    return np.memmap(path, dtype=np.float16, mode="r")
+""",
+    expect=False,
+)
+case("B_copy_tensor", body="out = out.copy_(out)\n", expect=False)
+case(
+    "B_model_dump",
+    tail="""
+def describe(model):
+    return model.model_dump()
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 

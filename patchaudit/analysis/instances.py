@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from patchaudit.analysis.names import NameTable, Scope
 
-__all__ = ["Bindings", "class_of", "method", "bound_value", "default_of", "class_spans"]
+__all__ = ["Bindings", "arguments", "class_of", "method", "bound_value", "default_of", "class_spans"]
 
 
 @dataclass(slots=True)
@@ -166,4 +166,23 @@ def class_spans(tree: ast.Module, bindings: Bindings) -> dict[str, list[tuple[in
             for value in values:
                 if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in spans:
                     out.setdefault(name, []).append(spans[value.func.id])
+    return out
+
+
+def arguments(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, params: tuple[str, ...], call: ast.Call
+) -> dict[str, ast.expr]:
+    """Parameter -> the expression `call` passes it (or its default), for the simple cases."""
+    out: dict[str, ast.expr] = {}
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if len(positional) < len(call.args):
+        return out  # `f(*args)`: positions unknown
+    for index, param in enumerate(params):
+        value = next((k.value for k in call.keywords if k.arg == param), None)
+        if value is None and index < len(positional):
+            value = positional[index]
+        if value is None:
+            value = default_of(node, param)
+        if value is not None:
+            out[param] = value
     return out

@@ -98,7 +98,8 @@ class ModuleAnalysis:
         """The calls a helper's body makes, each with what it may resolve to (computed once).
 
         A call of another helper of the module brings that helper's calls along (up to three
-        levels): `_dump` calling `_write` calling `torch.save` calls `torch.save`.
+        levels): `_dump` calling `_write` calling `torch.save` calls `torch.save`, its arguments
+        seen as `_dump` passes them (`_write(t, "/tmp/x")` then `torch.save(t, dest)`: `"/tmp/x"`).
         """
         if helper._calls is None:
             helper._calls = ()  # a recursive helper sees itself as calling nothing more
@@ -109,7 +110,8 @@ class ModuleAnalysis:
                     if isinstance(call, ast.Call):
                         inner = self.helper(call.func, helper.scope)
                         if inner is not None and inner is not helper:
-                            deeper.extend(self.calls(inner, depth + 1))
+                            given = instances.arguments(inner.node, inner.params, call)
+                            deeper.extend(_bound(c, given) for c in self.calls(inner, depth + 1))
             helper._calls = tuple(own + deeper)
         return helper._calls
 
@@ -307,6 +309,15 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:
+    """A call inside a called helper, its parameters replaced by what the caller passes."""
+    if not given:
+        return inner
+    swap = lambda e: given.get(e.id, e) if isinstance(e, ast.Name) else e  # noqa: E731
+    keywords = tuple((name, swap(value)) for name, value in inner.keywords)
+    return Inner(inner.names, tuple(swap(a) for a in inner.args), keywords, inner.line, inner.callee)
 
 
 def _called_name(func: ast.expr) -> str:
