@@ -357,10 +357,15 @@ class Rule(cst.BatchableCSTVisitor):
         return None
 
     def callee(self, node: cst.Call) -> cst.BaseExpression:
-        """What a call runs: its func, or the function a `functools.partial(f, ...)` wraps."""
+        """What a call runs: its func, the function a `functools.partial(f, ...)` wraps, or the
+        call a local lambda that hands on all its arguments makes (`d = lambda *a: x.dump(*a)`)."""
         func = node.func
         if isinstance(func, cst.Call) and func.args and self.resolves_to(func.func, "functools.partial"):
             return func.args[0].value
+        if isinstance(func, cst.Name):
+            for value in self.values_of(func):
+                if isinstance(value, cst.Lambda) and _forwards(value):
+                    return value.body.func  # type: ignore[attr-defined]
         return func
 
     def helper(self, node: cst.Call) -> Helper | None:
@@ -507,7 +512,10 @@ class Rule(cst.BatchableCSTVisitor):
         name = path.value if isinstance(path, cst.Name) else None
         if func is None or name is None:
             return None
-        callee = self.callee(writer) if writer is not None else None
+        callee: cst.BaseExpression | None = None
+        if writer is not None:
+            # The name the writer is called by: a lambda's own name, not the call inside it.
+            callee = writer.func if isinstance(writer.func, cst.Name | cst.Attribute) else self.callee(writer)
         spelled = ""
         if isinstance(callee, cst.Attribute | cst.Name):
             spelled = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value
@@ -611,6 +619,16 @@ _COMPARE: dict[type, Callable[[object, object], object]] = {
     cst.LessThanEqual: lambda a, b: a <= b,  # type: ignore[operator]
     cst.GreaterThanEqual: lambda a, b: a >= b,  # type: ignore[operator]
 }
+
+
+def _forwards(lam: cst.Lambda) -> bool:
+    """`lambda *a, **k: f(*a, **k)`: the lambda's body calls f with exactly its own arguments."""
+    body = lam.body
+    star = lam.params.star_arg
+    if not isinstance(body, cst.Call) or not isinstance(star, cst.Param):
+        return False
+    stars = [a for a in body.args if a.star == "*"]
+    return len(stars) == 1 and isinstance(stars[0].value, cst.Name) and stars[0].value.value == star.name.value
 
 
 def _ast_ref(node: cst.CSTNode) -> ast.expr | None:

@@ -32,6 +32,7 @@ KNOWN = {
     ("torch-save", 14): "a save whose destination is the helper's parameter is a save function (by design)",
     ("torch-save", 21): "`fh.write` of a local file object through a lambda: the object is not followed",
     ("torch-save", 22): "the lambda that calls `logging.basicConfig` is passed to the helper",
+    ("torch-save", 34): "the lambda that calls `ndarray.dump` is passed to the helper",
 }
 
 

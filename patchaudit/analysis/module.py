@@ -185,8 +185,8 @@ class ModuleAnalysis:
         if isinstance(func, ast.Name):
             values = self.names.values(func.id, scope)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            classes = [i for i, s in enumerate(scope) if s[0] == "class"]
-            values = self.names.values("self." + func.attr, scope[: classes[-1] + 1]) if classes else []
+            owners = self.names.instance_scopes(func.attr, scope)
+            values = [v for owner in owners for v in self.names.values("self." + func.attr, owner)]
         else:
             return []
         out = []

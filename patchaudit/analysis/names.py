@@ -159,10 +159,19 @@ class NameTable:
         """`self.dump(...)` where a method bound `self.dump = torch.save` (or a partial of it)."""
         if not (isinstance(ref.base, NameRef) and ref.base.id in ("self", "cls")):
             return frozenset()
+        out: set[str] = set()
+        for where in self.instance_scopes(ref.attr, scope):
+            out.update(self.lookup(_INSTANCE + ref.attr, where, depth + 1))
+        return frozenset(out)
+
+    def instance_scopes(self, attr: str, scope: Scope) -> list[Scope]:
+        """The class scope whose methods bind `self.attr` for code in `scope`: the enclosing class,
+        or outside any class (a function taking `self`) every class that binds it."""
         classes = [i for i, s in enumerate(scope) if s[0] == "class"]
-        if not classes:
-            return frozenset()
-        return self.lookup(_INSTANCE + ref.attr, scope[: classes[-1] + 1], depth + 1)
+        if classes:
+            return [scope[: classes[-1] + 1]]
+        key = _INSTANCE + attr
+        return [where for where, table in self.bindings.items() if len(where) == 1 and key in table]
 
     def values(self, name: str, scope: Scope) -> list[tuple[ast.expr, Scope]]:
         """The name-like expressions `name` is bound to where it is looked up from `scope`."""
