@@ -44,7 +44,11 @@ PATH_WRITERS: dict[str, tuple[int, str]] = {
     "numpy.memmap": (0, "filename"),
     "numpy.lib.format.open_memmap": (0, "filename"),
     "numpy.open_memmap": (0, "filename"),
+    "torch.cuda.memory._dump_snapshot": (0, "filename"),
+    "torch.profiler.tensorboard_trace_handler": (0, "dir_name"),
 }
+# Methods of objects built elsewhere that write their first argument: a pickled array, a profile.
+METHOD_WRITERS = ("dump", "export_chrome_trace", "export_stacks", "export_memory_timeline")
 WRITE_MODE = re.compile(r"[wax+]")
 MODE_ARG = {"h5py.File": (1, "mode"), "numpy.memmap": (2, "mode"), "numpy.open_memmap": (1, "mode")}
 LOG_CONFIG = ("logging.config.dictConfig",)
@@ -97,7 +101,9 @@ safetensors, `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobyt
 forward, `logging.FileHandler` (and the rotating and watched handlers),
 `logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
-memory maps opened for writing at a fixed path. A destination is fixed through module and class
+memory maps opened for writing at a fixed path, CUDA memory snapshots
+(`torch.cuda.memory._dump_snapshot`) and profiler traces (`export_chrome_trace`, `export_stacks`,
+`tensorboard_trace_handler`) written to a fixed path. A destination is fixed through module and class
 constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
 (`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
 fixed path, and the temp directory (`tempfile.gettempdir()`, `mkdtemp()`, `mktemp()`).
@@ -133,6 +139,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"move",
         b"File",
         b"memmap",
+        b"export_",
+        b"trace_handler",
     )
     REQUIRES = (
         b"torch",
@@ -148,11 +156,13 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"shutil",
         b"h5py",
         b"memmap",
+        b"export_",
     )
     IDENTIFIERS = frozenset(
         {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
         | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
         | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
+        | set(METHOD_WRITERS)
     )
 
     VALID = [
@@ -574,6 +584,21 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             severity=Severity.HIGH,
         ),
         Example(code="def f(x):\n    x.numpy().dump('/tmp/x.pkl')\n", line=2, message=".dump()"),
+        Example(
+            code="""
+            import torch
+
+            def report():
+                torch.cuda.memory._dump_snapshot("/tmp/mem.pickle")
+            """,
+            line=4,
+            message="_dump_snapshot",
+        ),
+        Example(
+            code="def f(prof):\n    prof.export_chrome_trace('/tmp/trace.json')\n",
+            line=2,
+            message="export_chrome_trace",
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -689,10 +714,11 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 return
         if self._path_writer(node) or self._log_config(node):
             return
-        if method == "dump" and len(node.args) == 1 and not self.qualified_names(node):
-            fixed = self.fixed_path(node.args[0].value)  # `ndarray.dump("/tmp/a.pkl")`
+        if method in METHOD_WRITERS and node.args and not self.qualified_names(node):
+            # `ndarray.dump("/tmp/a.pkl")` (its only argument), `prof.export_chrome_trace("/tmp/t.json")`
+            fixed = self.fixed_path(node.args[0].value) if method != "dump" or len(node.args) == 1 else None
             if fixed is not None:
-                self.report(node, f".dump() pickles an array to the fixed path {fixed!r} (debug dump left in a patch?)")
+                self.report(node, f".{method}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
                 return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:

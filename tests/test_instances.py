@@ -954,6 +954,122 @@ def describe(model):
     expect=False,
 )
 
+# -- constants in every position, profiler and memory-snapshot writers, debugger spellings
+case(
+    "inst_fstr_pid",
+    top="import os\n",
+    init='self.dump_path = f"/tmp/run_{os.getpid()}.pt"\n',
+    member="""
+def execute_model(self, batch):
+    out = self(batch)
+    torch.save(out, self.dump_path)
+    return out
+""",
+)
+case("const_flag_if", top="DEBUG = True\n", body='if DEBUG:\n    torch.save(out, "/tmp/o.pt")\n')
+case(
+    "open_const_join",
+    top='import os\nDUMP_DIR = "/tmp/w"\n',
+    tail="""
+def dbg(name, w):
+    with open(os.path.join(DUMP_DIR, f"{name}.bin"), "wb") as f:
+        f.write(w.numpy().tobytes())
+""",
+)
+case(
+    "template_format",
+    top='DUMP_TEMPLATE = "/tmp/out_{step}.pt"\n',
+    tail="""
+def dbg(w, step):
+    torch.save(w, DUMP_TEMPLATE.format(step=step))
+""",
+)
+case(
+    "class_const",
+    member="""
+DUMP = "/tmp/cls"
+def sample(self, t):
+    torch.save(t, self.DUMP + "/t.pt")
+""",
+)
+case(
+    "mem_snapshot",
+    tail="""
+def dbg():
+    torch.cuda.memory._dump_snapshot("/tmp/mem.pickle")
+""",
+)
+case(
+    "mem_snapshot_pickle",
+    top="import pickle\n",
+    tail="""
+def dbg():
+    snap = torch.cuda.memory._snapshot()
+    with open("/tmp/snap.pickle", "wb") as f:
+        pickle.dump(snap, f)
+""",
+)
+case(
+    "chrome_trace",
+    tail="""
+def dbg(prof):
+    prof.export_chrome_trace("/tmp/trace.json")
+""",
+)
+case(
+    "tb_handler",
+    tail="""
+def dbg():
+    return torch.profiler.profile(on_trace_ready=torch.profiler.tensorboard_trace_handler("/tmp/tb"))
+""",
+)
+case("builtins_bp", body="import builtins\nbuiltins.breakpoint()\n")
+case("dist_bp_from", body="from torch.distributed import breakpoint as dbp\ndbp()\n")
+case("pdb_header", body='import pdb\npdb.set_trace(header="dsv2 mlp")\n')
+case("pdb_stdin", top="import pdb, sys\n", body="pdb.Pdb(stdin=sys.__stdin__, stdout=sys.__stdout__).set_trace()\n")
+case("rpdb_class", body="import rpdb\nrpdb.Rpdb(port=4444).set_trace()\n")
+case("remote_from", body="from remote_pdb import set_trace\nset_trace()\n")
+case(
+    "percent_const",
+    top='DUMP_DIR = "/tmp/d"\n',
+    tail="""
+def dbg(w):
+    torch.save(w, "%s/w.pt" % DUMP_DIR)
+""",
+)
+case(
+    "fh_kw",
+    top="import logging\n",
+    tail="""
+def setup():
+    logging.getLogger("vllm").addHandler(logging.FileHandler(filename="/tmp/v.log", mode="a"))
+""",
+)
+case(
+    "str_path",
+    top='from pathlib import Path\nDUMP_DIR = "/tmp/d"\n',
+    tail="""
+def dbg(w):
+    torch.save(w, str(Path(DUMP_DIR, "w.pt")))
+""",
+)
+case(
+    "B_profiler_param",
+    tail="""
+def finish(prof, out_dir):
+    prof.export_chrome_trace(out_dir + "/trace.json")
+""",
+    expect=False,
+)
+case(
+    "B_snapshot_param",
+    tail="""
+def dump_memory(path):
+    torch.cuda.memory._dump_snapshot(path)
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 
