@@ -148,3 +148,14 @@ def test_prefilters_take_linear_time_on_comment_banners(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-c", code, str(source)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0"
+
+
+def test_a_kept_class_whose_body_shares_its_header_line_still_parses() -> None:
+    # `class A(\n    Base,\n): ...`: the body sits on the header's last line; blanking it as a
+    # member would cut the header and turn the file into a parse error.
+    src = b"import pdb\n\n\n@register(pdb.Pdb)\nclass Stop(\n    Base,\n): ...\n"
+    file = SourceFile(path="x.py", installed=src, pristine=None, drifted=False)
+    rules = load_rules()
+    found = [(f.rule, f.line) for f in check_file(file, rules)]
+    assert found == [(f.rule, f.line) for f in check_file(file, rules, prefilter=False)]
+    assert "parse-error" not in {rule for rule, _ in found}
