@@ -33,18 +33,15 @@ class Bindings:
     instance: dict[str, dict[str, list[ast.expr | None]]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, tree: ast.Module) -> Bindings:
+    def build(cls, tree: ast.Module, names: NameTable) -> Bindings:
         out = cls()
         _bind_body(tree.body, out.module)
         for stmt in tree.body:
             if isinstance(stmt, ast.ClassDef):
                 out.classes.add(stmt.name)
                 _bind_body(stmt.body, out.members.setdefault(stmt.name, {}))
-                attrs = out.instance.setdefault(stmt.name, {})
-                for node in ast.walk(stmt):
-                    for target, value in _assignments(node):
-                        if isinstance(target, ast.Attribute) and _is_self(target.value):
-                            attrs.setdefault(target.attr, []).append(value)
+        for (owner, attr), values in names.instance_assigned.items():
+            out.instance.setdefault(owner, {})[attr] = values
         return out
 
 
@@ -76,7 +73,7 @@ def _once(values: list[ast.expr | None] | None) -> ast.expr | None:
 
 def _class_in(scope: Scope) -> str | None:
     classes = [name for kind, name in scope if kind == "class"]
-    return classes[0] if classes else None
+    return classes[-1] if classes else None
 
 
 def class_of(names: NameTable, bindings: Bindings, node: ast.expr, scope: Scope) -> str | None:

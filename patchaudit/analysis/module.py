@@ -70,7 +70,7 @@ class ModuleAnalysis:
     def bindings(self) -> instances.Bindings:
         """The module's classes and what its names, class names and `self.X` are bound to."""
         if self._bindings is None:
-            self._bindings = instances.Bindings.build(self.tree)
+            self._bindings = instances.Bindings.build(self.tree, self.names)
         return self._bindings
 
     # -- helpers -------------------------------------------------------------------------------

@@ -110,6 +110,8 @@ class NameTable:
 
     bindings: dict[Scope, dict[str, list[_Binding]]] = field(default_factory=dict)
     star_modules: list[str] = field(default_factory=list)
+    # (class, attribute) -> every value a method assigns to `self.attribute` (None: computed in place).
+    instance_assigned: dict[tuple[str, str], list[ast.expr | None]] = field(default_factory=dict)
     _memo: dict[tuple[str, Scope], frozenset[str]] = field(default_factory=dict)
     _busy: set[tuple[str, Scope]] = field(default_factory=set)
 
@@ -255,7 +257,7 @@ class _Binder(ast.NodeVisitor):
             for target in node.targets if isinstance(node, ast.Delete) else [node.target]:
                 if isinstance(target, ast.Name):
                     self.bind(target.id, _OTHER)
-                elif isinstance(target, ast.Tuple | ast.List):
+                elif isinstance(target, ast.Tuple | ast.List | ast.Attribute):
                     self.visit(target)
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
@@ -341,14 +343,25 @@ class _Binder(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             ref = ref_of_ast(value) if value is not None else None
             self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)
-        elif self._instance_target(target) and value is not None and ref_of_ast(value) is not None:
-            classes = [i for i, s in enumerate(self.scope) if s[0] == "class"]
-            where = self.scope[: classes[-1] + 1]
-            key = _INSTANCE + target.attr  # type: ignore[attr-defined]
-            self.table.bindings.setdefault(where, {}).setdefault(key, []).append(_Alias(value, self.scope))
-            self.visit(target)
+        elif isinstance(target, ast.Attribute) and self._instance_target(target):
+            self._instance(target, value)
+            if value is not None and ref_of_ast(value) is not None:
+                classes = [i for i, s in enumerate(self.scope) if s[0] == "class"]
+                where = self.scope[: classes[-1] + 1]
+                key = _INSTANCE + target.attr
+                self.table.bindings.setdefault(where, {}).setdefault(key, []).append(_Alias(value, self.scope))
         else:
             self.visit(target)
+
+    def _instance(self, target: ast.Attribute, value: ast.expr | None) -> None:
+        """Record a value a method gives `self.name` (None where it is computed in place)."""
+        owner = [name for kind, name in self.scope if kind == "class"][-1]
+        self.table.instance_assigned.setdefault((owner, target.attr), []).append(value)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load) and self._instance_target(node):
+            self._instance(node, None)  # `self.a, self.b = ...`, `for self.i in ...`
+        self.generic_visit(node)
 
     def _instance_target(self, target: ast.expr) -> bool:
         """`self.name` assigned in a method of a class."""
