@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, fixed_path_ast, literal_string
+from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
 
 OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
@@ -30,8 +30,9 @@ Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `wr
 `write_bytes`, `open("a")`, fixed paths as listed above, also through module and class constants
 (`LOG = "/tmp/x.log"`), an instance attribute bound once (`self.log_path = "/tmp/x"`), a helper of
 the module whose every `return` is a fixed path, and the temp directory
-(`tempfile.gettempdir()`), `functools.partial` around the writer, and in forward functions a
-helper of the same module that opens a fixed path for writing.
+(`tempfile.gettempdir()`), `functools.partial` around the writer, and a helper of the module
+(three levels deep) that opens for writing a path it fixes, or that the call fixes
+(`_append("/tmp/log.txt", s)`): the call site is the finding.
 
 Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
 `test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the
@@ -159,6 +160,20 @@ in other modules."""
             message="a command announcing its output",
             severity=Severity.MEDIUM,
         ),
+        Example(
+            code="""
+            def _append(path, text):
+                with open(path, "a") as fh:
+                    fh.write(text)
+
+            def load_weights(weights):
+                for name, w in weights:
+                    _append("/tmp/weights.txt", name)
+            """,
+            line=7,
+            message="/tmp/weights.txt",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _report(self, node: cst.Call, path: str, path_node: cst.BaseExpression | None = None) -> None:
@@ -171,12 +186,11 @@ in other modules."""
         self.report(node, message, severity=Severity.HIGH if hot else Severity.MEDIUM)
 
     def _through_helper(self, node: cst.Call) -> None:
-        """In a forward function, a helper of the module that opens a fixed path for writing."""
-        if not self.in_forward:
-            return
-        for _name, inner, _helper in self.through_helper(node, OPENERS):
+        """A helper of the module that opens a path for writing that it, or this call, fixes
+        (`_append("/tmp/log.txt", s)` with `def _append(path, s): open(path, "a").write(s)`)."""
+        for _name, inner, helper in self.through_helper(node, OPENERS):
             mode = inner.arg(1, "mode")
-            path = fixed_path_ast(inner.arg(0, "file"))
+            path = self.helper_path(node, helper, inner.arg(0, "file"))
             writes = isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+")
             if writes and path is not None:
                 self._report(node, path)

@@ -1070,6 +1070,32 @@ def dump_memory(path):
     expect=False,
 )
 
+case(
+    "append_helper",
+    top="""
+def _append(path, text):
+    with open(path, "a") as fh:
+        fh.write(text)
+""",
+    tail="""
+def dbg(w):
+    _append("/tmp/w.txt", str(w.shape))
+""",
+)
+case(
+    "B_append_helper_param",
+    top="""
+def _append(path, text):
+    with open(path, "a") as fh:
+        fh.write(text)
+""",
+    tail="""
+def record(out_path, w):
+    _append(out_path, str(w.shape))
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 
