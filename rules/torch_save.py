@@ -106,7 +106,9 @@ memory maps opened for writing at a fixed path, CUDA memory snapshots
 `tensorboard_trace_handler`) written to a fixed path. A destination is fixed through module and class
 constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
 (`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
-fixed path, and the temp directory (`tempfile.gettempdir()`, `mkdtemp()`, `mktemp()`).
+fixed path, and the shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()`
+or `mkstemp()`, a fresh place each call). Such writes in a test module, or whose path is handed
+on, are medium.
 
 In a forward function a save whose destination is not fixed and that sits under an `if` an
 operator sets (the environment, or a setting named for dumping or debugging: `if
@@ -633,7 +635,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             bound = self.partial_arg(node, SAVERS[name], keyword)  # `partial(torch.save, f="/tmp/x")`
             fixed = self.fixed_path_of(bound) if bound is not None else None
             if fixed is not None:
-                self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+                self._dump(node, f"{name}() writes to the fixed path {fixed!r}")
                 return
         if target is not None and self.resolves_to(target, IN_MEMORY):
             return  # serialised into memory, not to disk
@@ -718,7 +720,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             # `ndarray.dump("/tmp/a.pkl")` (its only argument), `prof.export_chrome_trace("/tmp/t.json")`
             fixed = self.fixed_path(node.args[0].value) if method != "dump" or len(node.args) == 1 else None
             if fixed is not None:
-                self.report(node, f".{method}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+                self._dump(node, f".{method}() writes to the fixed path {fixed!r}", node.args[0].value)
                 return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:
@@ -740,7 +742,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             fixed = self.helper_path(node, helper, target)
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
-                self.report(node, f"{helper.name}() runs {saver}() {where} (debug dump through a helper?)")
+                self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")
                 return
 
     def _path_writer(self, node: cst.Call) -> bool:
@@ -758,7 +760,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         target = call_arg(node, *PATH_WRITERS[name])
         fixed = self.fixed_path(target) if target is not None else None
         if fixed is not None and fixed != NOWHERE:
-            self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
+            self._dump(node, f"{name}() writes to the fixed path {fixed!r}", target)
         return True
 
     def _log_config(self, node: cst.Call) -> bool:
@@ -769,6 +771,21 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             if isinstance(sub, cst.DictElement) and literal_string(sub.key) == "filename":
                 fixed = self.fixed_path(sub.value)
                 if fixed is not None and fixed != NOWHERE:
-                    self.report(node, f"logging.config.dictConfig() logs to the fixed path {fixed!r} (debug log?)")
+                    self._dump(node, f"logging.config.dictConfig() logs to the fixed path {fixed!r}", tail="debug log?")
                     break
         return True
+
+    def _dump(
+        self,
+        node: cst.Call,
+        message: str,
+        path: cst.BaseExpression | None = None,
+        tail: str = "debug dump left in a patch?",
+    ) -> None:
+        """A write to a fixed place: high, or medium where it serves the code itself (a test module,
+        a path handed on, a command announcing its output)."""
+        purpose = self.upstream_purpose(path, node)
+        if purpose is not None:
+            self.report(node, f"{message} ({purpose})", severity=Severity.MEDIUM)
+            return
+        self.report(node, f"{message} ({tail})")

@@ -273,7 +273,10 @@ def _literal(node: ast.expr) -> object:
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
 
 
-TEMP_DIR_CALLS = ("gettempdir", "mkdtemp", "mktemp", "mkstemp")
+# The shared temp directory (not `mkdtemp`/`mkstemp`: a fresh place each call is how code that
+# means to write a temp file does it), labelled so that no rule mistakes it for a literal /tmp.
+TEMP_DIR_CALLS = ("gettempdir", "gettempdirb", "mktemp")
+TEMP_DIR = "$TMPDIR"
 
 
 def fixed_path_ast(
@@ -286,10 +289,8 @@ def fixed_path_ast(
         return None
     if bound is not None and isinstance(node, ast.Name | ast.Attribute):
         return bound(node)
-    if isinstance(node, ast.Subscript):
-        node = node.value  # `tempfile.mkstemp()[1]`
     if isinstance(node, ast.Call) and _called_name(node.func) in TEMP_DIR_CALLS:
-        return "/tmp"  # the temp directory: a fixed place, whatever TMPDIR names
+        return TEMP_DIR  # the temp directory: a fixed place, whatever TMPDIR names
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):

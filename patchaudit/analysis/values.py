@@ -120,7 +120,9 @@ _PASS_THROUGH = (
 )
 
 
-TEMP_DIR_CALLS = ("tempfile.gettempdir", "tempfile.mkdtemp", "tempfile.mktemp", "tempfile.mkstemp")
+# The shared temp directory, labelled (see analysis.module.TEMP_DIR): `mkdtemp()` is a fresh place.
+TEMP_DIR_CALLS = ("tempfile.gettempdir", "tempfile.gettempdirb", "tempfile.mktemp")
+TEMP_DIR = "$TMPDIR"
 
 
 def fixed_path(
@@ -135,7 +137,7 @@ def fixed_path(
     A path is fixed when it starts with a literal: `"/tmp/x"`, `"/tmp/x_" + s`, `"/tmp/%d" % i`,
     `"/tmp/{}".format(i)`, `f"/tmp/{i}.pt"`, `os.path.join("/tmp", name)`, `Path("/tmp") / name`,
     also through a local name assigned one of these. An absolute literal later in a join fixes it too.
-    The temp directory (`tempfile.gettempdir()`, `mkdtemp()`...) is `/tmp`; `bound` gives what a
+    The shared temp directory (`tempfile.gettempdir()`, `mktemp()`) is `$TMPDIR`; `bound` gives what a
     module or class constant or an instance attribute holds (`DUMP_DIR`, `self.dump_dir`).
     """
     if depth > 8:
@@ -148,8 +150,6 @@ def fixed_path(
         if isinstance(first, cst.FormattedStringExpression) and bound is not None:
             return again(first.expression)
         return first.value if isinstance(first, cst.FormattedStringText) else None
-    if isinstance(node, cst.Subscript):
-        return again(node.value) if isinstance(node.value, cst.Call) else None  # `tempfile.mkstemp()[1]`
     if isinstance(node, cst.BinaryOperation):
         if isinstance(node.operator, cst.Add | cst.Modulo):
             return again(node.left)
@@ -162,7 +162,7 @@ def fixed_path(
     if isinstance(node, cst.Call):
         func = node.func
         if resolves(node, TEMP_DIR_CALLS):
-            return "/tmp"  # the temp directory: a fixed place, whatever TMPDIR names
+            return TEMP_DIR  # the temp directory: a fixed place, whatever TMPDIR names
         if isinstance(func, cst.Attribute) and func.attr.value in ("format", "joinpath", "with_suffix", "with_name"):
             return again(func.value)
         if resolves(node, "os.path.join") and node.args:
