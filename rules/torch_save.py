@@ -18,9 +18,12 @@ SAVERS = {
     "joblib.dump": 1,
     "safetensors.torch.save_file": 1,
     "safetensors.numpy.save_file": 1,
+    "dill.dump": 1,
+    "torch.jit.save": 1,
+    "torch.onnx.export": 2,
 }
 # The keyword that names the destination, where it is not `file`.
-SAVER_KEYWORDS = {"torch.save": "f", "joblib.dump": "filename"}
+SAVER_KEYWORDS = {"torch.save": "f", "joblib.dump": "filename", "torch.jit.save": "f", "torch.onnx.export": "f"}
 SAVER_KEYWORDS |= {name: "filename" for name in SAVERS if name.startswith("safetensors.")}
 IN_MEMORY = ("io.BytesIO", "io.BytesIO()", "io.StringIO", "io.StringIO()")
 # Writers whose first argument is the file: logging handlers that open it.
@@ -48,11 +51,23 @@ PATH_WRITERS: dict[str, tuple[int, str]] = {
     "torch.profiler.tensorboard_trace_handler": (0, "dir_name"),
 }
 # Methods of objects built elsewhere that write their first argument: a pickled array, a profile.
-METHOD_WRITERS = ("dump", "export_chrome_trace", "export_stacks", "export_memory_timeline")
+METHOD_WRITERS = (
+    "dump",
+    "export_chrome_trace",
+    "export_stacks",
+    "export_memory_timeline",
+    "save",  # an image, a figure's `savefig`, a model's `save_pretrained`, a frame's `to_csv`
+    "save_pretrained",
+    "savefig",
+    "to_csv",
+    "to_parquet",
+    "to_json",
+)
 WRITE_MODE = re.compile(r"[wax+]")
 MODE_ARG = {"h5py.File": (1, "mode"), "numpy.memmap": (2, "mode"), "numpy.open_memmap": (1, "mode")}
 LOG_CONFIG = ("logging.config.dictConfig",)
 NOWHERE = "/dev/null"
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
@@ -102,9 +117,12 @@ forward, `logging.FileHandler` (and the rotating and watched handlers),
 `logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
 memory maps opened for writing at a fixed path, CUDA memory snapshots
-(`torch.cuda.memory._dump_snapshot`) and profiler traces (`export_chrome_trace`, `export_stacks`,
-`tensorboard_trace_handler`) written to a fixed path. A destination is fixed through module and class
-constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
+(`torch.cuda.memory._dump_snapshot`), profiler traces (`export_chrome_trace`, `export_stacks`,
+`tensorboard_trace_handler`), and an object's own writer (`img.save`, `model.save_pretrained`,
+`plt.savefig`, `df.to_csv`) given a fixed path; these tools are high in a temp directory or a
+forward function and medium elsewhere (upstream ships profilers that write beside the process).
+`torch.jit.save`, `torch.onnx.export` and `dill.dump` are savers like `torch.save`. A destination
+is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
 (`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
 fixed path, and the shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()`
 or `mkstemp()`, a fresh place each call). Such writes in a test module, or whose path is handed
@@ -141,8 +159,11 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"move",
         b"File",
         b"memmap",
-        b"export_",
+        b"export",
         b"trace_handler",
+        b"to_csv",
+        b"to_parquet",
+        b"to_json",
     )
     REQUIRES = (
         b"torch",
@@ -159,16 +180,25 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"h5py",
         b"memmap",
         b"export_",
+        b"dill",
+        b".save",
+        b"savefig",
+        b".dump",
+        b"pretrained",
+        b"to_csv",
+        b"to_parquet",
+        b"to_json",
     )
     IDENTIFIERS = frozenset(
         {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
-        | {n.rsplit(".", 1)[-1] for n in FILE_HANDLERS}
+        | {n.rsplit(".", 1)[-1] for n in (*SAVERS, *FILE_HANDLERS)}
         | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
         | set(METHOD_WRITERS)
     )
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
+        "def export(model, out_dir):\n    model.save_pretrained(out_dir)\n",
         "import json\njson.dump(cfg, fh)\n",
         "class Saver:\n    def save(self, x):\n        return x\n\nSaver().save(1)\n",
         """
@@ -601,6 +631,13 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             line=2,
             message="export_chrome_trace",
         ),
+        Example(code="def f(images):\n    images[0].save('/tmp/mm_input.png')\n", line=2, message=".save()"),
+        Example(
+            code="import torch\n\ndef report():\n    torch.cuda.memory._dump_snapshot('memory_usage.pickle')\n",
+            line=4,
+            severity=Severity.MEDIUM,
+        ),
+        Example(code="import torch\ntorch.onnx.export(m, (x,), '/tmp/m.onnx')\n", line=2, message="torch.onnx.export"),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -716,11 +753,11 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 return
         if self._path_writer(node) or self._log_config(node):
             return
-        if method in METHOD_WRITERS and node.args and not self.qualified_names(node):
+        if method in METHOD_WRITERS and node.args:
             # `ndarray.dump("/tmp/a.pkl")` (its only argument), `prof.export_chrome_trace("/tmp/t.json")`
             fixed = self.fixed_path(node.args[0].value) if method != "dump" or len(node.args) == 1 else None
             if fixed is not None:
-                self._dump(node, f".{method}() writes to the fixed path {fixed!r}", node.args[0].value)
+                self._dump(node, f".{method}() writes to the fixed path {fixed!r}", node.args[0].value, fixed=fixed)
                 return
         handler = self.resolves_to(node, FILE_HANDLERS)
         if handler is not None:
@@ -760,7 +797,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         target = call_arg(node, *PATH_WRITERS[name])
         fixed = self.fixed_path(target) if target is not None else None
         if fixed is not None and fixed != NOWHERE:
-            self._dump(node, f"{name}() writes to the fixed path {fixed!r}", target)
+            self._dump(node, f"{name}() writes to the fixed path {fixed!r}", target, fixed=fixed)
         return True
 
     def _log_config(self, node: cst.Call) -> bool:
@@ -771,7 +808,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             if isinstance(sub, cst.DictElement) and literal_string(sub.key) == "filename":
                 fixed = self.fixed_path(sub.value)
                 if fixed is not None and fixed != NOWHERE:
-                    self._dump(node, f"logging.config.dictConfig() logs to the fixed path {fixed!r}", tail="debug log?")
+                    message = f"logging.config.dictConfig() logs to the fixed path {fixed!r}"
+                    self._dump(node, message, tail="debug log?", fixed=fixed)
                     break
         return True
 
@@ -781,11 +819,16 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         message: str,
         path: cst.BaseExpression | None = None,
         tail: str = "debug dump left in a patch?",
+        fixed: str | None = None,
     ) -> None:
         """A write to a fixed place: high, or medium where it serves the code itself (a test module,
-        a path handed on, a command announcing its output)."""
+        a path handed on, a command announcing its output). With `fixed` (a tool that is not a
+        saver: a copy, a profile, a snapshot), high only in a temp directory or a forward function."""
         purpose = self.upstream_purpose(path, node)
         if purpose is not None:
             self.report(node, f"{message} ({purpose})", severity=Severity.MEDIUM)
+            return
+        if fixed is not None and not (self.in_forward or fixed.startswith(TEMP_DIRS)):
+            self.report(node, f"{message} (a debug artifact?)", severity=Severity.MEDIUM)
             return
         self.report(node, f"{message} ({tail})")

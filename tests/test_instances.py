@@ -1096,6 +1096,75 @@ def record(out_path, w):
     expect=False,
 )
 
+# -- an object's own writer, compiled and exported models
+case(
+    "img_save",
+    tail="""
+def dbg(images):
+    images[0].save("/tmp/mm_input.png")
+""",
+)
+case(
+    "save_pretrained",
+    tail="""
+def dbg(model):
+    model.save_pretrained("/tmp/dsv2_ckpt")
+""",
+)
+case(
+    "jit_save",
+    tail="""
+def dbg(m):
+    torch.jit.save(torch.jit.script(m), "/tmp/m.pt")
+""",
+)
+case(
+    "onnx_export",
+    tail="""
+def dbg(m, x):
+    torch.onnx.export(m, (x,), "/tmp/m.onnx")
+""",
+)
+case(
+    "dill_fh_forward",
+    top="import dill\n",
+    init='self._fh = open("/tmp/o.pkl", "ab")\n',
+    body="dill.dump(out, self._fh)\n",
+)
+case(
+    "df_to_csv",
+    top="import pandas as pd\n",
+    tail="""
+def dbg(stats):
+    pd.DataFrame(stats).to_csv("/tmp/stats.csv")
+""",
+)
+case(
+    "savefig",
+    top="import matplotlib.pyplot as plt\n",
+    tail="""
+def dbg(w):
+    plt.imshow(w.float().cpu())
+    plt.savefig("/tmp/w.png")
+""",
+)
+case(
+    "B_save_param_method",
+    tail="""
+def export(model, out_dir):
+    model.save_pretrained(out_dir)
+""",
+    expect=False,
+)
+case(
+    "B_cache_save",
+    tail="""
+def persist(cache):
+    cache.save()
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 
