@@ -140,7 +140,9 @@ object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, wh
 file-write judges).
 
 Outside forward functions a destination the environment chooses through a module name
-(`DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged.
+(`DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged; one that falls
+back to a temp directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`)
+writes there by default, and is a fixed path.
 
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
 its parameter (its callers decide), a lambda's default destination, methods of objects built in
@@ -677,6 +679,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         if target is not None and self.resolves_to(target, IN_MEMORY):
             return  # serialised into memory, not to disk
         fixed = self.fixed_path(target) if target is not None else None
+        if fixed is None and target is not None:
+            fixed = self._temp_default(target)  # `os.environ.get("DUMP_DIR", "/tmp/d")`: /tmp unless set
         purpose = self.upstream_purpose(target, node) if fixed is not None or self.in_forward else None
         if purpose is not None:
             where = f"to the fixed path {fixed!r}" if fixed is not None else "in a forward function"
@@ -832,3 +836,24 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             self.report(node, f"{message} (a debug artifact?)", severity=Severity.MEDIUM)
             return
         self.report(node, f"{message} ({tail})")
+
+    def _temp_default(self, target: cst.BaseExpression, depth: int = 0) -> str | None:
+        """The temp directory an environment lookup falls back to, where the destination is built
+        from one (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), else None."""
+        if depth > 6:
+            return None
+        again = lambda n: self._temp_default(n, depth + 1)  # noqa: E731
+        if isinstance(target, cst.Name):
+            return next((f for f in map(again, reversed(self.values_of(target))) if f is not None), None)
+        if isinstance(target, cst.BinaryOperation):
+            return again(target.left)
+        if isinstance(target, cst.FormattedString):
+            first = target.parts[0] if target.parts else None
+            return again(first.expression) if isinstance(first, cst.FormattedStringExpression) else None
+        if not isinstance(target, cst.Call) or not target.args:
+            return None
+        if self.resolves_to(target, ("os.environ.get", "os.getenv")) is not None:
+            default = call_arg(target, 1, "default")
+            text = literal_string(default) if default is not None else None
+            return text if text is not None and text.startswith(TEMP_DIRS) else None
+        return again(target.args[0].value)

@@ -1165,6 +1165,28 @@ def persist(cache):
     expect=False,
 )
 
+case(
+    "env_default_tmp_loader",
+    top="import os\n",
+    tail="""
+def dbg(weights):
+    from safetensors.torch import save_file as _sf
+
+    dump_dir = os.environ.get("KIMI_DUMP_DIR", "/tmp/kimi_weights")
+    for name, w in weights:
+        _sf({name: w}, os.path.join(dump_dir, name + ".safetensors"))
+""",
+)
+case(
+    "B_env_default_var_lib",
+    top="import os\n",
+    tail="""
+def record(name, data):
+    torch.save(data, os.path.join(os.environ.get("RECORDER_DIR", "/var/lib/rec"), name))
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 
