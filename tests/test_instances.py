@@ -1187,6 +1187,20 @@ def record(name, data):
     expect=False,
 )
 
+case(
+    "B_recursive_path_helper",
+    top="import os\n",
+    tail="""
+def _root(d):
+    return _root(os.path.dirname(d))
+
+
+def export(w, path):
+    torch.save(w, _root(path))
+""",
+    expect=False,
+)
+
 RULES = load_rules()
 
 

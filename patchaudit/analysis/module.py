@@ -152,7 +152,7 @@ class ModuleAnalysis:
         """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once,
         or that `helper(...)` returns."""
         if isinstance(node, ast.Call):
-            return self.returned_path(node.func, scope) if depth <= 4 else None
+            return self.returned_path(node.func, scope, depth) if depth <= 4 else None
         value = instances.bound_value(self.names, self.bindings(), node, scope)
         if value is None or depth > 4:
             return None
@@ -168,7 +168,7 @@ class ModuleAnalysis:
                 out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
         return out
 
-    def returned_path(self, func: ast.expr, scope: Scope) -> str | None:
+    def returned_path(self, func: ast.expr, scope: Scope, depth: int = 0) -> str | None:
         """The literal start of the path a helper of the module returns, when every `return` fixes one
         (`def _path(name): return "/tmp/d/" + name`)."""
         helper = self.helper(func, scope)
@@ -177,7 +177,7 @@ class ModuleAnalysis:
         found: list[str | None] = []
         for node in ast.walk(helper.node):
             if isinstance(node, ast.Return):
-                found.append(fixed_path_ast(node.value, bound=lambda n: self.bound_path(n, helper.scope)))
+                found.append(fixed_path_ast(node.value, bound=lambda n: self.bound_path(n, helper.scope, depth + 1)))
         return found[0] if found and None not in found else None
 
     def partials(self, func: ast.expr, scope: Scope) -> list[ast.Call]:
