@@ -56,8 +56,7 @@ METHOD_WRITERS = (
     "export_chrome_trace",
     "export_stacks",
     "export_memory_timeline",
-    "save",  # an image, a figure's `savefig`, a model's `save_pretrained`, a frame's `to_csv`
-    "save_pretrained",
+    "save_pretrained",  # a model's; a figure's `savefig`, a frame's `to_csv`
     "savefig",
     "to_csv",
     "to_parquet",
@@ -118,9 +117,10 @@ forward, `logging.FileHandler` (and the rotating and watched handlers),
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
 memory maps opened for writing at a fixed path, CUDA memory snapshots
 (`torch.cuda.memory._dump_snapshot`), profiler traces (`export_chrome_trace`, `export_stacks`,
-`tensorboard_trace_handler`), and an object's own writer (`img.save`, `model.save_pretrained`,
-`plt.savefig`, `df.to_csv`) given a fixed path; these tools are high in a temp directory or a
-forward function and medium elsewhere (upstream ships profilers that write beside the process).
+`tensorboard_trace_handler`), and an object's own writer (`model.save_pretrained`, `plt.savefig`,
+`df.to_csv`) given a fixed path (not a bare `.save(...)`: too many objects name a method so);
+these tools are high in a temp directory or a forward function and medium elsewhere (upstream
+ships profilers that write beside the process).
 `torch.jit.save`, `torch.onnx.export` and `dill.dump` are savers like `torch.save`. A destination
 is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
 (`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
@@ -633,7 +633,6 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             line=2,
             message="export_chrome_trace",
         ),
-        Example(code="def f(images):\n    images[0].save('/tmp/mm_input.png')\n", line=2, message=".save()"),
         Example(
             code="import torch\n\ndef report():\n    torch.cuda.memory._dump_snapshot('memory_usage.pickle')\n",
             line=4,

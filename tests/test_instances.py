@@ -1098,13 +1098,6 @@ def record(out_path, w):
 
 # -- an object's own writer, compiled and exported models
 case(
-    "img_save",
-    tail="""
-def dbg(images):
-    images[0].save("/tmp/mm_input.png")
-""",
-)
-case(
     "save_pretrained",
     tail="""
 def dbg(model):
