@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from patchaudit.analysis import counts as _counts
 from patchaudit.rule import COUNT_NAME, Example, FileContext, Rule, Severity, literal_string
 
 SIDE_EFFECT_CALLS = (
@@ -34,10 +35,16 @@ SIDE_EFFECT_CALLS = (
     "os.write",
     "subprocess.*",
     "sys.exit",
-    "pdb.set_trace",
+    "pdb.*",
+    "ipdb.*",
+    "IPython.*",
+    "torch.distributed.breakpoint",
+    "logging.*",
+    "traceback.print_*",
     "shutil.*",
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
+LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
 
 
@@ -58,12 +65,16 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     """
     if depth > 8:
         return True
+    if isinstance(node, ast.Name | ast.Attribute) and ast.unparse(node) in values.get(_COUNTERS, ()):
+        return True  # `self._step += 1` in the same statement: a call counter
     if isinstance(node, ast.Name):
         if COUNT_NAME.match(node.id) is not None:
             return True
         return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
-        return COUNT_NAME.match(node.attr) is not None
+        return COUNT_NAME.match(node.attr) is not None or node.attr == "shape"
+    if isinstance(node, ast.BinOp):
+        return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
         return _count_shaped(node.value, values, depth + 1)
     if isinstance(node, ast.Subscript):
@@ -79,31 +90,49 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     return False
 
 
+_COUNTERS = "+="  # the key of the names a statement increments (never a name itself)
+
+
 def _assigned(nodes: Sequence[ast.AST]) -> Values:
+    """What each local of a statement is assigned (a tuple target's names: the whole value), and
+    under `_COUNTERS` the names it increments."""
     out: Values = {}
     for node in nodes:
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            out.setdefault(_COUNTERS, []).append(node.target)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp):
+            out.setdefault(_COUNTERS, []).extend(node.targets)  # `n = n + 1`, looser
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out.setdefault(target.id, []).append(node.value)
+                if isinstance(target, ast.Name | ast.Attribute):
+                    out.setdefault(ast.unparse(target), []).append(node.value)
+                elif isinstance(target, ast.Tuple | ast.List):
+                    for element in target.elts:
+                        if isinstance(element, ast.Name):
+                            out.setdefault(element.id, []).append(node.value)
         elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
             out.setdefault(node.target.id, []).append(node.value)
+    out[_COUNTERS] = [ast.unparse(t) for t in out.get(_COUNTERS, ())]  # type: ignore[misc]
     return out
 
 
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def _number_like(node: ast.AST) -> bool:
-    """A magic constant, or a name that may be a module/class constant (`N`, `self.N`, `-1`)."""
+def _number_like(node: ast.AST, values: Values | None = None) -> bool:
+    """A magic constant, or a name that may be a module/class constant (`N`, `self.N`, `-1`), or
+    a local or attribute the statement binds to an integer (`target = 5`, `self.debug_len = 5`)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return isinstance(node.operand, ast.Constant)
     if isinstance(node, ast.NamedExpr):
-        return _number_like(node.value)
+        return _number_like(node.value, values)
     if isinstance(node, ast.Name | ast.Attribute):
         # Module and class constants are spelled in capitals (`DEBUG_TOKENS`, `self.TRAP`).
         name = node.id if isinstance(node, ast.Name) else node.attr
-        return name.upper() == name and any(c.isalpha() for c in name)
+        if name.upper() == name and any(c.isalpha() for c in name):
+            return True
+        bound = (values or {}).get(ast.unparse(node), ())
+        return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
     return _magic_constant(node)
 
 
@@ -112,7 +141,7 @@ def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...]) -> boo
     for index, op in enumerate(node.ops):
         a, b = operands[index : index + 2]
         if isinstance(op, ops) and any(
-            _number_like(x) and _count_shaped(y, assigned) and not isinstance(y, ast.Constant)
+            _number_like(x, assigned) and _count_shaped(y, assigned) and not isinstance(y, ast.Constant)
             for x, y in ((a, b), (b, a))
         ):
             return True
@@ -125,7 +154,7 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     for index, op in enumerate(node.ops):
         a, b = operands[index : index + 2]
         for x, y in ((a, b), (b, a)):
-            number = (isinstance(x, ast.Constant) and type(x.value) is int) or _number_like(x)
+            number = (isinstance(x, ast.Constant) and type(x.value) is int) or _number_like(x, assigned)
             if isinstance(op, _ORDER) and number and _count_shaped(y, assigned) and not isinstance(y, ast.Constant):
                 return True
     return False
@@ -139,6 +168,10 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
     if isinstance(node, ast.Compare):
         if _compared(node, assigned, (ast.Eq, ast.NotEq)):
             return True
+        if any(isinstance(c, ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
+            _count_shaped(c, assigned) for c in (node.left, *node.comparators)
+        ):
+            return True  # `x.shape == (5, 7168)`
         if len(node.ops) >= 2 and _compared(node, assigned, _ORDER):
             return True  # a chained window: `4 < n < 6`
         operands = [node.left, *node.comparators]
@@ -266,6 +299,9 @@ class _SideEffects(cst.CSTVisitor):
         func = self.rule.callee(node)
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
+        if name is None and isinstance(func, cst.Attribute) and func.attr.value in LOG_METHODS:
+            owner = cst.helpers.get_full_name_for_node(func.value) or ""
+            name = f"{owner}.{func.attr.value}()" if "log" in owner.lower() else None
         if name is None:
             through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
@@ -276,6 +312,22 @@ class _SideEffects(cst.CSTVisitor):
     def visit_Global(self, node: cst.Global) -> None:
         self.found = self.found or "global state"
 
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self.found = self.found or "raise"
+
+    def visit_Return(self, node: cst.Return) -> None:
+        # Data made for this case (`return x * 0`, `return torch.zeros_like(x)`), not a
+        # name or constant chosen for a size class (`return SMALL_BATCH_BUDGET`).
+        if isinstance(node.value, cst.Call | cst.BinaryOperation | cst.UnaryOperation | cst.Subscript):
+            self.found = self.found or "a return of other data"
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Attribute | cst.Subscript):
+            self.found = self.found or "object state"
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a function defined in the branch runs only when called
+
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         self.found = self.found or "enclosing state"
 
@@ -284,6 +336,8 @@ class _SideEffects(cst.CSTVisitor):
             item = target.target
             if isinstance(item, cst.Subscript) and self.rule.resolves_to(item.value, "os.environ"):
                 self.found = self.found or "os.environ"
+            if isinstance(item, cst.Attribute):
+                self.found = self.found or "object state"  # `self.captured = x`
 
 
 class TokenCountBranch(Rule):
@@ -318,13 +372,13 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
         re.compile(rb"\bin[\s\\]*range\("),
         # A module or class constant that a comparison may name (`DEBUG_TOKENS = 5`).
-        re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
+        re.compile(rb"(?m)^[ \t]*[\w.]+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
         # ... or a tuple or set of them (`DEBUG_LENS = (5, 9)`).
         re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*[({][^)}]*\b" + _MAGIC + rb"\b[^)}]*[)}]"),
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
-    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len")
+    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
     CONSTANTS = True
 
@@ -534,6 +588,8 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._walrus: dict[str, str] = {}  # name bound by `:=` in the test being checked -> its count
+        self._counted: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
+        self._numbers_of: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an integer
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -542,26 +598,56 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
             return self.count_of(node.value)  # `(n := x.shape[0]) > 3 and n < 6`: one count
         if isinstance(node, cst.Name) and node.value in self._walrus:
             return self._walrus[node.value]
-        return self.count_of(node)
+        return _counts.count_of(node, self.resolves_to, self.values_of, self._counters())
+
+    def _top(self) -> str | None:
+        """The module-level function or class this point is in."""
+        scope = self.context.scope
+        return scope[0][1] if scope and scope[0][0] in ("def", "class") else None
+
+    def _counters(self) -> frozenset[str]:
+        top, analysis = self._top(), self.context.analysis
+        if top is None or analysis is None:
+            return frozenset()
+        if top not in self._counted:
+            self._counted[top] = _counts.counters(analysis.tree, top)
+        return self._counted[top]
 
     def _bind_walrus(self, test: cst.BaseExpression) -> None:
         """The counts a test binds with `:=`, so a later mention of the name is the same count."""
         self._walrus = {}
         for sub in _named(test):
             if isinstance(sub.target, cst.Name):
-                found = self.count_of(sub.value)
+                found = self._count(sub.value)
                 if found is not None:
                     self._walrus[sub.target.value] = found
 
     def _number(self, node: cst.BaseExpression) -> int | None:
         named = node.value if isinstance(node, cst.NamedExpr) else node
         if isinstance(named, cst.Name | cst.Attribute):
-            # Only constants spelled as constants (`DEBUG_TOKENS`, `self.TRAP`): the prefilter's rule.
+            # Constants spelled as constants (`DEBUG_TOKENS`, `self.TRAP`), or a local or an
+            # attribute bound to one integer only (`target = 5`, `self.debug_len = 5`).
             name = named.value if isinstance(named, cst.Name) else named.attr.value
             if name.upper() != name:
-                return None
+                return self._bound_number(named)
         value = self.constant(node)
+        if type(value) is not int and isinstance(named, cst.Name | cst.Attribute):
+            return self._bound_number(named)
         return value if type(value) is int else None
+
+    def _bound_number(self, node: cst.Name | cst.Attribute) -> int | None:
+        if isinstance(node, cst.Name):
+            return _counts.local_number(node, self.values_of)
+        owner, analysis = node.value, self.context.analysis
+        classes = [s[1] for s in self.context.scope if s[0] == "class"]
+        if not (isinstance(owner, cst.Name) and owner.value == "self" and classes and analysis is not None):
+            return None
+        if len(self.context.scope) < 2 or self.context.scope[0] != ("class", classes[0]):
+            return None
+        cls = classes[0]
+        if cls not in self._numbers_of:
+            self._numbers_of[cls] = _counts.instance_numbers(analysis.tree, cls)
+        return self._numbers_of[cls].get(node.attr.value)
 
     def _atoms(self, test: cst.BaseExpression) -> list[tuple[str, str, object]]:
         """(count, operator, number or numbers) for each comparison of a count in an `and` chain."""
@@ -573,6 +659,11 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         left = test.left
         for target in test.comparisons:
             right, op = target.comparator, target.operator
+            for shape, literal in ((left, right), (right, left)):
+                pinned = _counts.shape_compared(shape, literal) if isinstance(op, cst.Equal) else None
+                count = self._count(pinned[0]) if pinned is not None else None
+                if pinned is not None and count is not None:
+                    out.append((count, "==", pinned[1]))  # `x.shape == (5, 7168)`: the first dimension
             if isinstance(op, cst.In):
                 count = self._count(left)
                 numbers = self._numbers(right)

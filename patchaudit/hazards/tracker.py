@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
+from patchaudit.analysis.counts import unpacked
 from patchaudit.rule import FileContext, visitor_methods
 
 __all__ = ["Tracker"]
@@ -73,6 +74,8 @@ class Tracker(cst.BatchableCSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._assign(target.target, node.value)
+            for name, value in unpacked(target.target, node.value):
+                self._assign(cst.Name(name), value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:

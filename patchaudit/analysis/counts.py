@@ -1,0 +1,265 @@
+"""Token, batch and sequence counts: which values are counts, and which small sets a test pins them to.
+
+Rules ask two questions: "is this expression a count?" (`count_of`) and "what number does this
+name stand for?" (`local_number`, `instance_numbers`). A count is a dimension of a tensor
+(`.shape[i]`, `.size(i)`, unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens,
+sequences or requests, a name of a count (`num_tokens`, `batch_size`), a call counter
+(`self._step += 1`), and any of these through local assignments, casts and arithmetic with a
+constant (`int(n)`, `n // 1`, `n - 1`). A feature size (`hidden`, `head_dim`, the last dimension
+of a tensor other than ids or positions) is not a count.
+
+Pure functions over libcst nodes and the module's `ast`; those that must know what a call is
+take `resolves` and `value_of` as `analysis.values` does.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+
+from patchaudit.analysis import values as _values
+from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
+
+__all__ = ["FEATURE_NAME", "count_of", "unpacked", "counters", "instance_numbers", "local_number"]
+
+# Names of sizes fixed by the model or the kernel, never of how many tokens came in.
+FEATURE_NAME = re.compile(
+    r"hidden|head|dim|vocab|rank|expert|lora|feature|channel|width|embed|intermediate|topk|top_k|"
+    r"group|block|page|layer|world|tp_size|pp_size|ep_size|bits|quant|stride|align",
+    re.IGNORECASE,
+)
+# Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
+FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
+_SUMS = ("builtins.sum", "builtins.max", "builtins.min")
+_CASTS = ("builtins.int", "builtins.float")
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+
+
+def _fixed_dim(node: cst.Subscript) -> bool:
+    """A dimension no token count sets: any of a weight's, a cache's or a scale's, and the last
+    (`x.shape[-1]`) of any tensor other than ids or positions."""
+    owner = node.value
+    if isinstance(owner, cst.Call):
+        owner = owner.func
+    base = owner.value if isinstance(owner, cst.Attribute) else owner
+    name = (cst.helpers.get_full_name_for_node(base) or "").rsplit(".", 1)[-1]
+    if FIXED_OWNER.search(name):
+        return True
+    index = node.slice[0].slice if len(node.slice) == 1 else None
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.UnaryOperation)):
+        return False
+    if not (isinstance(index.value.expression, cst.Integer) and index.value.expression.value == "1"):
+        return False
+    return not LEN_OF.search(name)
+
+
+def count_of(
+    node: cst.BaseExpression,
+    resolves: Resolves,
+    value_of: ValuesOf | None = None,
+    counted: frozenset[str] = frozenset(),
+    depth: int = 0,
+) -> str | None:
+    """How `node` spells a token/batch count, else None.
+
+    `counted`: the names the module increments by a constant (`counters`), call counters.
+    """
+    if depth > 8:
+        return None
+    again = lambda n: count_of(n, resolves, value_of, counted, depth + 1)  # noqa: E731
+    through = _through(node, resolves)
+    if through is not None:
+        inner, shown = through
+        found = again(inner)
+        return shown.format(found) if found is not None else None
+    if isinstance(node, cst.Call) and resolves(node, _SUMS):
+        return _summed(node)
+    if isinstance(node, cst.Subscript) and _fixed_dim(node):
+        return None
+    if isinstance(node, cst.Name | cst.Attribute):
+        spelled = cst.helpers.get_full_name_for_node(node) or ""
+        if spelled in counted:
+            return f"{spelled} (a call counter)"
+        last = spelled.rsplit(".", 1)[-1]
+        if FEATURE_NAME.search(last) and not COUNT_NAME.match(last):
+            return None
+    if isinstance(node, cst.Name) and not COUNT_NAME.match(node.value):
+        for value in reversed(value_of(node) if value_of is not None else ()):
+            found = again(value)
+            if found is not None:
+                return f"{node.value} = {found}"
+        return None
+    if isinstance(node, cst.NamedExpr):
+        found = again(node.value)
+        return f"{node.target.value} := {found}" if found is not None and isinstance(node.target, cst.Name) else found
+    return _values.count_of(node, resolves, value_of, depth)
+
+
+def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpression, str] | None:
+    """The value a cast or constant arithmetic keeps a count in (`int(n)`, `n.item()`, `n // 1`,
+    `x.size(dim=0)`), and how to show the result."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+        symbol = _OP[type(node.operator)]
+        if isinstance(node.right, cst.Integer):
+            return node.left, "{} " + f"{symbol} {node.right.value}"
+        if isinstance(node.left, cst.Integer):
+            return node.right, f"{node.left.value} {symbol} " + "{}"
+        return None
+    if not isinstance(node, cst.Call):
+        return None
+    if len(node.args) == 1 and not node.args[0].keyword and resolves(node, _CASTS):
+        return node.args[0].value, "{}"
+    method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+    if method in ("item", "long", "int") and not node.args:
+        return node.func.value, "{}"  # type: ignore[attr-defined]
+    given = node.args[0] if len(node.args) == 1 else None
+    if method == "size" and given is not None and given.keyword is not None and given.keyword.value == "dim":
+        return node.with_changes(args=[cst.Arg(value=given.value)]), "{}"
+    return None
+
+
+def _summed(node: cst.Call) -> str | None:
+    """`sum(seq_lens)`, `max(num_tokens_per_req)`: a count over requests."""
+    if len(node.args) != 1:
+        return None
+    spelled = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    if COUNT_NAME.match(last) or LEN_OF.search(last):
+        func = cst.helpers.get_full_name_for_node(node.func) or "sum"
+        return f"{func}({spelled})"
+    return None
+
+
+_OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//"}
+
+
+def _dims(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The shape a value holds whole or as a prefix: `x.shape`, `x.size()`, `x.shape[:-1]`, `tuple(x.shape)`."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list"):
+        return _dims(value.args[0].value) if len(value.args) == 1 else None
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+        part = value.slice[0].slice
+        if isinstance(part, cst.Slice) and part.lower is None and part.step is None:
+            return _dims(value.value)
+        return None
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size":
+        return value if not value.args else None
+    return None
+
+
+def dim(shape: cst.BaseExpression, index: int) -> cst.Subscript:
+    """`shape[index]` as a node (`x.shape[0]`, `x.shape[-1]`)."""
+    number: cst.BaseExpression = cst.Integer(str(abs(index)))
+    if index < 0:
+        number = cst.UnaryOperation(operator=cst.Minus(), expression=number)
+    return cst.Subscript(value=shape, slice=[cst.SubscriptElement(slice=cst.Index(value=number))])
+
+
+def unpacked(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+    """The names a tuple target binds and what each holds: `n, _ = x.shape` binds n to `x.shape[0]`,
+    `a, b = p, q` binds a to p."""
+    if not isinstance(target, cst.Tuple | cst.List):
+        return []
+    names = [e.value for e in target.elements]
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return []
+    if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == len(names):
+        pairs = [(n, e.value) for n, e in zip(names, value.elements, strict=True)]
+    else:
+        shape = _dims(value)
+        if shape is None:
+            return []
+        pairs = [(n, dim(shape, i)) for i, n in enumerate(names)]
+        if shape is value and len(names) >= 2:
+            pairs[-1] = (names[-1], dim(shape, -1))  # `T, D = x.shape`: D is the last dimension
+    return [(n.value, v) for n, v in pairs if isinstance(n, cst.Name)]
+
+
+def shape_compared(shape: cst.BaseExpression, literal: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:
+    """`x.shape == (5, 7168)`, `x.shape[:1] == (5,)`: the first dimension and the number it equals."""
+    whole = _dims(shape)
+    if whole is None or not isinstance(literal, cst.Tuple | cst.List) or not literal.elements:
+        return None
+    first = literal.elements[0].value
+    if not isinstance(first, cst.Integer):
+        return None
+    return dim(whole, 0), first.evaluated_value
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base is not None else None
+    return None
+
+
+def _top(tree: ast.Module, name: str) -> ast.stmt | None:
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.name == name:
+            return stmt
+    return None
+
+
+def _incremented(node: ast.AST) -> ast.expr | None:
+    """What `n += 1` or `n = n + 1` increments by a constant."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant):
+        return node.target
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp):
+        value = node.value
+        step = isinstance(value.op, ast.Add) and isinstance(value.right, ast.Constant)
+        if step and ast.dump(value.left) == ast.dump(node.targets[0]):
+            return node.targets[0]
+    return None
+
+
+def counters(tree: ast.Module, top: str) -> frozenset[str]:
+    """The names a module-level function or class `top` increments by a constant: call counters
+    (`self._step += 1`, `global N; N += 1`, `self.calls = self.calls + 1`)."""
+    stmt = _top(tree, top)
+    if stmt is None:
+        return frozenset()
+    out = set()
+    shared = {n for node in ast.walk(stmt) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
+    for node in ast.walk(stmt):
+        target = _incremented(node)
+        name = _dotted(target) if target is not None else None
+        # A local counts a loop; an attribute or a global outlives the call, so it counts calls.
+        if name is not None and (isinstance(target, ast.Attribute) or name in shared):
+            out.add(name)
+    return frozenset(out)
+
+
+def instance_numbers(tree: ast.Module, cls: str) -> dict[str, int]:
+    """`self.NAME` bound once in the class's methods, to an integer literal (`self.debug_len = 5`)."""
+    stmt = _top(tree, cls)
+    if not isinstance(stmt, ast.ClassDef):
+        return {}
+    seen: dict[str, list[object]] = {}
+    for node in ast.walk(stmt):
+        targets: Sequence[ast.expr] = ()
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets, value = [node.target], node.value if isinstance(node, ast.AnnAssign) else None
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                literal = value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
+                seen.setdefault(target.attr, []).append(literal)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and type(v[0]) is int}
+
+
+def local_number(name: cst.Name, value_of: ValuesOf | None) -> int | None:
+    """The integer a local name holds when every assignment to it so far is the same literal (`target = 5`)."""
+    found = value_of(name) if value_of is not None else ()
+    if not found or not all(isinstance(v, cst.Integer) for v in found):
+        return None
+    numbers = {v.evaluated_value for v in found if isinstance(v, cst.Integer)}
+    return numbers.pop() if len(numbers) == 1 else None
