@@ -17,9 +17,11 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.counts import shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -50,6 +52,7 @@ __all__ = [
     "Severity",
     "FORWARD_NAMES",
     "COUNT_NAME",
+    "shape_compared",
     "UNKNOWN",
     "call_arg",
     "const_value",
@@ -263,6 +266,8 @@ class Rule(cst.BatchableCSTVisitor):
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__()
         self.context = context if context is not None else FileContext(path="")
+        self._counters: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
+        self._instance_numbers: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an int
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -532,8 +537,35 @@ class Rule(cst.BatchableCSTVisitor):
         return func is not None and _purpose.with_target(func, name)
 
     def count_of(self, node: cst.BaseExpression) -> str | None:
-        """How node spells a token/batch count, through local assignments and casts."""
-        return _values.count_of(node, self.resolves_to, self.values_of)
+        """How node spells a token/batch count (see analysis.counts), through local assignments,
+        unpacked shapes, casts and constant arithmetic; a call counter of the enclosing
+        module-level function or class is one too."""
+        return _counts.count_of(node, self.resolves_to, self.values_of, self._counted())
+
+    def _counted(self) -> frozenset[str]:
+        scope, analysis = self.context.scope, self.context.analysis
+        if not scope or analysis is None:
+            return frozenset()
+        top = scope[0][1]
+        if top not in self._counters:
+            self._counters[top] = _counts.counters(analysis.tree, top)
+        return self._counters[top]
+
+    def bound_number(self, node: cst.Name | cst.Attribute) -> int | None:
+        """The integer a local (`target = 5`) or an attribute of the class (`self.debug_len = 5`,
+        bound once in its methods) holds, else None."""
+        if isinstance(node, cst.Name):
+            return _counts.local_number(node, self.values_of)
+        scope, analysis = self.context.scope, self.context.analysis
+        owner = node.value
+        if not (isinstance(owner, cst.Name) and owner.value == "self" and analysis is not None):
+            return None
+        if len(scope) < 2 or scope[0][0] != "class":
+            return None
+        cls = scope[0][1]
+        if cls not in self._instance_numbers:
+            self._instance_numbers[cls] = _counts.instance_numbers(analysis.tree, cls)
+        return self._instance_numbers[cls].get(node.attr.value)
 
     def folded(self, node: cst.BaseExpression) -> bool | None:
         """Truth of a condition folded through module/class constants and comparisons of constants."""

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.analysis import counts as _counts
-from patchaudit.rule import COUNT_NAME, Example, FileContext, Rule, Severity, literal_string
+from patchaudit.rule import COUNT_NAME, Example, FileContext, Rule, Severity, literal_string, shape_compared
 
 SIDE_EFFECT_CALLS = (
     "builtins.print",
@@ -588,8 +587,6 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._walrus: dict[str, str] = {}  # name bound by `:=` in the test being checked -> its count
-        self._counted: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
-        self._numbers_of: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an integer
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -598,20 +595,7 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
             return self.count_of(node.value)  # `(n := x.shape[0]) > 3 and n < 6`: one count
         if isinstance(node, cst.Name) and node.value in self._walrus:
             return self._walrus[node.value]
-        return _counts.count_of(node, self.resolves_to, self.values_of, self._counters())
-
-    def _top(self) -> str | None:
-        """The module-level function or class this point is in."""
-        scope = self.context.scope
-        return scope[0][1] if scope and scope[0][0] in ("def", "class") else None
-
-    def _counters(self) -> frozenset[str]:
-        top, analysis = self._top(), self.context.analysis
-        if top is None or analysis is None:
-            return frozenset()
-        if top not in self._counted:
-            self._counted[top] = _counts.counters(analysis.tree, top)
-        return self._counted[top]
+        return self.count_of(node)
 
     def _bind_walrus(self, test: cst.BaseExpression) -> None:
         """The counts a test binds with `:=`, so a later mention of the name is the same count."""
@@ -629,25 +613,11 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
             # attribute bound to one integer only (`target = 5`, `self.debug_len = 5`).
             name = named.value if isinstance(named, cst.Name) else named.attr.value
             if name.upper() != name:
-                return self._bound_number(named)
+                return self.bound_number(named)
         value = self.constant(node)
         if type(value) is not int and isinstance(named, cst.Name | cst.Attribute):
-            return self._bound_number(named)
+            return self.bound_number(named)
         return value if type(value) is int else None
-
-    def _bound_number(self, node: cst.Name | cst.Attribute) -> int | None:
-        if isinstance(node, cst.Name):
-            return _counts.local_number(node, self.values_of)
-        owner, analysis = node.value, self.context.analysis
-        classes = [s[1] for s in self.context.scope if s[0] == "class"]
-        if not (isinstance(owner, cst.Name) and owner.value == "self" and classes and analysis is not None):
-            return None
-        if len(self.context.scope) < 2 or self.context.scope[0] != ("class", classes[0]):
-            return None
-        cls = classes[0]
-        if cls not in self._numbers_of:
-            self._numbers_of[cls] = _counts.instance_numbers(analysis.tree, cls)
-        return self._numbers_of[cls].get(node.attr.value)
 
     def _atoms(self, test: cst.BaseExpression) -> list[tuple[str, str, object]]:
         """(count, operator, number or numbers) for each comparison of a count in an `and` chain."""
@@ -660,7 +630,7 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         for target in test.comparisons:
             right, op = target.comparator, target.operator
             for shape, literal in ((left, right), (right, left)):
-                pinned = _counts.shape_compared(shape, literal) if isinstance(op, cst.Equal) else None
+                pinned = shape_compared(shape, literal) if isinstance(op, cst.Equal) else None
                 count = self._count(pinned[0]) if pinned is not None else None
                 if pinned is not None and count is not None:
                     out.append((count, "==", pinned[1]))  # `x.shape == (5, 7168)`: the first dimension
