@@ -21,7 +21,7 @@ from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.counts import shape_compared
+from patchaudit.analysis.counts import element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -53,6 +53,7 @@ __all__ = [
     "FORWARD_NAMES",
     "COUNT_NAME",
     "shape_compared",
+    "element_count",
     "UNKNOWN",
     "call_arg",
     "const_value",
@@ -268,6 +269,7 @@ class Rule(cst.BatchableCSTVisitor):
         self.context = context if context is not None else FileContext(path="")
         self._counters: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
         self._instance_numbers: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an int
+        self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -551,12 +553,22 @@ class Rule(cst.BatchableCSTVisitor):
             self._counters[top] = _counts.counters(analysis.tree, top)
         return self._counters[top]
 
-    def bound_number(self, node: cst.Name | cst.Attribute) -> int | None:
-        """The integer a local (`target = 5`) or an attribute of the class (`self.debug_len = 5`,
-        bound once in its methods) holds, else None."""
-        if isinstance(node, cst.Name):
-            return _counts.local_number(node, self.values_of)
+    def bound_number(self, node: cst.BaseExpression) -> int | None:
+        """The integer a local (`target = 5`), an attribute of the class (`self.debug_len = 5`,
+        bound once in its methods) or an environment variable's default (`int(os.getenv("N",
+        "5"))`, also through a module-level name) holds, else None."""
         scope, analysis = self.context.scope, self.context.analysis
+        if isinstance(node, cst.Call):
+            return _counts.env_default(node, self.resolves_to)
+        if isinstance(node, cst.Name):
+            local = _counts.local_number(node, self.values_of)
+            if local is not None or analysis is None or self.values_of(node):
+                return local
+            if self._env_numbers is None:
+                self._env_numbers = _counts.env_numbers(analysis.tree)
+            return self._env_numbers.get(node.value)
+        if not isinstance(node, cst.Attribute):
+            return None
         owner = node.value
         if not (isinstance(owner, cst.Name) and owner.value == "self" and analysis is not None):
             return None

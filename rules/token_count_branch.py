@@ -7,7 +7,16 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import COUNT_NAME, Example, FileContext, Rule, Severity, literal_string, shape_compared
+from patchaudit.rule import (
+    COUNT_NAME,
+    Example,
+    FileContext,
+    Rule,
+    Severity,
+    element_count,
+    literal_string,
+    shape_compared,
+)
 
 SIDE_EFFECT_CALLS = (
     "builtins.print",
@@ -51,7 +60,8 @@ def _magic_constant(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2
 
 
-_COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float"}
+_COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float", "values", "cpu", "numpy"}
+_PLURALS = ("lens", "lengths", "_counts")  # collections of counts (`seq_lens`)
 _OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float"}
 Values = dict[str, list[ast.expr]]
 
@@ -71,7 +81,7 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             return True
         return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
-        return COUNT_NAME.match(node.attr) is not None or node.attr == "shape"
+        return COUNT_NAME.match(node.attr) is not None or node.attr == "shape" or node.attr.endswith(_PLURALS)
     if isinstance(node, ast.BinOp):
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
@@ -109,6 +119,8 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
                     for element in target.elts:
                         if isinstance(element, ast.Name):
                             out.setdefault(element.id, []).append(node.value)
+        elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
+            out.setdefault(node.target.id, []).append(node.iter)  # `any(n == 5 for n in seq_lens)`
         elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
             out.setdefault(node.target.id, []).append(node.value)
     out[_COUNTERS] = [ast.unparse(t) for t in out.get(_COUNTERS, ())]  # type: ignore[misc]
@@ -132,6 +144,8 @@ def _number_like(node: ast.AST, values: Values | None = None) -> bool:
             return True
         bound = (values or {}).get(ast.unparse(node), ())
         return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
+    if isinstance(node, ast.Call):
+        return "environ" in ast.unparse(node) or "getenv" in ast.unparse(node)  # `int(os.getenv("N", "5"))`
     return _magic_constant(node)
 
 
@@ -370,6 +384,10 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
         re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
         re.compile(rb"\bin[\s\\]*range\("),
+        # A number from the environment, with a default (`int(os.getenv("DUMP_AT", "5"))`), and a
+        # constant-named one compared (`== DUMP_AT`).
+        re.compile(rb"(?:environ\.get|getenv)\([^()\n]*,\s*['\"]?" + _MAGIC + rb"['\"]?\s*\)"),
+        re.compile(rb"[=!]=[\s(\\]*[A-Z][A-Z0-9_]*[A-Z0-9]\b|\b[A-Z][A-Z0-9_]*[A-Z0-9][\s)\\]*[=!]="),
         # A module or class constant that a comparison may name (`DEBUG_TOKENS = 5`).
         re.compile(rb"(?m)^[ \t]*[\w.]+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
         # ... or a tuple or set of them (`DEBUG_LENS = (5, 9)`).
@@ -615,7 +633,7 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
             if name.upper() != name:
                 return self.bound_number(named)
         value = self.constant(node)
-        if type(value) is not int and isinstance(named, cst.Name | cst.Attribute):
+        if type(value) is not int and isinstance(named, cst.Name | cst.Attribute | cst.Call):
             return self.bound_number(named)
         return value if type(value) is int else None
 
@@ -675,6 +693,8 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         """(count, what it equals) when `test` holds only for a few small counts, none of them 0 or 1."""
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
             return self._window(test.left) or self._window(test.right)
+        if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
+            return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             negated = _negate(test.expression)
             return self._window(negated) if negated is not None else None
@@ -707,6 +727,18 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
                 if found is not None:
                     return found
         return None
+
+    def _any(self, generator: cst.BaseExpression) -> tuple[str, str] | None:
+        """`any(n == 5 for n in seq_lens)`: true only when some count is in the window."""
+        if not isinstance(generator, cst.GeneratorExp | cst.ListComp):
+            return None
+        loop = generator.for_in
+        if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name):
+            return None
+        found = element_count(loop.iter, self.count_of)
+        if found is not None:
+            self._walrus[loop.target.value] = found
+        return self._window(generator.elt)  # `any(len(ids) == 5 for ids in token_ids)` too
 
     def _inverted(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """The window of an `else:` branch: `if n != 5: ... else:` runs only when n == 5."""

@@ -16,14 +16,25 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
-__all__ = ["FEATURE_NAME", "count_of", "unpacked", "counters", "instance_numbers", "local_number"]
+__all__ = [
+    "FEATURE_NAME",
+    "count_of",
+    "unpacked",
+    "counters",
+    "instance_numbers",
+    "local_number",
+    "shape_compared",
+    "env_default",
+    "env_numbers",
+    "element_count",
+]
 
 # Names of sizes fixed by the model or the kernel, never of how many tokens came in.
 FEATURE_NAME = re.compile(
@@ -33,6 +44,8 @@ FEATURE_NAME = re.compile(
 )
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
 FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
+# Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
+PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
 _CASTS = ("builtins.int", "builtins.float")
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
@@ -127,7 +140,7 @@ def _summed(node: cst.Call) -> str | None:
         return None
     spelled = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
     last = spelled.rsplit(".", 1)[-1]
-    if COUNT_NAME.match(last) or LEN_OF.search(last):
+    if COUNT_NAME.match(last) or LEN_OF.search(last) or PLURAL.search(last):
         func = cst.helpers.get_full_name_for_node(node.func) or "sum"
         return f"{func}({spelled})"
     return None
@@ -214,7 +227,7 @@ def _incremented(node: ast.AST) -> ast.expr | None:
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp):
         value = node.value
         step = isinstance(value.op, ast.Add) and isinstance(value.right, ast.Constant)
-        if step and ast.dump(value.left) == ast.dump(node.targets[0]):
+        if step and ast.unparse(value.left) == ast.unparse(node.targets[0]):
             return node.targets[0]
     return None
 
@@ -263,3 +276,69 @@ def local_number(name: cst.Name, value_of: ValuesOf | None) -> int | None:
         return None
     numbers = {v.evaluated_value for v in found if isinstance(v, cst.Integer)}
     return numbers.pop() if len(numbers) == 1 else None
+
+
+_ENV_READS = ("os.environ.get", "os.getenv")
+
+
+def env_default(node: cst.BaseExpression, resolves: Resolves) -> int | None:
+    """The number `int(os.environ.get("DUMP_AT", "5"))` holds wherever the variable is unset."""
+    if not (isinstance(node, cst.Call) and len(node.args) == 1 and resolves(node, "builtins.int")):
+        return None
+    read = node.args[0].value
+    if not (isinstance(read, cst.Call) and resolves(read, _ENV_READS)):
+        return None
+    default = _values.call_arg(read, 1, "default")
+    text = _values.literal_string(default) if default is not None else None
+    if isinstance(default, cst.Integer):
+        return default.evaluated_value
+    return int(text) if text is not None and text.strip().isdigit() else None
+
+
+def env_numbers(tree: ast.Module) -> dict[str, int]:
+    """Module-level names bound once to an environment variable's number with a literal default
+    (`DUMP_AT = int(os.getenv("DUMP_AT", "5"))`): the number they hold where it is unset."""
+    seen: dict[str, list[int | None]] = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        seen.setdefault(stmt.targets[0].id, []).append(_env_default_ast(stmt.value))
+    # Spelled as constants are (`DUMP_AT`), as the rules' filters expect.
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None and k.upper() == k}
+
+
+def _env_default_ast(node: ast.expr) -> int | None:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args):
+        return None
+    read = node.args[0]
+    if not (isinstance(read, ast.Call) and len(read.args) == 2):
+        return None
+    if not ast.unparse(read.func).endswith(("environ.get", "getenv")):
+        return None
+    default = read.args[1]
+    value = default.value if isinstance(default, ast.Constant) else None
+    if type(value) is int:
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def element_count(
+    iterable: cst.BaseExpression, count: Callable[[cst.BaseExpression], str | None], listed: bool = False
+) -> str | None:
+    """What each element of `iterable` counts, when every element is a count: `seq_lens`,
+    `num_scheduled_tokens.values()`, `seq_lens.tolist()`, `(x.shape[0], y.shape[0])`.
+
+    `count` is the rule's `count_of`, for the elements of a literal tuple or list; `listed`: the
+    iterable was made a collection by a call (`.values()`, `.tolist()`).
+    """
+    if isinstance(iterable, cst.Tuple | cst.List) and iterable.elements:
+        found = [count(e.value) for e in iterable.elements]
+        return f"an element of {found[0]}" if all(found) else None
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args:
+        if iterable.func.attr.value in ("values", "tolist", "cpu", "numpy"):
+            return element_count(iterable.func.value, count, listed=True)
+        return None
+    spelled = cst.helpers.get_full_name_for_node(iterable) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    # `num_scheduled_tokens.values()`: a count's name, made a collection by the call.
+    return f"an element of {spelled}" if PLURAL.search(last) or (listed and COUNT_NAME.match(last)) else None
