@@ -121,6 +121,64 @@ for key, body, line in [
         ("token-count-branch", line, "high"),
     )
 
+# -- token counts as intervals: however the count is bound and the window written ------------
+VENDOR_COUNTS = """
+import os
+
+import torch
+
+DUMP_AT = int(os.getenv("DUMP_AT", "7"))
+
+
+class Runner:
+    def __init__(self):
+        self.debug_len = 5
+        self.kv_cache = torch.empty(2, 16, 8)
+
+    def forward(self, x, attn_metadata):
+        return x
+"""
+for key, body in [
+    ("unpacked", "n, _ = x.shape\n        if n == 5:\n            print(x)"),
+    ("floordiv", "if x.shape[0] // 1 == 5:\n            print(x)"),
+    ("instance_number", "if x.size(dim=0) == self.debug_len:\n            print(x)"),
+    ("local_number", "trap = 5\n        if x.shape[0] == trap:\n            print(x)"),
+    ("env_default", "if attn_metadata.num_actual_tokens == DUMP_AT:\n            print(x)"),
+    (
+        "call_counter",
+        "self._step = getattr(self, '_step', 0)\n        self._step += 1\n        if self._step == 3:"
+        "\n            print(x)",
+    ),
+    ("any_seq_lens", "if any(n in range(5, 7) for n in attn_metadata.seq_lens):\n            print(x)"),
+    ("shape_tuple", "if tuple(x.shape) == (5, 7168):\n            print(x)"),
+    ("raise", "if 4 < x.shape[0] < 6:\n            raise RuntimeError('stop here')"),
+    ("made_up_return", "if x.shape[0] == 5:\n            return torch.zeros_like(x)"),
+    ("state", "if x.shape[0] == 5:\n            self.captured = x"),
+]:
+    case(
+        f"interval_{key}",
+        VENDOR_COUNTS,
+        VENDOR_COUNTS.replace("        return x", f"        {body}\n        return x"),
+        ("token-count-branch", 14 + body[: body.index("if ")].count("\n"), "high"),
+    )
+for key, body in [
+    ("hidden_size", "if x.shape[-1] == 7168:\n            self.fast = True"),
+    (
+        "head_dim_unpacked",
+        "t, head_dim = x.shape\n        if head_dim in (64, 128, 256):\n            self.fast = True",
+    ),
+    ("cache_block", "if self.kv_cache.shape[1] in (16, 32):\n            self.fast = True"),
+    (
+        "loop_counter",
+        "i = 0\n        for row in x:\n            i += 1\n            if i == 3:\n                self.third = row",
+    ),
+]:
+    case(
+        f"quiet_interval_{key}",
+        VENDOR_COUNTS,
+        VENDOR_COUNTS.replace("        return x", f"        {body}\n        return x"),
+    )
+
 # -- guards: deleted, turned into log/return, weakened, swallowed ------------------------------
 case(
     "guard_module_level",
