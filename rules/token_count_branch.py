@@ -93,6 +93,8 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return isinstance(owner, ast.Attribute) and owner.attr in ("shape", "size")
     if isinstance(node, ast.Call):
         func = node.func
+        if isinstance(func, ast.Name) and func.id in ("tuple", "list") and node.args:
+            return _count_shaped(node.args[0], values, depth + 1)  # `tuple(x.shape)`
         if isinstance(func, ast.Attribute):
             return func.attr in _COUNT_METHODS
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
@@ -142,6 +144,8 @@ def _number_like(node: ast.AST, values: Values | None = None) -> bool:
         name = node.id if isinstance(node, ast.Name) else node.attr
         if name.upper() == name and any(c.isalpha() for c in name):
             return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return True  # `self.debug_len`, bound in another method (the analysis decides)
         bound = (values or {}).get(ast.unparse(node), ())
         return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
     if isinstance(node, ast.Call):
@@ -368,18 +372,31 @@ inside a compound condition, over one line or several. Comparisons with 0 or 1 a
 guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
 side effects (I/O, a save, print, global or environment state), medium otherwise.
 
-Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size()[i]` (any
-index, negative too: indices other than 0 and 1 only when the branch has side effects),
-`.numel()`, `len()` of ids/tokens (also of a local bound to them), count names, through local
-assignments, casts and the walrus operator. A branch is flagged when it holds for a few (at most
-8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons (`4 < n < 6`), windows
-joined by `and` (a walrus name read again in the window is the same count), `in (5, 7)`, sets,
-lists, `in range(5, 8)`, module and class constants (a tuple or set of them too: `in DEBUG_LENS`), `not`
-pushed inside, a test inverted into `else:`; `match`/`case`, conditional expressions. Side
-effects include a helper of the module that has them.
+Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`,
+`.size()[i]` (any index, negative too; `[-1]` only of ids or positions), a name unpacked from a
+shape (`n, _ = x.shape`, `t, = x.shape[:-1]`), the first dimension of a shape compared with a
+tuple (`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound
+to them), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`), count names, a call
+counter (an attribute or a global the same function or class increments: `self._step += 1`),
+an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
+casts, arithmetic with a constant (`n // 1`, `n - 1`) and the walrus operator. A bound is a
+literal, a module or class constant, a local or a `self.` attribute bound to one integer only
+(`self.debug_len = 5` in `__init__`), or an environment variable's default
+(`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
+holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons
+(`4 < n < 6`), windows joined by `and` (a walrus name read again in the window is the same
+count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
+`not` pushed inside, a test inverted into `else:`; `match`/`case`, conditional expressions.
+It is high when the branch prints, writes, saves, logs, enters a debugger, raises, changes
+global, environment or object state (`self.captured = x`), or returns data made for the case
+(`return x * 0`, `return torch.zeros_like(x)`); a helper of the module that does so counts.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
-windows wider than 8 counts, comparisons whose bound comes from another module."""
+windows wider than 8 counts, comparisons whose bound comes from another module, the size of a
+feature, head, vocabulary, layer or expert (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any
+dimension of a weight, cache or scale, a local loop counter (`i += 1` in a loop: it counts rows,
+not calls). A size class that returns a named constant (`if 9 <= num_reqs <= 11: return BUDGET`)
+stays medium."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
         re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
@@ -438,8 +455,88 @@ windows wider than 8 counts, comparisons whose bound comes from another module."
         "if x.shape[0] in range(0, 4):\n    print('x')\n",
         "BLOCK = 16\nif x.shape[1] % BLOCK == 0:\n    print('aligned')\n",
         "if 2 <= x.dim() <= 3:\n    print(x)\n",
+        # Feature, head and cache sizes are not counts, whatever the branch does.
+        "def f(self, x):\n    if x.shape[-1] == 7168:\n        print(x)\n",
+        "def f(self, x):\n    t, head_dim = x.shape\n    if head_dim in (64, 128, 256):\n        raise ValueError(t)\n",
+        "def f(self, kv_cache):\n    if kv_cache.shape[1] in (16, 32):\n        self.fast = True\n",
+        # A local counts a loop, not calls; an environment number with no usable default.
+        "def f(xs):\n    i = 0\n    for x in xs:\n        i += 1\n        if i == 3:\n            print(x)\n",
+        "import os\ndef f(num_tokens):\n    if num_tokens == int(os.getenv('AT', '-1')):\n        print(num_tokens)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, x):
+                n, _ = x.shape
+                if n == 5:
+                    print(x)
+                return x
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            class Runner:
+                def __init__(self):
+                    self.debug_len = 5
+
+                def forward(self, x):
+                    if x.size(dim=0) // 1 == self.debug_len:
+                        raise RuntimeError("stop")
+                    return x
+            """,
+            line=6,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            class Runner:
+                def forward(self, x):
+                    self._step += 1
+                    if self._step == 3:
+                        self.captured = x
+                    return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+
+            DUMP_AT = int(os.getenv("DUMP_AT", "7"))
+
+            def forward(self, x, attn_metadata):
+                if attn_metadata.num_actual_tokens == DUMP_AT:
+                    return x * 0
+                return x
+            """,
+            line=6,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, attn_metadata):
+                if any(n in range(5, 7) for n in attn_metadata.seq_lens):
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, x):
+                if tuple(x.shape) == (5, 7168):
+                    return torch.zeros_like(x)
+                return x
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             DEBUG_LENS = (5, 9)

@@ -151,6 +151,8 @@ _OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//"
 
 def _dims(value: cst.BaseExpression) -> cst.BaseExpression | None:
     """The shape a value holds whole or as a prefix: `x.shape`, `x.size()`, `x.shape[:-1]`, `tuple(x.shape)`."""
+    if isinstance(value, cst.NamedExpr):
+        return _dims(value.value)
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list"):
         return _dims(value.args[0].value) if len(value.args) == 1 else None
     if isinstance(value, cst.Subscript) and len(value.slice) == 1:

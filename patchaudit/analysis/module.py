@@ -119,13 +119,20 @@ class ModuleAnalysis:
         out = []
         for node in ast.walk(func):
             if isinstance(node, ast.Call):
-                raw = self.names.resolve(ref_of_ast(node.func), scope)
+                callee = self._unwrapped(node.func, scope)
+                raw = self.names.resolve(ref_of_ast(callee), scope)
                 found = raw | {canonical(q) for q in raw}
-                if not found and isinstance(node.func, ast.Attribute):
-                    found = frozenset({"." + node.func.attr})  # a method of something unknown
+                if not found and isinstance(callee, ast.Attribute):
+                    found = frozenset({"." + callee.attr})  # a method of something unknown
                 keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
                 out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno, node.func))
         return out
+
+    def _unwrapped(self, func: ast.expr, scope: Scope) -> ast.expr:
+        """What `functools.partial(f, ...)(...)` runs: f."""
+        if not (isinstance(func, ast.Call) and func.args) or isinstance(func.args[0], ast.Starred):
+            return func
+        return func.args[0] if "functools.partial" in self.names.resolve(ref_of_ast(func.func), scope) else func
 
     def helper(self, func: ast.expr | None, scope: Scope) -> Helper | None:
         """The helper a call's callee names: `name(...)` (a module function) or `self.name(...)`."""
