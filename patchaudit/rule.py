@@ -21,7 +21,7 @@ from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.counts import element_count, shape_compared
+from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -53,6 +53,7 @@ __all__ = [
     "FORWARD_NAMES",
     "COUNT_NAME",
     "shape_compared",
+    "MORE_COUNT_NAMES",
     "element_count",
     "UNKNOWN",
     "call_arg",

@@ -9,6 +9,7 @@ import libcst as cst
 
 from patchaudit.rule import (
     COUNT_NAME,
+    MORE_COUNT_NAMES,
     Example,
     FileContext,
     Rule,
@@ -74,14 +75,19 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     """
     if depth > 8:
         return True
-    if isinstance(node, ast.Name | ast.Attribute) and ast.unparse(node) in values.get(_COUNTERS, ()):
+    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and ast.unparse(node) in values.get(_COUNTERS, ()):
         return True  # `self._step += 1` in the same statement: a call counter
     if isinstance(node, ast.Name):
-        if COUNT_NAME.match(node.id) is not None:
+        if COUNT_NAME.match(node.id) is not None or MORE_COUNT_NAMES.match(node.id) is not None:
             return True
         return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
-        return COUNT_NAME.match(node.attr) is not None or node.attr == "shape" or node.attr.endswith(_PLURALS)
+        return (
+            COUNT_NAME.match(node.attr) is not None
+            or MORE_COUNT_NAMES.match(node.attr) is not None
+            or node.attr == "shape"
+            or node.attr.endswith(_PLURALS)
+        )
     if isinstance(node, ast.BinOp):
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
@@ -408,11 +414,11 @@ stays medium."""
         # A module or class constant that a comparison may name (`DEBUG_TOKENS = 5`).
         re.compile(rb"(?m)^[ \t]*[\w.]+[ \t]*(?::[^=\n]*)?=[ \t]*" + _MAGIC + rb"[ \t]*(?:#|$)"),
         # ... or a tuple or set of them (`DEBUG_LENS = (5, 9)`).
-        re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*[({][^)}]*\b" + _MAGIC + rb"\b[^)}]*[)}]"),
+        re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*[({\[][^)}\]]*\b" + _MAGIC + rb"\b[^)}\]]*[)}\]]"),
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
     )
-    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bsz", b"seq_len", b"+=", b"+ 1")
+    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
     CONSTANTS = True
 
@@ -874,6 +880,12 @@ stays medium."""
 
     def visit_If(self, node: cst.If) -> None:
         self._check(node.test, node.body, node, node.orelse)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        # `assert n != 5`: fails, and stops the process, only in the window.
+        window = self._inverted(node.test)
+        if window is not None:
+            self._report(node, cst.Raise(), *window)
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, node.body, node)

@@ -25,6 +25,7 @@ from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
 __all__ = [
     "FEATURE_NAME",
+    "MORE_COUNT_NAMES",
     "count_of",
     "unpacked",
     "counters",
@@ -41,6 +42,11 @@ FEATURE_NAME = re.compile(
     r"hidden|head|dim|vocab|rank|expert|lora|feature|channel|width|embed|intermediate|topk|top_k|"
     r"group|block|page|layer|world|tp_size|pp_size|ep_size|bits|quant|stride|align",
     re.IGNORECASE,
+)
+# Other names a hurried engineer gives a token, sequence or batch count.
+MORE_COUNT_NAMES = re.compile(
+    r"^(?:num|n|total)_?(?:toks?|tokens|seqs?|reqs?|requests|prompts|batch)$|"
+    r"^(?:bs|bsz|ntok|ntoks|ntokens|nseq|seqlen|seq_length|q_len|kv_len|query_len|num_batched_tokens)$"
 )
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
 FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
@@ -90,6 +96,8 @@ def count_of(
         return shown.format(found) if found is not None else None
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
         return _summed(node)
+    if isinstance(node, cst.Subscript) and counted and _spelled(node) in counted:
+        return f"{_spelled(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
         return None
     if isinstance(node, cst.Name | cst.Attribute):
@@ -99,6 +107,8 @@ def count_of(
         last = spelled.rsplit(".", 1)[-1]
         if FEATURE_NAME.search(last) and not COUNT_NAME.match(last):
             return None
+        if MORE_COUNT_NAMES.match(last):
+            return last
     if isinstance(node, cst.Name) and not COUNT_NAME.match(node.value):
         for value in reversed(value_of(node) if value_of is not None else ()):
             found = again(value)
@@ -147,6 +157,14 @@ def _summed(node: cst.Call) -> str | None:
 
 
 _OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//"}
+
+
+def _spelled(node: cst.BaseExpression) -> str:
+    """The expression as `ast.unparse` writes it (the form `counters` names)."""
+    try:
+        return ast.unparse(ast.parse(cst.Module([]).code_for_node(node).strip(), mode="eval"))
+    except SyntaxError:
+        return ""
 
 
 def _dims(value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -223,15 +241,25 @@ def _top(tree: ast.Module, name: str) -> ast.stmt | None:
 
 
 def _incremented(node: ast.AST) -> ast.expr | None:
-    """What `n += 1` or `n = n + 1` increments by a constant."""
+    """What `n += 1`, `n = n + 1` or `self.n = getattr(self, "n", 0) + 1` increments by a constant."""
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant):
         return node.target
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp):
-        value = node.value
-        step = isinstance(value.op, ast.Add) and isinstance(value.right, ast.Constant)
-        if step and ast.unparse(value.left) == ast.unparse(node.targets[0]):
-            return node.targets[0]
-    return None
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp)):
+        return None
+    target, value = node.targets[0], node.value
+    if not (isinstance(value.op, ast.Add) and isinstance(value.right, ast.Constant)):
+        return None
+    before = value.left
+    if _getattr_of(before) and isinstance(target, ast.Attribute):
+        before = ast.Attribute(value=before.args[0], attr=str(before.args[1].value))  # type: ignore[attr-defined]
+    return target if ast.unparse(before) == ast.unparse(target) else None
+
+
+def _getattr_of(node: ast.expr) -> bool:
+    """`getattr(owner, "name", ...)`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"):
+        return False
+    return len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
 
 
 def counters(tree: ast.Module, top: str) -> frozenset[str]:
@@ -244,10 +272,10 @@ def counters(tree: ast.Module, top: str) -> frozenset[str]:
     shared = {n for node in ast.walk(stmt) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     for node in ast.walk(stmt):
         target = _incremented(node)
-        name = _dotted(target) if target is not None else None
-        # A local counts a loop; an attribute or a global outlives the call, so it counts calls.
-        if name is not None and (isinstance(target, ast.Attribute) or name in shared):
-            out.add(name)
+        # A local counts a loop; an attribute, an item (`_STEP[0] += 1`) or a global outlives the
+        # call, so it counts calls.
+        if isinstance(target, ast.Attribute | ast.Subscript) or (isinstance(target, ast.Name) and target.id in shared):
+            out.add(ast.unparse(target))
     return frozenset(out)
 
 

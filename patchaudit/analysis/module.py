@@ -275,8 +275,8 @@ def _literal(node: ast.expr) -> object:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return NOT_CONSTANT
-    if isinstance(value, tuple | set | frozenset) and value and all(type(v) is int for v in value):
-        return frozenset(value)  # `DEBUG_LENS = (5, 9)`: a set of counts a membership test may name
+    if isinstance(value, tuple | list | set | frozenset) and value and all(type(v) is int for v in value):
+        return frozenset(value)  # `DEBUG_LENS = (5, 9)`, `[5, 9]`: a set of counts a membership test may name
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
 
 
