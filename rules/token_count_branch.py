@@ -305,16 +305,29 @@ def _magic(node: cst.BaseExpression) -> int | None:
     return None
 
 
-def _effects(rule: "TokenCountBranch", body: cst.CSTNode) -> str | None:
-    visitor = _SideEffects(rule)
+def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:
+    """What `body` does beyond computing (a print, a write, a raise...); `returns`: whether a
+    return of made-up data counts (not for the rest of a function, whose return is its own)."""
+    visitor = _SideEffects(rule, returns)
     body.visit(visitor)
     return visitor.found
 
 
+def _early_exit(node: cst.If) -> bool:
+    """`if n != 5: return` (or `continue`), nothing else: what follows runs only in the window."""
+    if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock) or len(node.body.body) != 1:
+        return False
+    line = node.body.body[0]
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+        return False
+    return isinstance(line.body[0], cst.Return | cst.Continue)
+
+
 class _SideEffects(cst.CSTVisitor):
-    def __init__(self, rule: "TokenCountBranch") -> None:
+    def __init__(self, rule: "TokenCountBranch", returns: bool = True) -> None:
         super().__init__()
         self.rule = rule
+        self.returns = returns
         self.found: str | None = None
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -341,7 +354,8 @@ class _SideEffects(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         # Data made for this case (`return x * 0`, `return torch.zeros_like(x)`), not a
         # name or constant chosen for a size class (`return SMALL_BATCH_BUDGET`).
-        if isinstance(node.value, cst.Call | cst.BinaryOperation | cst.UnaryOperation | cst.Subscript):
+        made_up = isinstance(node.value, cst.Call | cst.BinaryOperation | cst.UnaryOperation | cst.Subscript)
+        if made_up and self.returns:
             self.found = self.found or "a return of other data"
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -382,7 +396,8 @@ Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.si
 `.size()[i]` (any index, negative too; `[-1]` only of ids or positions), a name unpacked from a
 shape (`n, _ = x.shape`, `t, = x.shape[:-1]`), the first dimension of a shape compared with a
 tuple (`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound
-to them), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`), count names, a call
+to them) or of a scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts
+(`seq_lens`, `query_lens`), count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call
 counter (an attribute or a global the same function or class increments: `self._step += 1`),
 an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
 casts, arithmetic with a constant (`n // 1`, `n - 1`) and the walrus operator. A bound is a
@@ -392,7 +407,8 @@ literal, a module or class constant, a local or a `self.` attribute bound to one
 holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons
 (`4 < n < 6`), windows joined by `and` (a walrus name read again in the window is the same
 count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
-`not` pushed inside, a test inverted into `else:`; `match`/`case`, conditional expressions.
+`not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
+then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions.
 It is high when the branch prints, writes, saves, logs, enters a debugger, raises, changes
 global, environment or object state (`self.captured = x`), or returns data made for the case
 (`return x * 0`, `return torch.zeros_like(x)`); a helper of the module that does so counts.
@@ -470,6 +486,16 @@ stays medium."""
         "import os\ndef f(num_tokens):\n    if num_tokens == int(os.getenv('AT', '-1')):\n        print(num_tokens)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            def _debug(x, attn_metadata):
+                if attn_metadata.num_decodes != 3:
+                    return
+                print(x.sum())
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, x):
@@ -880,6 +906,22 @@ stays medium."""
 
     def visit_If(self, node: cst.If) -> None:
         self._check(node.test, node.body, node, node.orelse)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        """`if n != 5: return` then a dump: the rest of the block is the branch."""
+        for index, stmt in enumerate(node.body):
+            if not (isinstance(stmt, cst.If) and _early_exit(stmt)):
+                continue
+            rest = node.with_changes(body=node.body[index + 1 :])
+            self._bind_walrus(stmt.test)
+            window = self._inverted(stmt.test)
+            found = _effects(self, rest, returns=False) if window is not None else None
+            if window is not None and found is not None:
+                self.report(
+                    stmt,
+                    f"what follows runs {found} only when {window[0]} {window[1]} (debug trap left in a patch?)",
+                    severity=Severity.HIGH,
+                )
 
     def visit_Assert(self, node: cst.Assert) -> None:
         # `assert n != 5`: fails, and stops the process, only in the window.

@@ -46,8 +46,11 @@ FEATURE_NAME = re.compile(
 # Other names a hurried engineer gives a token, sequence or batch count.
 MORE_COUNT_NAMES = re.compile(
     r"^(?:num|n|total)_?(?:toks?|tokens|seqs?|reqs?|requests|prompts|batch)$|"
-    r"^(?:bs|bsz|ntok|ntoks|ntokens|nseq|seqlen|seq_length|q_len|kv_len|query_len|num_batched_tokens)$"
+    r"^(?:bs|bsz|ntok|ntoks|ntokens|nseq|seqlen|seq_length|q_len|kv_len|query_len|num_batched_tokens)$|"
+    r"^(?:num|n)_(?:prefills|decodes|running|waiting|scheduled\w*)$|^max_(?:query|seq|prefill|decode)_?(?:len|length)$"
 )
+# Queues of requests a scheduler keeps: their length counts requests.
+QUEUE_NAME = re.compile(r"^_?(?:running|waiting|scheduled\w*|finished\w*|preempted\w*)$")
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
 FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
@@ -96,6 +99,10 @@ def count_of(
         return shown.format(found) if found is not None else None
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
         return _summed(node)
+    if isinstance(node, cst.Call) and len(node.args) == 1 and resolves(node, "builtins.len"):
+        spelled = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
+        if QUEUE_NAME.match(spelled.rsplit(".", 1)[-1]):
+            return f"len({spelled})"  # `len(self.running)`
     if isinstance(node, cst.Subscript) and counted and _spelled(node) in counted:
         return f"{_spelled(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
