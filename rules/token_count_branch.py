@@ -313,14 +313,23 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     return visitor.found
 
 
-def _early_exit(node: cst.If) -> bool:
-    """`if n != 5: return` (or `continue`), nothing else: what follows runs only in the window."""
-    if node.orelse is not None or not isinstance(node.body, cst.IndentedBlock) or len(node.body.body) != 1:
+def _exits(block: cst.BaseSuite | None) -> bool:
+    """A block that only leaves: `return`, `return x`, `continue`."""
+    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
         return False
-    line = node.body.body[0]
-    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+    line = block.body[0]
+    return isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], cst.Return | cst.Continue)
+
+
+def _exit_branch(node: cst.If) -> bool | None:
+    """Which outcome of the test leaves the block early (True: `if n != 5: return`; False:
+    `if n == 5: pass / else: return`), else None."""
+    orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+    if _exits(node.body) and node.orelse is None:
+        return True
+    if orelse is not None and _exits(orelse) and not _exits(node.body):
         return False
-    return isinstance(line.body[0], cst.Return | cst.Continue)
+    return None
 
 
 class _SideEffects(cst.CSTVisitor):
@@ -910,11 +919,12 @@ stays medium."""
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         """`if n != 5: return` then a dump: the rest of the block is the branch."""
         for index, stmt in enumerate(node.body):
-            if not (isinstance(stmt, cst.If) and _early_exit(stmt)):
+            leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
+            if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
-            self._bind_walrus(stmt.test)
-            window = self._inverted(stmt.test)
+            self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
+            window = self._inverted(stmt.test) if leaves else self._window(stmt.test)  # type: ignore[attr-defined]
             found = _effects(self, rest, returns=False) if window is not None else None
             if window is not None and found is not None:
                 self.report(
