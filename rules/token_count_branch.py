@@ -53,6 +53,27 @@ SIDE_EFFECT_CALLS = (
     "shutil.*",
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
+# Tensors made from nothing: what a patch returns in place of the real result.
+_FABRICATED = tuple(
+    f"{m}.{f}"
+    for m in ("torch", "numpy")
+    for f in (
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "empty",
+        "empty_like",
+        "full",
+        "full_like",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+    )
+)
+_VALIDATION = {"ValueError", "TypeError", "NotImplementedError", "IndexError", "KeyError", "AssertionError"}
 LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
 
@@ -222,6 +243,9 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
 
 _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
+_SHORT = 4  # statements after an early exit that a debug trap adds
+_INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
+_FEATURE_SIZE = 32  # a dimension past the first this large is a model or kernel size
 _SYMBOL = {
     cst.Equal: "==",
     cst.LessThan: "<",
@@ -307,10 +331,14 @@ def _magic(node: cst.BaseExpression) -> int | None:
 
 def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:
     """What `body` does beyond computing (a print, a write, a raise...); `returns`: whether a
-    return of made-up data counts (not for the rest of a function, whose return is its own)."""
+    return of made-up data, a raise and a change of state count (not for the rest of a function,
+    whose work they are: only printing, writing, saving and debuggers count there)."""
     visitor = _SideEffects(rule, returns)
     body.visit(visitor)
-    return visitor.found
+    found = visitor.found
+    if not returns and found in ("raise", "object state", "global state", "enclosing state"):
+        return None
+    return None if not returns and found is not None and ".warning" in found else found
 
 
 def _exits(block: cst.BaseSuite | None) -> bool:
@@ -358,14 +386,37 @@ class _SideEffects(cst.CSTVisitor):
         self.found = self.found or "global state"
 
     def visit_Raise(self, node: cst.Raise) -> None:
-        self.found = self.found or "raise"
+        # A check of the input raises what callers catch (`ValueError`); a trap stops the run.
+        raised = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
+        name = cst.helpers.get_full_name_for_node(raised) if raised is not None else None
+        if name is None or name.rsplit(".", 1)[-1] not in _VALIDATION:
+            self.found = self.found or "raise"
 
     def visit_Return(self, node: cst.Return) -> None:
-        # Data made for this case (`return x * 0`, `return torch.zeros_like(x)`), not a
-        # name or constant chosen for a size class (`return SMALL_BATCH_BUDGET`).
-        made_up = isinstance(node.value, cst.Call | cst.BinaryOperation | cst.UnaryOperation | cst.Subscript)
-        if made_up and self.returns:
-            self.found = self.found or "a return of other data"
+        # Data made up for this case (`return x * 0`, `return torch.zeros_like(x)`), not another
+        # computation chosen for a shape (`return x.permute(1, 0)`).
+        if self.returns and node.value is not None and self._made_up(node.value):
+            self.found = self.found or "a return of made-up data"
+
+    def _made_up(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            return any(
+                isinstance(side, cst.Integer | cst.Float) and not side.evaluated_value
+                for side in (value.left, value.right)
+            )
+        if not isinstance(value, cst.Call):
+            return False
+        if self.rule.resolves_to(value, _FABRICATED) is not None:
+            return True
+        func = value.func
+        return isinstance(func, cst.Attribute) and func.attr.value in (
+            "zero_",
+            "fill_",
+            "zeros_like",
+            "new_zeros",
+            "new_ones",
+            "new_full",
+        )
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Attribute | cst.Subscript):
@@ -418,14 +469,18 @@ holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chain
 count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
 `not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
 then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions.
-It is high when the branch prints, writes, saves, logs, enters a debugger, raises, changes
-global, environment or object state (`self.captured = x`), or returns data made for the case
-(`return x * 0`, `return torch.zeros_like(x)`); a helper of the module that does so counts.
+It is high when the branch prints, writes, saves, logs, enters a debugger, raises anything but
+a validation error (`RuntimeError`, `SystemExit`; not `ValueError`), changes global,
+environment or object state (`self.captured = x`), or returns made-up data (`return x * 0`,
+`return torch.zeros_like(x)`); a helper of the module that does so counts. After an early exit
+only printing, writing, saving and debuggers count, in at most 4 statements (a longer rest is
+the function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 windows wider than 8 counts, comparisons whose bound comes from another module, the size of a
 feature, head, vocabulary, layer or expert (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any
-dimension of a weight, cache or scale, a local loop counter (`i += 1` in a loop: it counts rows,
+dimension of a weight, cache or scale, a dimension past the first pinned to 32 or more
+(`q.shape[1] == 32`: heads), a local loop counter (`i += 1` in a loop: it counts rows,
 not calls). A size class that returns a named constant (`if 9 <= num_reqs <= 11: return BUDGET`)
 stays medium."""
     PREFILTER = (
@@ -904,6 +959,11 @@ stays medium."""
         effects.found = _effects(self, body)
         if not effects.found and _OTHER_DIM.search(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
+        numbers = [int(n) for n in re.findall(r"\d+", value)]
+        if _INNER_DIM.search(count) and numbers and min(numbers) >= _FEATURE_SIZE:
+            return  # `q.shape[1] == 32`, `x.shape[1] == 7168`: heads or hidden, not tokens
+        if effects.found and self.upstream_purpose(None) is not None:
+            effects.found = None  # a test's own counters and traps
         if effects.found:
             self.report(
                 where,
@@ -920,8 +980,8 @@ stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch."""
         for index, stmt in enumerate(node.body):
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
-            if leaves is None:
-                continue
+            if leaves is None or len(node.body) - index - 1 > _SHORT:
+                continue  # a long rest is the function's own work after a check of its input
             rest = node.with_changes(body=node.body[index + 1 :])
             self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
             window = self._inverted(stmt.test) if leaves else self._window(stmt.test)  # type: ignore[attr-defined]
