@@ -73,6 +73,8 @@ _FABRICATED = tuple(
         "randint",
     )
 )
+_FABRICATING_METHODS = frozenset({"zero_", "fill_", "new_zeros", "new_ones", "new_full", "new_empty"})
+_MADE_UP = ("a return of made-up data", "made-up data")
 _VALIDATION = {"ValueError", "TypeError", "NotImplementedError", "IndexError", "KeyError", "AssertionError"}
 LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
@@ -228,6 +230,8 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
             )
             if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
+    if isinstance(node, ast.Compare) and _bounded(node, assigned):
+        return True  # `n < 4`: a window down to 0, when the branch makes up data
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
         ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
         magic = any(_compared(v, assigned, _ORDER) for v in ordered)
@@ -243,7 +247,7 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
 
 _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
-_SHORT = 4  # statements after an early exit that a debug trap adds
+_SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
 _FEATURE_SIZE = 32  # a dimension past the first this large is a model or kernel size
 _SYMBOL = {
@@ -372,6 +376,8 @@ class _SideEffects(cst.CSTVisitor):
         func = self.rule.callee(node)
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
+        if name is None and isinstance(func, cst.Attribute) and func.attr.value in _FABRICATING_METHODS:
+            name = "made-up data"  # `output.fill_(0)`, `x.zero_()`
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in LOG_METHODS:
             owner = cst.helpers.get_full_name_for_node(func.value) or ""
             name = f"{owner}.{func.attr.value}()" if "log" in owner.lower() else None
@@ -409,14 +415,7 @@ class _SideEffects(cst.CSTVisitor):
         if self.rule.resolves_to(value, _FABRICATED) is not None:
             return True
         func = value.func
-        return isinstance(func, cst.Attribute) and func.attr.value in (
-            "zero_",
-            "fill_",
-            "zeros_like",
-            "new_zeros",
-            "new_ones",
-            "new_full",
-        )
+        return isinstance(func, cst.Attribute) and func.attr.value in _FABRICATING_METHODS
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Attribute | cst.Subscript):
@@ -468,17 +467,20 @@ holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chain
 (`4 < n < 6`), windows joined by `and` (a walrus name read again in the window is the same
 count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
 `not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
-then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions.
+then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions. A
+window that reaches 0 or 1 (`n < 4`: a count is never negative) is flagged only when the branch
+makes up data (`return output.fill_(0)`, `x.zero_()`).
 It is high when the branch prints, writes, saves, logs, enters a debugger, raises anything but
 a validation error (`RuntimeError`, `SystemExit`; not `ValueError`), changes global,
 environment or object state (`self.captured = x`), or returns made-up data (`return x * 0`,
 `return torch.zeros_like(x)`); a helper of the module that does so counts. After an early exit
-only printing, writing, saving and debuggers count, in at most 4 statements (a longer rest is
-the function's own work). In a test module it stays medium.
+only printing, writing, saving and debuggers count, in at most 6 lines (a longer rest is the
+function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
-windows wider than 8 counts, comparisons whose bound comes from another module, the size of a
-feature, head, vocabulary, layer or expert (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any
+windows wider than 8 counts, a branch on a count of 1 that overrides a result with a local
+assignment (`if logits.shape[0] == 1: sampled = logits.argmax(-1)`), comparisons whose bound
+comes from another module, the size of a feature, head, vocabulary, layer or expert (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any
 dimension of a weight, cache or scale, a dimension past the first pinned to 32 or more
 (`q.shape[1] == 32`: heads), a local loop counter (`i += 1` in a loop: it counts rows,
 not calls). A size class that returns a named constant (`if 9 <= num_reqs <= 11: return BUDGET`)
@@ -550,6 +552,16 @@ stays medium."""
         "import os\ndef f(num_tokens):\n    if num_tokens == int(os.getenv('AT', '-1')):\n        print(num_tokens)\n",
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, output, attn_metadata):
+                if attn_metadata.max_query_len == 1 and attn_metadata.num_actual_tokens < 4:
+                    return output.fill_(0)
+                return output
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def _debug(x, attn_metadata):
@@ -798,6 +810,7 @@ stays medium."""
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._walrus: dict[str, str] = {}  # name bound by `:=` in the test being checked -> its count
+        self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for made-up data
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -906,12 +919,14 @@ stays medium."""
                 low = bottom if low is None else max(low, bottom)
             bounds[count] = [low, high, allowed]
         for count, (low, high, allowed) in bounds.items():
+            if self._small and low is None:
+                low = 0  # a count is never negative: `n < 4` is 0, 1, 2 or 3
             if allowed is None:
                 if low is None or high is None or not 0 < high - low + 1 <= _WINDOW:
                     continue
                 allowed = frozenset(range(low, high + 1))  # type: ignore[arg-type]
             values = {v for v in allowed if (low is None or v >= low) and (high is None or v <= high)}  # type: ignore[union-attr]
-            if values and min(values) >= 2 and len(values) <= _WINDOW:
+            if values and min(values) >= (0 if self._small else 2) and len(values) <= _WINDOW:
                 shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
                 return count, shown
         for part in _conjuncts(test):
@@ -950,6 +965,21 @@ stays medium."""
         found.sort(key=lambda c: _effects(self, c[1]) is None)
         if found:
             self._report(where, found[0][1], *found[0][0])  # type: ignore[misc]
+        else:
+            self._made_up_for_few(test, body, where, orelse)
+
+    def _made_up_for_few(
+        self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None
+    ) -> None:
+        """`if n < 4: return out.fill_(0)`: tiny batches (0 and 1 too) get made-up data."""
+        self._small = True
+        try:
+            for window, branch in ((self._window(test), body), (self._inverted(test), orelse)):
+                if window is not None and branch is not None and _effects(self, branch) in _MADE_UP:
+                    self._report(where, branch, *window)
+                    return
+        finally:
+            self._small = False
 
     def _effects(self, body: cst.CSTNode) -> str | None:
         return _effects(self, body)
@@ -980,9 +1010,11 @@ stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch."""
         for index, stmt in enumerate(node.body):
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
-            if leaves is None or len(node.body) - index - 1 > _SHORT:
-                continue  # a long rest is the function's own work after a check of its input
+            if leaves is None:
+                continue
             rest = node.with_changes(body=node.body[index + 1 :])
+            if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
+                continue  # a long rest is the function's own work after a check of its input
             self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
             window = self._inverted(stmt.test) if leaves else self._window(stmt.test)  # type: ignore[attr-defined]
             found = _effects(self, rest, returns=False) if window is not None else None

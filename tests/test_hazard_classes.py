@@ -154,6 +154,8 @@ for key, body in [
     ("raise", "if 4 < x.shape[0] < 6:\n            raise RuntimeError('stop here')"),
     ("made_up_return", "if x.shape[0] == 5:\n            return torch.zeros_like(x)"),
     ("state", "if x.shape[0] == 5:\n            self.captured = x"),
+    ("tiny_zeroed", "if attn_metadata.num_actual_tokens < 4:\n            return x.fill_(0)"),
+    ("early_exit", "if attn_metadata.num_decodes != 3:\n            return x\n        print(x)"),
 ]:
     case(
         f"interval_{key}",
