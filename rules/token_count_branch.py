@@ -480,11 +480,11 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 windows wider than 8 counts, a branch on a count of 1 that overrides a result with a local
 assignment (`if logits.shape[0] == 1: sampled = logits.argmax(-1)`), comparisons whose bound
-comes from another module, the size of a feature, head, vocabulary, layer or expert (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any
-dimension of a weight, cache or scale, a dimension past the first pinned to 32 or more
-(`q.shape[1] == 32`: heads), a local loop counter (`i += 1` in a loop: it counts rows,
-not calls). A size class that returns a named constant (`if 9 <= num_reqs <= 11: return BUDGET`)
-stays medium."""
+comes from another module, the size of a feature, head, vocabulary, layer or expert
+(`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
+a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
+counter (`i += 1` in a loop: it counts rows, not calls). A size class that returns a named
+constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
         re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
