@@ -74,6 +74,7 @@ _FABRICATED = tuple(
     )
 )
 _FABRICATING_METHODS = frozenset({"zero_", "fill_", "new_zeros", "new_ones", "new_full", "new_empty"})
+_IN_PLACE_FILLS = frozenset({"zero_", "fill_"})
 _MADE_UP = ("a return of made-up data", "made-up data")
 _VALIDATION = {"ValueError", "TypeError", "NotImplementedError", "IndexError", "KeyError", "AssertionError"}
 LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
@@ -376,8 +377,8 @@ class _SideEffects(cst.CSTVisitor):
         func = self.rule.callee(node)
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
-        if name is None and isinstance(func, cst.Attribute) and func.attr.value in _FABRICATING_METHODS:
-            name = "made-up data"  # `output.fill_(0)`, `x.zero_()`
+        if name is None and isinstance(func, cst.Attribute) and func.attr.value in _IN_PLACE_FILLS:
+            name = "made-up data"  # `output.fill_(0)`, `x.zero_()`: a result overwritten
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in LOG_METHODS:
             owner = cst.helpers.get_full_name_for_node(func.value) or ""
             name = f"{owner}.{func.attr.value}()" if "log" in owner.lower() else None
