@@ -67,9 +67,10 @@ def _fixed_dim(node: cst.Subscript) -> bool:
     if isinstance(owner, cst.Call):
         owner = owner.func
     base = owner.value if isinstance(owner, cst.Attribute) else owner
-    name = (cst.helpers.get_full_name_for_node(base) or "").rsplit(".", 1)[-1]
-    if FIXED_OWNER.search(name):
-        return True
+    full = cst.helpers.get_full_name_for_node(base) or ""
+    name = full.rsplit(".", 1)[-1]
+    if FIXED_OWNER.search(name) or (full.startswith("self.") and not LEN_OF.search(name)):
+        return True  # a weight, a cache, or a module's own parameter or buffer (`self.w.shape`)
     index = node.slice[0].slice if len(node.slice) == 1 else None
     if not (isinstance(index, cst.Index) and isinstance(index.value, cst.UnaryOperation)):
         return False
@@ -107,6 +108,10 @@ def count_of(
         return f"{_spelled(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
         return None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "numel":
+        owner = node.func.value  # `layer.A_log.numel()`: a parameter's size, not a count
+        if isinstance(owner, cst.Attribute) and not LEN_OF.search(owner.attr.value):
+            return None
     if isinstance(node, cst.Name | cst.Attribute):
         spelled = cst.helpers.get_full_name_for_node(node) or ""
         if spelled in counted:
