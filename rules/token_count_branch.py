@@ -928,7 +928,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 allowed = frozenset(range(low, high + 1))  # type: ignore[arg-type]
             values = {v for v in allowed if (low is None or v >= low) and (high is None or v <= high)}  # type: ignore[union-attr]
             # A tiny window still reaches past 0 and 1 (`n < 4`), or it is an empty-batch guard.
-            tiny = self._small and max(values, default=0) >= 2
+            tiny = self._small and max(values, default=0) >= 3  # not `n <= 2`: one sequence's offsets
             if values and (tiny or min(values) >= 2) and len(values) <= _WINDOW:
                 shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
                 return count, shown
