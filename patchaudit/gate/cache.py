@@ -14,7 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-from patchaudit.fs.atomic import atomic_write
 from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.gate.plan import FilePlan, stat_row
 from patchaudit.gate.verdict import Verdict, from_dict, to_dict
@@ -119,6 +118,8 @@ class VerdictCache:
             "fingerprint": fingerprint,
             "verdict": to_dict(verdict),
         }
+        from patchaudit.fs.atomic import atomic_write  # only a miss writes: not on the warm path
+
         try:
             text = json.dumps({"version": CACHE_VERSION, "entries": entries}, separators=(",", ":"))
             atomic_write(path, text, durable=False)
