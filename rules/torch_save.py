@@ -86,6 +86,18 @@ def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+# Calls that take a function and run it later (its arguments beside it, or in `args=`).
+DEFERRING = (
+    "threading.Thread",
+    "threading.Timer",
+    "multiprocessing.Process",
+    "atexit.register",
+    "builtins.map",
+    "concurrent.futures.*.submit",
+)
+DEFERRING_METHODS = ("submit", "call_soon", "call_later", "call_soon_threadsafe", "run_in_executor", "apply_async")
+
+
 class TorchSave(Rule):
     ID = "torch-save"
     SEVERITY = Severity.HIGH
@@ -200,6 +212,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
 
     VALID = [
         "import torch\nstate = model.state_dict()\n",
+        "import threading\nimport numpy as np\n\ndef f(pool, a):\n    pool.submit(np.mean, a)\n"
+        "    threading.Thread(target=print, args=('/tmp/x.pt',)).start()\n",
         "def export(model, out_dir):\n    model.save_pretrained(out_dir)\n",
         "import json\njson.dump(cfg, fh)\n",
         "class Saver:\n    def save(self, x):\n        return x\n\nSaver().save(1)\n",
@@ -316,6 +330,36 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            import threading
+            import torch
+
+            def forward(self, x):
+                threading.Thread(target=torch.save, args=(x, "/tmp/x.pt")).start()
+                return x
+            """,
+            line=5,
+            message="handed to threading.Thread",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import numpy as np\n\ndef g(pool, a):\n    pool.submit(np.save, '/tmp/a.npy', a)\n",
+            line=4,
+            message="/tmp/a.npy",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import torch\n\ndef k(loop, t):\n    loop.call_soon(torch.save, t, '/tmp/t.pt')\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import atexit\nimport torch\n\ndef h(obj, path):\n    atexit.register(torch.save, obj, path)\n",
+            line=5,
+            message="handed to atexit.register",
+            severity=Severity.MEDIUM,
+        ),
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
         Example(code="import torch as t\nt.save(x, f'/tmp/dump_{step}.pt')\n", severity=Severity.HIGH),
         Example(
@@ -735,6 +779,28 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             return bool(target.args) and again(target.args[0].value)
         return False
 
+    def _deferred(self, node: cst.Call) -> bool:
+        """A saver handed as a value to something that calls it later: a thread's target
+        (`Thread(target=torch.save, args=(t, "/tmp/t.pt"))`), an executor or event loop
+        (`pool.submit(np.save, path, a)`, `loop.call_soon(...)`), `atexit.register`, `map`."""
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        scheduler = self.resolves_to(node.func, DEFERRING) or (method if method in DEFERRING_METHODS else None)
+        if scheduler is None:
+            return False
+        given = [a for a in node.args if a.keyword is None or a.keyword.value == "target"]
+        saver = next((n for a in given if (n := self.resolves_to(a.value, SAVERS)) is not None), None)
+        if saver is None:
+            return False
+        passed = [a.value for a in node.args if a.keyword is None or a.keyword.value in ("args", "kwargs")]
+        parts = [e.value for v in passed if isinstance(v, cst.Tuple | cst.List) for e in v.elements] + passed
+        fixed = next((f for v in parts if (f := self.fixed_path(v)) is not None), None)
+        if fixed is not None or self.in_forward:
+            where = f"the fixed path {fixed!r}" if fixed is not None else "disk from a forward function"
+            self.report(node, f"{saver}() handed to {scheduler} writes to {where} (debug dump left in a patch?)")
+        else:
+            self.report(node, f"{saver}() handed to {scheduler} writes to disk", severity=Severity.MEDIUM)
+        return True
+
     def _other_sinks(self, node: cst.Call) -> None:
         """Raw array writers, file log handlers, and dumps reached through a helper of the module."""
         func = self.callee(node)
@@ -754,7 +820,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             ):
                 self.report(node, "writes .tobytes() of an array to a file in a forward function (debug dump?)")
                 return
-        if self._path_writer(node) or self._log_config(node):
+        if self._path_writer(node) or self._log_config(node) or self._deferred(node):
             return
         if method in METHOD_WRITERS and node.args:
             # `ndarray.dump("/tmp/a.pkl")` (its only argument), `prof.export_chrome_trace("/tmp/t.json")`
