@@ -330,36 +330,6 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         """,
     ]
     INVALID = [
-        Example(
-            code="""
-            import threading
-            import torch
-
-            def forward(self, x):
-                threading.Thread(target=torch.save, args=(x, "/tmp/x.pt")).start()
-                return x
-            """,
-            line=5,
-            message="handed to threading.Thread",
-            severity=Severity.HIGH,
-        ),
-        Example(
-            code="import numpy as np\n\ndef g(pool, a):\n    pool.submit(np.save, '/tmp/a.npy', a)\n",
-            line=4,
-            message="/tmp/a.npy",
-            severity=Severity.HIGH,
-        ),
-        Example(
-            code="import torch\n\ndef k(loop, t):\n    loop.call_soon(torch.save, t, '/tmp/t.pt')\n",
-            line=4,
-            severity=Severity.HIGH,
-        ),
-        Example(
-            code="import atexit\nimport torch\n\ndef h(obj, path):\n    atexit.register(torch.save, obj, path)\n",
-            line=5,
-            message="handed to atexit.register",
-            severity=Severity.MEDIUM,
-        ),
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
         Example(code="import torch as t\nt.save(x, f'/tmp/dump_{step}.pt')\n", severity=Severity.HIGH),
         Example(
@@ -683,6 +653,36 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             severity=Severity.MEDIUM,
         ),
         Example(code="import torch\ntorch.onnx.export(m, (x,), '/tmp/m.onnx')\n", line=2, message="torch.onnx.export"),
+        Example(
+            code="""
+            import threading
+            import torch
+
+            def forward(self, x):
+                threading.Thread(target=torch.save, args=(x, "/tmp/x.pt")).start()
+                return x
+            """,
+            line=5,
+            message="handed to threading.Thread",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import numpy as np\n\ndef g(pool, a):\n    pool.submit(np.save, '/tmp/a.npy', a)\n",
+            line=4,
+            message="/tmp/a.npy",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import torch\n\ndef k(loop, t):\n    loop.call_soon(torch.save, t, '/tmp/t.pt')\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import atexit\nimport torch\n\ndef h(obj, path):\n    atexit.register(torch.save, obj, path)\n",
+            line=5,
+            message="handed to atexit.register",
+            severity=Severity.MEDIUM,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -783,8 +783,9 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         """A saver handed as a value to something that calls it later: a thread's target
         (`Thread(target=torch.save, args=(t, "/tmp/t.pt"))`), an executor or event loop
         (`pool.submit(np.save, path, a)`, `loop.call_soon(...)`), `atexit.register`, `map`."""
-        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-        scheduler = self.resolves_to(node.func, DEFERRING) or (method if method in DEFERRING_METHODS else None)
+        func = self.callee(node)  # `partial(pool.submit)(...)`, `run = lambda *a: loop.call_soon(*a)`
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        scheduler = self.resolves_to(func, DEFERRING) or (method if method in DEFERRING_METHODS else None)
         if scheduler is None:
             return False
         given = [a for a in node.args if a.keyword is None or a.keyword.value == "target"]
