@@ -47,6 +47,32 @@ def _names_only(test: ast.expr) -> bool:
     return False
 
 
+def _subject(test: ast.expr) -> str | None:
+    """What one operand of an `and` is about (a name, the left of a comparison, isinstance's first argument)."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare):
+        test = test.left if not isinstance(test.left, ast.Constant) else test.comparators[0]
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" and test.args:
+        test = test.args[0]
+    return ast.dump(test) if isinstance(test, ast.Name | ast.Attribute) else None
+
+
+def _may_contradict(test: ast.expr) -> bool:
+    """An `and` with two operands about one name (`x is None and x is not None`), or a comparison of
+    no names at all (`len(()) > 0`): one that may never hold (the ast side of `Rule.folded`)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BoolOp):
+            subjects = [s for s in map(_subject, node.values) if s is not None]
+            if len(subjects) != len(set(subjects)):
+                return True
+        if isinstance(node, ast.Compare) and all(
+            isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
+        ):
+            return True
+    return False
+
+
 # The nodes statement_check looks at: those with a body of statements, and asserts.
 _BLOCKS = frozenset(
     {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While, ast.If, ast.With}
@@ -150,9 +176,12 @@ flagged (they disable nothing), nor is `if False:` around imports only (an old t
 or `if False: yield` (a generator marker).
 
 Shapes understood: constant conditions folded through and/or/not and brackets, comparisons of
-constants (`1 == 2`, `2 <= 1 <= 2`), module and class flags bound once to a literal (only when the
-branch they kill holds a raise, assert or check call), a raise/assert made unreachable by an
-unconditional `return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
+constants (`1 == 2`, `2 <= 1 <= 2`, `"a" == "b"`, `len(()) > 0`), an `and` that says opposite
+things of one name (`x is None and x is not None`, `not a and a`, `n > 5 and n < 3`,
+`isinstance(x, A) and not isinstance(x, A)`) or an `or` of a test and its negation, module and
+class flags bound once to a literal (only when the branch they kill holds a raise, assert or
+check call), a raise/assert made unreachable by an unconditional
+`return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
 `with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
@@ -164,7 +193,8 @@ the `try` on purpose.
 
 Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags
 from other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the
-environment through a helper, guards made dead by a branch in a caller."""
+environment through a helper, guards made dead by a branch in a caller, `x != x` (a NaN test on
+floats, so never folded)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = (
@@ -201,7 +231,8 @@ environment through a helper, guards made dead by a branch in a caller."""
             exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
             if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
                 return True  # an early exit gated on the environment
-            if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
+            folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
+            if folds and _has_guard(node):
                 return True  # may fold through module constants
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
