@@ -162,6 +162,19 @@ def _plain(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Name | cst.Integer)
 
 
+def _switches_path(node: cst.If) -> bool:
+    """A dead branch that does work of its own but checks nothing (not `pass`, the inverted form)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    idle = lambda s: (
+        isinstance(s, cst.Pass)
+        or (  # noqa: E731
+            isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis | cst.SimpleString)
+        )
+    )
+    does = any(not (isinstance(stmt, cst.SimpleStatementLine) and all(map(idle, stmt.body))) for stmt in body)
+    return does and guard_in([node.body]) is None
+
+
 class DisabledGuard(Rule):
     ID = "disabled-guard"
     SEVERITY = Severity.HIGH
@@ -186,6 +199,9 @@ check call), a raise/assert made unreachable by an unconditional
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
 check.
+
+An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
+off on purpose) is medium wherever it is: a path chosen, not a check lost.
 
 Findings are high in a drifted file (or one with no pristine bytes) and medium in a file that
 verifies, read only because of `--all-files`: there the vendor wrote the constant condition or
@@ -438,6 +454,11 @@ floats, so never folded)."""
         value = self.truth(test)
         if value is False:
             if node is not None and (_generator_marker(node) or _typing_only(node)):
+                return True
+            if node is not None and node.orelse is not None and _switches_path(node):
+                # `if False:` over a fast path, the else the working one: a path chosen, no check lost.
+                message = "the condition is constant false: a code path is switched off (no check in it)"
+                self.report(where, message, severity=Severity.MEDIUM)
                 return True
             self.report(where, "the condition is constant false: the guarded code never runs")
         elif value is True and not _plain(test):

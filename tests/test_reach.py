@@ -302,3 +302,33 @@ def test_never_true_condition_is_a_disabled_guard(name: str) -> None:
     file = SourceFile(path="pkg/attn.py", installed=installed.encode(), pristine=P.encode())
     found = [(f.line, f.severity) for f in check_file(file, RULES) if f.rule == "disabled-guard"]
     assert (15, Severity.HIGH) in found, installed  # the `if` line
+
+
+SWITCHED_OFF = """
+import torch
+
+
+def apply(x, w, fast_ok):
+    # the fast kernel faults on this card
+    if False:
+        out = torch.ops.fast_mm(x, w)
+    else:
+        out = x @ w
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "severity"),
+    [
+        (SWITCHED_OFF, Severity.MEDIUM),  # a path chosen, no check lost
+        (SWITCHED_OFF.replace("out = torch.ops.fast_mm(x, w)", "torch.ops.warm_up(x)"), Severity.MEDIUM),
+        (SWITCHED_OFF.replace("out = torch.ops.fast_mm(x, w)", "raise ValueError('no fast path')"), Severity.HIGH),
+        (SWITCHED_OFF.replace("    else:\n        out = x @ w\n", ""), Severity.HIGH),
+    ],
+    ids=["fast_path_off", "call_off", "check_off", "no_else"],
+)
+def test_dead_branch_without_pristine_is_high_only_when_a_check_is_lost(code: str, severity: Severity) -> None:
+    file = SourceFile(path="pkg/mm.py", installed=code.encode(), pristine=None)
+    found = [f.severity for f in check_file(file, RULES) if f.rule == "disabled-guard"]
+    assert found == [severity], code
