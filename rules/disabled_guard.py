@@ -162,16 +162,16 @@ def _plain(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Name | cst.Integer)
 
 
+def _idle(stmt: cst.BaseSmallStatement) -> bool:
+    """`pass`, `...` or a bare string: a statement that does nothing."""
+    value = stmt.value if isinstance(stmt, cst.Expr) else None
+    return isinstance(stmt, cst.Pass) or isinstance(value, cst.Ellipsis | cst.SimpleString)
+
+
 def _switches_path(node: cst.If) -> bool:
     """A dead branch that does work of its own but checks nothing (not `pass`, the inverted form)."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-    idle = lambda s: (
-        isinstance(s, cst.Pass)
-        or (  # noqa: E731
-            isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis | cst.SimpleString)
-        )
-    )
-    does = any(not (isinstance(stmt, cst.SimpleStatementLine) and all(map(idle, stmt.body))) for stmt in body)
+    does = any(not (isinstance(stmt, cst.SimpleStatementLine) and all(map(_idle, stmt.body))) for stmt in body)
     return does and guard_in([node.body]) is None
 
 
