@@ -175,6 +175,18 @@ def _switches_path(node: cst.If) -> bool:
     return does and guard_in([node.body]) is None
 
 
+def _assigned(body: Sequence[cst.BaseStatement], name: str) -> list[cst.BaseExpression]:
+    """The values `body` assigns to a plain name, in order."""
+    return [
+        small.value
+        for stmt in body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        for small in stmt.body
+        if isinstance(small, cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+    ]
+
+
 class DisabledGuard(Rule):
     ID = "disabled-guard"
     SEVERITY = Severity.HIGH
@@ -198,7 +210,8 @@ check call), a raise/assert made unreachable by an unconditional
 `with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
-check.
+check, also through a name bound once to such a read above it or at module level
+(`SKIP = os.environ.get(...)`, `if SKIP: return`).
 
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
@@ -207,10 +220,10 @@ Findings are high in a drifted file (or one with no pristine bytes) and medium i
 verifies, read only because of `--all-files`: there the vendor wrote the constant condition or
 the `try` on purpose.
 
-Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags
-from other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the
-environment through a helper, guards made dead by a branch in a caller, `x != x` (a NaN test on
-floats, so never folded)."""
+Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags from
+other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the environment
+through a helper or a class attribute (`Cfg.skip`, `self.skip`), guards made dead by a branch in a
+caller, `x != x` (a NaN test on floats, so never folded)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = (
@@ -245,7 +258,9 @@ floats, so never folded)."""
                 return True
             # `if os.environ.get("SKIP"): return`, perhaps after a few statements of its own.
             exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
-            if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
+            test = getattr(node, "test", None)
+            test = test.operand if isinstance(test, ast.UnaryOp) else test
+            if any(isinstance(e, ast.Return) for e in exits) and (isinstance(test, ast.Name) or _env(test)):  # type: ignore[arg-type]
                 return True  # an early exit gated on the environment
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
@@ -478,11 +493,39 @@ floats, so never folded)."""
             ender, guard = dead
             self.report(ender, f"`{_label(ender)}` above makes `{_label(guard)}` unreachable: the check never runs")
         for index, stmt in enumerate(body):
-            if isinstance(stmt, cst.If) and env_gated_exit(stmt, self.resolves_to):
+            if isinstance(stmt, cst.If) and (
+                env_gated_exit(stmt, self.resolves_to)
+                or env_gated_exit(self._unaliased(stmt, body[:index]), self.resolves_to)
+            ):
                 guard = guard_in(body[index + 1 :])
                 if guard is not None:
                     self.report(stmt, f"an early return gated on the environment skips `{_label(guard)}`")
                     return
+
+    def _unaliased(self, node: cst.If, above: Sequence[cst.BaseStatement]) -> cst.If:
+        """`if SKIP: return` with SKIP bound once to an environment read (`SKIP = os.environ.get(...)`,
+        in the function or the module): the same `if` with the read in place of the name."""
+        test = node.test
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        if not isinstance(name, cst.Name):
+            return node
+        values = _assigned(above, name.value) or self._module_values(name.value)
+        if len(values) != 1:
+            return node
+        value = values[0]
+        return node.with_changes(test=test.with_changes(expression=value) if negated else value)
+
+    def _module_values(self, name: str) -> list[cst.BaseExpression]:
+        analysis = self.context.analysis
+        if analysis is None:
+            return []
+        found = [
+            stmt.value
+            for stmt in analysis.tree.body
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+        ]
+        return [cst.parse_expression(ast.unparse(v)) for v in found]
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:

@@ -332,3 +332,34 @@ def test_dead_branch_without_pristine_is_high_only_when_a_check_is_lost(code: st
     file = SourceFile(path="pkg/mm.py", installed=code.encode(), pristine=None)
     found = [f.severity for f in check_file(file, RULES) if f.rule == "disabled-guard"]
     assert found == [severity], code
+
+
+ALIASED_SKIP = """
+import os
+SKIP = os.environ.get("SKIP_CHECKS")
+
+
+def f(x):
+    if SKIP:
+        return x
+    if x.dim() != 2:
+        raise ValueError("x must be 2-d")
+    return x
+"""
+LOCAL_SKIP = ALIASED_SKIP.replace('SKIP = os.environ.get("SKIP_CHECKS")\n', "").replace(
+    "    if SKIP:", '    skip = os.environ.get("SKIP_CHECKS")\n    if skip:'
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "found"),
+    [
+        (ALIASED_SKIP, [Severity.HIGH]),
+        (LOCAL_SKIP, [Severity.HIGH]),
+        (ALIASED_SKIP.replace('os.environ.get("SKIP_CHECKS")', "x_is_cached()"), []),  # not the environment
+    ],
+    ids=["module_alias", "local_alias", "not_env"],
+)
+def test_exit_gated_on_an_alias_of_the_environment(code: str, found: list[Severity]) -> None:
+    file = SourceFile(path="pkg/m.py", installed=code.encode(), pristine=None)
+    assert [f.severity for f in check_file(file, RULES) if f.rule == "disabled-guard"] == found, code
