@@ -585,8 +585,12 @@ class Rule(cst.BatchableCSTVisitor):
         if isinstance(node, cst.BooleanOperation):
             left, right = self.folded(node.left), self.folded(node.right)
             if isinstance(node.operator, cst.And):
-                return False if False in (left, right) else True if left is right is True else None
-            return True if True in (left, right) else False if left is right is False else None
+                if False in (left, right) or _values.contradicts(node):
+                    return False
+                return True if left is right is True else None
+            if True in (left, right) or _values.excludes_nothing(node):
+                return True
+            return False if left is right is False else None
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
             inner = self.folded(node.expression)
             return None if inner is None else not inner

@@ -47,6 +47,32 @@ def _names_only(test: ast.expr) -> bool:
     return False
 
 
+def _subject(test: ast.expr) -> str | None:
+    """What one operand of an `and` is about (a name, the left of a comparison, isinstance's first argument)."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare):
+        test = test.left if not isinstance(test.left, ast.Constant) else test.comparators[0]
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" and test.args:
+        test = test.args[0]
+    return ast.dump(test) if isinstance(test, ast.Name | ast.Attribute) else None
+
+
+def _may_contradict(test: ast.expr) -> bool:
+    """An `and` with two operands about one name (`x is None and x is not None`), or a comparison of
+    no names at all (`len(()) > 0`): one that may never hold (the ast side of `Rule.folded`)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BoolOp):
+            subjects = [s for s in map(_subject, node.values) if s is not None]
+            if len(subjects) != len(set(subjects)):
+                return True
+        if isinstance(node, ast.Compare) and all(
+            isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
+        ):
+            return True
+    return False
+
+
 # The nodes statement_check looks at: those with a body of statements, and asserts.
 _BLOCKS = frozenset(
     {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While, ast.If, ast.With}
@@ -136,6 +162,31 @@ def _plain(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Name | cst.Integer)
 
 
+def _idle(stmt: cst.BaseSmallStatement) -> bool:
+    """`pass`, `...` or a bare string: a statement that does nothing."""
+    value = stmt.value if isinstance(stmt, cst.Expr) else None
+    return isinstance(stmt, cst.Pass) or isinstance(value, cst.Ellipsis | cst.SimpleString)
+
+
+def _switches_path(node: cst.If) -> bool:
+    """A dead branch that does work of its own but checks nothing (not `pass`, the inverted form)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    does = any(not (isinstance(stmt, cst.SimpleStatementLine) and all(map(_idle, stmt.body))) for stmt in body)
+    return does and guard_in([node.body]) is None
+
+
+def _assigned(body: Sequence[cst.BaseStatement], name: str) -> list[cst.BaseExpression]:
+    """The values `body` assigns to a plain name, in order."""
+    return [
+        small.value
+        for stmt in body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        for small in stmt.body
+        if isinstance(small, cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+    ]
+
+
 class DisabledGuard(Rule):
     ID = "disabled-guard"
     SEVERITY = Severity.HIGH
@@ -150,21 +201,29 @@ flagged (they disable nothing), nor is `if False:` around imports only (an old t
 or `if False: yield` (a generator marker).
 
 Shapes understood: constant conditions folded through and/or/not and brackets, comparisons of
-constants (`1 == 2`, `2 <= 1 <= 2`), module and class flags bound once to a literal (only when the
-branch they kill holds a raise, assert or check call), a raise/assert made unreachable by an
-unconditional `return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
+constants (`1 == 2`, `2 <= 1 <= 2`, `"a" == "b"`, `len(()) > 0`), an `and` that says opposite
+things of one name (`x is None and x is not None`, `not a and a`, `n > 5 and n < 3`,
+`isinstance(x, A) and not isinstance(x, A)`) or an `or` of a test and its negation, module and
+class flags bound once to a literal (only when the branch they kill holds a raise, assert or
+check call), a raise/assert made unreachable by an unconditional
+`return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
 `with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
-check.
+check, also through a name bound once to such a read above it or at module level
+(`SKIP = os.environ.get(...)`, `if SKIP: return`).
+
+An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
+off on purpose) is medium wherever it is: a path chosen, not a check lost.
 
 Findings are high in a drifted file (or one with no pristine bytes) and medium in a file that
 verifies, read only because of `--all-files`: there the vendor wrote the constant condition or
 the `try` on purpose.
 
-Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags
-from other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the
-environment through a helper, guards made dead by a branch in a caller."""
+Knowingly not: flags computed at import time (`HAS_X = importlib.util.find_spec(...)`), flags from
+other modules folded as constants (`if envs.VLLM_X and ...: raise`), exits gated on the environment
+through a helper or a class attribute (`Cfg.skip`, `self.skip`), guards made dead by a branch in a
+caller, `x != x` (a NaN test on floats, so never folded)."""
     # A folded constant is an operand right after one of these keywords (brackets, line
     # continuations and comments between); `is not None` is a comparison, not an operand.
     PREFILTER = (
@@ -199,9 +258,12 @@ environment through a helper, guards made dead by a branch in a caller."""
                 return True
             # `if os.environ.get("SKIP"): return`, perhaps after a few statements of its own.
             exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
-            if any(isinstance(e, ast.Return) for e in exits) and _env(node.test):  # type: ignore[union-attr]
+            test = getattr(node, "test", None)
+            test = test.operand if isinstance(test, ast.UnaryOp) else test
+            if any(isinstance(e, ast.Return) for e in exits) and (isinstance(test, ast.Name) or _env(test)):  # type: ignore[arg-type]
                 return True  # an early exit gated on the environment
-            if isinstance(node, ast.If | ast.While) and _names_only(node.test) and _has_guard(node):
+            folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
+            if folds and _has_guard(node):
                 return True  # may fold through module constants
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
@@ -408,6 +470,11 @@ environment through a helper, guards made dead by a branch in a caller."""
         if value is False:
             if node is not None and (_generator_marker(node) or _typing_only(node)):
                 return True
+            if node is not None and node.orelse is not None and _switches_path(node):
+                # `if False:` over a fast path, the else the working one: a path chosen, no check lost.
+                message = "the condition is constant false: a code path is switched off (no check in it)"
+                self.report(where, message, severity=Severity.MEDIUM)
+                return True
             self.report(where, "the condition is constant false: the guarded code never runs")
         elif value is True and not _plain(test):
             self.report(where, "the condition is constant true: the check is bypassed")
@@ -426,11 +493,39 @@ environment through a helper, guards made dead by a branch in a caller."""
             ender, guard = dead
             self.report(ender, f"`{_label(ender)}` above makes `{_label(guard)}` unreachable: the check never runs")
         for index, stmt in enumerate(body):
-            if isinstance(stmt, cst.If) and env_gated_exit(stmt, self.resolves_to):
+            if isinstance(stmt, cst.If) and (
+                env_gated_exit(stmt, self.resolves_to)
+                or env_gated_exit(self._unaliased(stmt, body[:index]), self.resolves_to)
+            ):
                 guard = guard_in(body[index + 1 :])
                 if guard is not None:
                     self.report(stmt, f"an early return gated on the environment skips `{_label(guard)}`")
                     return
+
+    def _unaliased(self, node: cst.If, above: Sequence[cst.BaseStatement]) -> cst.If:
+        """`if SKIP: return` with SKIP bound once to an environment read (`SKIP = os.environ.get(...)`,
+        in the function or the module): the same `if` with the read in place of the name."""
+        test = node.test
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        if not isinstance(name, cst.Name):
+            return node
+        values = _assigned(above, name.value) or self._module_values(name.value)
+        if len(values) != 1:
+            return node
+        value = values[0]
+        return node.with_changes(test=test.with_changes(expression=value) if negated else value)
+
+    def _module_values(self, name: str) -> list[cst.BaseExpression]:
+        analysis = self.context.analysis
+        if analysis is None:
+            return []
+        found = [
+            stmt.value
+            for stmt in analysis.tree.body
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+        ]
+        return [cst.parse_expression(ast.unparse(v)) for v in found]
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:

@@ -247,6 +247,29 @@ QUIET["decorator_moved"] = (
 )
 
 
+# Conditions that can never hold, however they are spelled: folded over the whole boolean tree.
+_HEAD = "not in (64, 128, 192):"
+NEVER_TRUE = {
+    "is_none_and_not_none": "not in (64, 128, 192) and q is None and q is not None:",
+    "window_contradiction": "not in (64, 128, 192) and self.head_size > 5 and self.head_size < 3:",
+    "yoda_contradiction": "not in (64, 128, 192) and (3 < self.head_size and 2 > self.head_size):",
+    "not_a_and_a": "not in (64, 128, 192) and not k and k:",
+    "isinstance_contradiction": "not in (64, 128, 192) and isinstance(q, int) and not isinstance(q, int):",
+    "string_literals": 'not in (64, 128, 192) and "a" == "b":',
+    "len_empty_tuple": "not in (64, 128, 192) and len(()) > 0:",
+    "and_false_deep": "not in (64, 128, 192) and (q is not None and (k is None or False) and False):",
+}
+CAUGHT.update({name: R(_HEAD, test) for name, test in NEVER_TRUE.items()})
+# Conditions that can hold: a two-sided window, two different names, `and True` in a branch.
+SATISFIABLE = {
+    "two_sided_window": "not in (64, 128, 192) and self.head_size > 5 and self.head_size < 300:",
+    "two_names": "not in (64, 128, 192) and q is None and k is not None:",
+    "or_true_in_a_branch": "not in (64, 128, 192) or (q is None and True):",
+    "yoda_window": "not in (64, 128, 192) and 5 < self.head_size and 300 > self.head_size:",
+    "nan_check": "not in (64, 128, 192) or q != q:",
+}
+
+
 RULES = load_rules()
 
 
@@ -264,3 +287,79 @@ def test_disabled_guard_is_high(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(QUIET))
 def test_moved_guard_is_not_high(name: str) -> None:
     assert _high(QUIET[name]) == [], QUIET[name]
+
+
+@pytest.mark.parametrize("name", sorted(SATISFIABLE))
+def test_satisfiable_condition_is_not_a_disabled_guard(name: str) -> None:
+    installed = R(_HEAD, SATISFIABLE[name])
+    file = SourceFile(path="pkg/attn.py", installed=installed.encode(), pristine=installed.encode())
+    assert [f.line for f in check_file(file, RULES) if f.rule == "disabled-guard"] == [], installed
+
+
+@pytest.mark.parametrize("name", sorted(NEVER_TRUE))
+def test_never_true_condition_is_a_disabled_guard(name: str) -> None:
+    installed = R(_HEAD, NEVER_TRUE[name])
+    file = SourceFile(path="pkg/attn.py", installed=installed.encode(), pristine=P.encode())
+    found = [(f.line, f.severity) for f in check_file(file, RULES) if f.rule == "disabled-guard"]
+    assert (15, Severity.HIGH) in found, installed  # the `if` line
+
+
+SWITCHED_OFF = """
+import torch
+
+
+def apply(x, w, fast_ok):
+    # the fast kernel faults on this card
+    if False:
+        out = torch.ops.fast_mm(x, w)
+    else:
+        out = x @ w
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "severity"),
+    [
+        (SWITCHED_OFF, Severity.MEDIUM),  # a path chosen, no check lost
+        (SWITCHED_OFF.replace("out = torch.ops.fast_mm(x, w)", "torch.ops.warm_up(x)"), Severity.MEDIUM),
+        (SWITCHED_OFF.replace("out = torch.ops.fast_mm(x, w)", "raise ValueError('no fast path')"), Severity.HIGH),
+        (SWITCHED_OFF.replace("    else:\n        out = x @ w\n", ""), Severity.HIGH),
+    ],
+    ids=["fast_path_off", "call_off", "check_off", "no_else"],
+)
+def test_dead_branch_without_pristine_is_high_only_when_a_check_is_lost(code: str, severity: Severity) -> None:
+    file = SourceFile(path="pkg/mm.py", installed=code.encode(), pristine=None)
+    found = [f.severity for f in check_file(file, RULES) if f.rule == "disabled-guard"]
+    assert found == [severity], code
+
+
+ALIASED_SKIP = """
+import os
+SKIP = os.environ.get("SKIP_CHECKS")
+
+
+def f(x):
+    if SKIP:
+        return x
+    if x.dim() != 2:
+        raise ValueError("x must be 2-d")
+    return x
+"""
+LOCAL_SKIP = ALIASED_SKIP.replace('SKIP = os.environ.get("SKIP_CHECKS")\n', "").replace(
+    "    if SKIP:", '    skip = os.environ.get("SKIP_CHECKS")\n    if skip:'
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "found"),
+    [
+        (ALIASED_SKIP, [Severity.HIGH]),
+        (LOCAL_SKIP, [Severity.HIGH]),
+        (ALIASED_SKIP.replace('os.environ.get("SKIP_CHECKS")', "x_is_cached()"), []),  # not the environment
+    ],
+    ids=["module_alias", "local_alias", "not_env"],
+)
+def test_exit_gated_on_an_alias_of_the_environment(code: str, found: list[Severity]) -> None:
+    file = SourceFile(path="pkg/m.py", installed=code.encode(), pristine=None)
+    assert [f.severity for f in check_file(file, RULES) if f.rule == "disabled-guard"] == found, code

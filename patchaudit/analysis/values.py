@@ -7,6 +7,7 @@ far (`Rule.values_of`), so they use the one name layer and the one data flow.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -14,7 +15,18 @@ import libcst as cst
 
 from patchaudit.analysis.names import AttrRef, CallRef, NameRef, Ref
 
-__all__ = ["UNKNOWN", "const_value", "truth", "ref_of_cst", "literal_string", "fixed_path", "count_of", "call_arg"]
+__all__ = [
+    "UNKNOWN",
+    "const_value",
+    "truth",
+    "ref_of_cst",
+    "literal_string",
+    "fixed_path",
+    "count_of",
+    "call_arg",
+    "contradicts",
+    "excludes_nothing",
+]
 
 UNKNOWN = object()
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
@@ -88,6 +100,9 @@ def const_value(node: cst.BaseExpression) -> object:
         return value if value is not None else UNKNOWN
     if isinstance(node, cst.Tuple | cst.List) and not node.elements:
         return ()
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+        inner = const_value(node.args[0].value)  # `len(())`, `len("")`
+        return len(inner) if isinstance(inner, str | tuple) else UNKNOWN
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
         inner = truth(node.expression)
         return UNKNOWN if inner is None else not inner
@@ -268,3 +283,91 @@ def count_of(
         found = again(node.value)
         return f"{node.target.value} := {found}" if found is not None and isinstance(node.target, cst.Name) else found
     return None
+
+
+def _operands(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+    """The operands of an and/or chain of one kind, brackets and nesting flattened."""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, operator):
+        return _operands(node.left, operator) + _operands(node.right, operator)
+    return [node]
+
+
+_FLIP: dict[type, type] = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan}
+_FLIP |= {cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
+
+
+def _fact(node: cst.BaseExpression) -> tuple[str, object] | None:
+    """What one operand says about one name: (key, claim). A claim is True/False for a yes/no
+    question about the name (is it None, truthy, an instance of A) or (low, high) bounds."""
+    negated = False
+    while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        negated, node = not negated, node.expression
+    name = cst.helpers.get_full_name_for_node(node) if isinstance(node, cst.Name | cst.Attribute) else None
+    if name is not None:
+        return f"truth {name}", not negated
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "isinstance":
+        if len(node.args) == 2:
+            subject = cst.helpers.get_full_name_for_node(node.args[0].value)
+            kinds = cst.Module([]).code_for_node(node.args[1].value)
+            return (f"isinstance {subject} {kinds}", not negated) if subject else None
+        return None
+    if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+        return None
+    link = node.comparisons[0]
+    left, right = node.left, link.comparator
+    op: type = type(link.operator)
+    if op in (cst.Is, cst.IsNot) and const_value(right) is None:
+        name = cst.helpers.get_full_name_for_node(left)
+        return (f"none {name}", (op is cst.Is) != negated) if name else None
+    if negated:
+        return None
+    number = const_value(right)
+    if type(number) not in (int, float) and op in _FLIP:  # Yoda order: `3 > n`
+        left, right, op = right, left, _FLIP[op]
+        number = const_value(right)
+    name = cst.helpers.get_full_name_for_node(left)
+    if name is None or type(number) not in (int, float) or op not in (*_FLIP, cst.Equal):
+        return None
+    at = float(number)  # type: ignore[arg-type]
+    bounds: dict[type, tuple[float, float]] = {
+        cst.LessThan: (-math.inf, at - 1e-9),
+        cst.LessThanEqual: (-math.inf, at),
+        cst.GreaterThan: (at + 1e-9, math.inf),
+        cst.GreaterThanEqual: (at, math.inf),
+    }
+    low, high = bounds.get(op, (at, at))
+    return f"range {name}", (low, high)
+
+
+def contradicts(node: cst.BaseExpression) -> bool:
+    """Whether an `and` chain says opposite things of one name, so it is never true: `x is None and
+    x is not None`, `not a and a`, `isinstance(x, A) and not isinstance(x, A)`, `n > 5 and n < 3`."""
+    claims: dict[str, object] = {}
+    for operand in _operands(node, cst.And):
+        fact = _fact(operand)
+        if fact is None:
+            continue
+        key, claim = fact
+        seen = claims.get(key)
+        if isinstance(claim, tuple) and isinstance(seen, tuple):
+            claim = (max(claim[0], seen[0]), min(claim[1], seen[1]))
+            if claim[0] > claim[1]:
+                return True
+        elif seen is not None and seen != claim:
+            return True
+        claims[key] = claim
+    return False
+
+
+def excludes_nothing(node: cst.BaseExpression) -> bool:
+    """Whether an `or` chain holds a test and its negation (`a or not a`), so it is always true."""
+    claims: dict[str, object] = {}
+    for operand in _operands(node, cst.Or):
+        fact = _fact(operand)
+        if fact is None or isinstance(fact[1], tuple):
+            continue
+        key, claim = fact
+        if key in claims and claims[key] != claim:
+            return True
+        claims[key] = claim
+    return False
