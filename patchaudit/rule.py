@@ -653,9 +653,46 @@ def _any(tests: Filter, data: bytes) -> bool:
         if isinstance(test, bytes):
             if test in data:
                 return True
-        elif test.search(data) is not None:
+        elif _may_match(test, data) and test.search(data) is not None:
             return True
     return False
+
+
+_REQUIRED: dict[re.Pattern[bytes], bytes] = {}
+_sre_parse = re._parser.parse  # type: ignore[attr-defined]
+_LITERAL = re._constants.LITERAL  # type: ignore[attr-defined]
+
+
+def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
+    """False only when data lacks a literal every match of the pattern contains (a cheap `in` first)."""
+    literal = _REQUIRED.get(pattern)
+    if literal is None:
+        literal = _REQUIRED[pattern] = required_literal(pattern)
+    return literal in data
+
+
+def required_literal(pattern: re.Pattern[bytes]) -> bytes:
+    """The longest run of literal bytes at the pattern's top level: every match holds it (b"" if none).
+
+    Read from the pattern's own parse tree; any case folding, or a str pattern, proves nothing.
+    """
+    if not isinstance(pattern.pattern, bytes) or pattern.flags & re.IGNORECASE:
+        return b""
+    try:
+        parsed = _sre_parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - a parser of another Python version: no check, not a wrong one
+        return b""
+    if parsed.state.flags & re.IGNORECASE:
+        return b""
+    best: list[int] = []
+    run: list[int] = []
+    for op, value in parsed:
+        if op is _LITERAL:
+            run.append(value)
+            best = max(best, run, key=len)[:]
+        else:
+            run = []
+    return bytes(best)
 
 
 _COMPARE: dict[type, Callable[[object, object], object]] = {

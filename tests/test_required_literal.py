@@ -1,0 +1,62 @@
+"""The literal check in front of a rule's statement patterns keeps exactly what the patterns alone keep."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sysconfig
+from pathlib import Path
+
+from patchaudit.hazards import load_rules
+from patchaudit.rule import required_literal
+
+RULES = load_rules()
+
+
+def _patterns() -> list[re.Pattern[bytes]]:
+    found: dict[re.Pattern[bytes], None] = {}
+    for rule in RULES:
+        for filt in (rule.PREFILTER, rule.REQUIRES):
+            tests = (filt,) if isinstance(filt, bytes | re.Pattern) else (filt or ())
+            found.update({test: None for test in tests if isinstance(test, re.Pattern)})
+    return list(found)
+
+
+def _statements(root: Path) -> list[bytes]:
+    """Every module-level statement and class member of the Python files under root, as text."""
+    texts: list[bytes] = []
+    for path in sorted(root.rglob("*.py")):
+        data = path.read_bytes()
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        lines = data.splitlines(keepends=True)
+        nodes = [*tree.body, *(m for s in tree.body if isinstance(s, ast.ClassDef) for m in s.body)]
+        texts.extend(b"".join(lines[n.lineno - 1 : n.end_lineno]) for n in nodes)
+    return texts
+
+
+def test_the_literal_check_keeps_the_same_statements_as_the_patterns() -> None:
+    corpus = Path(os.environ.get("PATCHAUDIT_LITERAL_CORPUS") or Path(sysconfig.get_paths()["purelib"]) / "rich")
+    statements = _statements(corpus)
+    patterns = _patterns()
+    assert len(statements) > 1000 and len(patterns) > 10
+    proven = 0
+    for pattern in patterns:
+        literal = required_literal(pattern)
+        proven += bool(literal)
+        plain = [pattern.search(text) is not None for text in statements]
+        checked = [literal in text and pattern.search(text) is not None for text in statements]
+        assert checked == plain, pattern.pattern
+    assert proven > len(patterns) // 2  # the check is there for most patterns, not only proven harmless
+
+
+def test_no_literal_is_claimed_where_a_match_can_do_without_it() -> None:
+    assert required_literal(re.compile(rb"\btorch\.save\(")) == b"torch.save("
+    assert required_literal(re.compile(rb"ab(cd)?ef")) == b"ab"
+    assert required_literal(re.compile(rb"save|load")) == b""
+    assert required_literal(re.compile(rb"(?i)save")) == b""
+    assert required_literal(re.compile(rb"save", re.IGNORECASE)) == b""
+    assert required_literal(re.compile(rb"x*")) == b""
