@@ -42,7 +42,7 @@ class FilePlan:
     files: tuple[str, ...]
     weights: tuple[int, ...] = ()  # entries below each root at the last audit: how to share out the stats
     # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
-    listings: tuple[tuple[str, ...], ...] = ()
+    listings: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -116,15 +116,15 @@ class FilePlan:
             "roots": list(self.roots),
             "files": list(self.files),
             "weights": list(self.weights),
-            "listings": [list(listing) for listing in self.listings],
+            "listings": list(self.listings),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FilePlan:
         weights = tuple(int(w) for w in data.get("weights", ()))
         roots = tuple(data["roots"])
-        listings = tuple(tuple(listing) for listing in data["listings"])
-        if len(listings) != len(roots) or not all(isinstance(n, str) for listing in listings for n in listing):
+        listings = tuple(data["listings"])
+        if len(listings) != len(roots) or not all(isinstance(listing, str) for listing in listings):
             raise ValueError("a plan without the listing of each root")
         return cls(
             site_dirs=tuple(data["site_dirs"]),
@@ -264,13 +264,14 @@ def _open_dir(root: str, rel: str) -> int:
     return os.open(f"{root}/{rel}" if rel else root, _LISTED_DIR | os.O_NOFOLLOW if rel else _LISTED_DIR)
 
 
-def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], tuple[str, ...]]:
+def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
     """A row for the root and every entry below it, and its listing; symlinked directories are not entered.
 
     Each directory gives its own row from the descriptor it is opened by, then a row for each of its
     other entries, stat'ed by name against that descriptor. The listing holds, in walk order, each
     directory (relative to the root) and the names of its entries that are not directories, so that a
-    warm check (_cached_rows) gives the same rows without listing anything.
+    warm check (_cached_rows) gives the same rows without listing anything: one string, each directory
+    and its names joined by "/" (which no name holds) in turn, separated by NULs (which no path holds).
     """
     rows = [stat_row(root)]
     listing: list[str] = []
@@ -289,7 +290,7 @@ def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], tuple[
             listing.append(_list_rows(fd, root, rel, rows, stack, seen))
         finally:
             os.close(fd)
-    return rows, tuple(listing)
+    return rows, "\0".join(listing)
 
 
 def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack: list[str], seen: set[str]) -> str:
@@ -318,7 +319,7 @@ def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack:
     return "/".join(rowed)
 
 
-def _cached_rows(root: str, listing: Sequence[str]) -> list[tuple[int, ...]]:
+def _cached_rows(root: str, listing: str) -> list[tuple[int, ...]]:
     """The rows _tree_walk gave, from its listing: nothing is listed, each entry stat'ed once.
 
     Safe because a directory's own row (from the descriptor its entries are stat'ed against) holds its
@@ -326,8 +327,9 @@ def _cached_rows(root: str, listing: Sequence[str]) -> list[tuple[int, ...]]:
     same, so are its names. A directory swapped for a link is not opened (its parent's row changed too).
     """
     rows = [stat_row(root)]
-    for i in range(0, len(listing) - 1, 2):
-        rel, joined = listing[i], listing[i + 1]
+    parts = listing.split("\0")
+    for i in range(0, len(parts) - 1, 2):
+        rel, joined = parts[i], parts[i + 1]
         try:
             fd = _open_dir(root, rel)
         except OSError as exc:
