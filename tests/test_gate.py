@@ -281,15 +281,19 @@ def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(
 def test_warm_gate_sees_a_file_added_where_the_directory_mtime_was_put_back(env: Path) -> None:
     """A warm gate stats the names it listed before while a directory's own row is unchanged: a name
     added behind a restored mtime still changes the directory's ctime, and the audit runs again."""
-    assert "cached" in summary(warm("restored", "--python", env))
-    package = site_packages(env) / "restored"
-    before = package.stat()
-    (package / "extra.py").write_text("X = 1\n")
-    os.utime(package, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert package.stat().st_mtime_ns == before.st_mtime_ns
+    sub = site_packages(env) / "restored" / "sub"  # below the package: no top-level row of site-packages sees it
+    sub.mkdir()
+    (sub / "one.py").write_text("X = 1\n")
+    cached = warm("restored", "--python", env)
+    assert cached.returncode == 1 and "cached" in summary(cached) and "1 added" in summary(cached)
+    before = sub.stat()
+    (sub / "two.py").write_text("X = 2\n")
+    os.utime(sub, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert sub.stat().st_mtime_ns == before.st_mtime_ns
     proc = gate("restored", "--python", env)
     assert proc.returncode == 1, proc.stdout
-    assert "patchaudit: restored: added restored/extra.py" in proc.stdout
+    assert "patchaudit: restored: added restored/sub/two.py" in proc.stdout
+    assert "2 added" in summary(proc) and "cached" not in summary(proc)
 
 
 def test_warm_gate_sees_bytecode_no_record_lists_rewritten_in_place(env: Path, tmp_path: Path) -> None:
