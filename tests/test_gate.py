@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One venv; every test patches a distribution of its own."""
     root = tmp_path_factory.mktemp("gate")
     house = root / "wheels"
-    names = ["steady", "hidden", "approved", "hazard", "added", "viapolicy", "newline"]
+    names = ["steady", "hidden", "approved", "hazard", "added", "viapolicy", "newline", "restored", "bytecode"]
     wheels = [build_wheel(house, n, "1.0", {f"{n}/__init__.py": "", f"{n}/core.py": CORE}) for n in names]
     python = make_venv(root / "venv")
     pip_install(python, *wheels)
@@ -275,47 +278,106 @@ def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(
     assert len(after) == 1 and built not in after
 
 
-def _rows_path_by_path(root: str) -> list[tuple[int, ...]]:
-    """The walk the fingerprint was first defined by: scandir by path, each entry lstat'ed by path."""
-    st = os.lstat(root)
-    rows: list[tuple[int, ...]] = [(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)]
-    stack = [root]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            entries = list(it)
-        for entry in entries:
-            st = entry.stat(follow_symlinks=False)
-            rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-    return rows
+def test_warm_gate_sees_a_file_added_where_the_directory_mtime_was_put_back(env: Path) -> None:
+    """A warm gate stats the names it listed before while a directory's own row is unchanged: a name
+    added behind a restored mtime still changes the directory's ctime, and the audit runs again."""
+    sub = site_packages(env) / "restored" / "sub"  # below the package: no top-level row of site-packages sees it
+    sub.mkdir()
+    (sub / "one.py").write_text("X = 1\n")
+    cached = warm("restored", "--python", env)
+    assert cached.returncode == 1 and "cached" in summary(cached) and "1 added" in summary(cached)
+    before = sub.stat()
+    (sub / "two.py").write_text("X = 2\n")
+    os.utime(sub, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert sub.stat().st_mtime_ns == before.st_mtime_ns
+    proc = gate("restored", "--python", env)
+    assert proc.returncode == 1, proc.stdout
+    assert "patchaudit: restored: added restored/sub/two.py" in proc.stdout
+    assert "2 added" in summary(proc) and "cached" not in summary(proc)
 
 
-def test_walk_by_descriptor_gives_the_rows_of_a_walk_by_path(tmp_path: Path) -> None:
-    """The warm gate stats each entry against its directory's descriptor; the rows (so the fingerprint
-    a cache already holds) are those of a walk by path, and a linked directory is never entered."""
-    from patchaudit.gate.plan import _tree_rows
+def test_warm_gate_sees_bytecode_no_record_lists_rewritten_in_place(env: Path, tmp_path: Path) -> None:
+    """Every entry is stat'ed, not only RECORD's: an unchecked-hash .pyc that Python would run instead
+    of its source, written over one no RECORD lists (its directory untouched), fails the warm gate."""
+    import py_compile
 
-    outside = tmp_path / "outside"
+    source = site_packages(env) / "bytecode" / "core.py"
+    tag = subprocess.run(
+        [str(env), "-c", "import sys; print(sys.implementation.cache_tag)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    pyc = source.parent / "__pycache__" / f"core.{tag}.opt-1.pyc"
+    pyc.parent.mkdir(exist_ok=True)
+    py_compile.compile(str(source), cfile=str(pyc), optimize=1)  # a valid compile: not drift, not added
+    assert "cached" in summary(warm("bytecode", "--python", env))
+
+    patched = tmp_path / "core.py"
+    patched.write_text(CORE.replace("42", "43"))
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    fake = Path(py_compile.compile(str(patched), cfile=str(tmp_path / "fake.pyc"), invalidation_mode=mode))
+    listed = pyc.parent.stat()
+    with open(pyc, "r+b") as out:  # in place: the __pycache__ directory keeps its mtime and ctime
+        out.truncate(0)
+        out.write(fake.read_bytes())
+    assert pyc.parent.stat().st_ctime_ns == listed.st_ctime_ns
+    proc = gate("bytecode", "--python", env)
+    assert proc.returncode == 1, proc.stdout
+    assert f"bytecode/__pycache__/core.{tag}.opt-1.pyc" in proc.stdout
+
+
+def _tree(root: Path, outside: Path) -> None:
     (outside / "deep").mkdir(parents=True)
     (outside / "deep" / "x.py").write_text("x = 1\n")
-    root = tmp_path / "pkg"
     for d in ("a/b/c", "a/d", "e"):
         (root / d).mkdir(parents=True)
         for n in range(3):
             (root / d / f"m{n}.py").write_text(f"n = {n}\n")
     (root / "a" / "linked").symlink_to(outside)
-    (root / "dangling").symlink_to(tmp_path / "nowhere")
+    (root / "dangling").symlink_to(root.parent / "nowhere")
+
+
+def test_cached_listing_gives_the_rows_of_a_listing_walk(tmp_path: Path) -> None:
+    """A warm check stats the names the last walk listed (nothing is listed again): the rows are the
+    walk's while nothing changed, and any change shows, a linked directory never entered."""
+    from patchaudit.gate.plan import _cached_rows, _tree_walk
+
+    root = tmp_path / "pkg"
+    _tree(root, tmp_path / "outside")
     seen: set[str] = set()
-    rows = _tree_rows(str(root), seen)
-    assert rows == _rows_path_by_path(str(root))
+    rows, listing = _tree_walk(str(root), seen)
+    assert _cached_rows(str(root), listing) == rows
+    assert len(rows) == 1 + 5 + 12  # the root by path, 5 directories by descriptor, 12 other entries
     assert str(root / "a" / "b" / "c" / "m2.py") in seen and str(root / "a" / "linked") in seen
     assert not any(p.startswith(str(root / "a" / "linked") + "/") for p in seen)
 
-    # an edit below a directory, its size and mtime put back: the row of that file changes (its ctime)
+    def changed(change: Callable[[], object]) -> bool:
+        change()
+        return _cached_rows(str(root), listing) != rows
+
     victim = root / "a" / "b" / "c" / "m1.py"
     before = victim.stat()
     time.sleep(0.01)
-    victim.write_text("n = 7\n")
-    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert _tree_rows(str(root), None) != rows
+    # an edit, its size and mtime put back: the row of that file changes (its ctime)
+    assert changed(lambda: (victim.write_text("n = 7\n"), os.utime(victim, ns=(0, before.st_mtime_ns))))
+    rows, listing = _tree_walk(str(root), set())
+    d = root / "a" / "d"
+    mtime = d.stat().st_mtime_ns
+    time.sleep(0.01)
+    # a name added, the directory's mtime put back: its ctime still changed
+    assert changed(lambda: ((d / "new.py").write_text(""), os.utime(d, ns=(0, mtime))))
+    rows, listing = _tree_walk(str(root), set())
+    time.sleep(0.01)
+    assert changed(lambda: (d / "new.py").rename(d / "renamed.py"))
+    rows, listing = _tree_walk(str(root), set())
+    time.sleep(0.01)
+    assert changed(lambda: (root / "e" / "m0.py").chmod(0o600))
+    rows, listing = _tree_walk(str(root), set())
+    # a directory swapped for a link to a copy of it (its own mtime kept): never opened through the link
+    copy = tmp_path / "copy"
+    shutil.copytree(root / "a" / "b", copy, copy_function=shutil.copy2)
+    shutil.copystat(root / "a" / "b", copy)
+    mtime = (root / "a").stat().st_mtime_ns
+    time.sleep(0.01)
+    shutil.rmtree(root / "a" / "b")
+    (root / "a" / "b").symlink_to(copy)
+    assert changed(lambda: os.utime(root / "a", ns=(0, mtime)))
+    assert [r for r in _cached_rows(str(root), listing) if len(r) == 1] == [(errno.ENOTDIR,)]

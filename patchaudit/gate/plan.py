@@ -41,6 +41,8 @@ class FilePlan:
     roots: tuple[str, ...]
     files: tuple[str, ...]
     weights: tuple[int, ...] = ()  # entries below each root at the last audit: how to share out the stats
+    # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
+    listings: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -96,11 +98,15 @@ class FilePlan:
         # directory) are stat'ed one by one.
         seen: set[str] = set()
         parts = [_site_rows(site_dirs)]
+        listings = []
         for root in all_roots:
-            parts.append(_tree_rows(root, seen))
+            rows, listing = _tree_walk(root, seen)
+            parts.append(rows)
+            listings.append(listing)
         files = tuple(sorted(record_paths - seen)) + tuple(str(p.absolute()) for p in extra_files)
         parts.append([stat_row(p) for p in files])
-        plan = cls(site_dirs=site_dirs, roots=all_roots, files=files, weights=tuple(len(p) for p in parts[1:-1]))
+        weights = tuple(len(p) for p in parts[1:-1])
+        plan = cls(site_dirs=site_dirs, roots=all_roots, files=files, weights=weights, listings=tuple(listings))
         fingerprint, newest = _combine([_digest(rows) for rows in parts])
         return plan, fingerprint, newest
 
@@ -110,17 +116,22 @@ class FilePlan:
             "roots": list(self.roots),
             "files": list(self.files),
             "weights": list(self.weights),
+            "listings": list(self.listings),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FilePlan:
         weights = tuple(int(w) for w in data.get("weights", ()))
         roots = tuple(data["roots"])
+        listings = tuple(data["listings"])
+        if len(listings) != len(roots) or not all(isinstance(listing, str) for listing in listings):
+            raise ValueError("a plan without the listing of each root")
         return cls(
             site_dirs=tuple(data["site_dirs"]),
             roots=roots,
             files=tuple(data["files"]),
             weights=weights if len(weights) == len(roots) else (),
+            listings=listings,
         )
 
     def fingerprint(self, processes: int = 1) -> tuple[int, int]:
@@ -133,7 +144,7 @@ class FilePlan:
         if index == 0:
             return _digest(_site_rows(self.site_dirs))
         if index <= len(self.roots):
-            return _digest(_tree_rows(self.roots[index - 1], None))
+            return _digest(_cached_rows(self.roots[index - 1], self.listings[index - 1]))
         return _digest([stat_row(p) for p in self.files])
 
 
@@ -244,43 +255,95 @@ def _entry_row(entry: os.DirEntry[str]) -> tuple[int, ...]:
     return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def _tree_rows(root: str, seen: set[str] | None) -> list[tuple[int, ...]]:
-    """A row for the root and every entry below it; symlinked directories are not entered.
+def _dir_row(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
-    Each directory is opened once and its entries stat'ed by name against its descriptor (no path
-    walk per file); rows come in the order a path-by-path walk gives, so the fingerprint is the same.
+
+def _open_dir(root: str, rel: str) -> int:
+    """A directory below `root` (never through a link at its last step; the root itself may be one)."""
+    return os.open(f"{root}/{rel}" if rel else root, _LISTED_DIR | os.O_NOFOLLOW if rel else _LISTED_DIR)
+
+
+def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
+    """A row for the root and every entry below it, and its listing; symlinked directories are not entered.
+
+    Each directory gives its own row from the descriptor it is opened by, then a row for each of its
+    other entries, stat'ed by name against that descriptor. The listing holds, in walk order, each
+    directory (relative to the root) and the names of its entries that are not directories, so that a
+    warm check (_cached_rows) gives the same rows without listing anything: one string, each directory
+    and its names joined by "/" (which no name holds) in turn, separated by NULs (which no path holds).
     """
     rows = [stat_row(root)]
-    stack = [root]
+    listing: list[str] = []
+    stack = [""]
     while stack:
-        current = stack.pop()
+        rel = stack.pop()
+        listing.append(rel)
         try:
-            fd = os.open(current, _LISTED_DIR if current is root else _LISTED_DIR | os.O_NOFOLLOW)
+            fd = _open_dir(root, rel)
         except OSError as exc:
             rows.append((exc.errno or 0,))
+            listing.append("")
             continue
         try:
-            _list_rows(fd, current, rows, stack, seen)
+            rows.append(_dir_row(os.fstat(fd)))
+            listing.append(_list_rows(fd, root, rel, rows, stack, seen))
         finally:
             os.close(fd)
-    return rows
+    return rows, "\0".join(listing)
 
 
-def _list_rows(fd: int, current: str, rows: list[tuple[int, ...]], stack: list[str], seen: set[str] | None) -> None:
-    """Rows of the entries of the open directory `fd` (at `current`); its subdirectories go on `stack`."""
+def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack: list[str], seen: set[str]) -> str:
+    """Rows of the entries of the open directory `fd` (`rel` below `root`) but its subdirectories,
+    which go on `stack`; the names of the entries rowed, joined by "/" (no name holds one)."""
     try:
         names = os.listdir(fd)
     except OSError as exc:
-        rows.append((exc.errno or 0,))
-        return
+        rows.append((exc.errno or 0,))  # never given by a warm check: this tree is verified every time
+        return ""
+    rowed = []
+    prefix = f"{rel}/" if rel else ""
     for name in names:
+        seen.add(f"{root}/{prefix}{name}")
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError as exc:
             rows.append((exc.errno or 0,))
+            rowed.append(name)
             continue
-        rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
         if S_ISDIR(st.st_mode):
-            stack.append(os.path.join(current, name))
-        if seen is not None:
-            seen.add(os.path.join(current, name))
+            stack.append(prefix + name)  # its row comes from its own descriptor
+            continue
+        rows.append(_dir_row(st))
+        rowed.append(name)
+    return "/".join(rowed)
+
+
+def _cached_rows(root: str, listing: str) -> list[tuple[int, ...]]:
+    """The rows _tree_walk gave, from its listing: nothing is listed, each entry stat'ed once.
+
+    Safe because a directory's own row (from the descriptor its entries are stat'ed against) holds its
+    mtime and ctime, which every entry added, removed or renamed in it changes: while that row is the
+    same, so are its names. A directory swapped for a link is not opened (its parent's row changed too).
+    """
+    rows = [stat_row(root)]
+    parts = listing.split("\0")
+    for i in range(0, len(parts) - 1, 2):
+        rel, joined = parts[i], parts[i + 1]
+        try:
+            fd = _open_dir(root, rel)
+        except OSError as exc:
+            rows.append((exc.errno or 0,))
+            continue
+        try:
+            rows.append(_dir_row(os.fstat(fd)))
+            for name in joined.split("/") if joined else ():
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError as exc:
+                    rows.append((exc.errno or 0,))
+                    continue
+                rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        finally:
+            os.close(fd)
+    return rows
