@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CACHE_NAME = "gate-v1.json"
-CACHE_VERSION = 3  # 3: each walked root's listing is kept, so a warm check lists no directory
+CACHE_VERSION = 4  # 3: each walked root's listing is kept, so a warm check lists no directory; 4: in blocks
 CACHE_KEEP = 8
 
 
