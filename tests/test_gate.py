@@ -253,6 +253,34 @@ def test_a_file_name_with_a_newline_cannot_forge_journal_lines(env: Path) -> Non
     assert summary(proc).startswith("patchaudit gate: FAIL: 1 added;")
 
 
+def test_each_gate_keeps_its_verdict_in_a_file_of_its_own(env: Path, tmp_path: Path) -> None:
+    """A warm gate reads only its own verdict file: another gate's, even one that is no JSON at all,
+    is no concern of it."""
+    cache = tmp_path / "cache"
+    assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+    (keyed,) = cache.iterdir()
+    (mine,) = keyed.glob("gate-*.json")
+    assert " cached;" in summary(warm("steady", "--fail-on", "low", "--python", env, "--cache-dir", cache))
+    (other,) = set(keyed.glob("gate-*.json")) - {mine}
+    other.write_text("{")
+    assert " cached;" in summary(gate("steady", "--python", env, "--cache-dir", cache))
+    again = gate("steady", "--fail-on", "low", "--python", env, "--cache-dir", cache)
+    assert again.returncode == 0 and " cached;" not in summary(again)
+
+
+def test_the_newest_verdict_files_are_kept(tmp_path: Path) -> None:
+    from patchaudit.gate.cache import CACHE_KEEP, _drop_oldest
+
+    for i in range(CACHE_KEEP + 3):
+        made = tmp_path / f"gate-{i:02}.json"
+        made.write_text("{}")
+        os.utime(made, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "stat-v1.json").write_text("{}")
+    _drop_oldest(tmp_path)
+    kept = [f"gate-{i:02}.json" for i in range(3, CACHE_KEEP + 3)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*kept, "stat-v1.json"]
+
+
 def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(env: Path, tmp_path: Path) -> None:
     """A warm gate stats ~60,000 entries of a real stack, cut into blocks shared out over forked
     processes (one large root, as torch's, split among them); the verdict must not depend on how many,
