@@ -268,6 +268,26 @@ def test_each_gate_keeps_its_verdict_in_a_file_of_its_own(env: Path, tmp_path: P
     assert again.returncode == 0 and " cached;" not in summary(again)
 
 
+def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_path: Path) -> None:
+    """The gate runs before every service start: its warm path pays for every module it imports."""
+    import sys
+
+    args = ["gate", "steady", "--python", str(env), "--cache-dir", str(tmp_path / "cache")]
+    assert " cached;" in summary(warm(*args[1:]))
+    listed = tmp_path / "modules"
+    script = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(listed)!r}, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+        "from patchaudit.cli import main\n"
+        f"main({args!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and " cached;" in summary(proc), proc.stdout + proc.stderr
+    modules = set(listed.read_text().splitlines())
+    assert "patchaudit.gate.plan" in modules
+    assert modules & {"threading", "typing", "patchaudit.parallel.workers", "click"} == set()
+
+
 def test_the_newest_verdict_files_are_kept(tmp_path: Path) -> None:
     from patchaudit.gate.cache import CACHE_KEEP, _drop_oldest
 

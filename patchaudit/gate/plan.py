@@ -212,10 +212,10 @@ def _chunks(weights: Sequence[int], count: int) -> list[range]:
 
 def _fork_blocks(plan: FilePlan, run: range) -> tuple[int, int]:
     """Fork a child that digests these blocks and writes them to a pipe: (pid, read end)."""
-    from patchaudit.parallel import workers
+    from patchaudit.parallel import children
 
     read_fd, write_fd = os.pipe()
-    pid = workers.fork()  # counted: a signal to this process kills it too
+    pid = children.fork()  # counted: a signal to this process kills it too
     if pid == 0:  # the child: never return into the caller's code, never flush its buffers
         code = 1
         try:
@@ -238,11 +238,11 @@ def _collect(pid: int, fd: int) -> dict[int, tuple[int, int]]:
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
     finally:
-        from patchaudit.parallel import workers
+        from patchaudit.parallel import children
 
         os.close(fd)
         _, status = os.waitpid(pid, 0)
-        workers.reaped(pid)
+        children.reaped(pid)
     data = b"".join(chunks)
     if status != 0 or len(data) % _PART.size:
         return {}
