@@ -302,7 +302,7 @@ def test_the_newest_verdict_files_are_kept(tmp_path: Path) -> None:
 
 
 def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(env: Path, tmp_path: Path) -> None:
-    """A warm gate stats ~60,000 entries of a real stack, cut into blocks shared out over forked
+    """A warm gate stats ~100,000 entries of a real stack, cut into blocks shared out over forked
     processes (one large root, as torch's, split among them); the verdict must not depend on how many,
     and an edit anywhere (size and mtime kept) must show."""
     from patchaudit.gate.plan import BLOCK_ROWS, FilePlan

@@ -1,6 +1,6 @@
 """What the gate's cached verdict depends on: every path the audit read, and a fingerprint of their stats.
 
-The fingerprint is one stat per entry (mode, size, mtime_ns, ctime_ns, inode): ~60,000 of them for a
+The fingerprint is one stat per entry (mode, size, mtime_ns, ctime_ns, inode): ~100,000 of them for a
 full vLLM stack, which is nearly all of a warm gate's time. The walked roots' directories are cut, in
 walk order, into blocks of about BLOCK_ROWS entries (a large root such as torch's into many), each
 block digested on its own; the blocks are shared out, in runs of about the same size, over one process
