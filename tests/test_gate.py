@@ -313,18 +313,21 @@ def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(
         (tree / f"d{d:02}" / "sub").mkdir(parents=True)
         for f in range(BLOCK_ROWS // 2):
             (tree / f"d{d:02}" / "sub" / f"m{f}.py").write_text("x = 1\n")
+    for f in range(BLOCK_ROWS * 3):  # one directory of thousands of names, as torch's include/ATen/ops
+        (tree / "d05" / f"h{f}.h").write_text("")
     plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=[tree])
     tree_blocks = [b for b in plan.blocks if plan.roots[b[0]] == str(tree)]
-    assert len(tree_blocks) >= 6  # the one root is cut into many blocks
+    assert len(tree_blocks) >= 9 and any(item > 1 for _, _, item, _ in tree_blocks)  # cut inside a directory
     plan = FilePlan.from_dict(plan.to_dict())
     assert [plan.fingerprint(n, min_rows=1)[0] for n in (1, 2, 3, 8)] == [built] * 4
 
-    victim = tree / "d07" / "sub" / "m99.py"
-    before = victim.stat()
-    victim.write_text("x = 2\n")
-    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
-    after = {plan.fingerprint(n, min_rows=1)[0] for n in (1, 3)}
-    assert len(after) == 1 and built not in after
+    for victim in (tree / "d07" / "sub" / "m99.py", tree / "d05" / f"h{BLOCK_ROWS * 2}.h"):
+        before = victim.stat()
+        victim.write_text("x = 2\n")
+        os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = {plan.fingerprint(n, min_rows=1)[0] for n in (1, 3)}
+        assert len(after) == 1 and built not in after
+        plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=[tree])
 
 
 def test_warm_gate_sees_a_file_added_where_the_directory_mtime_was_put_back(env: Path) -> None:
@@ -395,7 +398,7 @@ def test_cached_listing_gives_the_rows_of_a_listing_walk(tmp_path: Path) -> None
 
     def _cached(root: str, listing: str) -> list[tuple[int, ...]]:
         parts = listing.split("\0")
-        return _cached_rows(root, parts, 0, len(parts) // 2 + 1)
+        return [row for unit in range(len(parts) // 2 + 1) for row in _cached_rows(root, parts, unit, 0, None)]
 
     root = tmp_path / "pkg"
     _tree(root, tmp_path / "outside")

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 CACHE_PREFIX = "gate-"
-# 3: each walked root's listing is kept, so a warm check lists no directory; 4: in blocks; 5: a file per key
-CACHE_VERSION = 5
+# 3: each walked root's listing is kept, so a warm check lists no directory; 4: in blocks; 5: a file per key;
+# 6: a block may start inside a directory
+CACHE_VERSION = 6
 CACHE_KEEP = 8
 
 

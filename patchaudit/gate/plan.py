@@ -9,11 +9,10 @@ per core, and their digests combined in block order, so the result is the same w
 
 from __future__ import annotations
 
-import itertools
 import os
 import posixpath
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR
@@ -45,8 +44,9 @@ class FilePlan:
     files: tuple[str, ...]
     # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
     listings: tuple[str, ...] = ()
-    # where each block starts (root index, unit: 0 the root itself, n its n-th listed directory), and its entries
-    blocks: tuple[tuple[int, int, int], ...] = ()
+    # where each block starts (root index; unit: 0 the root itself, n its n-th listed directory; item: 0 the
+    # unit's own row, n its n-th name), and its entries: a directory of thousands of names is cut too
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
 
     @classmethod
     def build(
@@ -102,18 +102,19 @@ class FilePlan:
         # directory) are stat'ed one by one.
         seen: set[str] = set()
         site = _digest(_site_rows(site_dirs))
-        units: list[list[tuple[int, ...]]] = []  # all roots' units in a row
-        offsets = []  # where each root's units start in `units`
+        units: list[list[list[tuple[int, ...]]]] = []  # each root's units, each unit's rows
         listings = []
         for root in all_roots:
             groups, listing = _tree_walk(root, seen)
-            offsets.append(len(units))
-            units += groups
+            units.append(groups)
             listings.append(listing)
         files = tuple(sorted(record_paths - seen)) + tuple(str(p.absolute()) for p in extra_files)
         blocks = _cut(listings)
-        starts = [offsets[r] + u for r, u, _ in blocks] + [len(units)]
-        digests = [_digest([row for group in units[a:b] for row in group]) for a, b in itertools.pairwise(starts)]
+        ends = [b[:3] for b in blocks[1:]] + [(len(all_roots), 0, 0)]
+        digests = [
+            _digest([row for r, u, j, k in _spans(b[:3], end, lambda r: len(units[r])) for row in units[r][u][j:k]])
+            for b, end in zip(blocks, ends, strict=True)
+        ]
         plan = cls(site_dirs=site_dirs, roots=all_roots, files=files, listings=tuple(listings), blocks=tuple(blocks))
         fingerprint, newest = _combine([site, *digests, _digest([stat_row(p) for p in files])])
         return plan, fingerprint, newest
@@ -133,8 +134,8 @@ class FilePlan:
         listings = tuple(data["listings"])
         if len(listings) != len(roots) or not all(isinstance(listing, str) for listing in listings):
             raise ValueError("a plan without the listing of each root")
-        blocks = tuple((int(r), int(u), int(w)) for r, u, w in data["blocks"])
-        if any(not 0 <= r < len(roots) or u < 0 for r, u, _ in blocks) or blocks != tuple(sorted(blocks)):
+        blocks = tuple((int(r), int(u), int(j), int(w)) for r, u, j, w in data["blocks"])
+        if any(not 0 <= r < len(roots) or min(u, j) < 0 for r, u, j, _ in blocks) or blocks != tuple(sorted(blocks)):
             raise ValueError("a plan whose blocks are out of order")
         return cls(
             site_dirs=tuple(data["site_dirs"]),
@@ -148,7 +149,7 @@ class FilePlan:
         """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns), its blocks
         shared out over up to `processes` processes of at least `min_rows` entries each (forked: the
         caller must run no other threads)."""
-        weights = [w for _, _, w in self.blocks]
+        weights = [b[3] for b in self.blocks]
         count = min(processes, sum(weights) // max(1, min_rows), len(weights))
         runs = _chunks(weights, count) if count > 1 else [range(len(weights))]
         children = [(_fork_blocks(self, run), run) for run in runs[1:]]
@@ -162,36 +163,56 @@ class FilePlan:
         return _combine([site, *(found[i] for i in range(len(weights))), files])
 
 
-def _cut(listings: Sequence[str]) -> list[tuple[int, int, int]]:
-    """The blocks of these roots' listings: (root index, first unit, entries), about BLOCK_ROWS entries each."""
-    blocks: list[tuple[int, int, int]] = []
+def _cut(listings: Sequence[str]) -> list[tuple[int, int, int, int]]:
+    """The blocks of these roots' listings: (root index, unit, item, entries), BLOCK_ROWS entries each."""
+    blocks: list[list[int]] = []
     rows = BLOCK_ROWS
     for r, listing in enumerate(listings):
         parts = listing.split("\0")
-        weights = [1] + [1 + (names.count("/") + 1 if names else 0) for names in parts[1::2]]
-        for u, weight in enumerate(weights):
-            if rows >= BLOCK_ROWS:
-                blocks.append((r, u, 0))
-                rows = 0
-            r0, u0, w0 = blocks[-1]
-            blocks[-1] = (r0, u0, w0 + weight)
-            rows += weight
-    return blocks
+        counts = [1] + [1 + (names.count("/") + 1 if names else 0) for names in parts[1::2]]
+        for u, count in enumerate(counts):
+            j = 0
+            while j < count:
+                if rows >= BLOCK_ROWS:
+                    blocks.append([r, u, j, 0])
+                    rows = 0
+                take = min(count - j, BLOCK_ROWS - rows)
+                blocks[-1][3] += take
+                rows += take
+                j += take
+    return [(r, u, j, w) for r, u, j, w in blocks]
+
+
+def _spans(
+    start: tuple[int, ...], end: tuple[int, ...], units: Callable[[int], int]
+) -> Iterator[tuple[int, int, int, int | None]]:
+    """(root, unit, first item, item to stop at or None for all) of each unit from `start` to `end`
+    (each a root, unit, item), `units(root)` being how many units a root has."""
+    r, u, j = start
+    while (r, u, j) < end:
+        if (r, u) == end[:2]:
+            yield r, u, j, end[2]
+            return
+        if u >= units(r):
+            r, u, j = r + 1, 0, 0
+            continue
+        yield r, u, j, None
+        u, j = u + 1, 0
 
 
 def _block_digests(plan: FilePlan, run: range) -> list[tuple[int, int]]:
     """The digest of each block in `run`, from the plan's listings: nothing is listed."""
     split: dict[int, list[str]] = {}
+
+    def parts(r: int) -> list[str]:
+        return split.get(r) or split.setdefault(r, plan.listings[r].split("\0"))
+
     digests = []
     for i in run:
-        r, u = plan.blocks[i][:2]
-        end = plan.blocks[i + 1][:2] if i + 1 < len(plan.blocks) else (len(plan.roots), 0)
+        end = plan.blocks[i + 1][:3] if i + 1 < len(plan.blocks) else (len(plan.roots), 0, 0)
         rows: list[tuple[int, ...]] = []
-        while (r, u) < end:
-            parts = split.get(r) or split.setdefault(r, plan.listings[r].split("\0"))
-            stop = end[1] if r == end[0] else len(parts) // 2 + 1
-            rows += _cached_rows(plan.roots[r], parts, u, stop)
-            r, u = r + 1, 0
+        for r, u, j, k in _spans(plan.blocks[i][:3], end, lambda r: len(parts(r)) // 2 + 1):
+            rows += _cached_rows(plan.roots[r], parts(r), u, j, k)
         digests.append(_digest(rows))
     return digests
 
@@ -361,31 +382,34 @@ def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack:
     return "/".join(rowed)
 
 
-def _cached_rows(root: str, parts: list[str], start: int, stop: int) -> list[tuple[int, ...]]:
-    """The rows _tree_walk gave for units `start` to `stop` of a root, from its listing split at NULs:
+def _cached_rows(root: str, parts: list[str], unit: int, first: int, stop: int | None) -> list[tuple[int, ...]]:
+    """The rows _tree_walk gave for items `first` to `stop` of one unit of a root (0: the root's own row;
+    n: the n-th directory, its own row then one per name), from the root's listing split at NULs:
     nothing is listed, each entry stat'ed once.
 
     Safe because a directory's own row (from the descriptor its entries are stat'ed against) holds its
     mtime and ctime, which every entry added, removed or renamed in it changes: while that row is the
     same, so are its names. A directory swapped for a link is not opened (its parent's row changed too).
     """
-    rows = [stat_row(root)] if start == 0 else []
-    for i in range(2 * max(start - 1, 0), min(2 * (stop - 1), len(parts) - 1), 2):
-        rel, joined = parts[i], parts[i + 1]
-        try:
-            fd = _open_dir(root, rel)
-        except OSError as exc:
-            rows.append((exc.errno or 0,))
-            continue
-        try:
+    if unit == 0:
+        return [stat_row(root)]
+    rel, joined = parts[2 * unit - 2], parts[2 * unit - 1]
+    try:
+        fd = _open_dir(root, rel)
+    except OSError as exc:
+        return [(exc.errno or 0,)]
+    rows = []
+    try:
+        if first == 0:
             rows.append(_dir_row(os.fstat(fd)))
-            for name in joined.split("/") if joined else ():
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError as exc:
-                    rows.append((exc.errno or 0,))
-                    continue
-                rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-        finally:
-            os.close(fd)
+        names = joined.split("/")[max(first - 1, 0) : None if stop is None else stop - 1] if joined else ()
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError as exc:
+                rows.append((exc.errno or 0,))
+                continue
+            rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    finally:
+        os.close(fd)
     return rows
