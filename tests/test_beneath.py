@@ -102,7 +102,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "cli/fastgate.py": (1, "--out FILE: a file the user names"),
     "cli/scan.py": (1, "--out FILE: a file the user names"),
     "hazards/cache.py": (3, "the hazard result cache, in the directory cachedir.locate() chose"),
-    "gate/cache.py": (1, "the verdict cache, in the directory cachedir.locate() chose"),
+    "gate/cache.py": (2, "the verdict cache, in the directory cachedir.locate() chose, and its oldest files"),
     "parallel/statcache.py": (1, "the stat cache, in the directory cachedir.locate() chose"),
     "pristine/http.py": (1, "the spool directory inside OwnCache, made private by OwnCache.writable()"),
     "pristine/index.py": (1, "a whole wheel kept in OwnCache (private; never another user's)"),

@@ -253,29 +253,81 @@ def test_a_file_name_with_a_newline_cannot_forge_journal_lines(env: Path) -> Non
     assert summary(proc).startswith("patchaudit gate: FAIL: 1 added;")
 
 
+def test_each_gate_keeps_its_verdict_in_a_file_of_its_own(env: Path, tmp_path: Path) -> None:
+    """A warm gate reads only its own verdict file: another gate's, even one that is no JSON at all,
+    is no concern of it."""
+    cache = tmp_path / "cache"
+    assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+    (keyed,) = cache.iterdir()
+    (mine,) = keyed.glob("gate-*.json")
+    assert " cached;" in summary(warm("steady", "--fail-on", "low", "--python", env, "--cache-dir", cache))
+    (other,) = set(keyed.glob("gate-*.json")) - {mine}
+    other.write_text("{")
+    assert " cached;" in summary(gate("steady", "--python", env, "--cache-dir", cache))
+    again = gate("steady", "--fail-on", "low", "--python", env, "--cache-dir", cache)
+    assert again.returncode == 0 and " cached;" not in summary(again)
+
+
+def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_path: Path) -> None:
+    """The gate runs before every service start: its warm path pays for every module it imports."""
+    import sys
+
+    args = ["gate", "steady", "--python", str(env), "--cache-dir", str(tmp_path / "cache")]
+    assert " cached;" in summary(warm(*args[1:]))
+    listed = tmp_path / "modules"
+    script = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(listed)!r}, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+        "from patchaudit.cli import main\n"
+        f"main({args!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and " cached;" in summary(proc), proc.stdout + proc.stderr
+    modules = set(listed.read_text().splitlines())
+    assert "patchaudit.gate.plan" in modules
+    assert modules & {"threading", "typing", "patchaudit.parallel.workers", "click"} == set()
+
+
+def test_the_newest_verdict_files_are_kept(tmp_path: Path) -> None:
+    from patchaudit.gate.cache import CACHE_KEEP, _drop_oldest
+
+    for i in range(CACHE_KEEP + 3):
+        made = tmp_path / f"gate-{i:02}.json"
+        made.write_text("{}")
+        os.utime(made, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "stat-v1.json").write_text("{}")
+    _drop_oldest(tmp_path)
+    kept = [f"gate-{i:02}.json" for i in range(3, CACHE_KEEP + 3)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*kept, "stat-v1.json"]
+
+
 def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(env: Path, tmp_path: Path) -> None:
-    """A warm gate stats ~100,000 entries of a real stack, shared out over forked processes; the
-    verdict must not depend on how many, and an edit anywhere (size and mtime kept) must show."""
-    from patchaudit.gate.plan import PARALLEL_MIN_ENTRIES, FilePlan
+    """A warm gate stats ~100,000 entries of a real stack, cut into blocks shared out over forked
+    processes (one large root, as torch's, split among them); the verdict must not depend on how many,
+    and an edit anywhere (size and mtime kept) must show."""
+    from patchaudit.gate.plan import BLOCK_ROWS, FilePlan
     from patchaudit.target import environment
 
     tree = tmp_path / "tree"
-    for d in range(24):
+    for d in range(12):
         (tree / f"d{d:02}" / "sub").mkdir(parents=True)
-        for f in range(PARALLEL_MIN_ENTRIES // 20):
+        for f in range(BLOCK_ROWS // 2):
             (tree / f"d{d:02}" / "sub" / f"m{f}.py").write_text("x = 1\n")
-    roots = sorted(tree.iterdir())
-    plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=roots)
-    assert sum(plan.weights) > PARALLEL_MIN_ENTRIES
+    for f in range(BLOCK_ROWS * 3):  # one directory of thousands of names, as torch's include/ATen/ops
+        (tree / "d05" / f"h{f}.h").write_text("")
+    plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=[tree])
+    tree_blocks = [b for b in plan.blocks if plan.roots[b[0]] == str(tree)]
+    assert len(tree_blocks) >= 9 and any(item > 1 for _, _, item, _ in tree_blocks)  # cut inside a directory
     plan = FilePlan.from_dict(plan.to_dict())
-    assert [plan.fingerprint(n)[0] for n in (1, 2, 3, 8)] == [built] * 4
+    assert [plan.fingerprint(n, min_rows=1)[0] for n in (1, 2, 3, 8)] == [built] * 4
 
-    victim = tree / "d17" / "sub" / "m99.py"
-    before = victim.stat()
-    victim.write_text("x = 2\n")
-    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
-    after = {plan.fingerprint(n)[0] for n in (1, 3)}
-    assert len(after) == 1 and built not in after
+    for victim in (tree / "d07" / "sub" / "m99.py", tree / "d05" / f"h{BLOCK_ROWS * 2}.h"):
+        before = victim.stat()
+        victim.write_text("x = 2\n")
+        os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = {plan.fingerprint(n, min_rows=1)[0] for n in (1, 3)}
+        assert len(after) == 1 and built not in after
+        plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=[tree])
 
 
 def test_warm_gate_sees_a_file_added_where_the_directory_mtime_was_put_back(env: Path) -> None:
@@ -340,37 +392,45 @@ def test_cached_listing_gives_the_rows_of_a_listing_walk(tmp_path: Path) -> None
     walk's while nothing changed, and any change shows, a linked directory never entered."""
     from patchaudit.gate.plan import _cached_rows, _tree_walk
 
+    def _walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
+        groups, listing = _tree_walk(root, seen)
+        return [row for group in groups for row in group], listing
+
+    def _cached(root: str, listing: str) -> list[tuple[int, ...]]:
+        parts = listing.split("\0")
+        return [row for unit in range(len(parts) // 2 + 1) for row in _cached_rows(root, parts, unit, 0, None)]
+
     root = tmp_path / "pkg"
     _tree(root, tmp_path / "outside")
     seen: set[str] = set()
-    rows, listing = _tree_walk(str(root), seen)
-    assert _cached_rows(str(root), listing) == rows
+    rows, listing = _walk(str(root), seen)
+    assert _cached(str(root), listing) == rows
     assert len(rows) == 1 + 5 + 12  # the root by path, 5 directories by descriptor, 12 other entries
     assert str(root / "a" / "b" / "c" / "m2.py") in seen and str(root / "a" / "linked") in seen
     assert not any(p.startswith(str(root / "a" / "linked") + "/") for p in seen)
 
     def changed(change: Callable[[], object]) -> bool:
         change()
-        return _cached_rows(str(root), listing) != rows
+        return _cached(str(root), listing) != rows
 
     victim = root / "a" / "b" / "c" / "m1.py"
     before = victim.stat()
     time.sleep(0.01)
     # an edit, its size and mtime put back: the row of that file changes (its ctime)
     assert changed(lambda: (victim.write_text("n = 7\n"), os.utime(victim, ns=(0, before.st_mtime_ns))))
-    rows, listing = _tree_walk(str(root), set())
+    rows, listing = _walk(str(root), set())
     d = root / "a" / "d"
     mtime = d.stat().st_mtime_ns
     time.sleep(0.01)
     # a name added, the directory's mtime put back: its ctime still changed
     assert changed(lambda: ((d / "new.py").write_text(""), os.utime(d, ns=(0, mtime))))
-    rows, listing = _tree_walk(str(root), set())
+    rows, listing = _walk(str(root), set())
     time.sleep(0.01)
     assert changed(lambda: (d / "new.py").rename(d / "renamed.py"))
-    rows, listing = _tree_walk(str(root), set())
+    rows, listing = _walk(str(root), set())
     time.sleep(0.01)
     assert changed(lambda: (root / "e" / "m0.py").chmod(0o600))
-    rows, listing = _tree_walk(str(root), set())
+    rows, listing = _walk(str(root), set())
     # a directory swapped for a link to a copy of it (its own mtime kept): never opened through the link
     copy = tmp_path / "copy"
     shutil.copytree(root / "a" / "b", copy, copy_function=shutil.copy2)
@@ -380,4 +440,4 @@ def test_cached_listing_gives_the_rows_of_a_listing_walk(tmp_path: Path) -> None
     shutil.rmtree(root / "a" / "b")
     (root / "a" / "b").symlink_to(copy)
     assert changed(lambda: os.utime(root / "a", ns=(0, mtime)))
-    assert [r for r in _cached_rows(str(root), listing) if len(r) == 1] == [(errno.ENOTDIR,)]
+    assert [r for r in _cached(str(root), listing) if len(r) == 1] == [(errno.ENOTDIR,)]

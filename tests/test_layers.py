@@ -50,7 +50,7 @@ INSIDE: dict[str, list[set[str]]] = {
         {"hooks", "pieces", "facts", "errata", "vcs", "fingerprint"},
         {"ownership", "bytecode"},
     ],
-    "parallel": [{"hashing", "__init__"}, {"statcache", "workers", "cpus", "deadline"}],
+    "parallel": [{"hashing", "__init__"}, {"statcache", "workers", "cpus", "deadline"}, {"children"}],
     "fs": [{"atomic", "__init__"}, {"safefs", "beneath"}],
     "pristine": [
         {"diff"},  # unified diffs of pristine vs installed bytes, through the package's lookups

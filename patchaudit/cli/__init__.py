@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> Any:
 
     for signum in (signal.SIGINT, signal.SIGTERM):  # until the workers' own handler is in place
         signal.signal(signum, _early_stop)
-    from patchaudit.parallel.workers import Interrupted, on_signals, stopping
+    from patchaudit.parallel.children import Interrupted, on_signals, stopping
 
-    on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.parallel.workers)
+    on_signals()  # SIGINT/SIGTERM: every worker killed and reaped, exit 130/143 (patchaudit.parallel.children)
     try:
         result = _main(args, argv)
     except Interrupted as exc:

@@ -19,7 +19,7 @@ def run(group: click.Group, argv: list[str] | None) -> Any:
     try:
         rv = group.main(args=argv, prog_name="patchaudit", standalone_mode=False)
     except BaseException as exc:
-        from patchaudit.parallel.workers import stopping
+        from patchaudit.parallel.children import stopping
 
         if stopping() is not None or isinstance(exc, KeyboardInterrupt):
             # a signal unwinds whatever it interrupted (click's Abort, an import, a worker's end):

@@ -15,9 +15,12 @@ import errno
 import json
 import os
 import stat
-from typing import Any
 
 from patchaudit.errors import PatchAuditError
+
+TYPE_CHECKING = False  # no typing import: the warm gate reads its cache through this module
+if TYPE_CHECKING:
+    from typing import Any
 
 KIB = 1 << 10
 MIB = 1 << 20

@@ -133,12 +133,12 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         serve_files.append(locate(serve))  # what it names is part of the fingerprint, so the key holds it
         key += repr(("serve", serve, str(serve_files[0])))
     where = cachedir.locate(prefix, cache_base) if options.use_cache else None
-    cache = VerdictCache.open(where.path, python, site_path) if where is not None and where.path else None
+    cache = VerdictCache.open(where.path, key, python, site_path) if where is not None and where.path else None
     if cache is not None:
         from patchaudit.parallel.cpus import available_cpus
 
         phase("checking the cached verdict")
-        hit = cache.lookup(key, workers or available_cpus())
+        hit = cache.lookup(workers or available_cpus())
         if hit is not None:
             return hit
 

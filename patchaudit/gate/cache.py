@@ -1,5 +1,9 @@
 """The gate's verdict cache: a fingerprint of every file the audit read, by stat, and the verdict it gave.
 
+Each gate (its key: the options it ran with) keeps a file of its own, `gate-<digest of the key>.json`,
+in the directory cachedir.locate() chose, so a warm gate reads and parses only its own; the newest
+CACHE_KEEP are kept.
+
 A warm gate does not re-verify: it keeps the last verdict together with a fingerprint of every
 file the audit looked at (path, mode, size, mtime_ns, ctime_ns, inode, device; what is read and how it
 is fingerprinted is patchaudit.gate.plan) and reuses the verdict only while that fingerprint is
@@ -9,6 +13,7 @@ fingerprint and the audit runs again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -22,9 +27,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_NAME = "gate-v1.json"
-CACHE_VERSION = 3  # 3: each walked root's listing is kept, so a warm check lists no directory
+CACHE_PREFIX = "gate-"
+# 3: each walked root's listing is kept, so a warm check lists no directory; 4: in blocks; 5: a file per key;
+# 6: a block may start inside a directory
+CACHE_VERSION = 6
 CACHE_KEEP = 8
+
+
+def cache_name(key: str) -> str:
+    """The file that keeps the verdict of the gate with this key."""
+    import hashlib
+
+    return CACHE_PREFIX + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".json"
 
 
 # --- the verdict cache, beside the environment's stat cache (where: patchaudit.target.cachedir) ---
@@ -60,27 +74,25 @@ def _resolution_stat(python: Path | None, site_path: Path | None) -> list[Any]:
 
 
 class VerdictCache:
-    def __init__(self, path: Path, data: dict[str, Any], python: Path | None, site_path: Path | None) -> None:
-        self.path = path
-        self.data = data
+    def __init__(self, entry: dict[str, Any], python: Path | None, site_path: Path | None) -> None:
+        self.entry = entry
         self.python = python
         self.site_path = site_path
 
     @classmethod
-    def open(cls, directory: Path, python: Path | None, site_path: Path | None) -> VerdictCache | None:
-        path = directory / CACHE_NAME
+    def open(cls, directory: Path, key: str, python: Path | None, site_path: Path | None) -> VerdictCache | None:
+        """The cache of the gate with this key (None: there is none, or not one this gate can use)."""
         try:
-            data = read_json(path)
+            data = read_json(directory / cache_name(key))
         except (UnreadableFile, ValueError):
             return None
-        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-            return None
-        return cls(path, data, python, site_path)
+        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("key") != key:
+            return None  # another version's, or another key's of the same digest
+        entry = data.get("entry")
+        return cls(entry, python, site_path) if isinstance(entry, dict) else None
 
-    def lookup(self, key: str, processes: int = 1) -> Verdict | None:
-        entry = self.data.get("entries", {}).get(key)
-        if not isinstance(entry, dict):
-            return None
+    def lookup(self, processes: int = 1) -> Verdict | None:
+        entry = self.entry
         try:
             if entry["resolved"] != _resolution_stat(self.python, self.site_path):
                 return None
@@ -103,16 +115,8 @@ class VerdictCache:
         verdict: Verdict,
     ) -> str | None:
         """Keep the verdict; None, or why a cache that cannot be written (full, read-only) was not kept."""
-        path = directory / CACHE_NAME
-        try:
-            data = read_json(path)
-            entries = data["entries"] if data.get("version") == CACHE_VERSION else {}
-        except (UnreadableFile, ValueError, KeyError, TypeError, AttributeError):
-            entries = {}
-        entries.pop(key, None)
-        while len(entries) >= CACHE_KEEP:
-            entries.pop(next(iter(entries)))
-        entries[key] = {
+        path = directory / cache_name(key)
+        entry = {
             "resolved": _resolution_stat(python, site_path),
             "plan": plan.to_dict(),
             "fingerprint": fingerprint,
@@ -121,8 +125,21 @@ class VerdictCache:
         from patchaudit.fs.atomic import atomic_write  # only a miss writes: not on the warm path
 
         try:
-            text = json.dumps({"version": CACHE_VERSION, "entries": entries}, separators=(",", ":"))
+            text = json.dumps({"version": CACHE_VERSION, "key": key, "entry": entry}, separators=(",", ":"))
             atomic_write(path, text, durable=False)
         except OSError as exc:
             return f"cannot write {path} ({exc.strerror or exc})"
+        _drop_oldest(directory)
         return None
+
+
+def _drop_oldest(directory: Path) -> None:
+    """Remove all but the newest CACHE_KEEP verdict files (an older version's among them)."""
+    try:
+        with os.scandir(directory) as it:
+            kept = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in it if e.name.startswith(CACHE_PREFIX)]
+    except OSError:
+        return
+    for _, name in sorted(kept, reverse=True)[CACHE_KEEP:]:
+        with contextlib.suppress(OSError):
+            os.unlink(directory / name)

@@ -1,9 +1,10 @@
 """What the gate's cached verdict depends on: every path the audit read, and a fingerprint of their stats.
 
 The fingerprint is one stat per entry (mode, size, mtime_ns, ctime_ns, inode): ~100,000 of them for a
-full vLLM stack, which is nearly all of a warm gate's time. It is cut into parts (the site directories'
-tops, each walked root, the single files), each part digested on its own, so the parts can be stat'ed
-by several processes and the result is the same whatever their number.
+full vLLM stack, which is nearly all of a warm gate's time. The walked roots' directories are cut, in
+walk order, into blocks of about BLOCK_ROWS entries (a large root such as torch's into many), each
+block digested on its own; the blocks are shared out, in runs of about the same size, over one process
+per core, and their digests combined in block order, so the result is the same whatever their number.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR
@@ -25,11 +26,12 @@ if TYPE_CHECKING:
 
     from patchaudit.target.environment import Environment
 
-# Below this many entries one process stats them all: a fork costs more than it saves.
-PARALLEL_MIN_ENTRIES = 20_000
-# Stat-bound work stops scaling well before the cores of a large host run out.
-MAX_STAT_PROCESSES = 8
-_PART = struct.Struct("<Iqq")  # part index, digest, newest timestamp
+# Entries per digested block: fixed, so that the blocks (and the fingerprint) do not depend on the cores.
+BLOCK_ROWS = 512
+# Fewer entries than this per process and one process stats them all: below ~8,000 entries in all, a fork
+# costs 2 cores more than it saves (fork, exit and wait take ~1 ms; a stat 5-17 us, the more the busier).
+CHUNK_MIN_ROWS = 4_000
+_PART = struct.Struct("<Iqq")  # block index, digest, newest timestamp
 _LISTED_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
@@ -40,9 +42,11 @@ class FilePlan:
     site_dirs: tuple[str, ...]
     roots: tuple[str, ...]
     files: tuple[str, ...]
-    weights: tuple[int, ...] = ()  # entries below each root at the last audit: how to share out the stats
     # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
     listings: tuple[str, ...] = ()
+    # where each block starts (root index; unit: 0 the root itself, n its n-th listed directory; item: 0 the
+    # unit's own row, n its n-th name), and its entries: a directory of thousands of names is cut too
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
 
     @classmethod
     def build(
@@ -97,17 +101,22 @@ class FilePlan:
         # RECORD entries that the walk does not reach (scripts in bin/, files below a symlinked
         # directory) are stat'ed one by one.
         seen: set[str] = set()
-        parts = [_site_rows(site_dirs)]
+        site = _digest(_site_rows(site_dirs))
+        units: list[list[list[tuple[int, ...]]]] = []  # each root's units, each unit's rows
         listings = []
         for root in all_roots:
-            rows, listing = _tree_walk(root, seen)
-            parts.append(rows)
+            groups, listing = _tree_walk(root, seen)
+            units.append(groups)
             listings.append(listing)
         files = tuple(sorted(record_paths - seen)) + tuple(str(p.absolute()) for p in extra_files)
-        parts.append([stat_row(p) for p in files])
-        weights = tuple(len(p) for p in parts[1:-1])
-        plan = cls(site_dirs=site_dirs, roots=all_roots, files=files, weights=weights, listings=tuple(listings))
-        fingerprint, newest = _combine([_digest(rows) for rows in parts])
+        blocks = _cut(listings)
+        ends = [b[:3] for b in blocks[1:]] + [(len(all_roots), 0, 0)]
+        digests = [
+            _digest([row for r, u, j, k in _spans(b[:3], end, lambda r: len(units[r])) for row in units[r][u][j:k]])
+            for b, end in zip(blocks, ends, strict=True)
+        ]
+        plan = cls(site_dirs=site_dirs, roots=all_roots, files=files, listings=tuple(listings), blocks=tuple(blocks))
+        fingerprint, newest = _combine([site, *digests, _digest([stat_row(p) for p in files])])
         return plan, fingerprint, newest
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,74 +124,125 @@ class FilePlan:
             "site_dirs": list(self.site_dirs),
             "roots": list(self.roots),
             "files": list(self.files),
-            "weights": list(self.weights),
             "listings": list(self.listings),
+            "blocks": [list(b) for b in self.blocks],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FilePlan:
-        weights = tuple(int(w) for w in data.get("weights", ()))
         roots = tuple(data["roots"])
         listings = tuple(data["listings"])
         if len(listings) != len(roots) or not all(isinstance(listing, str) for listing in listings):
             raise ValueError("a plan without the listing of each root")
+        blocks = tuple((int(r), int(u), int(j), int(w)) for r, u, j, w in data["blocks"])
+        if any(not 0 <= r < len(roots) or min(u, j) < 0 for r, u, j, _ in blocks) or blocks != tuple(sorted(blocks)):
+            raise ValueError("a plan whose blocks are out of order")
         return cls(
             site_dirs=tuple(data["site_dirs"]),
             roots=roots,
             files=tuple(data["files"]),
-            weights=weights if len(weights) == len(roots) else (),
             listings=listings,
+            blocks=blocks,
         )
 
-    def fingerprint(self, processes: int = 1) -> tuple[int, int]:
-        """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns), its parts
-        spread over up to `processes` processes (forked: the caller must run no other threads)."""
-        return _combine(_part_digests(self, processes))
-
-    def part(self, index: int) -> tuple[int, int]:
-        """The digest of one part: 0 the site directories, 1..len(roots) a root, then the single files."""
-        if index == 0:
-            return _digest(_site_rows(self.site_dirs))
-        if index <= len(self.roots):
-            return _digest(_cached_rows(self.roots[index - 1], self.listings[index - 1]))
-        return _digest([stat_row(p) for p in self.files])
-
-
-def _part_digests(plan: FilePlan, processes: int) -> list[tuple[int, int]]:
-    count = len(plan.roots) + 2
-    weights = [len(plan.site_dirs), *plan.weights, len(plan.files)]  # no weights (an older plan): one process
-    processes = min(processes, MAX_STAT_PROCESSES, count)
-    if processes <= 1 or not plan.weights or sum(weights) < PARALLEL_MIN_ENTRIES:
-        return [plan.part(i) for i in range(count)]
-    # biggest parts first, each to the least loaded process (longest-processing-time first)
-    loads = [0] * processes
-    shares: list[list[int]] = [[] for _ in range(processes)]
-    for i in sorted(range(count), key=lambda i: -weights[i]):
-        least = loads.index(min(loads))
-        loads[least] += weights[i]
-        shares[least].append(i)
-    children = [(_fork_parts(plan, share), share) for share in shares[1:]]
-    found = {i: plan.part(i) for i in shares[0]}
-    for (pid, fd), share in children:
-        found.update(_collect(pid, fd))
-        for i in share:
-            if i not in found:  # the child failed: do its work here
-                found[i] = plan.part(i)
-    return [found[i] for i in range(count)]
+    def fingerprint(self, processes: int = 1, *, min_rows: int = CHUNK_MIN_ROWS) -> tuple[int, int]:
+        """(fingerprint of every stat the audit depends on, newest mtime/ctime seen in ns), its blocks
+        shared out over up to `processes` processes of at least `min_rows` entries each (forked: the
+        caller must run no other threads)."""
+        weights = [b[3] for b in self.blocks]
+        count = min(processes, sum(weights) // max(1, min_rows), len(weights))
+        runs = _chunks(weights, count) if count > 1 else [range(len(weights))]
+        children = [(_fork_blocks(self, run), run) for run in runs[1:]]
+        site = _digest(_site_rows(self.site_dirs))
+        found = dict(zip(runs[0], _block_digests(self, runs[0]), strict=True))
+        files = _digest([stat_row(p) for p in self.files])
+        for (pid, fd), run in children:
+            found.update(_collect(pid, fd))
+            if any(i not in found for i in run):  # the child failed: do its work here
+                found.update(zip(run, _block_digests(self, run), strict=True))
+        return _combine([site, *(found[i] for i in range(len(weights))), files])
 
 
-def _fork_parts(plan: FilePlan, share: list[int]) -> tuple[int, int]:
-    """Fork a child that digests these parts and writes them to a pipe: (pid, read end)."""
-    from patchaudit.parallel import workers
+def _cut(listings: Sequence[str]) -> list[tuple[int, int, int, int]]:
+    """The blocks of these roots' listings: (root index, unit, item, entries), BLOCK_ROWS entries each."""
+    blocks: list[list[int]] = []
+    rows = BLOCK_ROWS
+    for r, listing in enumerate(listings):
+        parts = listing.split("\0")
+        counts = [1] + [1 + (names.count("/") + 1 if names else 0) for names in parts[1::2]]
+        for u, count in enumerate(counts):
+            j = 0
+            while j < count:
+                if rows >= BLOCK_ROWS:
+                    blocks.append([r, u, j, 0])
+                    rows = 0
+                take = min(count - j, BLOCK_ROWS - rows)
+                blocks[-1][3] += take
+                rows += take
+                j += take
+    return [(r, u, j, w) for r, u, j, w in blocks]
+
+
+def _spans(
+    start: tuple[int, ...], end: tuple[int, ...], units: Callable[[int], int]
+) -> Iterator[tuple[int, int, int, int | None]]:
+    """(root, unit, first item, item to stop at or None for all) of each unit from `start` to `end`
+    (each a root, unit, item), `units(root)` being how many units a root has."""
+    r, u, j = start
+    while (r, u, j) < end:
+        if (r, u) == end[:2]:
+            yield r, u, j, end[2]
+            return
+        if u >= units(r):
+            r, u, j = r + 1, 0, 0
+            continue
+        yield r, u, j, None
+        u, j = u + 1, 0
+
+
+def _block_digests(plan: FilePlan, run: range) -> list[tuple[int, int]]:
+    """The digest of each block in `run`, from the plan's listings: nothing is listed."""
+    split: dict[int, list[str]] = {}
+
+    def parts(r: int) -> list[str]:
+        return split.get(r) or split.setdefault(r, plan.listings[r].split("\0"))
+
+    digests = []
+    for i in run:
+        end = plan.blocks[i + 1][:3] if i + 1 < len(plan.blocks) else (len(plan.roots), 0, 0)
+        rows: list[tuple[int, ...]] = []
+        for r, u, j, k in _spans(plan.blocks[i][:3], end, lambda r: len(parts(r)) // 2 + 1):
+            rows += _cached_rows(plan.roots[r], parts(r), u, j, k)
+        digests.append(_digest(rows))
+    return digests
+
+
+def _chunks(weights: Sequence[int], count: int) -> list[range]:
+    """`count` runs of consecutive blocks, each of about the same number of rows."""
+    total = sum(weights)
+    runs: list[range] = []
+    first = done = 0
+    for i, weight in enumerate(weights):
+        done += weight
+        if done * count >= total * (len(runs) + 1) and len(runs) < count - 1:
+            runs.append(range(first, i + 1))
+            first = i + 1
+    runs.append(range(first, len(weights)))
+    return [run for run in runs if run]
+
+
+def _fork_blocks(plan: FilePlan, run: range) -> tuple[int, int]:
+    """Fork a child that digests these blocks and writes them to a pipe: (pid, read end)."""
+    from patchaudit.parallel import children
 
     read_fd, write_fd = os.pipe()
-    pid = workers.fork()  # counted: a signal to this process kills it too
+    pid = children.fork()  # counted: a signal to this process kills it too
     if pid == 0:  # the child: never return into the caller's code, never flush its buffers
         code = 1
         try:
             os.close(read_fd)
             # hash() is a signed 64-bit Py_hash_t and timestamps fit: both pack as "q"
-            data = b"".join(_PART.pack(i, *plan.part(i)) for i in share)
+            data = b"".join(_PART.pack(i, *found) for i, found in zip(run, _block_digests(plan, run), strict=True))
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view) :]
@@ -199,11 +259,11 @@ def _collect(pid: int, fd: int) -> dict[int, tuple[int, int]]:
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
     finally:
-        from patchaudit.parallel import workers
+        from patchaudit.parallel import children
 
         os.close(fd)
         _, status = os.waitpid(pid, 0)
-        workers.reaped(pid)
+        children.reaped(pid)
     data = b"".join(chunks)
     if status != 0 or len(data) % _PART.size:
         return {}
@@ -264,8 +324,9 @@ def _open_dir(root: str, rel: str) -> int:
     return os.open(f"{root}/{rel}" if rel else root, _LISTED_DIR | os.O_NOFOLLOW if rel else _LISTED_DIR)
 
 
-def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
-    """A row for the root and every entry below it, and its listing; symlinked directories are not entered.
+def _tree_walk(root: str, seen: set[str]) -> tuple[list[list[tuple[int, ...]]], str]:
+    """The rows of the root and of every entry below it, one group for the root's own row and one per
+    directory, and its listing; symlinked directories are not entered.
 
     Each directory gives its own row from the descriptor it is opened by, then a row for each of its
     other entries, stat'ed by name against that descriptor. The listing holds, in walk order, each
@@ -273,12 +334,14 @@ def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
     warm check (_cached_rows) gives the same rows without listing anything: one string, each directory
     and its names joined by "/" (which no name holds) in turn, separated by NULs (which no path holds).
     """
-    rows = [stat_row(root)]
+    groups = [[stat_row(root)]]
     listing: list[str] = []
     stack = [""]
     while stack:
         rel = stack.pop()
         listing.append(rel)
+        rows: list[tuple[int, ...]] = []
+        groups.append(rows)
         try:
             fd = _open_dir(root, rel)
         except OSError as exc:
@@ -290,7 +353,7 @@ def _tree_walk(root: str, seen: set[str]) -> tuple[list[tuple[int, ...]], str]:
             listing.append(_list_rows(fd, root, rel, rows, stack, seen))
         finally:
             os.close(fd)
-    return rows, "\0".join(listing)
+    return groups, "\0".join(listing)
 
 
 def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack: list[str], seen: set[str]) -> str:
@@ -319,31 +382,34 @@ def _list_rows(fd: int, root: str, rel: str, rows: list[tuple[int, ...]], stack:
     return "/".join(rowed)
 
 
-def _cached_rows(root: str, listing: str) -> list[tuple[int, ...]]:
-    """The rows _tree_walk gave, from its listing: nothing is listed, each entry stat'ed once.
+def _cached_rows(root: str, parts: list[str], unit: int, first: int, stop: int | None) -> list[tuple[int, ...]]:
+    """The rows _tree_walk gave for items `first` to `stop` of one unit of a root (0: the root's own row;
+    n: the n-th directory, its own row then one per name), from the root's listing split at NULs:
+    nothing is listed, each entry stat'ed once.
 
     Safe because a directory's own row (from the descriptor its entries are stat'ed against) holds its
     mtime and ctime, which every entry added, removed or renamed in it changes: while that row is the
     same, so are its names. A directory swapped for a link is not opened (its parent's row changed too).
     """
-    rows = [stat_row(root)]
-    parts = listing.split("\0")
-    for i in range(0, len(parts) - 1, 2):
-        rel, joined = parts[i], parts[i + 1]
-        try:
-            fd = _open_dir(root, rel)
-        except OSError as exc:
-            rows.append((exc.errno or 0,))
-            continue
-        try:
+    if unit == 0:
+        return [stat_row(root)]
+    rel, joined = parts[2 * unit - 2], parts[2 * unit - 1]
+    try:
+        fd = _open_dir(root, rel)
+    except OSError as exc:
+        return [(exc.errno or 0,)]
+    rows = []
+    try:
+        if first == 0:
             rows.append(_dir_row(os.fstat(fd)))
-            for name in joined.split("/") if joined else ():
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError as exc:
-                    rows.append((exc.errno or 0,))
-                    continue
-                rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-        finally:
-            os.close(fd)
+        names = joined.split("/")[max(first - 1, 0) : None if stop is None else stop - 1] if joined else ()
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError as exc:
+                rows.append((exc.errno or 0,))
+                continue
+            rows.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    finally:
+        os.close(fd)
     return rows

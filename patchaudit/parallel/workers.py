@@ -9,24 +9,20 @@ and sends each result back on a pipe of its own as soon as the task is done.
 
 Without fork (threads are running), the workers are spawned and `shared` is pickled to each.
 
-This module also owns the workers' lives: every worker any pool starts is tracked here, and
-`on_signals()` (called once by the command line) makes SIGINT and SIGTERM kill and reap them all at
-once, then unwind with `Interrupted`; a second signal, or an unwinding that takes too long, ends the
-process at once. `atexit` kills what is left, so an exit never waits on a worker.
+Every worker any pool starts is counted in patchaudit.parallel.children, so a signal kills them all.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import os
 import signal
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from patchaudit.errors import PatchAuditError
+from patchaudit.parallel.children import live, signals_held
 
 if TYPE_CHECKING:  # multiprocessing is imported only when workers start: revert and diff hash a few files
     import multiprocessing.context
@@ -39,125 +35,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _NUMBER = 4  # bytes per task number in the pipe
-UNWIND_SECONDS = 0.8  # after a signal, the process ends by then, unwound or not
-_live: dict[int, BaseProcess | None] = {}  # pid -> every worker process started here and not yet reaped
-_STOPS = (signal.SIGINT, signal.SIGTERM)
-_stopping: list[int] = []  # the signal being handled, once one came
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM came: the workers are gone; unwind (journals and locks close) and exit `code`."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-        self.code = 128 + signum  # as shells report a process a signal ended: 130, 143
-
-
-def stopping() -> int | None:
-    """The exit code a signal asked for, once one came (even when another exception unwinds first)."""
-    return 128 + _stopping[0] if _stopping else None
-
-
-def stop_all() -> None:
-    """Kill every worker still running and reap it (SIGKILL: nothing of theirs needs to finish)."""
-    every = list(_live.items())
-    for pid, _process in every:  # all killed first: they die together, not one after the other
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    for pid, process in every:
-        with contextlib.suppress(Exception):
-            if process is None:
-                os.waitpid(pid, 0)
-            else:
-                process.join()  # a killed process ends at once; the caller's deadline bounds the rest
-        _live.pop(pid, None)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait while a worker is started and counted: none can fall in between."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-def fork() -> int:
-    """`os.fork()` for a worker of one's own making: the child is counted among the workers (a signal
-    kills it), until `reaped(pid)` says it was waited for."""
-    with _signals_held():
-        pid = os.fork()
-        if pid:
-            _live[pid] = None
-    return pid
-
-
-def reaped(pid: int) -> None:
-    _live.pop(pid, None)
-
-
-def run_child(argv: Sequence[str], *, timeout: float) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of a short-lived command, counted among the workers while it runs
-    (a signal kills it). Raises OSError, subprocess.TimeoutExpired (the child killed and reaped)."""
-    import subprocess
-
-    with _signals_held():
-        child = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        _live[child.pid] = None
-    try:
-        out, err = child.communicate(timeout=timeout)
-    except BaseException:
-        child.kill()
-        child.communicate()
-        raise
-    finally:
-        _live.pop(child.pid, None)
-    return child.returncode, out, err
-
-
-def _handle(signum: int, _frame: object) -> None:
-    if _stopping:  # a second signal: no more unwinding
-        stop_all()
-        os._exit(128 + _stopping[0])
-    _stopping.append(signum)
-    code = 128 + signum
-    timer = threading.Timer(UNWIND_SECONDS, _deadline, (code,))
-    timer.daemon = True
-    timer.start()
-    stop_all()
-    raise Interrupted(signum)
-
-
-def _deadline(code: int) -> None:
-    """The unwinding took too long: the workers are killed (again: one may have been mid-start) and
-    the process ends."""
-    for pid in list(_live):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    os._exit(code)
-
-
-def on_signals() -> None:
-    """SIGINT and SIGTERM end the run: workers killed and reaped, `Interrupted` raised (main thread only)."""
-    for signum in _STOPS:
-        signal.signal(signum, _handle)
-
-
-def _in_child() -> None:
-    """A forked child owns none of its parent's workers and keeps none of its handlers."""
-    _live.clear()
-    _stopping.clear()
-    for signum in _STOPS:
-        if signal.getsignal(signum) is _handle:
-            signal.signal(signum, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_in_child)
-atexit.register(stop_all)
 
 
 def pool_context() -> multiprocessing.context.BaseContext:
@@ -285,9 +162,9 @@ class Pool(Generic[S, T, R]):
                 )
                 self._pipes[reader] = process
                 try:
-                    with _signals_held():
+                    with signals_held():
                         process.start()
-                        _live[process.pid] = process
+                        live[process.pid] = process
                 finally:
                     writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
         except BaseException:
@@ -329,7 +206,7 @@ class Pool(Generic[S, T, R]):
                 reader.close()
                 process.join()
                 if process.pid is not None:
-                    _live.pop(process.pid, None)
+                    live.pop(process.pid, None)
                 if process.exitcode:
                     self._died = process.exitcode
         return bool(waiting)
@@ -378,7 +255,7 @@ class Pool(Generic[S, T, R]):
                 if process.is_alive():
                     process.terminate()
                 process.join()
-                _live.pop(process.pid, None)
+                live.pop(process.pid, None)
             reader.close()
         self._pipes.clear()
 

@@ -76,7 +76,7 @@ def _check_venv_cfg(exe: Path, shown: Path) -> None:
 def ask(exe: Path, shown: Path) -> Answer:
     """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
     _check_venv_cfg(exe, shown)
-    from patchaudit.parallel.workers import run_child
+    from patchaudit.parallel.children import run_child
 
     try:
         status, stdout, stderr = run_child([str(exe), "-I", "-S", "-c", _PROBE], timeout=30)
