@@ -26,7 +26,7 @@ from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swall
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
-from patchaudit.analysis.reach import blocked_lines, neutered, never_fires
+from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.report import Severity
 
@@ -34,6 +34,7 @@ __all__ = [
     "blocked_lines",
     "never_fires",
     "neutered",
+    "off_by_default",
     "dead_after",
     "env_gated_exit",
     "guard_in",

@@ -1,6 +1,7 @@
 """removed-guard: a raise, assert or check that the pristine code had and the installed one lost or weakened."""
 
 import ast
+import builtins
 import difflib
 import re
 from collections.abc import Iterable
@@ -15,6 +16,7 @@ from patchaudit.rule import (
     line_opcodes,
     neutered,
     never_fires,
+    off_by_default,
     source_lines,
 )
 
@@ -91,24 +93,24 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
 
-    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: bool) -> None:
+    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
                 out.setdefault(name, [])
                 if name not in same:
                     out[name].extend(_decorator_guards(stmt))
-                    walk(stmt.body, name, frozenset(), False)
+                    walk(stmt.body, name, frozenset(), ())
                 continue
-            guard = _guard(stmt, conds, swallowed)
+            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed))
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
                 walk(stmt.body, scope, conds | _parts(stmt.test, ast.And), swallowed)
                 walk(stmt.orelse, scope, conds | {f"not ({_norm(stmt.test)})"}, swallowed)
             elif isinstance(stmt, ast.Try | ast.TryStar):
-                quiet = any(not _raises(h) for h in stmt.handlers)
-                walk(stmt.body, scope, conds, swallowed or quiet)
+                quiet = tuple(h for h in stmt.handlers if not _raises(h))
+                walk(stmt.body, scope, conds, swallowed + quiet)
                 for handler in stmt.handlers:
                     walk(handler.body, scope, conds, swallowed)
                 walk(stmt.orelse, scope, conds, swallowed)
@@ -120,8 +122,43 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                 for case in stmt.cases:
                     walk(case.body, scope, conds, swallowed)
 
-    walk(tree.body, "<module>", frozenset(), False)
+    walk(tree.body, "<module>", frozenset(), ())
     return out
+
+
+_Quiet = tuple[ast.ExceptHandler, ...]  # the handlers around a statement that do not raise again
+
+
+def _exception_names(handler: ast.ExceptHandler) -> list[str] | None:
+    """The class names a handler catches (the last part of each), None for `except:`."""
+    if handler.type is None:
+        return None
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return [ast.unparse(k).rsplit(".", 1)[-1] for k in kinds]
+
+
+def _builtin_subclass(name: str, base: str) -> bool:
+    low, high = getattr(builtins, name, None), getattr(builtins, base, None)
+    return isinstance(low, type) and isinstance(high, type) and issubclass(low, high)
+
+
+def _caught(stmt: ast.stmt, quiet: _Quiet) -> bool:
+    """Whether a quiet handler around a guard catches what it raises: its class, a builtin base of it,
+    `Exception`; an assert raises AssertionError; a check call may raise anything."""
+    if isinstance(stmt, ast.Assert):
+        raised: str | None = "AssertionError"
+    elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
+        target = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+        raised = ast.unparse(target).rsplit(".", 1)[-1]
+    else:
+        return True
+    for handler in quiet:
+        names = _exception_names(handler)
+        if names is None or any(n in ("Exception", "BaseException") or n == raised for n in names):
+            return True
+        if any(_builtin_subclass(raised, n) for n in names):
+            return True
+    return False
 
 
 def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[_Guard]:
@@ -577,6 +614,12 @@ impossible bound (`head_size > 4096`)."""
                     narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
                     hits.append(
                         self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
+                    )
+                elif off := [c for c in after.conditions - before.conditions if off_by_default(c, pristine)]:
+                    hits.append(
+                        self._hit(
+                            after.line, f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on"
+                        )
                     )
         return hits
 

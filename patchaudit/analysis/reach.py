@@ -14,7 +14,7 @@ import ast
 import math
 import re
 
-__all__ = ["blocked_lines", "never_fires", "neutered"]
+__all__ = ["blocked_lines", "never_fires", "neutered", "off_by_default"]
 
 _ENV_WORDS = ("environ", "getenv", "envs")
 _CHECKISH = re.compile(r"^_*(?:check|validate|verify|assert|ensure)")
@@ -84,12 +84,41 @@ def _statements(body: list[ast.stmt], owner: str) -> list[tuple[str, ast.stmt]]:
     return out
 
 
-def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> set[str]:
-    """Functions that return a read of the environment and attributes bound to one (`self.skip = ...`)."""
+def _env_imports(tree: ast.Module) -> set[str]:
+    """Names the module binds by import to the environment or a settings module read from it:
+    `from vllm.envs import VLLM_X`, `import vllm.envs as E`, `from os import environ as ENV`."""
     out: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module:
+            last = stmt.module.rsplit(".", 1)[-1]
+            if last == "envs" or (stmt.module == "os" and stmt.names[0].name in ("environ", "getenv")):
+                out.update(a.asname or a.name for a in stmt.names if a.name != "*")
+        elif isinstance(stmt, ast.Import):
+            out.update(a.asname for a in stmt.names if a.asname and a.name.rsplit(".", 1)[-1] == "envs")
+    return out
+
+
+def _local_env(owner: ast.FunctionDef | ast.AsyncFunctionDef, tainted: set[str]) -> set[str]:
+    """The module's tainted names and the function's locals bound to a read of the environment."""
+    local = set(tainted)
+    bound = _bindings(owner.body)
+    for _ in range(2):
+        local.update(name for name, values in bound.items() if any(_reads_env(v, local) for v in values))
+    return local
+
+
+def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> set[str]:
+    """Functions that return a read of the environment (also through a local bound to one) and
+    attributes bound to one (`self.skip = ...`)."""
+    out: set[str] = set()
+    functions = {s.name: s for _, s in statements if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    seen: dict[str, set[str]] = {}
     for owner, stmt in statements:
-        if isinstance(stmt, ast.Return) and stmt.value is not None and owner and _reads_env(stmt.value, tainted):
-            out.add(owner)
+        if isinstance(stmt, ast.Return) and stmt.value is not None and owner in functions:
+            if owner not in seen:  # locals are worked out once per function, and only if it returns
+                seen[owner] = _local_env(functions[owner], tainted)
+            if _reads_env(stmt.value, seen[owner]):
+                out.add(owner)
         elif (
             isinstance(stmt, ast.Assign)
             and any(isinstance(t, ast.Attribute) for t in stmt.targets)
@@ -100,9 +129,9 @@ def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> s
 
 
 class _Scope:
-    def __init__(self, body: list[ast.stmt], outer: _Scope | None) -> None:
+    def __init__(self, body: list[ast.stmt], outer: _Scope | None, imported: set[str] | None = None) -> None:
         bound = _bindings(body)
-        self.tainted: set[str] = set(outer.tainted) if outer else set()
+        self.tainted: set[str] = set(outer.tainted) if outer else set(imported or ())
         self.true: set[str] = set(outer.true) if outer else set()
         for _ in range(2):  # a name read from one bound to the environment
             for name, values in bound.items():
@@ -177,7 +206,7 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
                     if why is not None:
                         blocker = (stmt.lineno, why)
 
-    module = _Scope(tree.body, None)
+    module = _Scope(tree.body, None, _env_imports(tree))
     statements = _statements(tree.body, "")
     module.tainted |= _env_members(statements, module.tainted)
     rebound = {name for _, stmt in statements if isinstance(stmt, ast.Global) for name in stmt.names}
@@ -267,3 +296,31 @@ def never_fires(condition: str) -> bool:
             if any(v is not None and abs(v) >= _HUGE for v in values):
                 return True
     return False
+
+
+def _switch(node: ast.expr) -> tuple[str, bool] | None:
+    """`getattr(obj, "name", default)` -> (name, whether the default is true)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) == 3
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+        and isinstance(node.args[2], ast.Constant)
+    ):
+        return node.args[1].value, bool(node.args[2].value)
+    return None
+
+
+def off_by_default(condition: str, pristine: str) -> bool:
+    """Whether a condition holds only when a setting the pristine code never names is switched on:
+    `getattr(config, "strict_checks", False)`, `not getattr(cfg, "skip_checks", True)`; as the test
+    of a guard that replaced the pristine one, it keeps the guard off unless someone sets it."""
+    try:
+        test = ast.parse(condition, mode="eval").body
+    except SyntaxError:
+        return False
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    switch = _switch(test.operand if isinstance(test, ast.UnaryOp) and negated else test)
+    return switch is not None and switch[1] is negated and switch[0] not in pristine
