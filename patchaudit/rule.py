@@ -27,6 +27,7 @@ from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
+from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.report import Severity
 
@@ -35,6 +36,8 @@ __all__ = [
     "never_fires",
     "neutered",
     "off_by_default",
+    "Siblings",
+    "imported_names",
     "dead_after",
     "env_gated_exit",
     "guard_in",
@@ -136,6 +139,8 @@ class FileContext:
     # Whether the file differs from what its distribution installed (False: a pristine file read
     # only because of --all-files).
     drifted: bool = True
+    # Where the file's distribution is installed (`siblings` reads its other modules), if known.
+    location: str | None = None
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None

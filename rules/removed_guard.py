@@ -11,8 +11,10 @@ from patchaudit.rule import (
     Example,
     Hit,
     Severity,
+    Siblings,
     TextRule,
     blocked_lines,
+    imported_names,
     line_opcodes,
     neutered,
     never_fires,
@@ -576,6 +578,13 @@ impossible bound (`head_size > 4096`)."""
                 helpers = _helper_guards(new_tree)
             return helpers.get(scope, frozenset())
 
+        outside: dict[str, bool] = {}
+
+        def moved_out(scope: str) -> bool:
+            if scope not in outside:
+                outside[scope] = self._calls_guarded_import(new_tree, old_tree, scope)
+            return outside[scope]
+
         for scope, guards in old.items():
             if scope not in new:
                 continue  # a deleted function guards nothing any more: nothing calls it
@@ -584,6 +593,8 @@ impossible bound (`head_size > 4096`)."""
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
+                if after is None and before.kind != "check" and moved_out(scope):
+                    continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
                 if after is None:
@@ -622,6 +633,36 @@ impossible bound (`head_size > 4096`)."""
                         )
                     )
         return hits
+
+    def _calls_guarded_import(self, tree: ast.Module, pristine: ast.Module, scope: str) -> bool:
+        """Whether `scope` calls, where the pristine scope did not, a function imported from another
+        module of its own package (read where it is installed) that raises or asserts, itself or in a
+        helper of its module it calls."""
+        location = self.context.location
+        node, before = _scope_node(tree, scope), _scope_node(pristine, scope)
+        if location is None or node is None:
+            return False
+        siblings = Siblings(location, self.context.path)
+        imports = imported_names(tree, siblings.package)
+        called = set(_imported_calls(before, imported_names(pristine, siblings.package))) if before else set()
+        for target in dict.fromkeys(_imported_calls(node, imports)):
+            if target in called:
+                continue  # called before the patch too: not where a removed check went
+            found = siblings.function(*target)
+            if found is None:
+                continue
+            module, function = found
+            labels = {
+                g.label
+                for stmt in ast.walk(function)
+                if isinstance(stmt, ast.stmt)
+                for g in [_guard(stmt, frozenset(), False)]
+                if g
+            }
+            labels |= _helper_guards(module).get(function.name, frozenset())
+            if any(label.startswith(("raise", "assert")) for label in labels):
+                return True
+        return False
 
     def _hit(self, line: int, message: str) -> Hit:
         return Hit(
@@ -677,6 +718,50 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     for name, called in callees.items():
         reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
         out[name] = frozenset(label for helper in reached for label in labels[helper])
+    return out
+
+
+def _scope_node(tree: ast.Module, scope: str) -> ast.AST | None:
+    """The function (or class, or the module) `_scope_guards` names `scope`."""
+    if scope == "<module>":
+        return tree
+    node: ast.AST = tree
+    for part in scope.split("."):
+        body = getattr(node, "body", [])
+        found = next(
+            (
+                s
+                for s in body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and s.name == part
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        node = found
+    return node
+
+
+def _imported_calls(node: ast.AST, imports: dict[str, tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """(module, function) of each call in `node` to an imported function: `validate(x)` after
+    `from pkg.utils import validate`, `utils.validate(x)` after `from pkg import utils` or
+    `import pkg.utils as utils`, `pkg.utils.validate(x)` after `import pkg.utils`."""
+    out: list[tuple[str, str]] = []
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in imports:
+            module, name = imports[func.id]
+            if name is not None:
+                out.append((module, name))
+        elif isinstance(func, ast.Attribute):
+            dotted = ast.unparse(func.value)
+            head, _, rest = dotted.partition(".")
+            if head in imports and all(p.isidentifier() for p in dotted.split(".")):
+                module, name = imports[head]
+                base = module if name is None else f"{module}.{name}"
+                out.append((f"{base}.{rest}" if rest else base, func.attr))
     return out
 
 
