@@ -223,6 +223,55 @@ ENV.update(
 )
 
 
+ENV.update(
+    {
+        "class_attr": R(
+            "class MLAAttention:\n",
+            'class MLAAttention:\n    _SKIP = os.environ.get("MLA_SKIP", "0") == "1"\n',
+            *before_guard("if self._SKIP:\n    return q @ k.T\n"),
+        ),
+        "global_set_in_function": R(
+            "logger = logging",
+            '_SKIP = False\n\n\ndef _init_flags():\n    global _SKIP\n    _SKIP = os.getenv("MLA_SKIP") == "1"\n\n\n'
+            "logger = logging",
+            *before_guard("if _SKIP:\n    return q @ k.T\n"),
+        ),
+        "attr_from_flag_helper": R(
+            "class MLAAttention",
+            'def _flag(name):\n    return os.environ.get(name, "0") == "1"\n\n\nclass MLAAttention',
+            *init('self.skip = _flag("MLA_SKIP")'),
+            *before_guard("if self.skip:\n    return q @ k.T\n"),
+        ),
+        "attr_from_local": R(
+            *init('raw = os.getenv("MLA_SKIP")\n        self.skip = raw is not None'),
+            *before_guard("if self.skip:\n    return q @ k.T\n"),
+        ),
+        "continue_in_loop": R(
+            GUARD,
+            '        for _ in range(1):\n            if os.environ.get("MLA_SKIP"):\n                continue\n'
+            + textwrap.indent(GUARD, "    "),
+        ),
+    }
+)
+WEAK.update(
+    {
+        "assert_tuple": R(GUARD, '        assert (self.head_size in (64, 128, 192), "head")\n'),
+        "raise_to_return_none": R(
+            '            raise ValueError(f"unsupported head size {self.head_size}")', "            return None"
+        ),
+        "warning_once": R(
+            '            raise ValueError(f"unsupported head size {self.head_size}")',
+            '            logger.warning_once("unsupported head size %d", self.head_size)',
+        ),
+        "dict_get_default": R("if self.head_size not in (64, 128, 192):", 'if self.config.get("strict_heads", False):'),
+        "except_exception_log": R(
+            "        except ImportError:\n            pass\n",
+            '        except Exception as e:\n            logger.warning("load: %s", e)\n',
+        ),
+    }
+)
+
+
 RULES = load_rules()
 
 

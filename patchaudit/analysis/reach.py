@@ -108,23 +108,38 @@ def _local_env(owner: ast.FunctionDef | ast.AsyncFunctionDef, tainted: set[str])
 
 
 def _env_members(statements: list[tuple[str, ast.stmt]], tainted: set[str]) -> set[str]:
-    """Functions that return a read of the environment (also through a local bound to one) and
-    attributes bound to one (`self.skip = ...`)."""
-    out: set[str] = set()
+    """Functions that return a read of the environment, and attributes, class-level names and
+    `global`s bound to one (`self.skip = ...`), also through a local or a function found so."""
     functions = {s.name: s for _, s in statements if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-    seen: dict[str, set[str]] = {}
+    shared = {name for _, s in statements if isinstance(s, ast.Global) for name in s.names}
+    first = _env_pass(statements, functions, shared, tainted)
+    return first | _env_pass(statements, functions, shared, tainted | first)  # what reads a name found first
+
+
+def _env_pass(
+    statements: list[tuple[str, ast.stmt]],
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    shared: set[str],
+    known: set[str],
+) -> set[str]:
+    out: set[str] = set()
+    seen: dict[str, set[str]] = {}  # a function's locals, worked out once and only if needed
     for owner, stmt in statements:
         if isinstance(stmt, ast.Return) and stmt.value is not None and owner in functions:
-            if owner not in seen:  # locals are worked out once per function, and only if it returns
-                seen[owner] = _local_env(functions[owner], tainted)
-            if _reads_env(stmt.value, seen[owner]):
-                out.add(owner)
-        elif (
-            isinstance(stmt, ast.Assign)
-            and any(isinstance(t, ast.Attribute) for t in stmt.targets)
-            and _reads_env(stmt.value, tainted)
-        ):
-            out.update(t.attr for t in stmt.targets if isinstance(t, ast.Attribute))
+            names, value = [owner], stmt.value
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [t.attr for t in targets if isinstance(t, ast.Attribute)]
+            names += [t.id for t in targets if isinstance(t, ast.Name) and (not owner or t.id in shared)]
+            value = stmt.value
+        else:
+            continue
+        if not names:
+            continue
+        if owner in functions and owner not in seen:
+            seen[owner] = _local_env(functions[owner], known)
+        if _reads_env(value, seen.get(owner, known)):
+            out.update(names)
     return out
 
 
@@ -299,17 +314,18 @@ def never_fires(condition: str) -> bool:
 
 
 def _switch(node: ast.expr) -> tuple[str, bool] | None:
-    """`getattr(obj, "name", default)` -> (name, whether the default is true)."""
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "getattr"
-        and len(node.args) == 3
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
-        and isinstance(node.args[2], ast.Constant)
-    ):
-        return node.args[1].value, bool(node.args[2].value)
+    """`getattr(obj, "name", default)`, `options.get("name", default)` -> (name, whether the default is true)."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    func, args = node.func, node.args
+    if isinstance(func, ast.Name) and func.id == "getattr" and len(args) == 3:
+        key, default = args[1], args[2]
+    elif isinstance(func, ast.Attribute) and func.attr == "get" and len(args) == 2:
+        key, default = args
+    else:
+        return None
+    if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(default, ast.Constant):
+        return key.value, bool(default.value)
     return None
 
 
