@@ -70,6 +70,9 @@ __all__ = [
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
+STEP_NAMES = re.compile(
+    r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs)(?:_\w+)?$"
+)
 
 Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
 
@@ -638,6 +641,12 @@ class Rule(cst.BatchableCSTVisitor):
     def in_forward(self) -> bool:
         """Whether the node being visited is inside a forward-like function."""
         return any(FORWARD_NAMES.match(name) for name in self.context.functions)
+
+    @property
+    def in_step_path(self) -> bool:
+        """Whether the node being visited is inside a function a server runs for every step or batch:
+        a forward, the runner's `execute_model`, a scheduler's `schedule`, a sampler, `compute_logits`."""
+        return any(FORWARD_NAMES.match(name) or STEP_NAMES.match(name) for name in self.context.functions)
 
     @property
     def in_main_guard(self) -> bool:
