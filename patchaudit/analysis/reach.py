@@ -3,9 +3,12 @@
 A statement is blocked when, in a block on its way up to its function, a statement above it
 always leaves (`return`, `raise`, `continue`, `break`, or an `if`/`with`/`try` all of whose ways
 out leave), or when an `if` above it leaves on a test the process environment decides
-(`if os.environ.get("SKIP"): return`, also through a name bound to such a read) or that folds to
+(`if os.environ.get("SKIP"): return`, also through a name bound to such a read: a local, a name
+imported from a settings module, an attribute, class-level name or `global` set from one, a
+function returning one through its locals) or that folds to
 true (`if True:`, a name bound once to a true literal). Comparing the blocked statements of the
-installed and pristine trees tells a guard made dead from one that always was.
+installed and pristine trees tells a guard made dead from one that always was. `off_by_default`
+tells a condition that holds only when a setting nobody set is switched on.
 """
 
 from __future__ import annotations
