@@ -49,6 +49,10 @@ _MODULES = rb"(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"
 _OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\b"
 
 
+def _harmless(name: str) -> bool:
+    return any(name.startswith(h) for h in HARMLESS)
+
+
 class ProcessOrNetwork(Rule):
     ID = "process-or-network"
     SEVERITY = Severity.MEDIUM
@@ -65,9 +69,10 @@ httpx, aiohttp, http.client, matched by what they resolve to.
 High when a patch put the call in a function that runs for every step or batch (a `forward`,
 `__call__`, the runner's `execute_model`, a scheduler's `schedule`/`step`, a sampler's `sample`,
 `compute_logits`, `update_from_output`, `prepare_inputs` and their `_`-prefixed or suffixed
-variants): a process per step stalls serving and a connection per step sends its data off the
-host, as a dump in a forward path would. Elsewhere, and in code that verifies against its RECORD
-(read only because of `--all-files`), medium.
+variants), there or through a function of the same module that the step path calls: a process per
+step stalls serving and a connection per step sends its data off the host, as a dump in a forward
+path would. Elsewhere, and in code that verifies against its RECORD (read only because of
+`--all-files`), medium.
 
 A method of what such a call returned (`requests.get(u).json()`) is part of the one finding, and
 builders that connect to nothing (`subprocess.list2cmdline`, `httpx.Timeout`, `httpx.Limits`)
@@ -128,7 +133,14 @@ other modules."""
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, CALLS)
-        if name is None or any(name.startswith(h) for h in HARMLESS):
+        if name is None and self.context.drifted and self.in_step_path:
+            # `_smi()` in execute_model, where `def _smi(): subprocess.run(...)` is of this module.
+            inner = [found for found, _, _ in self.through_helper(node, CALLS) if not _harmless(found)]
+            if inner:
+                message = f"calls a helper that runs {inner[0]}() on every step (in a forward/step path)"
+                self.report(node, message, severity=Severity.HIGH)
+            return
+        if name is None or _harmless(name):
             return
         if "()." in name:
             return  # a method of what a call returned (`requests.get(u).json()`): the call is the finding

@@ -249,10 +249,10 @@ or in a helper of its own module it calls, nor is an `assert ok` rewritten as `i
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
-a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose condition was rewritten to something equivalent but different in text
-(reported as weakened when it gained conjuncts); an exit gated on a function parameter or a
-configuration object (a documented switch, not a bypass); a condition narrowed to a small but
-impossible bound (`head_size > 4096`)."""
+a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
+condition was rewritten to something equivalent but different in text (reported as weakened when it
+gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
+switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`)."""
     NEEDS_PRISTINE = True
 
     VALID = [
