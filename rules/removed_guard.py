@@ -755,7 +755,8 @@ def _scope_node(tree: ast.Module, scope: str) -> ast.AST | None:
 def _imported_calls(node: ast.AST, imports: dict[str, tuple[str, str | None]]) -> list[tuple[str, str]]:
     """(module, function) of each call in `node` to an imported function: `validate(x)` after
     `from pkg.utils import validate`, `utils.validate(x)` after `from pkg import utils` or
-    `import pkg.utils as utils`, `pkg.utils.validate(x)` after `import pkg.utils`."""
+    `import pkg.utils as utils`, `pkg.utils.validate(x)` after `import pkg.utils`, `Checks.validate(x)`
+    after `from pkg.utils import Checks`."""
     out: list[tuple[str, str]] = []
     for call in ast.walk(node):
         if not isinstance(call, ast.Call):
@@ -772,6 +773,8 @@ def _imported_calls(node: ast.AST, imports: dict[str, tuple[str, str | None]]) -
                 module, name = imports[head]
                 base = module if name is None else f"{module}.{name}"
                 out.append((f"{base}.{rest}" if rest else base, func.attr))
+                if name is not None and not rest:
+                    out.append((module, f"{name}.{func.attr}"))  # `Checks.validate(x)`: a method of a class
     return out
 
 

@@ -486,9 +486,11 @@ case(
 case(
     "quiet_guardlib",
     "def validate_head(h):\n    _check(h)\n\n\ndef _check(h):\n    if h not in (64, 128, 192):\n"
-    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n",
+    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n\n\nclass Checks:\n    @staticmethod\n"
+    "    def head(h):\n        assert h in (64, 128, 192), h\n",
     "def validate_head(h):\n    _check(h)\n\n\ndef _check(h):\n    if h not in (64, 128, 192):\n"
-    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n",
+    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n\n\nclass Checks:\n    @staticmethod\n"
+    "    def head(h):\n        assert h in (64, 128, 192), h\n",
 )
 VENDOR_MOVED = VENDOR_REACH.replace(
     "import os\n", "import os\n\nfrom demo.quiet_guardlib import log_head\n", 1
@@ -498,6 +500,7 @@ for key, imports, call in [
     ("relative_alias", "from .quiet_guardlib import validate_head as vh", "vh(self.head_size)"),
     ("module_alias", "from demo import quiet_guardlib as gl", "gl.validate_head(self.head_size)"),
     ("dotted", "import demo.quiet_guardlib", "demo.quiet_guardlib.validate_head(self.head_size)"),
+    ("static_method", "from demo.quiet_guardlib import Checks", "Checks.head(self.head_size)"),
 ]:
     case(
         f"quiet_moved_{key}",

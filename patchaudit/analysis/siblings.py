@@ -94,8 +94,8 @@ class Siblings:
         return None
 
     def function(self, module: str, name: str) -> tuple[ast.Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
-        """(its module's tree, the function) for `name` defined at the top of `module`, or re-exported
-        there from another module of the package (one hop)."""
+        """(its module's tree, the function) for `name` (`f` or `Class.f`) defined at the top of
+        `module`, or re-exported there from another module of the package (one hop)."""
         found = self._module(module)
         if found is None:
             return None
@@ -103,15 +103,20 @@ class Siblings:
         defined = _defined(tree, name)
         if defined is not None:
             return tree, defined
-        origin = imported_names(tree, module if package else module.rpartition(".")[0]).get(name)
+        head, dot, rest = name.partition(".")
+        origin = imported_names(tree, module if package else module.rpartition(".")[0]).get(head)
         if origin is None or origin[1] is None or origin[0] == module:
             return None
         inner = self.tree(origin[0])
-        defined = _defined(inner, origin[1]) if inner is not None else None
+        defined = _defined(inner, origin[1] + dot + rest) if inner is not None else None
         return (inner, defined) if inner is not None and defined is not None else None
 
 
 def _defined(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    return next(
-        (s for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef) and s.name == name), None
-    )
+    """The top-level function `name`, or the method `Class.name` of a top-level class."""
+    owner, _, method = name.rpartition(".")
+    body: list[ast.stmt] = tree.body
+    if owner:
+        cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == owner), None)
+        body = cls.body if cls is not None else []
+    return next((s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef) and s.name == method), None)
