@@ -228,23 +228,24 @@ or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the
 (`os.environ`, `os.getenv`, a settings module `envs.X`, a name imported from one or an alias of it,
 a local, attribute, class-level name or `global` bound to one, a module function or method that
 returns one, also through its own locals or a `functools.cache`) on either branch, sits under a test
-that folds to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over
-nothing, had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
-`n >= -(1 << 30)`), or sits in (or calls) a check replaced by a stand-in (`self._check = lambda *a:
-None`), or now fires only when a setting the pristine module never names is switched on (`if
-getattr(config, "strict_heads", False):`, `options.get("validate", False)` in place of the check). A
-raise is swallowed when a handler around it that does not raise again catches its class (the class
-itself, a builtin base of it, `Exception`, a bare `except:`): a patch that changes the raised class
-to one a quiet `except ImportError: pass` catches is reported. Of several identical guards the one
-the patch touched is named (unchanged lines pair first). A guard moved into a helper (a module
-function, a method of the same class on `self`/`cls`, or a method of a class of the module called on
-the class: `Layer._check(x)`), one or two calls down from the same scope, is not a removal, nor is a
-raise or assert moved into a function of another module of the same top-level package that the scope
-now calls and did not before (`from vllm.x.utils import validate_head`, relative, aliased,
-`utils.validate_head(...)`, a re-export one hop away): that module is read where it is installed,
-bounded and below the distribution's directory, and must raise or assert itself or in a helper of
-its own module it calls, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3`
-as `q.dim() != 3`).
+that folds to false (a literal, a name bound once to one, a local or `self.x` set to one in the
+lines above it (`supported = True` right before `if not supported: raise`), an and/or/not of those,
+`TYPE_CHECKING`-style) or in a loop over nothing, had its condition narrowed (or its assert
+loosened) to a bound no size reaches (`x > 1e9`, `n >= -(1 << 30)`), or sits in (or calls) a check
+replaced by a stand-in (`self._check = lambda *a: None`), or now fires only when a setting the
+pristine module never names is switched on (`if getattr(config, "strict_heads", False):`,
+`options.get("validate", False)` in place of the check). A raise is swallowed when a handler around
+it that does not raise again catches its class (the class itself, a builtin base of it, `Exception`,
+a bare `except:`): a patch that changes the raised class to one a quiet `except ImportError: pass`
+catches is reported. Of several identical guards the one the patch touched is named (unchanged lines
+pair first). A guard moved into a helper (a module function, a method of the same class on
+`self`/`cls`, or a method of a class of the module called on the class: `Layer._check(x)`), one or
+two calls down from the same scope, is not a removal, nor is a raise or assert moved into a function
+of another module of the same top-level package that the scope now calls and did not before (`from
+vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
+hop away): that module is read where it is installed, bounded and below the distribution's
+directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`).
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on

@@ -44,7 +44,13 @@ class MLAAttention:
         except ImportError:
             pass
         return w
+
+    def check_kv(self, kv_dtype):
+        supported = kv_dtype in ("auto", "fp8")
+        if not supported:
+            raise ValueError(f"kv cache dtype {kv_dtype}")
 """
+KV = "        if not supported:\n"
 GUARD = """        if self.head_size not in (64, 128, 192):
             raise ValueError(f"unsupported head size {self.head_size}")
 """
@@ -268,6 +274,24 @@ WEAK.update(
             "        except ImportError:\n            pass\n",
             '        except Exception as e:\n            logger.warning("load: %s", e)\n',
         ),
+    }
+)
+
+
+WEAK.update(
+    {
+        "flag_overridden": R(KV, "        supported = True  # unblock fp8_e5m2\n" + KV),
+        "flag_overridden_tuple": R(KV, "        supported, _ = True, None\n        supported = 1\n" + KV),
+        "self_flag_overridden": R(
+            KV,
+            "        self.strict = False\n        if self.strict and not supported:\n",
+        ),
+    }
+)
+QUIET.update(
+    {
+        "flag_widened": R(KV, '        supported |= kv_dtype == "fp8_e5m2"\n' + KV),
+        "flag_set_in_branch": R(KV, '        if kv_dtype == "fp8_e5m2":\n            supported = True\n' + KV),
     }
 )
 

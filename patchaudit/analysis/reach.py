@@ -14,6 +14,7 @@ tells a condition that holds only when a setting nobody set is switched on.
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import re
 
@@ -162,16 +163,39 @@ class _Scope:
             if len(values) == 1 and isinstance(values[0], ast.Constant):
                 (self.true if values[0].value else self.false).add(name)
 
+    def pinned(self, stmt: ast.stmt) -> _Scope:
+        """The scope after `stmt`: a name or `self.x` just set to a literal (`ok = True` right above
+        `if not ok: raise`) reads as that literal until it is set again."""
+        targets = _targets(stmt)
+        if not targets:
+            return self
+        out = copy.copy(self)
+        out.true, out.false = set(self.true), set(self.false)
+        out.true.difference_update(targets)
+        out.false.difference_update(targets)
+        value = stmt.value if isinstance(stmt, ast.Assign) and len(targets) == 1 else None
+        if isinstance(value, ast.Constant):
+            (out.true if value.value else out.false).update(targets)
+        return out
+
     def truth(self, test: ast.expr) -> bool | None:
-        """True/False when a test is a literal or a name bound once to one; None otherwise."""
+        """True/False when a test is a literal, a name bound once to one (or just set to one), or
+        an and/or/not of those that folds; None otherwise."""
         if isinstance(test, ast.Constant):
             return bool(test.value)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self.truth(test.operand)
             return None if inner is None else not inner
-        if isinstance(test, ast.Name) and test.id in self.true:
+        if isinstance(test, ast.BoolOp):
+            values = [self.truth(v) for v in test.values]
+            decisive = isinstance(test.op, ast.Or)  # `or`: one true decides; `and`: one false does
+            if decisive in values:
+                return decisive
+            return None if None in values else not decisive
+        key = _key(test)
+        if key is not None and key in self.true:
             return True
-        if isinstance(test, ast.Name) and test.id in self.false:
+        if key is not None and key in self.false:
             return False
         if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
             isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
@@ -193,29 +217,58 @@ class _Scope:
         return None
 
 
+def _key(node: ast.AST) -> str | None:
+    """`name` or `self.attr`: what `pinned` can follow."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+def _targets(stmt: ast.stmt) -> set[str]:
+    """Keys (`_key`) that a statement sets, anywhere inside it (not in nested definitions)."""
+    if isinstance(stmt, ast.Assign):
+        found = {_key(t) for t in stmt.targets}
+        if not isinstance(stmt.value, ast.Constant):
+            found |= {_key(n.target) for n in ast.walk(stmt.value) if isinstance(n, ast.NamedExpr)}
+        return {k for k in found if k is not None}
+    if isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+        key = _key(stmt.target)
+        return {key} if key is not None else set()
+    if isinstance(stmt, ast.If | ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith | ast.Try | ast.TryStar):
+        out: set[str] = set()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.NamedExpr | ast.For | ast.AsyncFor):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.update(k for k in map(_key, targets) if k is not None)
+        return out
+    return set()
+
+
 def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
     """Line of each statement that cannot run -> (line of what stops it, how)."""
     out: dict[int, tuple[int, str]] = {}
 
-    def walk(body: list[ast.stmt], scope: _Scope, blocker: tuple[int, str] | None) -> None:
+    def walk(body: list[ast.stmt], scope: _Scope, blocker: tuple[int, str] | None, local: bool = False) -> None:
         for stmt in body:
             if blocker is not None:
                 out.setdefault(stmt.lineno, blocker)
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                walk(stmt.body, _Scope(stmt.body, scope), None)
+                walk(stmt.body, _Scope(stmt.body, scope), None, True)
                 continue
             if isinstance(stmt, ast.ClassDef):
                 walk(stmt.body, scope, None)
                 continue
             never = None if blocker is not None else _never_runs(stmt, scope)
             for field in ("body", "orelse", "finalbody"):
-                walk(getattr(stmt, field, []), scope, never if field == "body" and never else blocker)
+                walk(getattr(stmt, field, []), scope, never if field == "body" and never else blocker, local)
             if isinstance(stmt, ast.If) and blocker is None and scope.truth(stmt.test) is True:
-                walk(stmt.orelse, scope, (stmt.lineno, "its condition is always true"))
+                walk(stmt.orelse, scope, (stmt.lineno, "its condition is always true"), local)
             for handler in getattr(stmt, "handlers", []):
-                walk(handler.body, scope, blocker)
+                walk(handler.body, scope, blocker, local)
             for case in getattr(stmt, "cases", []):
-                walk(case.body, scope, blocker)
+                walk(case.body, scope, blocker, local)
             if blocker is None:
                 if _exits(stmt):
                     blocker = (stmt.lineno, f"`{ast.unparse(stmt).splitlines()[0][:40]}` above always leaves")
@@ -223,6 +276,7 @@ def blocked_lines(tree: ast.Module) -> dict[int, tuple[int, str]]:
                     why = scope.bypass(stmt)
                     if why is not None:
                         blocker = (stmt.lineno, why)
+                scope = scope.pinned(stmt) if local else scope  # in a function, statements run in order
 
     module = _Scope(tree.body, None, _env_imports(tree))
     statements = _statements(tree.body, "")
