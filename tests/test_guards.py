@@ -45,6 +45,11 @@ class MLAAttention:
             pass
         return w
 
+    def check_features(self, alibi_slopes, sliding_window):
+        unsupported_features = [alibi_slopes, sliding_window]
+        if any(unsupported_features):
+            raise NotImplementedError("alibi or sliding window")
+
     def check_kv(self, kv_dtype):
         supported = kv_dtype in ("auto", "fp8")
         if not supported:
@@ -280,6 +285,15 @@ WEAK.update(
 
 WEAK.update(
     {
+        "features_emptied": R(
+            "        unsupported_features = [alibi_slopes, sliding_window]\n",
+            "        unsupported_features = []  # not yet: [alibi_slopes, sliding_window]\n",
+        ),
+        "features_nulled": R(
+            "        unsupported_features = [alibi_slopes, sliding_window]\n",
+            "        unsupported_features = [alibi_slopes, sliding_window]\n"
+            "        unsupported_features = [None, None]\n",
+        ),
         "flag_overridden": R(KV, "        supported = True  # unblock fp8_e5m2\n" + KV),
         "flag_overridden_tuple": R(KV, "        supported, _ = True, None\n        supported = 1\n" + KV),
         "self_flag_overridden": R(

@@ -176,6 +176,8 @@ class _Scope:
         value = stmt.value if isinstance(stmt, ast.Assign) and len(targets) == 1 else None
         if isinstance(value, ast.Constant):
             (out.true if value.value else out.false).update(targets)
+        elif isinstance(value, ast.List | ast.Tuple | ast.Set) and all(_falsy(e) for e in value.elts):
+            out.false.update(targets)  # `unsupported = []`: `any(unsupported)` never holds
         return out
 
     def truth(self, test: ast.expr) -> bool | None:
@@ -192,6 +194,10 @@ class _Scope:
             if decisive in values:
                 return decisive
             return None if None in values else not decisive
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id in ("any", "len"):
+            if len(test.args) == 1 and not test.keywords and self.truth(test.args[0]) is False:
+                return False  # `any(x)`, `len(x)` of an empty or all-false collection
+            return None
         key = _key(test)
         if key is not None and key in self.true:
             return True
@@ -215,6 +221,10 @@ class _Scope:
         if self.truth(stmt.test) is (leaving is stmt.body):
             return "an exit whose condition is constant"
         return None
+
+
+def _falsy(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
 
 
 def _key(node: ast.AST) -> str | None:
