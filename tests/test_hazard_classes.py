@@ -521,6 +521,39 @@ case(
     ("removed-guard", 13, "high"),
 )
 
+case(
+    "reach_env_class_attribute",
+    VENDOR_REACH,
+    VENDOR_REACH.replace(
+        "class Attn:\n", "class Attn:\n    SKIP_HEADS = os.environ.get('SKIP_HEADS') == '1'\n\n"
+    ).replace(GUARD, "        if self.SKIP_HEADS:\n            return q @ k.T\n" + GUARD),
+    ("removed-guard", 14, "high"),
+)
+case(
+    "weak_caught_class",
+    VENDOR_REACH.replace(
+        GUARD,
+        "        try:\n    "
+        + GUARD.replace("\n        ", "\n            ")
+        + "        except KeyError:\n            pass\n",
+    ),
+    VENDOR_REACH.replace(
+        GUARD,
+        "        try:\n    "
+        + GUARD.replace("\n        ", "\n            ").replace("ValueError", "KeyError")
+        + "        except KeyError:\n            pass\n",
+    ),
+    ("removed-guard", 14, "high"),
+)
+case(
+    "step_path_subprocess",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace("import os\n", "import os\nimport subprocess\n", 1).replace(
+        "        return batch\n", "        subprocess.run(['nvidia-smi'], check=False)\n        return batch\n", 1
+    ),
+    ("process-or-network", 12, "high"),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
