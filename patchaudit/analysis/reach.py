@@ -94,9 +94,10 @@ def _env_imports(tree: ast.Module) -> set[str]:
     out: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom) and stmt.module:
-            last = stmt.module.rsplit(".", 1)[-1]
-            if last == "envs" or (stmt.module == "os" and stmt.names[0].name in ("environ", "getenv")):
+            if stmt.module.rsplit(".", 1)[-1] == "envs":
                 out.update(a.asname or a.name for a in stmt.names if a.name != "*")
+            elif stmt.module == "os":
+                out.update(a.asname or a.name for a in stmt.names if a.name in ("environ", "getenv"))
         elif isinstance(stmt, ast.Import):
             out.update(a.asname for a in stmt.names if a.asname and a.name.rsplit(".", 1)[-1] == "envs")
     return out
