@@ -26,7 +26,8 @@ from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swall
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
-from patchaudit.analysis.reach import blocked_lines, neutered, never_fires
+from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
+from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.report import Severity
 
@@ -34,6 +35,9 @@ __all__ = [
     "blocked_lines",
     "never_fires",
     "neutered",
+    "off_by_default",
+    "Siblings",
+    "imported_names",
     "dead_after",
     "env_gated_exit",
     "guard_in",
@@ -66,6 +70,9 @@ __all__ = [
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
+STEP_NAMES = re.compile(
+    r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs)(?:_\w+)?$"
+)
 
 Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
 
@@ -135,6 +142,8 @@ class FileContext:
     # Whether the file differs from what its distribution installed (False: a pristine file read
     # only because of --all-files).
     drifted: bool = True
+    # Where the file's distribution is installed (`siblings` reads its other modules), if known.
+    location: str | None = None
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None
@@ -632,6 +641,12 @@ class Rule(cst.BatchableCSTVisitor):
     def in_forward(self) -> bool:
         """Whether the node being visited is inside a forward-like function."""
         return any(FORWARD_NAMES.match(name) for name in self.context.functions)
+
+    @property
+    def in_step_path(self) -> bool:
+        """Whether the node being visited is inside a function a server runs for every step or batch:
+        a forward, the runner's `execute_model`, a scheduler's `schedule`, a sampler, `compute_logits`."""
+        return any(FORWARD_NAMES.match(name) or STEP_NAMES.match(name) for name in self.context.functions)
 
     @property
     def in_main_guard(self) -> bool:

@@ -118,6 +118,14 @@ def _env(test: ast.expr) -> bool:
     )
 
 
+def _stand_in(value: cst.BaseExpression) -> bool:
+    """`lambda *a, **k: None` (or `True`, `...`, a number): a function that does nothing."""
+    body = value.body if isinstance(value, cst.Lambda) else None
+    return isinstance(body, cst.Ellipsis | cst.Integer) or (
+        isinstance(body, cst.Name) and body.value in ("None", "True", "False")
+    )
+
+
 def _label(node: cst.CSTNode) -> str:
     text = " ".join(cst.Module(body=[]).code_for_node(node).split())
     return text if len(text) <= 60 else text[:57] + "..."
@@ -211,7 +219,10 @@ check call), a raise/assert made unreachable by an unconditional
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
 check, also through a name bound once to such a read above it or at module level
-(`SKIP = os.environ.get(...)`, `if SKIP: return`).
+(`SKIP = os.environ.get(...)`, `if SKIP: return`). A check function or method replaced by a stand-in that
+does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
+`Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
+every caller of it, in any module, now passes.
 
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
@@ -233,6 +244,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         b"suppress",
         re.compile(rb"\bexcept\b[^\n]*:"),
         re.compile(rb"(?m)^[ \t]+(?:return|raise|continue|break)\b"),
+        # A check replaced by a stand-in (`layers.validate_head = lambda *a: None`, through setattr too).
+        re.compile(rb"(?:check|validat|verif|ensure|assert)\w*['\"]?\s*[=,][\s\\]*lambda\b"),
         # A module flag that may fold (`CHECKS = False`).
         re.compile(rb"(?m)^\w+[ \t]*(?::[^=\n]*)?=[ \t]*(?:True|False|None|0|1)[ \t]*(?:#[^\n]*)?$"),
     )
@@ -245,6 +258,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         for node in nodes:
+            if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
+                return True  # perhaps a check replaced by a stand-in
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
@@ -275,6 +290,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     VALID = [
         "if use_fp8 and is_supported(dev):\n    x = quantize(x)\n",
+        "class Hooks:\n    def __init__(self):\n        self.check_fn = None\n        self.on_step = lambda s: None\n",
+        "key = lambda item: item.check_order\n",
         "while True:\n    step()\n",
         "if x == 0:\n    pass\n",
         "assert x.shape[0] == n, 'bad shape'\n",
@@ -418,6 +435,16 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         ),
         Example(
             code="""
+            import vllm.model_executor.layers.utils as lu
+
+            lu.validate_head_size = lambda *args, **kwargs: None
+            """,
+            line=3,
+            message="stand-in",
+        ),
+        Example(code="setattr(Fp8LinearMethod, '_check_scheme', lambda self, *a: True)\n", line=1),
+        Example(
+            code="""
             def check(dtype):
                 try:
                     assert dtype != "fp8", "fp8 is not supported"
@@ -526,6 +553,25 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
         ]
         return [cst.parse_expression(ast.unparse(v)) for v in found]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not _stand_in(node.value):
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Attribute) and _CHECK_NAME.search(target.target.attr.value):
+                name = _label(target.target)
+                self.report(node, f"`{name}` replaced by a stand-in that checks nothing: every call of it passes")
+                return
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `setattr(layers, "validate_head", lambda *a: None)`
+        if len(node.args) != 3 or not _stand_in(node.args[2].value):
+            return
+        name = node.args[1].value
+        if not isinstance(name, cst.SimpleString) or not _CHECK_NAME.search(str(name.evaluated_value)):
+            return
+        if self.resolves_to(node, "builtins.setattr"):
+            self.report(node, f"`{name.evaluated_value}` replaced by a stand-in that checks nothing: every call passes")
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:

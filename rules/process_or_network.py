@@ -49,6 +49,10 @@ _MODULES = rb"(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"
 _OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\b"
 
 
+def _harmless(name: str) -> bool:
+    return any(name.startswith(h) for h in HARMLESS)
+
+
 class ProcessOrNetwork(Rule):
     ID = "process-or-network"
     SEVERITY = Severity.MEDIUM
@@ -61,6 +65,14 @@ uses such calls elsewhere. Calls are matched by what they resolve to.
 
 Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`, socket, urllib, requests,
 httpx, aiohttp, http.client, matched by what they resolve to.
+
+High when a patch put the call in a function that runs for every step or batch (a `forward`,
+`__call__`, the runner's `execute_model`, a scheduler's `schedule`/`step`, a sampler's `sample`,
+`compute_logits`, `update_from_output`, `prepare_inputs` and their `_`-prefixed or suffixed
+variants), there or through a function of the same module that the step path calls: a process per
+step stalls serving and a connection per step sends its data off the host, as a dump in a forward
+path would. Elsewhere, and in code that verifies against its RECORD (read only because of
+`--all-files`), medium.
 
 A method of what such a call returned (`requests.get(u).json()`) is part of the one finding, and
 builders that connect to nothing (`subprocess.list2cmdline`, `httpx.Timeout`, `httpx.Limits`)
@@ -103,13 +115,38 @@ other modules."""
         Example(code="from subprocess import Popen\nPopen(['sh', '-c', 'x'])\n", line=2),
         Example(code="import subprocess as sp\nrun = sp.run\nrun(['ls'])\n", line=3),
         Example(code="__import__('os').system('id')\n", line=1),
+        Example(
+            code="import subprocess\n\nclass Runner:\n    def execute_model(self, b):\n"
+            "        subprocess.run(['nvidia-smi'])\n        return b\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import urllib.request\n\ndef forward(self, x):\n"
+            "    urllib.request.urlopen('http://collector/x', data=bytes(x))\n    return x\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(code="import subprocess\n\ndef load(self):\n    subprocess.run(['ls'])\n", severity=Severity.MEDIUM),
         Example(code="import os\ngetattr(os, 'system')('id')\n", line=2),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, CALLS)
-        if name is None or any(name.startswith(h) for h in HARMLESS):
+        if name is None and self.context.drifted and self.in_step_path:
+            # `_smi()` in execute_model, where `def _smi(): subprocess.run(...)` is of this module.
+            inner = [found for found, _, _ in self.through_helper(node, CALLS) if not _harmless(found)]
+            if inner:
+                message = f"calls a helper that runs {inner[0]}() on every step (in a forward/step path)"
+                self.report(node, message, severity=Severity.HIGH)
+            return
+        if name is None or _harmless(name):
             return
         if "()." in name:
             return  # a method of what a call returned (`requests.get(u).json()`): the call is the finding
+        if self.context.drifted and self.in_step_path:
+            # A patch that shells out or connects on every step: a stall per step, or data leaving the host.
+            message = f"{name}() starts a process or opens a connection on every step (in a forward/step path)"
+            self.report(node, message, severity=Severity.HIGH)
+            return
         self.report(node, f"{name}() starts a process or opens a connection")

@@ -1,6 +1,7 @@
 """removed-guard: a raise, assert or check that the pristine code had and the installed one lost or weakened."""
 
 import ast
+import builtins
 import difflib
 import re
 from collections.abc import Iterable
@@ -10,11 +11,14 @@ from patchaudit.rule import (
     Example,
     Hit,
     Severity,
+    Siblings,
     TextRule,
     blocked_lines,
+    imported_names,
     line_opcodes,
     neutered,
     never_fires,
+    off_by_default,
     source_lines,
 )
 
@@ -91,24 +95,24 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
 
-    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: bool) -> None:
+    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
                 out.setdefault(name, [])
                 if name not in same:
                     out[name].extend(_decorator_guards(stmt))
-                    walk(stmt.body, name, frozenset(), False)
+                    walk(stmt.body, name, frozenset(), ())
                 continue
-            guard = _guard(stmt, conds, swallowed)
+            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed))
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
                 walk(stmt.body, scope, conds | _parts(stmt.test, ast.And), swallowed)
                 walk(stmt.orelse, scope, conds | {f"not ({_norm(stmt.test)})"}, swallowed)
             elif isinstance(stmt, ast.Try | ast.TryStar):
-                quiet = any(not _raises(h) for h in stmt.handlers)
-                walk(stmt.body, scope, conds, swallowed or quiet)
+                quiet = tuple(h for h in stmt.handlers if not _raises(h))
+                walk(stmt.body, scope, conds, swallowed + quiet)
                 for handler in stmt.handlers:
                     walk(handler.body, scope, conds, swallowed)
                 walk(stmt.orelse, scope, conds, swallowed)
@@ -120,8 +124,43 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                 for case in stmt.cases:
                     walk(case.body, scope, conds, swallowed)
 
-    walk(tree.body, "<module>", frozenset(), False)
+    walk(tree.body, "<module>", frozenset(), ())
     return out
+
+
+_Quiet = tuple[ast.ExceptHandler, ...]  # the handlers around a statement that do not raise again
+
+
+def _exception_names(handler: ast.ExceptHandler) -> list[str] | None:
+    """The class names a handler catches (the last part of each), None for `except:`."""
+    if handler.type is None:
+        return None
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return [ast.unparse(k).rsplit(".", 1)[-1] for k in kinds]
+
+
+def _builtin_subclass(name: str, base: str) -> bool:
+    low, high = getattr(builtins, name, None), getattr(builtins, base, None)
+    return isinstance(low, type) and isinstance(high, type) and issubclass(low, high)
+
+
+def _caught(stmt: ast.stmt, quiet: _Quiet) -> bool:
+    """Whether a quiet handler around a guard catches what it raises: its class, a builtin base of it,
+    `Exception`; an assert raises AssertionError; a check call may raise anything."""
+    if isinstance(stmt, ast.Assert):
+        raised: str | None = "AssertionError"
+    elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
+        target = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+        raised = ast.unparse(target).rsplit(".", 1)[-1]
+    else:
+        return True
+    for handler in quiet:
+        names = _exception_names(handler)
+        if names is None or any(n in ("Exception", "BaseException") or n == raised for n in names):
+            return True
+        if any(_builtin_subclass(raised, n) for n in names):
+            return True
+    return False
 
 
 def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[_Guard]:
@@ -181,28 +220,39 @@ then runs instead of failing loudly. Not a removal: a reworded message, a change
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
-validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into
-a print/log/return, weakened by an extra condition or alternative, or swallowed by try/except.
-A guard still present is asked of the reachability view whether it can run: it is reported when
-the installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break`
-above, or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the
-environment decides (`os.environ`, `os.getenv`, a settings module `envs.X`, a local or attribute
-bound to one, a module function that returns one) on either branch, sits under a test that folds
-to false (a literal, a name bound once to one, `TYPE_CHECKING`-style) or in a loop over nothing,
-had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
-`n >= -(1 << 30)`), or sits in (or calls) a check replaced by a stand-in (`self._check = lambda
-*a: None`). Of several identical guards the
-one the patch touched is named (unchanged lines pair first). A guard moved into a helper (a
-module function, a method of the same class on `self`/`cls`, or a method of a class of the module
-called on the class: `Layer._check(x)`), one or two calls down from the same scope, is not a
-removal, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as
-`q.dim() != 3`).
+validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into a
+print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. A guard
+still present is asked of the reachability view whether it can run: it is reported when the
+installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break` above,
+or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the environment decides
+(`os.environ`, `os.getenv`, a settings module `envs.X`, a name imported from one or an alias of it,
+a local, attribute, class-level name or `global` bound to one, a module function or method that
+returns one, also through its own locals or a `functools.cache`) on either branch, sits under a test
+that folds to false (a literal, a name bound once to one, a local or `self.x` set to one in the
+lines above it (`supported = True` right before `if not supported: raise`), an and/or/not of those,
+`TYPE_CHECKING`-style) or in a loop over nothing, had its condition narrowed (or its assert
+loosened) to a bound no size reaches (`x > 1e9`, `n >= -(1 << 30)`), or sits in (or calls) a check
+replaced by a stand-in (`self._check = lambda *a: None`), or now fires only when a setting the
+pristine module never names is switched on (`if getattr(config, "strict_heads", False):`,
+`options.get("validate", False)` in place of the check). A raise is swallowed when a handler around
+it that does not raise again catches its class (the class itself, a builtin base of it, `Exception`,
+a bare `except:`): a patch that changes the raised class to one a quiet `except ImportError: pass`
+catches is reported. Of several identical guards the one the patch touched is named (unchanged lines
+pair first). A guard moved into a helper (a module function, a method of the same class on
+`self`/`cls`, or a method of a class of the module called on the class: `Layer._check(x)`), one or
+two calls down from the same scope, is not a removal, nor is a raise or assert moved into a function
+of another module of the same top-level package that the scope now calls and did not before (`from
+vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
+hop away): that module is read where it is installed, bounded and below the distribution's
+directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`).
 
-Knowingly not: a guard moved into a helper in another module, or into a helper reached through
-an alias; a guard whose condition was rewritten to something equivalent but different in text
-(reported as weakened when it gained conjuncts); an exit gated on a function parameter or a
-configuration object (a documented switch, not a bypass); a condition narrowed to a small but
-impossible bound (`head_size > 4096`)."""
+Knowingly not: a guard moved into another package's module, or into a module that cannot be read
+(then it is reported removed, as before), or into a helper reached through an alias; the verdict on
+a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
+condition was rewritten to something equivalent but different in text (reported as weakened when it
+gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
+switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`)."""
     NEEDS_PRISTINE = True
 
     VALID = [
@@ -539,6 +589,13 @@ impossible bound (`head_size > 4096`)."""
                 helpers = _helper_guards(new_tree)
             return helpers.get(scope, frozenset())
 
+        outside: dict[str, bool] = {}
+
+        def moved_out(scope: str) -> bool:
+            if scope not in outside:
+                outside[scope] = self._calls_guarded_import(new_tree, old_tree, scope)
+            return outside[scope]
+
         for scope, guards in old.items():
             if scope not in new:
                 continue  # a deleted function guards nothing any more: nothing calls it
@@ -547,6 +604,8 @@ impossible bound (`head_size > 4096`)."""
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
+                if after is None and before.kind != "check" and moved_out(scope):
+                    continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
                 if after is None:
@@ -578,7 +637,43 @@ impossible bound (`head_size > 4096`)."""
                     hits.append(
                         self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
                     )
+                elif off := [c for c in after.conditions - before.conditions if off_by_default(c, pristine)]:
+                    hits.append(
+                        self._hit(
+                            after.line, f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on"
+                        )
+                    )
         return hits
+
+    def _calls_guarded_import(self, tree: ast.Module, pristine: ast.Module, scope: str) -> bool:
+        """Whether `scope` calls, where the pristine scope did not, a function imported from another
+        module of its own package (read where it is installed) that raises or asserts, itself or in a
+        helper of its module it calls."""
+        location = self.context.location
+        node, before = _scope_node(tree, scope), _scope_node(pristine, scope)
+        if location is None or node is None:
+            return False
+        siblings = Siblings(location, self.context.path)
+        imports = imported_names(tree, siblings.package)
+        called = set(_imported_calls(before, imported_names(pristine, siblings.package))) if before else set()
+        for target in dict.fromkeys(_imported_calls(node, imports)):
+            if target in called:
+                continue  # called before the patch too: not where a removed check went
+            found = siblings.function(*target)
+            if found is None:
+                continue
+            module, function = found
+            labels = {
+                g.label
+                for stmt in ast.walk(function)
+                if isinstance(stmt, ast.stmt)
+                for g in [_guard(stmt, frozenset(), False)]
+                if g
+            }
+            labels |= _helper_guards(module).get(function.name, frozenset())
+            if any(label.startswith(("raise", "assert")) for label in labels):
+                return True
+        return False
 
     def _hit(self, line: int, message: str) -> Hit:
         return Hit(
@@ -634,6 +729,53 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     for name, called in callees.items():
         reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
         out[name] = frozenset(label for helper in reached for label in labels[helper])
+    return out
+
+
+def _scope_node(tree: ast.Module, scope: str) -> ast.AST | None:
+    """The function (or class, or the module) `_scope_guards` names `scope`."""
+    if scope == "<module>":
+        return tree
+    node: ast.AST = tree
+    for part in scope.split("."):
+        body = getattr(node, "body", [])
+        found = next(
+            (
+                s
+                for s in body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and s.name == part
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        node = found
+    return node
+
+
+def _imported_calls(node: ast.AST, imports: dict[str, tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """(module, function) of each call in `node` to an imported function: `validate(x)` after
+    `from pkg.utils import validate`, `utils.validate(x)` after `from pkg import utils` or
+    `import pkg.utils as utils`, `pkg.utils.validate(x)` after `import pkg.utils`, `Checks.validate(x)`
+    after `from pkg.utils import Checks`."""
+    out: list[tuple[str, str]] = []
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in imports:
+            module, name = imports[func.id]
+            if name is not None:
+                out.append((module, name))
+        elif isinstance(func, ast.Attribute):
+            dotted = ast.unparse(func.value)
+            head, _, rest = dotted.partition(".")
+            if head in imports and all(p.isidentifier() for p in dotted.split(".")):
+                module, name = imports[head]
+                base = module if name is None else f"{module}.{name}"
+                out.append((f"{base}.{rest}" if rest else base, func.attr))
+                if name is not None and not rest:
+                    out.append((module, f"{name}.{func.attr}"))  # `Checks.validate(x)`: a method of a class
     return out
 
 

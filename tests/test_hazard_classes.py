@@ -482,6 +482,79 @@ case(
 )
 
 
+# -- a guard moved into another module of the same package: read where it is installed ---------
+case(
+    "quiet_guardlib",
+    "def validate_head(h):\n    _check(h)\n\n\ndef _check(h):\n    if h not in (64, 128, 192):\n"
+    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n\n\nclass Checks:\n    @staticmethod\n"
+    "    def head(h):\n        assert h in (64, 128, 192), h\n",
+    "def validate_head(h):\n    _check(h)\n\n\ndef _check(h):\n    if h not in (64, 128, 192):\n"
+    "        raise ValueError(h)\n\n\ndef log_head(h):\n    return h\n\n\nclass Checks:\n    @staticmethod\n"
+    "    def head(h):\n        assert h in (64, 128, 192), h\n",
+)
+VENDOR_MOVED = VENDOR_REACH.replace(
+    "import os\n", "import os\n\nfrom demo.quiet_guardlib import log_head\n", 1
+).replace("        return q @ k.T\n", "        log_head(self.head_size)\n        return q @ k.T\n")
+for key, imports, call in [
+    ("absolute", "from demo.quiet_guardlib import validate_head", "validate_head(self.head_size)"),
+    ("relative_alias", "from .quiet_guardlib import validate_head as vh", "vh(self.head_size)"),
+    ("module_alias", "from demo import quiet_guardlib as gl", "gl.validate_head(self.head_size)"),
+    ("dotted", "import demo.quiet_guardlib", "demo.quiet_guardlib.validate_head(self.head_size)"),
+    ("static_method", "from demo.quiet_guardlib import Checks", "Checks.head(self.head_size)"),
+]:
+    case(
+        f"quiet_moved_{key}",
+        VENDOR_MOVED,
+        VENDOR_MOVED.replace("import os\n", f"import os\n{imports}\n", 1).replace(GUARD, f"        {call}\n"),
+    )
+# Calls into the package that check nothing, or that the vendor code already made, are no new home.
+case(
+    "moved_to_nothing",
+    VENDOR_MOVED,
+    VENDOR_MOVED.replace(GUARD, "        from demo.quiet_guardlib import log_head as lh\n        lh(self.head_size)\n"),
+    ("removed-guard", 15, "high"),
+)
+case(
+    "moved_already_called",
+    VENDOR_MOVED.replace("log_head", "validate_head"),
+    VENDOR_MOVED.replace("log_head", "validate_head").replace(GUARD, ""),
+    ("removed-guard", 13, "high"),
+)
+
+case(
+    "reach_env_class_attribute",
+    VENDOR_REACH,
+    VENDOR_REACH.replace(
+        "class Attn:\n", "class Attn:\n    SKIP_HEADS = os.environ.get('SKIP_HEADS') == '1'\n\n"
+    ).replace(GUARD, "        if self.SKIP_HEADS:\n            return q @ k.T\n" + GUARD),
+    ("removed-guard", 14, "high"),
+)
+case(
+    "weak_caught_class",
+    VENDOR_REACH.replace(
+        GUARD,
+        "        try:\n    "
+        + GUARD.replace("\n        ", "\n            ")
+        + "        except KeyError:\n            pass\n",
+    ),
+    VENDOR_REACH.replace(
+        GUARD,
+        "        try:\n    "
+        + GUARD.replace("\n        ", "\n            ").replace("ValueError", "KeyError")
+        + "        except KeyError:\n            pass\n",
+    ),
+    ("removed-guard", 14, "high"),
+)
+case(
+    "step_path_subprocess",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace("import os\n", "import os\nimport subprocess\n", 1).replace(
+        "        return batch\n", "        subprocess.run(['nvidia-smi'], check=False)\n        return batch\n", 1
+    ),
+    ("process-or-network", 12, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

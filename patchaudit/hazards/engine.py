@@ -249,7 +249,7 @@ def _run_rules(
     pristine_text = decode(file.pristine) if file.pristine is not None else None
     for rule in active:
         if not rule.USES_LIBCST:
-            hits.extend(rule(FileContext(path=file.path)).check_text(text, pristine_text))
+            hits.extend(rule(FileContext(path=file.path, location=file.location)).check_text(text, pristine_text))
     if not file.path.endswith(".py"):
         return hits, text
     cst_rules = [r for r in active if r.USES_LIBCST]

@@ -56,7 +56,9 @@ def _check(settings: _Settings, locations: Sequence[Path], items: Sequence[_Item
             data = read_capped(locations[index] / rel, Cap.SOURCE)
         except UnreadableFile:
             continue
-        source = hazards.SourceFile(path=rel, installed=data, pristine=before, drifted=drifted)
+        source = hazards.SourceFile(
+            path=rel, installed=data, pristine=before, drifted=drifted, location=str(locations[index])
+        )
         by_job.setdefault(index, []).append(source)
     return [
         (

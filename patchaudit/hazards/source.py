@@ -19,3 +19,6 @@ class SourceFile:
     installed: bytes
     pristine: bytes | None
     drifted: bool = True
+    # The directory `path` is relative to (the distribution's location), where a rule may read the
+    # modules the file imports from its own package; None: no other file is read.
+    location: str | None = None
