@@ -20,11 +20,13 @@ from libcst.metadata import MetadataWrapper
 from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import purpose as _purpose
+from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
+from patchaudit.analysis import names as _names
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
@@ -135,6 +137,8 @@ class FileContext:
     # Whether the file differs from what its distribution installed (False: a pristine file read
     # only because of --all-files).
     drifted: bool = True
+    # The distribution's own text of a drifted file (what the patch changed), else None.
+    pristine: str | None = None
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None
@@ -491,6 +495,47 @@ class Rule(cst.BatchableCSTVisitor):
         if self.is_parameter(node):
             return None
         return _values.fixed_path(node, self.resolves_to, self.values_of, bound=self.bound_path)
+
+    def serialised(self, data: cst.BaseExpression) -> str | None:
+        """What makes `data` serialised object or array bytes (`pickle.dumps(t)`, `a.tobytes()`)."""
+        return _sinks.serialised(data, self.resolves_to, self.values_of)
+
+    def write_destination(self, receiver: cst.BaseExpression) -> str | None:
+        """Where a file object or descriptor written to goes, when the code fixes it: the fixed
+        path its opener got, `a new temp file`, `a stream` (the process's stdout), else None."""
+        where = _sinks.destination(receiver, self.resolves_to, self.values_of)
+        if where is None:
+            return None
+        if where == _sinks.STREAM:
+            return "a stream"
+        if where == _sinks.TEMP_FILE:
+            return "a new temp file"
+        assert isinstance(where, cst.BaseExpression)
+        fixed = self.fixed_path(where)
+        if fixed is not None:
+            return fixed
+        return "a new temp file" if self.fresh_temp(where) is not None else None
+
+    def fresh_temp(self, path: cst.BaseExpression) -> str | None:
+        """The temp-file call a destination comes from (`mkstemp()`, `NamedTemporaryFile(delete=False)`)."""
+        return _sinks.fresh_temp(path, self.resolves_to, self.values_of)
+
+    def introduced_env(self, node: cst.BaseExpression) -> str | None:
+        """An environment variable `node` reads (directly, through a local or a module name) that
+        the distribution's text of this file never names and that is not in the package's own
+        namespace (`VLLM_...` in vllm/, its documented settings): one the patch made up. None
+        for a file read without its pristine text."""
+        pristine = self.context.pristine
+        if pristine is None:
+            return None
+        keys = list(_sinks.env_keys(node, self.resolves_to, self.values_of))
+        scope = tuple(self.context.scope)
+        for sub in _sinks.names_in(node):
+            for value, where in self.context.names.values(sub, scope):
+                resolve = lambda f, w=where: self.context.names.resolve(_names.ref_of_ast(f), w)  # noqa: E731
+                keys.extend(_sinks.env_keys_ast(value, lambda f, r=resolve: {canonical(q) for q in r(f)}))
+        own = self.context.path.replace("\\", "/").split("/")[0].upper() + "_"  # `VLLM_` in vllm/: its config
+        return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
 
     def bound_path(self, node: cst.BaseExpression) -> str | None:
         """The path a module or class constant or an instance attribute bound once holds

@@ -704,6 +704,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 return True
             if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
                 return True
+            if isinstance(sub, cst.Name | cst.Attribute) and self.resolves_to(sub, FROM_ENVIRONMENT):
+                return True  # `if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -724,6 +726,10 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         fixed = self.fixed_path(target) if target is not None else None
         if fixed is None and target is not None:
             fixed = self._temp_default(target)  # `os.environ.get("DUMP_DIR", "/tmp/d")`: /tmp unless set
+        if fixed is None and target is not None and self.fresh_temp(target) is not None:
+            fixed = "a new temp file"  # `mkstemp()`, `NamedTemporaryFile(delete=False)`: kept after the call
+        if fixed is None and target is not None and self._patch_env(node, target, name):
+            return
         purpose = self.upstream_purpose(target, node) if fixed is not None or self.in_forward else None
         if purpose is not None:
             where = f"to the fixed path {fixed!r}" if fixed is not None else "in a forward function"
@@ -812,15 +818,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 where = f"the fixed path {fixed!r}" if fixed is not None else "disk on every step"
                 self.report(node, f"ndarray.tofile() writes raw array bytes to {where} (debug dump left in a patch?)")
             return
-        if method == "write" and self.in_forward and node.args:
-            inner = node.args[0].value
-            if (
-                isinstance(inner, cst.Call)
-                and isinstance(inner.func, cst.Attribute)
-                and inner.func.attr.value == "tobytes"
-            ):
-                self.report(node, "writes .tobytes() of an array to a file in a forward function (debug dump?)")
-                return
+        if self._raw_write(node, method):
+            return
         if self._path_writer(node) or self._log_config(node) or self._deferred(node):
             return
         if method in METHOD_WRITERS and node.args:
@@ -851,6 +850,36 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")
                 return
+
+    def _raw_write(self, node: cst.Call, method: str | None) -> bool:
+        """Serialised bytes written by hand: `os.write(fd, pickle.dumps(t))` on an `os.open`
+        descriptor, `open(p, "wb").write(a.tobytes())`, `fh.write(buf.getvalue())`, an `mmap` of a
+        file: high to a fixed path, a new temp file, or from a forward function (not to stdout)."""
+        raw = self.resolves_to(node, "os.write") is not None
+        if not (raw or method == "write") or not node.args:
+            return False
+        data = node.args[-1].value if raw else node.args[0].value
+        kind = self.serialised(data)
+        if kind is None:
+            return False
+        func = node.func
+        receiver = node.args[0].value if raw else func.value if isinstance(func, cst.Attribute) else None
+        where = self.write_destination(receiver) if receiver is not None else None
+        if where == "a stream":
+            return True
+        if where is not None or self.in_forward:
+            place = f"to {where!r}" if where is not None else "in a forward function"
+            self._dump(node, f"writes {kind} bytes {place}")
+        return True
+
+    def _patch_env(self, node: cst.Call, target: cst.BaseExpression, name: str) -> bool:
+        """A destination read from an environment variable the patch introduces (the pristine
+        file never names it): a debug dump switch, high. A documented option stays the operator's."""
+        key = self.introduced_env(target)
+        if key is None:
+            return False
+        self.report(node, f"{name}() writes under ${key}, an environment variable the patch introduces (debug dump?)")
+        return True
 
     def _path_writer(self, node: cst.Call) -> bool:
         """A copy, an HDF5 file or a memory map opened for writing at a fixed path."""
