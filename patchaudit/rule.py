@@ -19,6 +19,7 @@ from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
+from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
@@ -26,7 +27,6 @@ from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_co
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
-from patchaudit.analysis import names as _names
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst

@@ -175,17 +175,18 @@ def env_keys_ast(node: ast.expr, resolves: Callable[[ast.expr], frozenset[str]])
     """The literal names of the environment variables an `ast` expression (a module-level
     binding, `DUMP_DIR = os.getenv("MY_DUMP")`) reads; `resolves` gives a callee's names."""
     for sub in ast.walk(node):
+        key = None
         if (
             isinstance(sub, ast.Call)
             and len(sub.args) == 1
             and not sub.keywords
-            and isinstance(sub.args[0], ast.Constant)
+            and resolves(sub.func) & set(ENV_READS)
         ):
-            if resolves(sub.func) & set(ENV_READS) and isinstance(sub.args[0].value, str):
-                yield sub.args[0].value
-        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
-            if "os.environ" in resolves(sub.value) and isinstance(sub.slice.value, str):
-                yield sub.slice.value
+            key = sub.args[0]
+        elif isinstance(sub, ast.Subscript) and "os.environ" in resolves(sub.value):
+            key = sub.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            yield key.value
 
 
 def names_in(node: cst.BaseExpression) -> list[str]:
