@@ -708,8 +708,21 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 return True  # `if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`
         return False
 
+    def _saver(self, node: cst.Call) -> str | None:
+        """The saver a call runs; of several (an item of `{"pt": torch.save, "np": np.save}`, a loop
+        over savers), the one whose destination argument is a fixed path, else the first."""
+        first = self.resolves_to(node, SAVERS)
+        if first is None:
+            return None
+        names = [n for n in SAVERS if n != first and self.resolves_to(node, n) is not None]
+        for name in names:
+            target = call_arg(node, SAVERS[name], SAVER_KEYWORDS.get(name, "file"))
+            if target is not None and self.fixed_path(target) is not None:
+                return name
+        return first
+
     def visit_Call(self, node: cst.Call) -> None:
-        name = self.resolves_to(node, SAVERS)
+        name = self._saver(node)
         if name is None:
             self._other_sinks(node)
             return

@@ -264,15 +264,6 @@ def dbg(w):
         save(w, "/tmp/w")
 """,
 )
-case("getattr_folded", body='getattr(torch, "sa" + "ve")(out, "/tmp/out.pt")\n')
-case(
-    "methodcaller",
-    top="import operator\n",
-    tail="""
-def dbg(arr):
-    operator.methodcaller("tofile", "/tmp/arr.bin")(arr)
-""",
-)
 case(
     "lookalike_container_in_memory",
     top="import io\n",
