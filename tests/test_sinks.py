@@ -233,6 +233,45 @@ case(
     tail='faulthandler.register(signal.SIGUSR2, file=open("/tmp/stacks.txt", "w"), all_threads=True)\n',
 )
 case(
+    "dbg_ultratb_call_pdb",
+    top="import sys\n",
+    tail="""
+from IPython.core import ultratb
+sys.excepthook = ultratb.FormattedTB(mode="Verbose", call_pdb=True)
+""",
+)
+case(
+    "dbg_ipython_pdb_interaction",
+    top="import sys\n",
+    tail="""
+def _pm(kind, value, tb):
+    from IPython.core.debugger import Pdb
+    Pdb().interaction(None, tb)
+
+
+sys.excepthook = _pm
+""",
+)
+case(
+    "dbg_hook_in_tooling_module",
+    top="import signal\nimport pdb\n\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n",
+    tail="signal.signal(signal.SIGUSR1, pdb.set_trace)\n",
+)
+case(
+    "dbg_excepthook_value_in_tooling_module",
+    top="import sys\nimport pdb\n\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n",
+    tail="sys.excepthook = pdb.pm\n",
+)
+case(
+    "lookalike_ultratb_no_pdb",
+    top="import sys\n",
+    tail="""
+from IPython.core import ultratb
+sys.excepthook = ultratb.FormattedTB(mode="Verbose", call_pdb=False)
+""",
+    expect=False,
+)
+case(
     "lookalike_faulthandler_enable",
     top="import faulthandler\n",
     tail="faulthandler.enable()\n",
