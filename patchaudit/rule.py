@@ -523,7 +523,8 @@ class Rule(cst.BatchableCSTVisitor):
     def introduced_env(self, node: cst.BaseExpression) -> str | None:
         """An environment variable `node` reads (directly, through a local or a module name) that
         the distribution's text of this file never names and that is not in the package's own
-        namespace (`VLLM_...` in vllm/, its documented settings): one the patch made up. None
+        namespace or the serving stack's (`VLLM_...`, `TORCH_...`: documented settings): one the
+        patch made up. None
         for a file read without its pristine text."""
         pristine = self.context.pristine
         if pristine is None:
@@ -534,7 +535,7 @@ class Rule(cst.BatchableCSTVisitor):
             for value, where in self.context.names.values(sub, scope):
                 resolve = lambda f, w=where: self.context.names.resolve(_names.ref_of_ast(f), w)  # noqa: E731
                 keys.extend(_sinks.env_keys_ast(value, lambda f, r=resolve: {canonical(q) for q in r(f)}))
-        own = self.context.path.replace("\\", "/").split("/")[0].upper() + "_"  # `VLLM_` in vllm/: its config
+        own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
         return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
 
     def bound_path(self, node: cst.BaseExpression) -> str | None:

@@ -279,7 +279,9 @@ stop; a file it writes to is file-write's)."""
         for arg in node.args:
             entry = self._entry(arg.value)
             if entry is not None:
-                self.report(node, f"hands {entry}() on to be run later (a signal, an exit, a thread): stops the process")
+                self.report(
+                    node, f"hands {entry}() on to be run later (a signal, an exit, a thread): stops the process"
+                )
                 return
 
     def visit_Assign(self, node: cst.Assign) -> None:

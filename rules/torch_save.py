@@ -156,11 +156,32 @@ Outside forward functions a destination the environment chooses through a module
 back to a temp directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`)
 writes there by default, and is a fixed path.
 
+Serialised bytes written by hand are a dump like a save: `os.write(fd, pickle.dumps(t))` on an
+`os.open` descriptor opened for writing, `.write()` of `pickle.dumps`/`marshal.dumps`/`.tobytes()`
+or a `BytesIO`'s `getvalue()` to a file from `open`, `io.FileIO`, `codecs.open`, `os.fdopen`, an
+`mmap` of a file (also through a `with ... as fh` or a local name): high to a fixed path, a new
+temp file, or from a forward function; the process's own `sys.stdout.buffer` is not a file. A
+save into a new temp file that outlives the call (`tempfile.mkstemp()`, an item of it, its
+`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, `os.path.join(mkdtemp(), ...)`)
+is a fixed destination. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
+np.save}; SAVERS[fmt](t, p)`, a list or tuple of them, and a loop over one (`for save in
+(torch.save, np.save)`); of several, the one given a fixed path decides.
+
+A destination read from an environment variable that the patch introduces is a debug dump:
+high, also behind `if os.environ.get(...)` in a forward function. Introduced: the pristine file
+never names it, it has no default (`os.environ["DSV2_DUMP"]`, `DUMP_DIR = os.getenv("MY_DUMP")`
+at module level), and it is not in the package's own namespace nor the serving stack's (`VLLM_`,
+`SGLANG_`, `TORCH_`, `HF_`...: documented settings). A variable the pristine file already reads,
+or a documented setting, stays the operator's (above); a test that reads an existing setting
+(`if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`) is a switch.
+
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
 its parameter (its callers decide), a lambda's default destination, methods of objects built in
-other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, sinks
-kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` file object, raw
-`os.open`/`os.write`."""
+other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
+name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
+to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
+(`VLLM_MY_DUMP`, indistinguishable here from a documented one), and files scanned without their
+pristine text (every variable there is the operator's)."""
     PREFILTER = (
         b"save",
         b"dump",

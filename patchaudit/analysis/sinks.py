@@ -26,7 +26,17 @@ import libcst as cst
 
 from patchaudit.analysis.values import Resolves, ValuesOf, call_arg, literal_string
 
-__all__ = ["STREAM", "TEMP_FILE", "destination", "env_keys", "env_keys_ast", "fresh_temp", "names_in", "serialised"]
+__all__ = [
+    "SETTINGS_PREFIXES",
+    "STREAM",
+    "TEMP_FILE",
+    "destination",
+    "env_keys",
+    "env_keys_ast",
+    "fresh_temp",
+    "names_in",
+    "serialised",
+]
 
 SERIALISERS = (
     "pickle.dumps",
@@ -45,6 +55,8 @@ WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC")
 STREAMS = ("sys.stdout", "sys.stderr", "sys.__stdout__", "sys.__stderr__")
 TEMP_CALLS = ("tempfile.mkstemp", "tempfile.mkdtemp", "tempfile.NamedTemporaryFile")
 ENV_READS = ("os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop")
+# Namespaces of the serving stack's documented settings: a variable named so is configuration.
+SETTINGS_PREFIXES = ("VLLM_", "SGLANG_", "TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "HF_", "TRANSFORMERS_", "TRITON_")
 STREAM = "<stream>"
 TEMP_FILE = "<temp file>"
 _DEPTH = 6
