@@ -151,6 +151,7 @@ stop; a file it writes to is file-write's)."""
         embed([1, 2])
         """,
         "import code\nsource = code.compile_command('x = 1')\n",
+        "import sys\nfrom IPython.core import ultratb\n\nsys.excepthook = ultratb.FormattedTB(call_pdb=False)\n",
     ]
     INVALID = [
         Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2, message="breakpoint()"),
@@ -261,6 +262,18 @@ stop; a file it writes to is file-write's)."""
             """,
             line=9,
             message="__call__() runs pdb.set_trace()",
+        ),
+        Example(
+            code="import signal\nimport pdb\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n\n"
+            "signal.signal(signal.SIGUSR1, pdb.set_trace)\n",
+            line=7,
+            message="hands pdb.set_trace()",
+        ),
+        Example(
+            code="import sys\nfrom IPython.core import ultratb\n\n"
+            "sys.excepthook = ultratb.FormattedTB(call_pdb=True)\n",
+            line=4,
+            message="call_pdb",
         ),
     ]
 

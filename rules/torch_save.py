@@ -204,6 +204,7 @@ pristine text (every variable there is the operator's)."""
         b"torch",
         b"numpy",
         b"pickle",
+        b"marshal",
         b"joblib",
         b"safetensors",
         b"tofile",
@@ -225,7 +226,7 @@ pristine text (every variable there is the operator's)."""
         b"to_json",
     )
     IDENTIFIERS = frozenset(
-        {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
+        {"save", "savez", "savez_compressed", "savetxt", "dump", "dumps", "save_file", "tofile", "tobytes", "getvalue"}
         | {n.rsplit(".", 1)[-1] for n in (*SAVERS, *FILE_HANDLERS)}
         | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
         | set(METHOD_WRITERS)
@@ -349,6 +350,7 @@ pristine text (every variable there is the operator's)."""
         def finish(t, args):
             Saver(args.out).save(t)
         """,
+        "import sys\nimport pickle\n\ndef emit(x):\n    sys.stdout.buffer.write(pickle.dumps(x))\n",
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -703,6 +705,29 @@ pristine text (every variable there is the operator's)."""
             line=5,
             message="handed to atexit.register",
             severity=Severity.MEDIUM,
+        ),
+        Example(
+            code="import os\nimport pickle\n\ndef dbg(t):\n    fd = os.open('/tmp/t.pkl', os.O_WRONLY | os.O_CREAT)\n"
+            "    os.write(fd, pickle.dumps(t))\n",
+            line=6,
+            message="pickle.dumps() bytes",
+        ),
+        Example(
+            code="import tempfile\nimport torch\n\ndef dbg(t):\n    fd, path = tempfile.mkstemp()\n"
+            "    torch.save(t, path)\n",
+            line=6,
+        ),
+        Example(
+            code="import numpy as np\nimport torch\n\nSAVERS = {'pt': torch.save, 'np': np.save}\n\n"
+            "def dbg(t, fmt):\n    SAVERS[fmt](t, '/tmp/t.' + fmt)\n",
+            line=7,
+        ),
+        Example(
+            code="import os\nimport torch\n\ndef dbg(t):\n"
+            "    torch.save(t, os.path.join(os.environ['DSV2_DUMP'], 't.pt'))\n",
+            pristine="import os\nimport torch\n",
+            line=5,
+            message="environment variable the patch introduces",
         ),
     ]
 
