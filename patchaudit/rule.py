@@ -445,6 +445,12 @@ class Rule(cst.BatchableCSTVisitor):
         default = _instances.default_of(helper.node, target.id)
         return fixed_path_ast(default) if default is not None else None
 
+    def given_for(self, node: cst.Call, helper: Helper, value: ast.expr | None) -> cst.BaseExpression | None:
+        """The argument this call site gives the helper's parameter that `value` names, else None."""
+        if not isinstance(value, ast.Name) or value.id not in helper.params:
+            return None
+        return call_arg(node, helper.params.index(value.id), value.id)
+
     def _passed_in(self, node: cst.Call, helper: Helper, inner: Inner) -> frozenset[str]:
         """What a helper's call runs when its callee is a parameter: the argument this call site
         passes, one level (`_run(dbg)` with `dbg = __import__("pdb")`, then `dbg.set_trace()`)."""

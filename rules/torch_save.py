@@ -5,6 +5,7 @@ import re
 
 import libcst as cst
 
+from patchaudit.analysis import sinks as _sinks
 from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string
 
 SAVERS = {
@@ -902,9 +903,14 @@ pristine text (every variable there is the operator's)."""
                 if _name == ".tofile" or (tobytes and data.func.attr == "tobytes"):  # type: ignore[union-attr]
                     self.report(node, f"{helper.name}() writes raw array bytes on every step (debug dump?)")
                     return
+        if self._raw_write_through_helper(node):
+            return
         for saver, inner_call, helper in self.through_helper(node, SAVERS):
             target = inner_call.arg(SAVERS[saver], SAVER_KEYWORDS.get(saver, "file"))
             fixed = self.helper_path(node, helper, target)
+            given = self.given_for(node, helper, target)
+            if fixed is None and given is not None and self.fresh_temp(given) is not None:
+                fixed = "a new temp file"  # `_save(t, path)` with `fd, path = mkstemp()` here
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")
@@ -930,6 +936,22 @@ pristine text (every variable there is the operator's)."""
             place = f"to {where!r}" if where is not None else "in a forward function"
             self._dump(node, f"writes {kind} bytes {place}")
         return True
+
+    def _raw_write_through_helper(self, node: cst.Call) -> bool:
+        """A helper of the module that writes serialised bytes to a file object or descriptor this
+        call site gives it (`_put(fd, t)` running `os.write(fd, pickle.dumps(t))`)."""
+        for name, inner, helper in self.through_helper(node, ("os.write", ".write")):
+            raw = name == "os.write"
+            data = inner.arg(1 if raw else 0, "data" if raw else "")
+            receiver = inner.arg(0, "fd") if raw else getattr(inner.callee, "value", None)
+            given_data = self.given_for(node, helper, data)
+            kind = self.serialised(given_data) if given_data is not None else _sinks.serialised_ast(data)
+            given = self.given_for(node, helper, receiver)
+            where = self.write_destination(given) if given is not None else None
+            if kind is not None and where is not None and where != "a stream":
+                self._dump(node, f"{helper.name}() writes {kind} bytes to {where!r}")
+                return True
+        return False
 
     def _patch_env(self, node: cst.Call, target: cst.BaseExpression, name: str) -> bool:
         """A destination read from an environment variable the patch introduces (the pristine

@@ -89,6 +89,15 @@ def serialised(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf
     return None
 
 
+def serialised_ast(node: ast.expr | None) -> str | None:
+    """`serialised` for an `ast` expression of a helper, by its callee's last name only."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return f"{last}()" if last in ("dumps", *BYTES_METHODS) else None
+
+
 def _is_bytes_io(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf) -> bool:
     if isinstance(node, cst.Call):
         return resolves(node, "io.BytesIO") is not None
