@@ -506,6 +506,11 @@ class Rule(cst.BatchableCSTVisitor):
         """What makes `data` serialised object or array bytes (`pickle.dumps(t)`, `a.tobytes()`)."""
         return _sinks.serialised(data, self.resolves_to, self.values_of)
 
+    @staticmethod
+    def serialised_ast(data: ast.expr | None) -> str | None:
+        """`serialised` for an expression of a helper (by the callee's last name: `pickle.dumps`)."""
+        return _sinks.serialised_ast(data)
+
     def write_destination(self, receiver: cst.BaseExpression) -> str | None:
         """Where a file object or descriptor written to goes, when the code fixes it: the fixed
         path its opener got, `a new temp file`, `a stream` (the process's stdout), else None."""

@@ -5,7 +5,6 @@ import re
 
 import libcst as cst
 
-from patchaudit.analysis import sinks as _sinks
 from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string
 
 SAVERS = {
@@ -945,7 +944,7 @@ pristine text (every variable there is the operator's)."""
             data = inner.arg(1 if raw else 0, "data" if raw else "")
             receiver = inner.arg(0, "fd") if raw else getattr(inner.callee, "value", None)
             given_data = self.given_for(node, helper, data)
-            kind = self.serialised(given_data) if given_data is not None else _sinks.serialised_ast(data)
+            kind = self.serialised(given_data) if given_data is not None else self.serialised_ast(data)
             given = self.given_for(node, helper, receiver)
             where = self.write_destination(given) if given is not None else None
             if kind is not None and where is not None and where != "a stream":

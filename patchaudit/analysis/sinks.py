@@ -2,7 +2,8 @@
 opener, fresh temp files, and environment variables a destination is read from.
 
 A hurried dump is not always `torch.save(t, "/tmp/t.pt")`. It is `os.write(fd, pickle.dumps(t))`
-on an `os.open` descriptor, `open(p, "wb").write(t.numpy().tobytes())`, an `mmap` of a file, a
+on a descriptor from `os.open`, `.write(t.numpy().tobytes())` on a file opened for writing, an
+`mmap` of a file, a
 `NamedTemporaryFile(delete=False)` or `mkstemp()` whose name is printed, or a path read from an
 environment variable the patch itself made up. This module answers, from the libcst expression
 and the rule's resolver (the same callbacks `values.fixed_path` takes):

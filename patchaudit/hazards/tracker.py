@@ -79,7 +79,7 @@ class Tracker(cst.BatchableCSTVisitor):
                 self._assign(cst.Name(name), value)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
-        # `with open(p, "wb") as fh`: fh holds what the call opened (a rule follows it to the path).
+        # `with <call> as fh`: fh holds what the call made (a rule follows a file object to its path).
         if node.asname is not None and isinstance(node.item, cst.Call):
             self._assign(node.asname.name, node.item)
 
