@@ -544,10 +544,14 @@ class Rule(cst.BatchableCSTVisitor):
         scope = tuple(self.context.scope)
         for sub in _sinks.names_in(node):
             for value, where in self.context.names.values(sub, scope):
-                resolve = lambda f, w=where: self.context.names.resolve(_names.ref_of_ast(f), w)  # noqa: E731
-                keys.extend(_sinks.env_keys_ast(value, lambda f, r=resolve: {canonical(q) for q in r(f)}))
+                keys.extend(_sinks.env_keys_ast(value, self._ast_names(where)))
         own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
         return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
+
+    def _ast_names(self, scope: Scope) -> Callable[[ast.expr], frozenset[str]]:
+        """What an `ast` expression of `scope` may name, canonical."""
+        names = self.context.names
+        return lambda f: frozenset(canonical(q) for q in names.resolve(_names.ref_of_ast(f), scope))
 
     def bound_path(self, node: cst.BaseExpression) -> str | None:
         """The path a module or class constant or an instance attribute bound once holds

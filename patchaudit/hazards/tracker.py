@@ -95,7 +95,7 @@ def _items(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[
     """`fd, path = tempfile.mkstemp()`: each name holds an item of the call's result (`mkstemp()[1]`)."""
     if not isinstance(target, cst.Tuple | cst.List) or not isinstance(value, cst.Call):
         return []
-    out = []
+    out: list[tuple[str, cst.BaseExpression]] = []
     for i, element in enumerate(target.elements):
         if isinstance(element, cst.StarredElement):
             return []
