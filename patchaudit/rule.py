@@ -19,7 +19,9 @@ from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
+from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
+from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
@@ -144,6 +146,8 @@ class FileContext:
     drifted: bool = True
     # Where the file's distribution is installed (`siblings` reads its other modules), if known.
     location: str | None = None
+    # The distribution's own text of a drifted file (what the patch changed), else None.
+    pristine: str | None = None
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None
@@ -450,6 +454,12 @@ class Rule(cst.BatchableCSTVisitor):
         default = _instances.default_of(helper.node, target.id)
         return fixed_path_ast(default) if default is not None else None
 
+    def given_for(self, node: cst.Call, helper: Helper, value: ast.expr | None) -> cst.BaseExpression | None:
+        """The argument this call site gives the helper's parameter that `value` names, else None."""
+        if not isinstance(value, ast.Name) or value.id not in helper.params:
+            return None
+        return call_arg(node, helper.params.index(value.id), value.id)
+
     def _passed_in(self, node: cst.Call, helper: Helper, inner: Inner) -> frozenset[str]:
         """What a helper's call runs when its callee is a parameter: the argument this call site
         passes, one level (`_run(dbg)` with `dbg = __import__("pdb")`, then `dbg.set_trace()`)."""
@@ -500,6 +510,57 @@ class Rule(cst.BatchableCSTVisitor):
         if self.is_parameter(node):
             return None
         return _values.fixed_path(node, self.resolves_to, self.values_of, bound=self.bound_path)
+
+    def serialised(self, data: cst.BaseExpression) -> str | None:
+        """What makes `data` serialised object or array bytes (`pickle.dumps(t)`, `a.tobytes()`)."""
+        return _sinks.serialised(data, self.resolves_to, self.values_of)
+
+    @staticmethod
+    def serialised_ast(data: ast.expr | None) -> str | None:
+        """`serialised` for an expression of a helper (by the callee's last name: `pickle.dumps`)."""
+        return _sinks.serialised_ast(data)
+
+    def write_destination(self, receiver: cst.BaseExpression) -> str | None:
+        """Where a file object or descriptor written to goes, when the code fixes it: the fixed
+        path its opener got, `a new temp file`, `a stream` (the process's stdout), else None."""
+        where = _sinks.destination(receiver, self.resolves_to, self.values_of)
+        if where is None:
+            return None
+        if where == _sinks.STREAM:
+            return "a stream"
+        if where == _sinks.TEMP_FILE:
+            return "a new temp file"
+        assert isinstance(where, cst.BaseExpression)
+        fixed = self.fixed_path(where)
+        if fixed is not None:
+            return fixed
+        return "a new temp file" if self.fresh_temp(where) is not None else None
+
+    def fresh_temp(self, path: cst.BaseExpression) -> str | None:
+        """The temp-file call a destination comes from (`mkstemp()`, `NamedTemporaryFile(delete=False)`)."""
+        return _sinks.fresh_temp(path, self.resolves_to, self.values_of)
+
+    def introduced_env(self, node: cst.BaseExpression) -> str | None:
+        """An environment variable `node` reads (directly, through a local or a module name) that
+        the distribution's text of this file never names and that is not in the package's own
+        namespace or the serving stack's (`VLLM_...`, `TORCH_...`: documented settings): one the
+        patch made up. None
+        for a file read without its pristine text."""
+        pristine = self.context.pristine
+        if pristine is None:
+            return None
+        keys = list(_sinks.env_keys(node, self.resolves_to, self.values_of))
+        scope = tuple(self.context.scope)
+        for sub in _sinks.names_in(node):
+            for value, where in self.context.names.values(sub, scope):
+                keys.extend(_sinks.env_keys_ast(value, self._ast_names(where)))
+        own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
+        return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
+
+    def _ast_names(self, scope: Scope) -> Callable[[ast.expr], frozenset[str]]:
+        """What an `ast` expression of `scope` may name, canonical."""
+        names = self.context.names
+        return lambda f: frozenset(canonical(q) for q in names.resolve(_names.ref_of_ast(f), scope))
 
     def bound_path(self, node: cst.BaseExpression) -> str | None:
         """The path a module or class constant or an instance attribute bound once holds

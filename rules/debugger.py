@@ -37,6 +37,8 @@ DEBUGGER_CALLS = (
     "IPython.core.debugger.Tracer()()",
     "IPython.terminal.debugger.set_trace",
     "IPython.terminal.debugger.TerminalPdb().set_trace",
+    "IPython.core.debugger.Pdb().*",
+    "IPython.terminal.debugger.TerminalPdb().*",
     "torch.distributed.breakpoint",
     "celery.contrib.rdb.set_trace",
     "rpdb.*",
@@ -58,6 +60,10 @@ DEBUGGER_MODULES = {
     "wdb",
     "pdbr",
 }
+# Where a function installed runs later, on an error, a signal or at exit: a debugger put there stops.
+HOOKS = ("sys.excepthook", "sys.breakpointhook", "threading.excepthook", "sys.unraisablehook")
+# Traceback printers that open a debugger when told to (`FormattedTB(call_pdb=True)`).
+PDB_PRINTERS = ("IPython.core.ultratb.*",)
 ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
 
 
@@ -82,10 +88,16 @@ IPython's `embed`/`embed_kernel`/`start_ipython` and its `core.debugger` and
 every import form and alias, `functools.partial`, lambdas, `Pdb` subclasses (`ForkedPdb().set_trace()`),
 a `self.X` bound to an entry point (`self.bp = pdb.set_trace`), `sys.modules["pdb"]`, and a
 function, class (`__init__`, `__call__`) or instance method of the same module that stops (the
-call site is the finding too).
+call site is the finding too). A debugger installed to run later is one too: an entry point
+handed on as a value (`signal.signal(SIGUSR1, pdb.set_trace)`, `atexit.register(pdb.set_trace)`),
+set as a hook (`sys.excepthook = pdb.pm`, `sys.breakpointhook = ipdb.set_trace`,
+`threading.excepthook`), a lambda or function of the module that stops, installed anywhere
+(`signal.signal(s, lambda *a: pdb.set_trace())`), IPython's `Pdb().interaction(...)`, and
+IPython's traceback printers with `call_pdb` set (`sys.excepthook = FormattedTB(call_pdb=True)`).
 
 Knowingly not: a debugger module passed to a helper as an argument, a debugger reached through
-another module's helper, `sys.settrace` hooks."""
+another module's helper, `sys.settrace` hooks, `faulthandler` (it prints stacks, it does not
+stop; a file it writes to is file-write's)."""
     PREFILTER = (
         b"breakpoint",
         b"Tracer",
@@ -118,7 +130,7 @@ another module's helper, `sys.settrace` hooks."""
     IDENTIFIERS = frozenset(
         {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith(("*", ")"))}
         | DEBUGGER_MODULES
-        | {"Pdb", "interact", "Tracer"}
+        | {"Pdb", "interact", "Tracer", "call_pdb", "excepthook"}
     )
 
     VALID = [
@@ -139,6 +151,7 @@ another module's helper, `sys.settrace` hooks."""
         embed([1, 2])
         """,
         "import code\nsource = code.compile_command('x = 1')\n",
+        "import sys\nfrom IPython.core import ultratb\n\nsys.excepthook = ultratb.FormattedTB(call_pdb=False)\n",
     ]
     INVALID = [
         Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2, message="breakpoint()"),
@@ -250,6 +263,18 @@ another module's helper, `sys.settrace` hooks."""
             line=9,
             message="__call__() runs pdb.set_trace()",
         ),
+        Example(
+            code="import signal\nimport pdb\n\nclass ForkedPdb(pdb.Pdb):\n    pass\n\n"
+            "signal.signal(signal.SIGUSR1, pdb.set_trace)\n",
+            line=7,
+            message="hands pdb.set_trace()",
+        ),
+        Example(
+            code="import sys\nfrom IPython.core import ultratb\n\n"
+            "sys.excepthook = ultratb.FormattedTB(call_pdb=True)\n",
+            line=4,
+            message="call_pdb",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -260,6 +285,30 @@ another module's helper, `sys.settrace` hooks."""
         for found, _inner, helper in self.through_helper(node, DEBUGGER_CALLS):
             self.report(node, f"{helper.name}() runs {found.removeprefix('builtins.')}(): stops for a debugger")
             return
+        call_pdb = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "call_pdb"), None)
+        if call_pdb is not None and self.truth(call_pdb) and self.resolves_to(node, PDB_PRINTERS):
+            self.report(node, "an IPython traceback printer with call_pdb opens a debugger on every error")
+            return
+        for arg in node.args:
+            entry = self._entry(arg.value)
+            if entry is not None:
+                self.report(
+                    node, f"hands {entry}() on to be run later (a signal, an exit, a thread): stops the process"
+                )
+                return
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        hook = next((h for t in node.targets if (h := self.resolves_to(t.target, HOOKS)) is not None), None)
+        entry = self._entry(node.value) if hook is not None else None
+        if entry is not None:
+            self.report(node, f"installs {entry}() as {hook}: stops the process for a debugger")
+
+    def _entry(self, value: cst.BaseExpression) -> str | None:
+        """The debugger entry point a value names, not calls (`pdb.pm`, `ipdb.post_mortem`)."""
+        if not isinstance(value, cst.Name | cst.Attribute):
+            return None
+        name = self.resolves_to(value, DEBUGGER_CALLS)
+        return name.removeprefix("builtins.") if name is not None and name != "sys.breakpointhook" else None
 
     def visit_Module(self, node: cst.Module) -> None:
         self._imports: list[tuple[cst.CSTNode, str]] = []

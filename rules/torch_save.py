@@ -156,11 +156,32 @@ Outside forward functions a destination the environment chooses through a module
 back to a temp directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`)
 writes there by default, and is a fixed path.
 
+Serialised bytes written by hand are a dump like a save: `os.write(fd, pickle.dumps(t))` on an
+`os.open` descriptor opened for writing, `.write()` of `pickle.dumps`/`marshal.dumps`/`.tobytes()`
+or a `BytesIO`'s `getvalue()` to a file from `open`, `io.FileIO`, `codecs.open`, `os.fdopen`, an
+`mmap` of a file (also through a `with ... as fh` or a local name): high to a fixed path, a new
+temp file, or from a forward function; the process's own `sys.stdout.buffer` is not a file. A
+save into a new temp file that outlives the call (`tempfile.mkstemp()`, an item of it, its
+`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, `os.path.join(mkdtemp(), ...)`)
+is a fixed destination. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
+np.save}; SAVERS[fmt](t, p)`, a list or tuple of them, and a loop over one (`for save in
+(torch.save, np.save)`); of several, the one given a fixed path decides.
+
+A destination read from an environment variable that the patch introduces is a debug dump:
+high, also behind `if os.environ.get(...)` in a forward function. Introduced: the pristine file
+never names it, it has no default (`os.environ["DSV2_DUMP"]`, `DUMP_DIR = os.getenv("MY_DUMP")`
+at module level), and it is not in the package's own namespace nor the serving stack's (`VLLM_`,
+`SGLANG_`, `TORCH_`, `HF_`...: documented settings). A variable the pristine file already reads,
+or a documented setting, stays the operator's (above); a test that reads an existing setting
+(`if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`) is a switch.
+
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
 its parameter (its callers decide), a lambda's default destination, methods of objects built in
-other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, sinks
-kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` file object, raw
-`os.open`/`os.write`."""
+other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
+name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
+to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
+(`VLLM_MY_DUMP`, indistinguishable here from a documented one), and files scanned without their
+pristine text (every variable there is the operator's)."""
     PREFILTER = (
         b"save",
         b"dump",
@@ -183,6 +204,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"torch",
         b"numpy",
         b"pickle",
+        b"marshal",
         b"joblib",
         b"safetensors",
         b"tofile",
@@ -204,7 +226,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         b"to_json",
     )
     IDENTIFIERS = frozenset(
-        {"save", "savez", "savez_compressed", "savetxt", "dump", "save_file", "tofile", "tobytes"}
+        {"save", "savez", "savez_compressed", "savetxt", "dump", "dumps", "save_file", "tofile", "tobytes", "getvalue"}
         | {n.rsplit(".", 1)[-1] for n in (*SAVERS, *FILE_HANDLERS)}
         | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
         | set(METHOD_WRITERS)
@@ -328,6 +350,7 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         def finish(t, args):
             Saver(args.out).save(t)
         """,
+        "import sys\nimport pickle\n\ndef emit(x):\n    sys.stdout.buffer.write(pickle.dumps(x))\n",
     ]
     INVALID = [
         Example(code="import torch\ntorch.save(hidden, '/tmp/h.pt')\n", line=2, severity=Severity.HIGH),
@@ -683,6 +706,29 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
             message="handed to atexit.register",
             severity=Severity.MEDIUM,
         ),
+        Example(
+            code="import os\nimport pickle\n\ndef dbg(t):\n    fd = os.open('/tmp/t.pkl', os.O_WRONLY | os.O_CREAT)\n"
+            "    os.write(fd, pickle.dumps(t))\n",
+            line=6,
+            message="pickle.dumps() bytes",
+        ),
+        Example(
+            code="import tempfile\nimport torch\n\ndef dbg(t):\n    fd, path = tempfile.mkstemp()\n"
+            "    torch.save(t, path)\n",
+            line=6,
+        ),
+        Example(
+            code="import numpy as np\nimport torch\n\nSAVERS = {'pt': torch.save, 'np': np.save}\n\n"
+            "def dbg(t, fmt):\n    SAVERS[fmt](t, '/tmp/t.' + fmt)\n",
+            line=7,
+        ),
+        Example(
+            code="import os\nimport torch\n\ndef dbg(t):\n"
+            "    torch.save(t, os.path.join(os.environ['DSV2_DUMP'], 't.pt'))\n",
+            pristine="import os\nimport torch\n",
+            line=5,
+            message="environment variable the patch introduces",
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -704,10 +750,25 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 return True
             if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
                 return True
+            if isinstance(sub, cst.Name | cst.Attribute) and self.resolves_to(sub, FROM_ENVIRONMENT):
+                return True  # `if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`
         return False
 
+    def _saver(self, node: cst.Call) -> str | None:
+        """The saver a call runs; of several (an item of `{"pt": torch.save, "np": np.save}`, a loop
+        over savers), the one whose destination argument is a fixed path, else the first."""
+        first = self.resolves_to(node, SAVERS)
+        if first is None:
+            return None
+        names = [n for n in SAVERS if n != first and self.resolves_to(node, n) is not None]
+        for name in names:
+            target = call_arg(node, SAVERS[name], SAVER_KEYWORDS.get(name, "file"))
+            if target is not None and self.fixed_path(target) is not None:
+                return name
+        return first
+
     def visit_Call(self, node: cst.Call) -> None:
-        name = self.resolves_to(node, SAVERS)
+        name = self._saver(node)
         if name is None:
             self._other_sinks(node)
             return
@@ -724,6 +785,10 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
         fixed = self.fixed_path(target) if target is not None else None
         if fixed is None and target is not None:
             fixed = self._temp_default(target)  # `os.environ.get("DUMP_DIR", "/tmp/d")`: /tmp unless set
+        if fixed is None and target is not None and self.fresh_temp(target) is not None:
+            fixed = "a new temp file"  # `mkstemp()`, `NamedTemporaryFile(delete=False)`: kept after the call
+        if fixed is None and target is not None and self._patch_env(node, target, name):
+            return
         purpose = self.upstream_purpose(target, node) if fixed is not None or self.in_forward else None
         if purpose is not None:
             where = f"to the fixed path {fixed!r}" if fixed is not None else "in a forward function"
@@ -812,15 +877,8 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 where = f"the fixed path {fixed!r}" if fixed is not None else "disk on every step"
                 self.report(node, f"ndarray.tofile() writes raw array bytes to {where} (debug dump left in a patch?)")
             return
-        if method == "write" and self.in_forward and node.args:
-            inner = node.args[0].value
-            if (
-                isinstance(inner, cst.Call)
-                and isinstance(inner.func, cst.Attribute)
-                and inner.func.attr.value == "tobytes"
-            ):
-                self.report(node, "writes .tobytes() of an array to a file in a forward function (debug dump?)")
-                return
+        if self._raw_write(node, method):
+            return
         if self._path_writer(node) or self._log_config(node) or self._deferred(node):
             return
         if method in METHOD_WRITERS and node.args:
@@ -844,13 +902,64 @@ kept in containers (`SINKS["pt"](x, p)`), a `NamedTemporaryFile(delete=False)` f
                 if _name == ".tofile" or (tobytes and data.func.attr == "tobytes"):  # type: ignore[union-attr]
                     self.report(node, f"{helper.name}() writes raw array bytes on every step (debug dump?)")
                     return
+        if self._raw_write_through_helper(node):
+            return
         for saver, inner_call, helper in self.through_helper(node, SAVERS):
             target = inner_call.arg(SAVERS[saver], SAVER_KEYWORDS.get(saver, "file"))
             fixed = self.helper_path(node, helper, target)
+            given = self.given_for(node, helper, target)
+            if fixed is None and given is not None and self.fresh_temp(given) is not None:
+                fixed = "a new temp file"  # `_save(t, path)` with `fd, path = mkstemp()` here
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")
                 return
+
+    def _raw_write(self, node: cst.Call, method: str | None) -> bool:
+        """Serialised bytes written by hand: `os.write(fd, pickle.dumps(t))` on an `os.open`
+        descriptor, `open(p, "wb").write(a.tobytes())`, `fh.write(buf.getvalue())`, an `mmap` of a
+        file: high to a fixed path, a new temp file, or from a forward function (not to stdout)."""
+        raw = self.resolves_to(node, "os.write") is not None
+        if not (raw or method == "write") or not node.args:
+            return False
+        data = node.args[-1].value if raw else node.args[0].value
+        kind = self.serialised(data)
+        if kind is None:
+            return False
+        func = node.func
+        receiver = node.args[0].value if raw else func.value if isinstance(func, cst.Attribute) else None
+        where = self.write_destination(receiver) if receiver is not None else None
+        if where == "a stream":
+            return True
+        if where is not None or self.in_forward:
+            place = f"to {where!r}" if where is not None else "in a forward function"
+            self._dump(node, f"writes {kind} bytes {place}")
+        return True
+
+    def _raw_write_through_helper(self, node: cst.Call) -> bool:
+        """A helper of the module that writes serialised bytes to a file object or descriptor this
+        call site gives it (`_put(fd, t)` running `os.write(fd, pickle.dumps(t))`)."""
+        for name, inner, helper in self.through_helper(node, ("os.write", ".write")):
+            raw = name == "os.write"
+            data = inner.arg(1 if raw else 0, "data" if raw else "")
+            receiver = inner.arg(0, "fd") if raw else getattr(inner.callee, "value", None)
+            given_data = self.given_for(node, helper, data)
+            kind = self.serialised(given_data) if given_data is not None else self.serialised_ast(data)
+            given = self.given_for(node, helper, receiver)
+            where = self.write_destination(given) if given is not None else None
+            if kind is not None and where is not None and where != "a stream":
+                self._dump(node, f"{helper.name}() writes {kind} bytes to {where!r}")
+                return True
+        return False
+
+    def _patch_env(self, node: cst.Call, target: cst.BaseExpression, name: str) -> bool:
+        """A destination read from an environment variable the patch introduces (the pristine
+        file never names it): a debug dump switch, high. A documented option stays the operator's."""
+        key = self.introduced_env(target)
+        if key is None:
+            return False
+        self.report(node, f"{name}() writes under ${key}, an environment variable the patch introduces (debug dump?)")
+        return True
 
     def _path_writer(self, node: cst.Call) -> bool:
         """A copy, an HDF5 file or a memory map opened for writing at a fixed path."""

@@ -347,6 +347,47 @@ for key, top, body, tail, line, rule in [
         13,
         "torch-save",
     ),
+    (
+        "sink_env_new",
+        "",
+        "",
+        '        if os.environ.get("RUNNER_DUMP"):\n'
+        '            torch.save(w, os.path.join(os.environ["RUNNER_DUMP"], name))\n',
+        18,
+        "torch-save",
+    ),
+    (
+        "sink_os_write",
+        "import pickle\n",
+        "",
+        "        fd = os.open('/tmp/w_' + name, os.O_WRONLY | os.O_CREAT)\n        os.write(fd, pickle.dumps(w))\n",
+        20,
+        "torch-save",
+    ),
+    (
+        "sink_mkstemp",
+        "import tempfile\n",
+        "",
+        "        fd, path = tempfile.mkstemp(suffix='.pt')\n        torch.save(w, path)\n",
+        20,
+        "torch-save",
+    ),
+    (
+        "sink_container",
+        'SAVERS = {"pt": torch.save}\n',
+        "",
+        '        SAVERS["pt"](w, "/tmp/" + name)\n',
+        19,
+        "torch-save",
+    ),
+    (
+        "sink_excepthook",
+        "import sys\nfrom IPython.core import ultratb\n\nsys.excepthook = ultratb.FormattedTB(call_pdb=True)\n",
+        "",
+        "",
+        8,
+        "debugger",
+    ),
 ]:
     patched = VENDOR_RUNNER.replace("\n\nclass Runner", "\n" + top + "\n\nclass Runner", 1) if top else VENDOR_RUNNER
     patched = patched.replace("        return batch\n", body + "        return batch\n", 1)

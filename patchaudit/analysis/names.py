@@ -41,7 +41,24 @@ class CallRef:
     args: tuple[Ref | str | None, ...]  # a string literal, a name-like expression, or None
 
 
-Ref = NameRef | AttrRef | CallRef
+@dataclass(frozen=True, slots=True)
+class ItemsRef:
+    """A container literal of name-like items: `{"pt": torch.save, "np": np.save}`, `(f, g)`."""
+
+    items: tuple[Ref, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRef:
+    """An item taken from a container: `SAVERS[fmt]`, or a loop's target over it."""
+
+    base: Ref
+
+
+Ref = NameRef | AttrRef | CallRef | ItemsRef | ItemRef
+# An item of a container resolves to what the container's items name, marked with this suffix.
+ITEM = "[]"
+_MAX_ITEMS = 32
 
 # Spellings of one function under another module path, folded so rules list each callee once.
 _CANONICAL = (
@@ -78,8 +95,18 @@ _OTHER = None  # a binding that names nothing a rule asks about (a parameter, a 
 _Binding = str | _Alias | None  # an import's qualified name, an alias, or _OTHER
 
 
+def items_ref(items: Iterable[Ref | None]) -> ItemsRef | None:
+    """The container of the name-like items among `items` (the first few), else None."""
+    found = tuple(r for r, _ in zip((r for r in items if r is not None), range(_MAX_ITEMS), strict=False))
+    return ItemsRef(found) if found else None
+
+
 def ref_of_ast(node: ast.AST) -> Ref | None:
     """The name-like shape of an expression, or None when it names nothing."""
+    if isinstance(node, ast.Dict):
+        return items_ref(ref_of_ast(v) for v in node.values[:_MAX_ITEMS])
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return items_ref(ref_of_ast(v) for v in node.elts[:_MAX_ITEMS])
     if isinstance(node, ast.Name):
         return NameRef(node.id)
     if isinstance(node, ast.Attribute):
@@ -101,6 +128,9 @@ def ref_of_ast(node: ast.AST) -> Ref | None:
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         base = ref_of_ast(node.value)
         return CallRef(base, (node.slice.value,)) if base is not None else None  # `sys.modules["pdb"]`
+    if isinstance(node, ast.Subscript):
+        base = ref_of_ast(node.value)
+        return ItemRef(base) if base is not None else None  # `SAVERS[fmt]`
     return None
 
 
@@ -139,6 +169,10 @@ class NameTable:
         if isinstance(ref, AttrRef):
             found = frozenset(f"{q}.{ref.attr}" for q in self.resolve(ref.base, scope, depth + 1))
             return found or self._instance_attr(ref, scope, depth)
+        if isinstance(ref, ItemsRef):
+            return frozenset(q + ITEM for item in ref.items for q in self.resolve(item, scope, depth + 1))
+        if isinstance(ref, ItemRef):
+            return frozenset(q[: -len(ITEM)] for q in self.resolve(ref.base, scope, depth + 1) if q.endswith(ITEM))
         out: set[str] = set()
         for q in self.resolve(ref.func, scope, depth + 1):
             first = ref.args[0] if ref.args else None
@@ -153,6 +187,8 @@ class NameTable:
                 out.add(first)  # `sys.modules["torch"]` is the module itself
             elif q == "functools.partial" and first is not None and not isinstance(first, str):
                 out.update(self.resolve(first, scope, depth + 1))  # `partial(torch.save, x)` calls torch.save
+            elif q.endswith(ITEM):
+                out.add(q[: -len(ITEM)])  # `SAVERS["pt"]`: an item of a container of callables
             else:
                 out.add(q + "()")
         return frozenset(out)
@@ -330,6 +366,19 @@ class _Binder(ast.NodeVisitor):
         for stmt in node.body:
             self.visit(stmt)
         self.scope = outer
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        # `for save in (torch.save, np.save):` binds save to an item of the container.
+        self.visit(node.iter)
+        if isinstance(node.target, ast.Name) and isinstance(ref_of_ast(node.iter), ItemsRef | NameRef | AttrRef):
+            item = ast.Subscript(value=node.iter, slice=ast.Constant(None), ctx=ast.Load())
+            self.bind(node.target.id, _Alias(item, self.scope))
+        else:
+            self.visit(node.target)
+        for stmt in [*node.body, *node.orelse]:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
 
     def visit_Global(self, node: ast.Global) -> None:
         self.globals.setdefault(self.scope, set()).update(node.names)

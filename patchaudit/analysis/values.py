@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from patchaudit.analysis.names import AttrRef, CallRef, NameRef, Ref
+from patchaudit.analysis.names import AttrRef, CallRef, ItemRef, NameRef, Ref, items_ref
 
 __all__ = [
     "UNKNOWN",
@@ -57,7 +57,13 @@ def ref_of_cst(node: cst.CSTNode) -> Ref | None:
         key = node.slice[0].slice.value
         text = literal_string(key) if isinstance(key, cst.SimpleString) else None
         base = ref_of_cst(node.value)
-        return CallRef(base, (text,)) if base is not None and text is not None else None  # `sys.modules["pdb"]`
+        if base is None:
+            return None
+        return CallRef(base, (text,)) if text is not None else ItemRef(base)  # `sys.modules["pdb"]`, `SAVERS[f]`
+    if isinstance(node, cst.Dict):
+        return items_ref(ref_of_cst(e.value) for e in node.elements if isinstance(e, cst.DictElement))
+    if isinstance(node, cst.List | cst.Tuple | cst.Set):
+        return items_ref(ref_of_cst(e.value) for e in node.elements)
     return None
 
 

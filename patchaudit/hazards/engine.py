@@ -281,6 +281,7 @@ def _run_rules(
     context = FileContext(
         path=file.path,
         drifted=file.drifted,
+        pristine=pristine_text if file.drifted else None,
         wrapper=MetadataWrapper(module, unsafe_skip_copy=True),
         names=names,
         analysis=analysis,

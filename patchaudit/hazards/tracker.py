@@ -74,8 +74,14 @@ class Tracker(cst.BatchableCSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._assign(target.target, node.value)
-            for name, value in unpacked(target.target, node.value):
+            pairs = unpacked(target.target, node.value) or _items(target.target, node.value)
+            for name, value in pairs:
                 self._assign(cst.Name(name), value)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        # `with <call> as fh`: fh holds what the call made (a rule follows a file object to its path).
+        if node.asname is not None and isinstance(node.item, cst.Call):
+            self._assign(node.asname.name, node.item)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -83,6 +89,20 @@ class Tracker(cst.BatchableCSTVisitor):
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._assign(node.target, node.value)
+
+
+def _items(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+    """`fd, path = tempfile.mkstemp()`: each name holds an item of the call's result (`mkstemp()[1]`)."""
+    if not isinstance(target, cst.Tuple | cst.List) or not isinstance(value, cst.Call):
+        return []
+    out: list[tuple[str, cst.BaseExpression]] = []
+    for i, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            return []
+        if isinstance(element.value, cst.Name):
+            index = cst.Index(cst.Integer(str(i)))
+            out.append((element.value.value, cst.Subscript(value, [cst.SubscriptElement(index)])))
+    return out
 
 
 def _add_statement_hooks(cls: type[Tracker]) -> None:
