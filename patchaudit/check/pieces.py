@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from patchaudit.check import bytecode
-from patchaudit.check.ownership import file_digest, normalize, walk_list
+from patchaudit.check.ownership import file_digest, listed_paths, normalize, walk_list
 from patchaudit.fs.beneath import DirCache
 from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.parallel.hashing import (
@@ -58,6 +58,8 @@ class Shared:
 
     records: list[tuple[str, bytes]]
     cache: StatCache | None
+    # RECORD number -> the paths it lists (normalized), parsed by a worker when a walk first needs them
+    listed: dict[int, dict[str, str | None]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(slots=True)
@@ -147,7 +149,33 @@ def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
     """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
     if isinstance(task, Piece):
         return check(shared, task)
-    return walk_list(*task)
+    return walk_unlisted(shared, *task)
+
+
+def walk_unlisted(shared: Shared, location: Path, top: str) -> list[tuple[str, bool]]:
+    """What walk_list() finds below location/top, less the files a RECORD in `shared` lists there.
+
+    Such a file is owned whoever asks (Walks.unowned passes it over), so it need not travel back to
+    the main process, where each one cost a lookup: on a clean environment nothing comes back. A
+    symlink always comes back (a linked `__pycache__` is judged by what it holds). RECORDs the workers
+    do not hold (of distributions not scanned) are the main process's to look up, as before.
+    """
+    found = walk_list(location, top)
+    if not found:
+        return found
+    site = str(location)
+    needle = f"{top}/".encode()
+    lists = [_listed(shared, number) for number, (at, data) in enumerate(shared.records) if at == site and needle in data]
+    if not lists:
+        return found
+    return [(rel, is_link) for rel, is_link in found if is_link or not any(rel in listed for listed in lists)]
+
+
+def _listed(shared: Shared, number: int) -> dict[str, str | None]:
+    listed = shared.listed.get(number)
+    if listed is None:
+        listed = shared.listed[number] = listed_paths(shared.records[number][1])[0]
+    return listed
 
 
 def check(shared: Shared, piece: Piece) -> Checked:
