@@ -105,3 +105,14 @@ def test_a_walk_on_a_worker_drops_only_what_a_record_it_holds_lists(tmp_path: Pa
     assert walk_unlisted(shared, site, "stray") == [("stray/x.py", False)]
     elsewhere = Shared(records=[(str(tmp_path / "other"), record)], cache=None)
     assert len(walk_unlisted(elsewhere, site, "pkg")) == 5
+
+
+def test_of_the_pieces_under_the_big_files_the_heaviest_start_first() -> None:
+    """A piece listing 3 MB files starts before the pieces of small files ahead of it in its RECORD."""
+    digest = "sha256=" + "A" * 43
+    small = "".join(f"pkg/m{n}.py,{digest},{100 + n}\n" for n in range(1500))
+    heavy = "".join(f"pkg/w{n}.so,{digest},{3 << 20}\n" for n in range(5))
+    cut = pieces([("/site", (small + heavy).encode())])
+    assert len(cut) > 2
+    assert cut[0].weight == 5 * (3 << 20) and cut[0].stop == len(small + heavy)
+    assert [p.start for p in cut[1:]] == sorted(p.start for p in cut[1:])

@@ -98,7 +98,9 @@ def listed_paths(data: bytes) -> tuple[dict[str, str | None], int | None, Record
     rows = simple_rows(data)
     if rows is not None:
         paths = [path or quoted.replace('""', '"') for path, quoted, _, _ in rows]
-        entries = dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
+        entries: dict[str, str | None] = (
+            dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
+        )
         return entries, len(rows) - list(map(itemgetter(2), rows)).count(""), None
     record = parse_record(data)
     found: dict[str, str | None] = {normalize(p): p for p, _, _ in record.entries}
