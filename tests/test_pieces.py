@@ -87,3 +87,32 @@ def test_a_source_on_a_bad_record_line_still_has_its_unchecked_bytecode_checked(
         (piece,) = pieces(records)
         found = check(Shared(records=records, cache=None), piece)
         assert [d.path for d in found.stale] == [f"pkg/__pycache__/{pyc.name}"], line
+
+
+def test_a_walk_on_a_worker_drops_only_what_a_record_it_holds_lists(tmp_path: Path) -> None:
+    """What the workers' walk sends back: every file below the directory but those the RECORDs of that
+    site directory list (a quoted path too); a directory no RECORD names comes back whole, as does
+    one walked against the RECORDs of another site directory."""
+    from patchaudit.check.pieces import walk_unlisted
+
+    site = tmp_path / "site"
+    for rel in ("pkg/__init__.py", "pkg/a,b.json", "pkg/sub/core.py", "pkg/sub/extra.py", "pkg/added.py", "stray/x.py"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text("X = 1\n")
+    record = b'pkg/__init__.py,sha256=AAAA,6\n"pkg/a,b.json",sha256=AAAA,6\npkg/sub/core.py,sha256=AAAA,6\n'
+    shared = Shared(records=[(str(site), record)], cache=None)
+    assert sorted(walk_unlisted(shared, site, "pkg")) == [("pkg/added.py", False), ("pkg/sub/extra.py", False)]
+    assert walk_unlisted(shared, site, "stray") == [("stray/x.py", False)]
+    elsewhere = Shared(records=[(str(tmp_path / "other"), record)], cache=None)
+    assert len(walk_unlisted(elsewhere, site, "pkg")) == 5
+
+
+def test_of_the_pieces_under_the_big_files_the_heaviest_start_first() -> None:
+    """A piece listing 3 MB files starts before the pieces of small files ahead of it in its RECORD."""
+    digest = "sha256=" + "A" * 43
+    small = "".join(f"pkg/m{n}.py,{digest},{100 + n}\n" for n in range(1500))
+    heavy = "".join(f"pkg/w{n}.so,{digest},{3 << 20}\n" for n in range(5))
+    cut = pieces([("/site", (small + heavy).encode())])
+    assert len(cut) > 2
+    assert cut[0].weight == 5 * (3 << 20) and cut[0].stop == len(small + heavy)
+    assert [p.start for p in cut[1:]] == sorted(p.start for p in cut[1:])

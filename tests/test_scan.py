@@ -519,3 +519,39 @@ def test_a_record_path_holding_a_newline_is_owned_not_added(tmp_path: Path) -> N
     code, report = scan_json(python, "--no-cache", "odd")
     assert code == 1
     assert [(d["path"], d["state"]) for d in dist(report, "odd")["drift"]] == [("odd/two\nlines.py", "modified")]
+
+
+def test_the_workers_send_back_every_added_file_and_only_those(tmp_path: Path) -> None:
+    """The workers walk the package directories and drop the files a RECORD they hold lists; what no
+    RECORD lists still comes back and is reported: in a subdirectory of a clean distribution, in a
+    directory two distributions share (the environment's), and beside a RECORD line with a quoted path.
+    The same on worker processes and on none. (A directory that no RECORD names is walked and sent back
+    whole, see test_pieces, but no distribution claims what is in it.)"""
+    wheels = [
+        build_wheel(tmp_path / "w", "solo", "1.0", {"solo/__init__.py": "", "solo/sub/core.py": "X = 1\n"}),
+        build_wheel(tmp_path / "w", "ns-a", "1.0", {"space/a/__init__.py": "A = 1\n"}),
+        build_wheel(tmp_path / "w", "ns-b", "1.0", {"space/b/__init__.py": "B = 1\n"}),
+        build_wheel(tmp_path / "w", "quoted", "1.0", {"quoted/__init__.py": "", "quoted/a,b.json": "{}\n"}),
+    ]
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, *wheels)
+    site = site_packages(python)
+    assert b'"quoted/a,b.json"' in next(site.glob("quoted-1.0.dist-info/RECORD")).read_bytes()
+    for workers in ("3", "1"):
+        code, report = scan_json(python, "--no-cache", "--workers", workers)
+        assert code == 0, report
+    (site / "solo" / "sub" / "extra.py").write_text("import os\n")
+    (site / "space" / "planted.py").write_text("import os\n")
+    (site / "quoted" / "a,c.json").write_text("{}\n")
+    (site / "stray").mkdir()
+    (site / "stray" / "__init__.py").write_text("import os\n")
+    for workers in ("3", "1"):
+        code, report = scan_json(python, "--no-cache", "--workers", workers)
+        assert code == 1
+        found = {(d["name"], item["path"]) for d in report["distributions"] for item in d["drift"]}
+        found |= {("", item["path"]) for item in report["environment"]["drift"]}
+        assert found == {
+            ("solo", "solo/sub/extra.py"),
+            ("", "space/planted.py"),
+            ("quoted", "quoted/a,c.json"),
+        }, found

@@ -87,19 +87,27 @@ def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
     loaded = Loaded(dist=dist, data=data)
     if data is None:
         return loaded
+    loaded.entries, loaded.hashed, loaded.parsed = listed_paths(data)
+    return loaded
+
+
+def listed_paths(data: bytes) -> tuple[dict[str, str | None], int | None, Record | None]:
+    """(normalized path -> RECORD path, sha256 entries of a simple RECORD or None, the parse where one
+    was needed) of every path a RECORD lists, on a bad line too: what load() and the workers' added-file
+    walk (pieces.walk_unlisted) both take as what it owns."""
     rows = simple_rows(data)
     if rows is not None:
         paths = [path or quoted.replace('""', '"') for path, quoted, _, _ in rows]
-        loaded.entries = dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
-        loaded.hashed = len(rows) - list(map(itemgetter(2), rows)).count("")
-        return loaded
-    record = loaded.record
-    assert record is not None
-    loaded.entries = {normalize(p): p for p, _, _ in record.entries}
+        entries: dict[str, str | None] = (
+            dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
+        )
+        return entries, len(rows) - list(map(itemgetter(2), rows)).count(""), None
+    record = parse_record(data)
+    found: dict[str, str | None] = {normalize(p): p for p, _, _ in record.entries}
     for problem in record.problems:
         if problem.path:
-            loaded.entries.setdefault(normalize(problem.path), problem.path)
-    return loaded
+            found.setdefault(normalize(problem.path), problem.path)
+    return found, None, record
 
 
 def load_unchecked(dist: InstalledDist, data: bytes) -> Loaded:

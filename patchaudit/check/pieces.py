@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from patchaudit.check import bytecode
-from patchaudit.check.ownership import file_digest, normalize, walk_list
+from patchaudit.check.ownership import file_digest, listed_paths, normalize, walk_list
 from patchaudit.fs.beneath import DirCache
 from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped
 from patchaudit.parallel.hashing import (
@@ -43,13 +43,15 @@ _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's siz
 
 
 class Piece(NamedTuple):
-    """Lines [start, stop) of RECORD number `record`; `largest`: the biggest size they list (1 MB or more, else 0)."""
+    """Lines [start, stop) of RECORD number `record`; `largest`: the biggest size they list (1 MB or more, else
+    0); `weight`: the sizes of 1 MB or more they list, added up."""
 
     record: int
     start: int
     stop: int
     largest: int
     lines: int
+    weight: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,8 @@ class Shared:
 
     records: list[tuple[str, bytes]]
     cache: StatCache | None
+    # RECORD number -> the paths it lists (normalized), parsed by a worker when a walk first needs them
+    listed: dict[int, dict[str, str | None]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(slots=True)
@@ -74,29 +78,33 @@ class Checked:
 
 def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
     """Every RECORD cut into pieces, in the order to start them: a file of 4 MB or more is a piece of its
-    own, biggest first, so that no big file is left for the end; then the rest in RECORD order, cut
-    every PIECE_TEXT bytes and wherever what a piece lists would pass BATCH_BYTES."""
+    own, biggest first, so that no big file is left for the end; then the rest, cut every PIECE_TEXT
+    bytes and wherever what a piece lists would pass BATCH_BYTES, heaviest first by the sizes of 1 MB
+    or more they list (the last worker is not left a heavy piece), else in RECORD order."""
     big: list[Piece] = []
     rest: list[Piece] = []
     for number, (_, data) in enumerate(records):
-        for start, stop, largest in _cut(data):
-            piece = Piece(number, start, stop, largest, data.count(b"\n", start, stop) or 1)
+        for start, stop, largest, weight in _cut(data):
+            piece = Piece(number, start, stop, largest, data.count(b"\n", start, stop) or 1, weight)
             (big if largest >= BIG_FILE else rest).append(piece)
     big.sort(key=lambda p: -p.largest)
+    rest.sort(key=lambda p: -p.weight)
     return big + rest
 
 
-def _cut(data: bytes) -> list[tuple[int, int, int]]:
-    """(start, stop, largest size listed) of the pieces of one RECORD, whole lines each."""
+def _cut(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(start, stop, largest size listed, sizes of 1 MB or more added up) of the pieces of one RECORD,
+    whole lines each."""
     if b'"' in data and not _rows_are_lines(data):
-        return [(0, len(data), max(map(int, _SIZE_FIELD.findall(data)), default=0))]
-    out: list[tuple[int, int, int]] = []
+        sizes = list(map(int, _SIZE_FIELD.findall(data)))
+        return [(0, len(data), max(sizes, default=0), sum(sizes))]
+    out: list[tuple[int, int, int, int]] = []
     start = weight = largest = 0
 
     def close(stop: int) -> None:
         nonlocal start, weight, largest
         if stop > start:
-            out.append((start, stop, largest))
+            out.append((start, stop, largest, weight))
         start, weight, largest = stop, 0, 0
 
     def text_up_to(limit: int) -> None:
@@ -113,7 +121,7 @@ def _cut(data: bytes) -> list[tuple[int, int, int]]:
         text_up_to(line)
         if size >= BIG_FILE:
             close(line)
-            out.append((line, end, size))
+            out.append((line, end, size, size))
             start = end
             continue
         if weight + size > BATCH_BYTES:
@@ -147,7 +155,34 @@ def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
     """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
     if isinstance(task, Piece):
         return check(shared, task)
-    return walk_list(*task)
+    return walk_unlisted(shared, *task)
+
+
+def walk_unlisted(shared: Shared, location: Path, top: str) -> list[tuple[str, bool]]:
+    """What walk_list() finds below location/top, less the files a RECORD in `shared` lists there.
+
+    Such a file is owned whoever asks (Walks.unowned passes it over), so it need not travel back to
+    the main process, where each one cost a lookup: on a clean environment nothing comes back. A
+    symlink always comes back (a linked `__pycache__` is judged by what it holds). RECORDs the workers
+    do not hold (of distributions not scanned) are the main process's to look up, as before.
+    """
+    found = walk_list(location, top)
+    if not found:
+        return found
+    site = str(location)
+    needle = f"{top}/".encode()
+    records = enumerate(shared.records)
+    lists = [_listed(shared, number) for number, (at, data) in records if at == site and needle in data]
+    if not lists:
+        return found
+    return [(rel, is_link) for rel, is_link in found if is_link or not any(rel in listed for listed in lists)]
+
+
+def _listed(shared: Shared, number: int) -> dict[str, str | None]:
+    listed = shared.listed.get(number)
+    if listed is None:
+        listed = shared.listed[number] = listed_paths(shared.records[number][1])[0]
+    return listed
 
 
 def check(shared: Shared, piece: Piece) -> Checked:
