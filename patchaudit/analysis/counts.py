@@ -56,8 +56,8 @@ FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IG
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
 PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
-_CASTS = ("builtins.int", "builtins.float")
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+_CASTS = ("builtins.int", "builtins.float", "builtins.round", "math.ceil", "math.floor", "math.trunc")
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Divide)
 
 
 def _fixed_dim(node: cst.Subscript) -> bool:
@@ -168,7 +168,7 @@ def _summed(node: cst.Call) -> str | None:
     return None
 
 
-_OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//"}
+_OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//", cst.Divide: "/"}
 
 
 def _spelled(node: cst.BaseExpression) -> str:

@@ -74,8 +74,13 @@ class Tracker(cst.BatchableCSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._assign(target.target, node.value)
-            for name, value in unpacked(target.target, node.value):
+            pairs = unpacked(target.target, node.value)
+            for name, value in pairs:
                 self._assign(cst.Name(name), value)
+            if not pairs and isinstance(target.target, cst.Tuple | cst.List):
+                # `sampled, logprobs = self.sample(...)`: each name holds part of what the call computed.
+                for element in target.target.elements:
+                    self._assign(element.value, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
