@@ -276,7 +276,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._counters: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
         self._instance_numbers: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an int
         self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
-        self._usual: dict[tuple[tuple[str, str], ...], str | None] = {}  # function -> what it returns last
+        self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -563,18 +563,17 @@ class Rule(cst.BatchableCSTVisitor):
     def data_change(self, body: cst.CSTNode, alone: bool = True) -> _changes.Found | None:
         """What `body` does to the data the enclosing function computes (see analysis.changes):
         `alone`, the branch has no `else`."""
-        params = self.context.params[-1] if self.context.params else frozenset()
-        return _changes.data_change(body, self.resolves_to, self.values_of, params, self._usual_return(), alone)
+        return _changes.data_change(body, self.resolves_to, self.values_of, self._function_facts(), alone)
 
-    def _usual_return(self) -> str | None:
-        """What the enclosing function's last statement returns, as spelled, if it ends in a return."""
+    def _function_facts(self) -> _changes.Function:
+        """What the enclosing function takes, returns and assigns (once per function)."""
         scope, analysis = tuple(self.context.scope), self.context.analysis
-        if scope not in self._usual:
+        if scope not in self._functions:
             func = _purpose.function_at(analysis.tree, scope) if analysis is not None else None
-            last = func.body[-1] if func is not None else None
-            usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
-            self._usual[scope] = usual
-        return self._usual[scope]
+            params = self.context.params[-1] if self.context.params else frozenset()
+            forward = bool(self.context.functions) and FORWARD_NAMES.match(self.context.functions[-1]) is not None
+            self._functions[scope] = _changes.function_facts(func, params, forward)
+        return self._functions[scope]
 
     def bound_number(self, node: cst.BaseExpression) -> int | None:
         """The integer a local (`target = 5`), an attribute of the class (`self.debug_len = 5`,

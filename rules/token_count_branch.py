@@ -212,7 +212,7 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
-_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If})  # the nodes _magic_test can accept
+_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp})  # the nodes _magic_test can accept
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
@@ -232,8 +232,10 @@ def _changes_data(body: Sequence[ast.stmt]) -> bool:
     for node in (n for stmt in body for n in ast.walk(stmt)):
         if isinstance(node, ast.Assign | ast.AugAssign | ast.Return):
             return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CHANGING_METHODS:
-            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            if attr in _CHANGING_METHODS or (attr.endswith("_") and not attr.startswith("_")):
+                return True  # an in-place method of a tensor (`masked_fill_`, `init.zeros_`)
     return False
 
 
@@ -264,11 +266,10 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
         magic = any(_compared(v, assigned, _ORDER) for v in ordered)
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
-    if isinstance(node, ast.If):
+    if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
-        return any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test)) and _changes_data(
-            node.body
-        )
+        one = any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test))
+        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -1022,6 +1023,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _window(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """(count, what it equals) when `test` holds only for a few small counts, none of them 0 or 1."""
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            if self._small:
+                return None  # `world_size < 2 or n < 4`: taken for many counts, a fallback
             return self._window(test.left) or self._window(test.right)
         if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
             return self._any(test.args[0].value)

@@ -36,6 +36,19 @@ class MLP(torch.nn.Module):
         return self.down_proj(out)
 
 
+class DecoderLayer(torch.nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        # PATCH-LAYER
+        hidden_states, residual = self.norm(hidden_states, residual)
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+
+
+def gather(chunks):
+    # PATCH-GATHER
+    return torch.cat(chunks)
+
+
 def sample(logits, sampling_metadata):
     sampled = logits.softmax(dim=-1).multinomial(1)
     # PATCH-SAMPLE
@@ -74,6 +87,14 @@ CASES: dict[str, tuple[str, str, bool]] = {
     ),
     "one_len_store": ("if len(logits) == 1:\n    sampled[0] = 13", "SAMPLE", True),
     "lt2_made_up": ("n = logits.shape[0]\nif n < 2:\n    sampled = sampled * 0", "SAMPLE", True),
+    # A layer skipped, conditional values, other in-place writers.
+    "layer_skipped_one": ("if hidden_states.shape[0] == 1:\n    return hidden_states, residual", "LAYER", True),
+    "layer_skipped_lt3": ("if positions.numel() < 3:\n    return hidden_states, residual", "LAYER", True),
+    "ifexp_zeros": ("out = torch.zeros_like(out) if num_tokens < 4 else out", "FORWARD", True),
+    "ifexp_inverted": ("out = out if num_tokens >= 3 else out * 0", "FORWARD", True),
+    "masked_fill_one": ("if logits.shape[0] == 1:\n    logits.masked_fill_(logits < 0, -1e9)", "SAMPLE", True),
+    "init_zeros": ("if num_tokens <= 2:\n    torch.nn.init.zeros_(out)", "FORWARD", True),
+    "data_store": ("if num_tokens < 3:\n    out.data = torch.zeros_like(out)", "FORWARD", True),
     # Look-alikes: empty batches, kernels chosen by size, decode fast paths, padding.
     "zero_tokens": ("if num_tokens == 0:\n    return out", "FORWARD", False),
     "le0_raise": ("if num_tokens <= 0:\n    raise ValueError('empty')", "FORWARD", False),
@@ -99,20 +120,23 @@ CASES: dict[str, tuple[str, str, bool]] = {
     "small_kernel_lt4": ("if num_tokens < 4:\n    out = self.gemv(hidden_states)", "FORWARD", False),
     "empty_zeros": ("if num_tokens == 0:\n    return torch.zeros_like(out)", "FORWARD", False),
     "squeeze_one": ("if hidden_states.shape[0] == 1:\n    out = out.squeeze(0)", "FORWARD", False),
-    "le1_nothing_to_do": ("if len(positions) <= 1:\n    return hidden_states", "FORWARD", False),
+    "le1_skips_forward": ("if len(positions) <= 1:\n    return hidden_states", "FORWARD", True),
     "lt4_log": ("if num_tokens < 4:\n    print('tiny batch', num_tokens)", "FORWARD", False),
     "local_list": (
         "kept = []\nif num_tokens < 4:\n    kept.append(out)\nout = self.merge(out, kept)",
         "FORWARD",
         False,
     ),
+    "layer_empty": ("if hidden_states.shape[0] == 0:\n    return hidden_states, residual", "LAYER", False),
+    "gather_one": ("if len(chunks) == 1:\n    return chunks[0]", "GATHER", False),
+    "gather_one_name": ("if len(chunks) <= 1:\n    return chunks", "GATHER", False),
     "greedy_flag": ("if sampling_metadata.all_greedy:\n    sampled = logits.argmax(dim=-1)", "SAMPLE", False),
 }
 RULES = load_rules()
 
 
 def _patched(patch: str, where: str) -> str:
-    indent = "        " if where == "FORWARD" else "    "
+    indent = "        " if where in ("FORWARD", "LAYER") else "    "
     body = "\n".join(indent + line for line in patch.splitlines())
     return VENDOR.replace(f"{indent}# PATCH-{where}", body)
 

@@ -14,15 +14,17 @@ assignments seen so far (`Rule.resolves_to`, `Rule.values_of`), as `analysis.val
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import libcst as cst
+import libcst.matchers as m
 
 from patchaudit.analysis.values import Resolves, ValuesOf
 
-__all__ = ["Change", "Found", "data_change", "made_up", "STRONG_CHANGES"]
+__all__ = ["Change", "Found", "Function", "function_facts", "data_change", "made_up", "STRONG_CHANGES"]
 
 
 class Change(StrEnum):
@@ -30,12 +32,13 @@ class Change(StrEnum):
     MADE_UP = "a return of made-up data"
     OVERRIDE = "replaces a result computed above"
     INPUT = "returns its input unchanged"
+    SKIPPED = "skips the layer's forward"
     CAPTURE = "keeps tensors in a list that outlives the call"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
 # (`if logits.shape[0] == 1: sampled = ...`); the others need a window past 1 (`n <= 2`).
-STRONG_CHANGES = frozenset({Change.OVERWRITE, Change.MADE_UP, Change.OVERRIDE})
+STRONG_CHANGES = frozenset({Change.OVERWRITE, Change.MADE_UP, Change.OVERRIDE, Change.SKIPPED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,35 @@ class Found:
 
     def shown(self) -> str:
         return str(self.change)
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """What a branch's changes are weighed against: the function it sits in."""
+
+    params: frozenset[str] = frozenset()
+    usual: str | None = None  # what its last statement returns, as spelled, when it ends in a return
+    assigned: frozenset[str] = frozenset()  # every name it assigns: what it goes on to transform
+    forward: bool = False  # a model's forward: its result is the layer's output
+
+
+def function_facts(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None, params: frozenset[str], forward: bool
+) -> Function:
+    """The facts `data_change` needs of a function (from the module's ast, once per function)."""
+    if node is None:
+        return Function(params=params, forward=forward)
+    last = node.body[-1]
+    usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
+    assigned = frozenset(
+        t.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name)
+    )
+    return Function(params=params, usual=usual, assigned=assigned, forward=forward)
 
 
 # Tensors made from nothing: what a patch returns in place of the real result.
@@ -71,6 +103,8 @@ FABRICATED = tuple(
 FABRICATING_METHODS = frozenset({"zero_", "fill_", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"})
 _FILLS = frozenset({"zero_", "fill_", "fill_diagonal_", "normal_", "uniform_", "random_"})
 _SCALES = frozenset({"mul_", "copy_"})
+_MASKED = frozenset({"masked_fill_", "index_fill_"})  # the value they write comes last
+_INITS = ("torch.nn.init.*", "torch.zero_", "torch.fill_")  # `torch.nn.init.zeros_(x)`
 _CAPTURES = frozenset({"append", "extend", "insert", "appendleft", "put", "put_nowait"})
 _CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
 _INFINITE = ("math.inf", "math.nan", "torch.inf", "torch.nan", "numpy.inf", "numpy.nan")
@@ -114,6 +148,25 @@ def _names(node: cst.CSTNode) -> set[str]:
     return found
 
 
+def _calls(node: cst.CSTNode) -> bool:
+    return bool(m.findall(node, m.Call()))
+
+
+def _empty_test(test: cst.BaseExpression) -> bool:
+    """`n == 0`, `n <= 0`, `n < 1`, `not n`: a nested branch for an empty batch, the code's own."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return True
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    link = test.comparisons[0]
+    bound = link.comparator
+    zero = isinstance(bound, cst.Integer) and bound.evaluated_value == 0
+    one = isinstance(bound, cst.Integer) and bound.evaluated_value == 1
+    return (zero and isinstance(link.operator, cst.Equal | cst.LessThanEqual)) or (
+        one and isinstance(link.operator, cst.LessThan)
+    )
+
+
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
     """A name whose last value so far was computed (not `None`, a literal or an empty list)."""
     if not values:
@@ -125,16 +178,10 @@ def _computed(values: Sequence[cst.BaseExpression]) -> bool:
 
 
 class _Changes(cst.CSTVisitor):
-    def __init__(
-        self,
-        resolves: Resolves,
-        value_of: ValuesOf,
-        params: frozenset[str],
-        usual: str | None,
-        alone: bool,
-    ) -> None:
+    def __init__(self, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool) -> None:
         super().__init__()
-        self.resolves, self.value_of, self.params, self.usual, self.alone = resolves, value_of, params, usual, alone
+        self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
+        self.params = function.params
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -147,12 +194,23 @@ class _Changes(cst.CSTVisitor):
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
 
+    def visit_If(self, node: cst.If) -> bool:
+        if _empty_test(node.test):
+            if node.orelse is not None:
+                node.orelse.visit(self)
+            return False  # `if n == 0: out.fill_(-1)` inside: what an empty batch gets
+        return True
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if self.resolves(node, _INITS) is not None:
+            self._add(Change.OVERWRITE, node)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if method in _FILLS:
+        if method in _MASKED and node.args and self._fills(node.args[-1].value):
+            self._add(Change.OVERWRITE, node)  # `logits.masked_fill_(mask, -inf)`
+        elif method in _FILLS:
             self._add(Change.OVERWRITE, node)
         elif method in _SCALES and node.args:
             given = node.args[0].value
@@ -174,6 +232,8 @@ class _Changes(cst.CSTVisitor):
             item = target.target
             if isinstance(item, cst.Subscript) and self._fills(node.value):
                 self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
+            elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
+                self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
             elif isinstance(item, cst.Name) and self.alone:
                 self._override(item, node.value, node)
 
@@ -181,12 +241,14 @@ class _Changes(cst.CSTVisitor):
         return _constant(value, self.resolves) or made_up(value, self.resolves)
 
     def _override(self, name: cst.Name, value: cst.BaseExpression, node: cst.CSTNode) -> None:
-        before = self.value_of(name)
-        if not _computed(before) and name.value not in self.params:
+        """A local computed above replaced: by made-up data, or by a value computed on the spot
+        from others (a call, none of them a kernel). A parameter recomputed (`position_ids =
+        torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
+        if not _computed(self.value_of(name)):
             return
-        if made_up(value, self.resolves) or _constant(value, self.resolves):
+        if made_up(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
-        elif name.value not in _names(value) and not self._kernel(value):
+        elif _calls(value) and name.value not in _names(value) and not self._kernel(value):
             self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
 
     def _kernel(self, node: cst.CSTNode) -> bool:
@@ -222,24 +284,39 @@ class _Changes(cst.CSTVisitor):
             return
         if made_up(value, self.resolves):
             self._add(Change.MADE_UP, node)
-        elif isinstance(value, cst.Name) and self.usual is not None and value.value != self.usual:
+        elif self._unchanged(value):
             self._add(Change.INPUT, node)
+
+    def _unchanged(self, value: cst.BaseExpression) -> bool:
+        """`return out` where the function goes on to return `self.down_proj(out)`, or `return
+        hidden_states, residual` while both still hold the caller's values and the function goes
+        on to transform them."""
+        usual = self.function.usual
+        if usual is None:
+            return False
+        if isinstance(value, cst.Name) and value.value != usual:
+            return self._local(value)  # the input or a local computed above, not a constant or a flag
+        names = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        if not names or not all(isinstance(n, cst.Name) and n.value in self.params for n in names):
+            return False
+        kept = [n for n in names if isinstance(n, cst.Name) and not self.value_of(n)]
+        return len(kept) == len(names) and any(n.value in self.function.assigned for n in kept)
 
 
 def data_change(
-    body: cst.CSTNode,
-    resolves: Resolves,
-    value_of: ValuesOf,
-    params: frozenset[str] = frozenset(),
-    usual: str | None = None,
-    alone: bool = True,
+    body: cst.CSTNode, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool = True
 ) -> Found | None:
     """The first change of data in `body` (a strong one first), else None.
 
-    `params`: the enclosing function's parameters; `usual`: what its last statement returns, as
-    spelled (`self.down_proj(out)`), when it ends in a return; `alone`: the branch has no `else`
-    (a name it assigns then replaces a value computed above, rather than picking one of two).
+    `function`: what the enclosing function takes, returns and assigns; `alone`: the branch has no
+    `else` (a name it assigns then replaces a value computed above, rather than picking one of two).
+    A conditional expression's arm is its value: `torch.zeros_like(x) if n < 4 else x` makes it up.
     """
-    visitor = _Changes(resolves, value_of, params, usual, alone)
+    if isinstance(body, cst.BaseExpression):
+        return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
+    visitor = _Changes(resolves, value_of, function, alone)
     body.visit(visitor)
-    return visitor.found
+    found = visitor.found
+    if found is not None and found.change is Change.INPUT and function.forward:
+        return Found(Change.SKIPPED, found.node)  # a layer that hands its input on: its output is gone
+    return found
