@@ -57,6 +57,7 @@ SIDE_EFFECT_CALLS = (
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
 _IN_PLACE_FILLS = frozenset({"zero_", "fill_"})
+_HELPER_FILLS = (".zero_", ".fill_", ".mul_", ".masked_fill_", "torch.nn.init.*")
 _MADE_UP = ("a return of made-up data", "made-up data")
 _STATEFUL = frozenset({*_MADE_UP, "object state", "global state", "enclosing state"})
 _CHANGES = frozenset(str(c) for c in Change) - {"a return of made-up data"}
@@ -422,6 +423,8 @@ class _SideEffects(cst.CSTVisitor):
             through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
                 name = f"{through[0][2].name}() ({through[0][0]})"
+        if name is None and self.rule.through_helper(node, _HELPER_FILLS):
+            name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
 
@@ -498,19 +501,28 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
 
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
-  `x.copy_(torch.zeros_like(x))`, `hidden[:] = 0`, `logits[:, k] = -inf`), returns made-up data
-  (`return torch.zeros_like(x)`, `x * 0`), or, with no `else`, replaces a result computed above
-  with a value no kernel computes (`sampled = logits.argmax(-1)` after the sampler ran,
-  `sampled = torch.full_like(sampled, 42)`, `out = out * 0`);
+  `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), returns or picks made-up data
+  (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`), or, with no
+  `else`, replaces a local computed above with a value computed on the spot by no kernel
+  (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
+  `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
+  `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
+  residual` before the layer changed them) skips the layer and counts here too;
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns a value unchanged
-  where the function goes on to transform it (`return hidden_states` in a `forward` that ends in
-  `return self.down_proj(out)`), keeps tensors in a list that outlives the call
-  (`_CAPTURED.append(x)`, `self.kept.append(x)`), or changes object or global state (a counter
-  that triggers once: `self.calls += 1`);
+  where another function goes on to transform it (`return x` where it ends in `return f(x)`),
+  keeps tensors in a list that outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
+  changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
+  helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
-  log line for small batches, `if len(x) <= 1: return x` (nothing to sort).
+  log line for small batches, `if len(x) <= 1: return x` outside a forward (nothing to sort), a
+  fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
+  inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
+  (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
+  (`cu_seqlens.numel() <= 2`: one sequence) or a weight's size (`weight.numel() == 1`), which
+  are no counts of tokens.
 
 It is high when the branch prints, writes, saves, logs, enters a debugger, raises anything but
 a validation error (`RuntimeError`, `SystemExit`; not `ValueError`), changes global,
@@ -522,7 +534,9 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
-that has an `else` (one of two ways to compute it), a change made in a helper the branch calls,
+that has an `else` (one of two ways to compute it), an override by a constant (`sampled = 13`:
+a limit set to 1 reads the same) or by a conditional expression (`s = a if n == 1 else s`), an
+early `return logits.argmax(-1)` for a batch of one, a change a helper makes for a batch of one,
 comparisons whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
@@ -1146,6 +1160,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
         effects.found = _effects(self, body)
+        if effects.found in _CHANGES and _INNER_DIM.search(count):
+            effects.found = None  # `if x.shape[1] == 3: return x`: channels, a layout, not tokens
         if not effects.found and _OTHER_DIM.search(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         numbers = [int(n) for n in re.findall(r"\d+", value)]

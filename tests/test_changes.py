@@ -22,6 +22,10 @@ import torch
 _CAPTURED = []
 
 
+def _poison(t):
+    t.zero_()
+
+
 class MLP(torch.nn.Module):
     def __init__(self, hidden_size):
         super().__init__()
@@ -87,6 +91,7 @@ CASES: dict[str, tuple[str, str, bool]] = {
     ),
     "one_len_store": ("if len(logits) == 1:\n    sampled[0] = 13", "SAMPLE", True),
     "lt2_made_up": ("n = logits.shape[0]\nif n < 2:\n    sampled = sampled * 0", "SAMPLE", True),
+    "helper_zeroes": ("if num_tokens <= 3:\n    _poison(out)", "FORWARD", True),
     # A layer skipped, conditional values, other in-place writers.
     "layer_skipped_one": ("if hidden_states.shape[0] == 1:\n    return hidden_states, residual", "LAYER", True),
     "layer_skipped_lt3": ("if positions.numel() < 3:\n    return hidden_states, residual", "LAYER", True),

@@ -38,7 +38,7 @@ class Change(StrEnum):
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
 # (`if logits.shape[0] == 1: sampled = ...`); the others need a window past 1 (`n <= 2`).
-STRONG_CHANGES = frozenset({Change.OVERWRITE, Change.MADE_UP, Change.OVERRIDE, Change.SKIPPED})
+STRONG_CHANGES = frozenset({Change.OVERWRITE, Change.OVERRIDE, Change.SKIPPED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +168,16 @@ def _empty_test(test: cst.BaseExpression) -> bool:
 
 
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
-    """A name whose last value so far was computed (not `None`, a literal or an empty list)."""
-    if not values:
-        return False
-    last = values[-1]
-    if isinstance(last, cst.Name) and last.value in ("None", "True", "False"):
-        return False
-    return not isinstance(last, cst.Integer | cst.Float | cst.SimpleString | cst.List | cst.Tuple | cst.Dict)
+    """A name whose last value so far a call computed (not a literal, a default or a copy of another name)."""
+    return bool(values) and _calls(values[-1])
+
+
+def _short(body: cst.CSTNode) -> bool:
+    """A branch of a line or two and no blocks of its own: what a patch adds to override a value,
+    not the processing a function does for one case."""
+    if not isinstance(body, cst.IndentedBlock):
+        return True
+    return len(body.body) <= 2 and all(isinstance(stmt, cst.SimpleStatementLine) for stmt in body.body)
 
 
 class _Changes(cst.CSTVisitor):
@@ -182,6 +185,7 @@ class _Changes(cst.CSTVisitor):
         super().__init__()
         self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
         self.params = function.params
+        self.short = True  # set per branch (see data_change)
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -234,7 +238,7 @@ class _Changes(cst.CSTVisitor):
                 self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
             elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
                 self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
-            elif isinstance(item, cst.Name) and self.alone:
+            elif isinstance(item, cst.Name) and self.alone and self.short:
                 self._override(item, node.value, node)
 
     def _fills(self, value: cst.BaseExpression) -> bool:
@@ -315,8 +319,11 @@ def data_change(
     if isinstance(body, cst.BaseExpression):
         return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
     visitor = _Changes(resolves, value_of, function, alone)
+    visitor.short = _short(body)
     body.visit(visitor)
     found = visitor.found
-    if found is not None and found.change is Change.INPUT and function.forward:
-        return Found(Change.SKIPPED, found.node)  # a layer that hands its input on: its output is gone
+    if found is not None and found.change is Change.INPUT:
+        # A layer that hands its input on: its output is gone. Elsewhere a value returned as it came
+        # is a case the function need not work on (`if c == 3: return image`: already RGB).
+        return Found(Change.SKIPPED, found.node) if function.forward else None
     return found

@@ -52,7 +52,7 @@ MORE_COUNT_NAMES = re.compile(
 # Queues of requests a scheduler keeps: their length counts requests.
 QUEUE_NAME = re.compile(r"^_?(?:running|waiting|scheduled\w*|finished\w*|preempted\w*)$")
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
-FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
+FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^param|^w\d*$|^w_|_w$", re.IGNORECASE)
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
 PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
