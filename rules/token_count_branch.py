@@ -502,22 +502,21 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), returns or picks made-up data
-  (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`), or, with no
-  `else`, replaces a local computed above with a value computed on the spot by no kernel
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
   `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
   residual` before the layer changed them) skips the layer and counts here too;
-- high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns a value unchanged
-  where another function goes on to transform it (`return x` where it ends in `return f(x)`),
-  keeps tensors in a list that outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
+- high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
+  data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
+  batch of one that is a mask or a default the code builds), keeps tensors in a list that outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
-  log line for small batches, `if len(x) <= 1: return x` outside a forward (nothing to sort), a
+  log line for small batches, a value returned as it came outside a model's forward (`if c ==
+  3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
   fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
   inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
   (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
