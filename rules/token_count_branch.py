@@ -66,6 +66,17 @@ LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error",
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
 
 
+def _passes(body: cst.CSTNode) -> bool:
+    """A block that does nothing (`pass`, `...`)."""
+    if not isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite):
+        return False
+    lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    smalls = [s for line in lines for s in getattr(line, "body", [None])]
+    return all(
+        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis)) for s in smalls
+    )
+
+
 def _does(found: str) -> str:
     """`runs print()`, or a change as it reads (`overwrites a tensor in place`)."""
     return found if found in _CHANGES else f"runs {found}"
@@ -224,7 +235,7 @@ def _one(node: ast.Compare, assigned: Values) -> bool:
     for index, op in enumerate(node.ops):
         for x, y in ((operands[index], operands[index + 1]), (operands[index + 1], operands[index])):
             if isinstance(x, ast.Constant) and x.value == 1 and type(x.value) is int and _count_shaped(y, assigned):
-                return isinstance(op, ast.Eq | ast.LtE | ast.GtE)
+                return isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE)  # `!=`: inverted into `else:`
     return False
 
 
@@ -270,7 +281,7 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
         one = any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test))
-        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body))
+        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body + node.orelse))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -502,14 +513,16 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local computed above with a value computed on the spot by no kernel
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local
+  computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
   `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
   residual` before the layer changed them) skips the layer and counts here too;
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
-  batch of one that is a mask or a default the code builds), keeps tensors in a list that outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
+  batch of one that is a mask or a default the code builds), keeps tensors in a list that
+  outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
@@ -557,7 +570,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
         # A batch of one (`n == 1`, `n <= 1`), weighed by what its branch changes.
-        re.compile(rb"(?:==|<=)[\s(\\]*1\b(?!\.)|\b(?<!\.)1[\s)\\]*(?:==|>=)"),
+        re.compile(rb"(?:[=!]=|<=)[\s(\\]*1\b(?!\.)|\b(?<!\.)1[\s)\\]*(?:[=!]=|>=)"),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
@@ -1121,7 +1134,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         try:
             for window, branch, alone in (
                 (self._window(test), body, orelse is None),
-                (self._inverted(test), orelse, False),
+                (self._inverted(test), orelse, _passes(body)),  # `if n != 1: pass` / `else: s = ...`
             ):
                 if window is None or branch is None or _INNER_DIM.search(window[0]):
                     continue

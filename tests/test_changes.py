@@ -90,6 +90,11 @@ CASES: dict[str, tuple[str, str, bool]] = {
         True,
     ),
     "one_len_store": ("if len(logits) == 1:\n    sampled[0] = 13", "SAMPLE", True),
+    "one_inverted": (
+        "if logits.shape[0] != 1:\n    pass\nelse:\n    sampled = logits.argmax(dim=-1)",
+        "SAMPLE",
+        True,
+    ),
     "lt2_made_up": ("n = logits.shape[0]\nif n < 2:\n    sampled = sampled * 0", "SAMPLE", True),
     "helper_zeroes": ("if num_tokens <= 3:\n    _poison(out)", "FORWARD", True),
     # A layer skipped, conditional values, other in-place writers.

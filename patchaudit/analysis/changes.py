@@ -66,7 +66,7 @@ def function_facts(
     """The facts `data_change` needs of a function (from the module's ast, once per function)."""
     if node is None:
         return Function(params=params, forward=forward)
-    last = node.body[-1]
+    last = _last(node.body)
     usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
     assigned = frozenset(
         t.id
@@ -77,6 +77,16 @@ def function_facts(
         if isinstance(t, ast.Name)
     )
     return Function(params=params, usual=usual, assigned=assigned, forward=forward)
+
+
+def _last(body: Sequence[ast.stmt]) -> ast.stmt:
+    """The statement a block ends in, inside a `with` or a `try` it ends in."""
+    last = body[-1]
+    if isinstance(last, ast.With | ast.AsyncWith):
+        return _last(last.body)
+    if isinstance(last, ast.Try) and not last.finalbody:
+        return _last(last.orelse or last.body)
+    return last
 
 
 # Tensors made from nothing: what a patch returns in place of the real result.
