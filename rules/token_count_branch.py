@@ -71,7 +71,9 @@ def _passes(body: cst.CSTNode) -> bool:
     if not isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite):
         return False
     lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
-    smalls = [s for line in lines for s in getattr(line, "body", [None])]
+    if not all(isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) for line in lines):
+        return False
+    smalls = [s for line in lines for s in line.body]  # type: ignore[attr-defined]
     return all(
         isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis)) for s in smalls
     )

@@ -95,6 +95,11 @@ CASES: dict[str, tuple[str, str, bool]] = {
         "SAMPLE",
         True,
     ),
+    "else_of_block": (
+        "if logits.shape[0] != 1:\n    if sampling_metadata:\n        pass\nelse:\n    sampled = logits.argmax(-1)",
+        "SAMPLE",
+        False,
+    ),
     "lt2_made_up": ("n = logits.shape[0]\nif n < 2:\n    sampled = sampled * 0", "SAMPLE", True),
     "helper_zeroes": ("if num_tokens <= 3:\n    _poison(out)", "FORWARD", True),
     # A layer skipped, conditional values, other in-place writers.
@@ -169,5 +174,6 @@ def test_count_gated_change(name: str) -> None:
     found = [f for f in check_file(source, RULES) if not f.suppressed]
     high = [f for f in found if f.severity is Severity.HIGH and f.line in lines]
     assert bool(high) == caught, (patched, [(f.rule, f.line, f.severity, f.message) for f in found])
+    assert not [f for f in found if f.rule == "rule-error"], found
     # The byte and statement filters keep every statement the rules flag.
     assert found == [f for f in check_file(source, RULES, prefilter=False) if not f.suppressed]
