@@ -572,7 +572,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
         # A batch of one (`n == 1`, `n <= 1`), weighed by what its branch changes.
-        re.compile(rb"(?:[=!]=|<=)[\s(\\]*1\b(?!\.)|\b(?<!\.)1[\s)\\]*(?:[=!]=|>=)"),
+        re.compile(rb"[=!<]=[\s(\\]*1\b(?!\.)"),
+        re.compile(rb"\b(?<!\.)1[\s)\\]*[=!>]="),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
