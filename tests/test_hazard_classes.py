@@ -493,9 +493,9 @@ class Sampler:
         return self.post(sampled)
 """
 for key, body, line in [
-    ("override_one", "if logits.shape[0] == 1:\n            sampled = logits.argmax(dim=-1)", 8),
-    ("input_returned", "n = int(positions.size(0))\n        if n <= 2:\n            return logits", 9),
-    ("zeroed_in_place", "if len(positions) < 4:\n            sampled[:] = 0", 8),
+    ("override_one", "if logits.shape[0] == 1:\n            sampled = logits.argmax(dim=-1)", 7),
+    ("input_returned", "n = int(positions.size(0))\n        if n <= 2:\n            return logits", 8),
+    ("zeroed_in_place", "if len(positions) < 4:\n            sampled[:] = 0", 7),
 ]:
     case(
         f"changes_{key}",
