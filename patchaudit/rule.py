@@ -17,12 +17,14 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from patchaudit.analysis import changes as _changes
 from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
@@ -61,6 +63,9 @@ __all__ = [
     "shape_compared",
     "MORE_COUNT_NAMES",
     "element_count",
+    "Change",
+    "STRONG_CHANGES",
+    "made_up",
     "UNKNOWN",
     "call_arg",
     "const_value",
@@ -284,6 +289,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._counters: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
         self._instance_numbers: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an int
         self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
+        self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -623,6 +629,21 @@ class Rule(cst.BatchableCSTVisitor):
         if top not in self._counters:
             self._counters[top] = _counts.counters(analysis.tree, top)
         return self._counters[top]
+
+    def data_change(self, body: cst.CSTNode, alone: bool = True) -> _changes.Found | None:
+        """What `body` does to the data the enclosing function computes (see analysis.changes):
+        `alone`, the branch has no `else`."""
+        return _changes.data_change(body, self.resolves_to, self.values_of, self._function_facts(), alone)
+
+    def _function_facts(self) -> _changes.Function:
+        """What the enclosing function takes, returns and assigns (once per function)."""
+        scope, analysis = tuple(self.context.scope), self.context.analysis
+        if scope not in self._functions:
+            func = _purpose.function_at(analysis.tree, scope) if analysis is not None else None
+            params = self.context.params[-1] if self.context.params else frozenset()
+            forward = bool(self.context.functions) and FORWARD_NAMES.match(self.context.functions[-1]) is not None
+            self._functions[scope] = _changes.function_facts(func, params, forward)
+        return self._functions[scope]
 
     def bound_number(self, node: cst.BaseExpression) -> int | None:
         """The integer a local (`target = 5`), an attribute of the class (`self.debug_len = 5`,

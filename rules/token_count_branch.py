@@ -10,12 +10,15 @@ import libcst as cst
 from patchaudit.rule import (
     COUNT_NAME,
     MORE_COUNT_NAMES,
+    STRONG_CHANGES,
+    Change,
     Example,
     FileContext,
     Rule,
     Severity,
     element_count,
     literal_string,
+    made_up,
     shape_compared,
 )
 
@@ -53,41 +56,55 @@ SIDE_EFFECT_CALLS = (
     "shutil.*",
 )
 SIDE_EFFECT_METHODS = {"write", "write_text", "write_bytes", "save", "dump", "flush", "tofile"}
-# Tensors made from nothing: what a patch returns in place of the real result.
-_FABRICATED = tuple(
-    f"{m}.{f}"
-    for m in ("torch", "numpy")
-    for f in (
-        "zeros",
-        "zeros_like",
-        "ones",
-        "ones_like",
-        "empty",
-        "empty_like",
-        "full",
-        "full_like",
-        "rand",
-        "rand_like",
-        "randn",
-        "randn_like",
-        "randint",
-    )
-)
-_FABRICATING_METHODS = frozenset({"zero_", "fill_", "new_zeros", "new_ones", "new_full", "new_empty"})
 _IN_PLACE_FILLS = frozenset({"zero_", "fill_"})
+_HELPER_FILLS = (".zero_", ".fill_", ".mul_", ".masked_fill_", "torch.nn.init.*")
 _MADE_UP = ("a return of made-up data", "made-up data")
+_STATEFUL = frozenset({*_MADE_UP, "object state", "global state", "enclosing state"})
+_CHANGES = frozenset(str(c) for c in Change) - {"a return of made-up data"}
 _VALIDATION = {"ValueError", "TypeError", "NotImplementedError", "IndexError", "KeyError", "AssertionError"}
 LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
+
+
+def _passes(body: cst.CSTNode) -> bool:
+    """A block that does nothing (`pass`, `...`)."""
+    if not isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite):
+        return False
+    lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    if not all(isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) for line in lines):
+        return False
+    smalls = [s for line in lines for s in line.body]  # type: ignore[attr-defined]
+    return all(
+        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis)) for s in smalls
+    )
+
+
+def _does(found: str) -> str:
+    """`runs print()`, or a change as it reads (`overwrites a tensor in place`)."""
+    return found if found in _CHANGES else f"runs {found}"
 
 
 def _magic_constant(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2
 
 
-_COUNT_METHODS = {"size", "numel", "item", "long", "int", "tolist", "len", "float", "values", "cpu", "numpy"}
+_COUNT_METHODS = {
+    "size",
+    "numel",
+    "item",
+    "long",
+    "int",
+    "tolist",
+    "len",
+    "float",
+    "values",
+    "cpu",
+    "numpy",
+    "ceil",
+    "floor",
+}
 _PLURALS = ("lens", "lengths", "_counts")  # collections of counts (`seq_lens`)
-_OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float"}
+_OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float", "round"}
 Values = dict[str, list[ast.expr]]
 
 
@@ -178,6 +195,8 @@ def _number_like(node: ast.AST, values: Values | None = None) -> bool:
             return True  # `self.debug_len`, bound in another method (the analysis decides)
         bound = (values or {}).get(ast.unparse(node), ())
         return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+        return any(_magic_constant(a) for a in node.args)  # `min(n, 8) == n`: n bounded by 8
     if isinstance(node, ast.Call):
         return "environ" in ast.unparse(node) or "getenv" in ast.unparse(node)  # `int(os.getenv("N", "5"))`
     return _magic_constant(node)
@@ -207,7 +226,31 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
-_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match})  # the nodes _magic_test can accept
+_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp})  # the nodes _magic_test can accept
+# Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
+_CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
+
+
+def _one(node: ast.Compare, assigned: Values) -> bool:
+    """A count tested against a batch of one: `n == 1`, `n <= 1`, `1 >= n`."""
+    operands = [node.left, *node.comparators]
+    for index, op in enumerate(node.ops):
+        for x, y in ((operands[index], operands[index + 1]), (operands[index + 1], operands[index])):
+            if isinstance(x, ast.Constant) and x.value == 1 and type(x.value) is int and _count_shaped(y, assigned):
+                return isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE)  # `!=`: inverted into `else:`
+    return False
+
+
+def _changes_data(body: Sequence[ast.stmt]) -> bool:
+    """A body that could change data a function computes: a store, a return, an in-place call."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.Return):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            if attr in _CHANGING_METHODS or (attr.endswith("_") and not attr.startswith("_")):
+                return True  # an in-place method of a tensor (`masked_fill_`, `init.zeros_`)
+    return False
 
 
 def _magic_test(node: ast.AST, assigned: Values) -> bool:
@@ -237,6 +280,10 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
         magic = any(_compared(v, assigned, _ORDER) for v in ordered)
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
+    if isinstance(node, ast.If | ast.IfExp):
+        # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
+        one = any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test))
+        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body + node.orelse))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -341,6 +388,9 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     visitor = _SideEffects(rule, returns)
     body.visit(visitor)
     found = visitor.found
+    if found is None and returns:
+        change = rule.data_change(body, rule.alone)
+        found = change.shown() if change is not None else None
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
     return None if not returns and found is not None and ".warning" in found else found
@@ -386,6 +436,8 @@ class _SideEffects(cst.CSTVisitor):
             through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
                 name = f"{through[0][2].name}() ({through[0][0]})"
+        if name is None and self.rule.through_helper(node, _HELPER_FILLS):
+            name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
 
@@ -402,21 +454,8 @@ class _SideEffects(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         # Data made up for this case (`return x * 0`, `return torch.zeros_like(x)`), not another
         # computation chosen for a shape (`return x.permute(1, 0)`).
-        if self.returns and node.value is not None and self._made_up(node.value):
+        if self.returns and node.value is not None and made_up(node.value, self.rule.resolves_to):
             self.found = self.found or "a return of made-up data"
-
-    def _made_up(self, value: cst.BaseExpression) -> bool:
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-            return any(
-                isinstance(side, cst.Integer | cst.Float) and not side.evaluated_value
-                for side in (value.left, value.right)
-            )
-        if not isinstance(value, cst.Call):
-            return False
-        if self.rule.resolves_to(value, _FABRICATED) is not None:
-            return True
-        func = value.func
-        return isinstance(func, cst.Attribute) and func.attr.value in _FABRICATING_METHODS
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Attribute | cst.Subscript):
@@ -469,8 +508,36 @@ holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chain
 count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
 `not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
 then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions. A
-window that reaches 0 or 1 (`n < 4`: a count is never negative) is flagged only when the branch
-makes up data (`return output.fill_(0)`, `x.zero_()`).
+window that reaches 0 or 1 (a count is never negative: `n < 4`, `n <= 2`, `len(seq_lens) <= 1`,
+`min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`, `n == 1`) is judged by what the
+branch does to the data (the shared analysis of changed data), as a reviewer would before serving:
+
+- high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
+  branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
+  `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local
+  computed above with a value computed on the spot by no kernel
+  (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
+  `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
+  `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
+  residual` before the layer changed them) skips the layer and counts here too;
+- high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
+  data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
+  batch of one that is a mask or a default the code builds), keeps tensors in a list that
+  outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
+  changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
+  helper of the module that zeroes or fills what it is given (`_poison(out)`);
+- otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
+  self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
+  self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
+  log line for small batches, a value returned as it came outside a model's forward (`if c ==
+  3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
+  fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
+  inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
+  (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
+  (`cu_seqlens.numel() <= 2`: one sequence) or a weight's size (`weight.numel() == 1`), which
+  are no counts of tokens.
+
 It is high when the branch prints, writes, saves, logs, enters a debugger, raises anything but
 a validation error (`RuntimeError`, `SystemExit`; not `ValueError`), changes global,
 environment or object state (`self.captured = x`), or returns made-up data (`return x * 0`,
@@ -479,8 +546,12 @@ only printing, writing, saving and debuggers count, in at most 6 lines (a longer
 function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
-windows wider than 8 counts, a branch on a count of 1 that overrides a result with a local
-assignment (`if logits.shape[0] == 1: sampled = logits.argmax(-1)`), comparisons whose bound
+windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
+a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
+that has an `else` (one of two ways to compute it), an override by a constant (`sampled = 13`:
+a limit set to 1 reads the same) or by a conditional expression (`s = a if n == 1 else s`), an
+early `return logits.argmax(-1)` for a batch of one, a change a helper makes for a batch of one,
+comparisons whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
@@ -500,6 +571,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"(?m)^[ \t]*\w+[ \t]*(?::[^=\n]*)?=[ \t]*[({\[][^)}\]]*\b" + _MAGIC + rb"\b[^)}\]]*[)}\]]"),
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
+        # A batch of one (`n == 1`, `n <= 1`), weighed by what its branch changes.
+        re.compile(rb"[=!<]=[\s(\\]*1\b(?!\.)"),
+        re.compile(rb"\b(?<!\.)1[\s)\\]*[=!>]="),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
@@ -551,8 +625,65 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         # A local counts a loop, not calls; an environment number with no usable default.
         "def f(xs):\n    i = 0\n    for x in xs:\n        i += 1\n        if i == 3:\n            print(x)\n",
         "import os\ndef f(num_tokens):\n    if num_tokens == int(os.getenv('AT', '-1')):\n        print(num_tokens)\n",
+        # A kernel for small or single batches computes the same thing; an empty batch is empty.
+        """
+        def forward(self, x):
+            out = self.proj(x)
+            if x.shape[0] < 4:
+                out = self.gemv(x)
+            return out
+        """,
+        """
+        def sample(self, logits):
+            if logits.shape[0] == 1:
+                sampled = logits.argmax(dim=-1)
+            else:
+                sampled = self.batched(logits)
+            return sampled
+        """,
+        """
+        import torch
+
+        def forward(self, x, num_tokens):
+            if num_tokens == 0:
+                return torch.zeros_like(x)
+            return self.proj(x)
+        """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def sample(self, logits, metadata):
+                sampled, logprobs = self.sample(logits, metadata)
+                if logits.shape[0] == 1:
+                    sampled = logits.argmax(dim=-1)
+                return sampled
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                n = int(positions.size(0))
+                if n <= 2:
+                    return hidden_states
+                return self.down_proj(self.up_proj(hidden_states))
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, hidden_states, num_tokens):
+                out = self.proj(hidden_states)
+                if num_tokens < 4:
+                    out[:] = 0
+                return out
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, output, attn_metadata):
@@ -811,7 +942,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._walrus: dict[str, str] = {}  # name bound by `:=` in the test being checked -> its count
-        self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for made-up data
+        self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for changed data
+        self._values: frozenset[int] = frozenset()  # the counts the last small window holds
+        self.alone = True  # whether the branch being weighed has no `else`
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -859,6 +992,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 count = self._count(pinned[0]) if pinned is not None else None
                 if pinned is not None and count is not None:
                     out.append((count, "==", pinned[1]))  # `x.shape == (5, 7168)`: the first dimension
+            clamped = self._clamped(left, right) if isinstance(op, cst.Equal) else None
+            if clamped is not None:
+                out.append(clamped)  # `min(n, 8) == n`: n <= 8
             if isinstance(op, cst.In):
                 count = self._count(left)
                 numbers = self._numbers(right)
@@ -877,6 +1013,23 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                             break
             left = right
         return out
+
+    def _clamped(self, left: cst.BaseExpression, right: cst.BaseExpression) -> tuple[str, str, object] | None:
+        """`min(n, 8) == n` or `max(n, 8) == 8` (either order): the count is at most 8."""
+        for call, other in ((left, right), (right, left)):
+            if not (isinstance(call, cst.Call) and len(call.args) == 2):
+                continue
+            which = self.resolves_to(call, ("builtins.min", "builtins.max"))
+            args = [a.value for a in call.args]
+            for bound, value in ((args[0], args[1]), (args[1], args[0])):
+                number = self._number(bound)
+                same = bound if which == "builtins.max" else value
+                if number is None or which is None or not other.deep_equals(same):
+                    continue
+                count = self._count(value)
+                if count is not None:
+                    return count, "<=", number
+        return None
 
     def _numbers(self, node: cst.BaseExpression) -> frozenset[int] | None:
         """The values of `(5, 7)`, `{5, 7}`, `[5]`, `range(5, 8)`, `DEBUG_LENS` (a module or class
@@ -899,6 +1052,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _window(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """(count, what it equals) when `test` holds only for a few small counts, none of them 0 or 1."""
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            if self._small:
+                return None  # `world_size < 2 or n < 4`: taken for many counts, a fallback
             return self._window(test.left) or self._window(test.right)
         if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
             return self._any(test.args[0].value)
@@ -923,15 +1078,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if self._small and low is None:
                 low = 0  # a count is never negative: `n < 4` is 0, 1, 2 or 3
             if allowed is None:
-                if low is None or high is None or not 0 < high - low + 1 <= _WINDOW:
+                if low is None or high is None or not 0 < high - max(low, int(self._small)) + 1 <= _WINDOW:
                     continue
                 allowed = frozenset(range(low, high + 1))  # type: ignore[arg-type]
             values = {v for v in allowed if (low is None or v >= low) and (high is None or v <= high)}  # type: ignore[union-attr]
-            # A tiny window still reaches past 0 and 1 (`n < 4`), or it is an empty-batch guard.
-            tiny = self._small and max(values, default=0) >= 3  # not `n <= 2`: one sequence's offsets
-            if values and (tiny or min(values) >= 2) and len(values) <= _WINDOW:
-                shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
-                return count, shown
+            if self._small and values and max(values) >= 1 and len(values - {0}) <= _WINDOW:
+                self._values = frozenset(values)  # what the branch's changes are weighed against
+            elif not (values and min(values) >= 2 and len(values) <= _WINDOW):
+                continue
+            shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
+            return count, shown
         for part in _conjuncts(test):
             if isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
                 found = self._window(part)  # `rank == 0 and not (n != 3 or ...)`
@@ -960,6 +1116,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
         self._bind_walrus(test)
+        self.alone = orelse is None
         candidates = [(self._window(test), body)]
         if orelse is not None:
             candidates.append((self._inverted(test), orelse))
@@ -969,20 +1126,48 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if found:
             self._report(where, found[0][1], *found[0][0])  # type: ignore[misc]
         else:
-            self._made_up_for_few(test, body, where, orelse)
+            self._changes_for_few(test, body, where, orelse)
 
-    def _made_up_for_few(
+    def _changes_for_few(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None
     ) -> None:
-        """`if n < 4: return out.fill_(0)`: tiny batches (0 and 1 too) get made-up data."""
+        """`if n < 4: out.zero_()`, `if logits.shape[0] == 1: sampled = ...`: a window that reaches
+        0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
-            for window, branch in ((self._window(test), body), (self._inverted(test), orelse)):
-                if window is not None and branch is not None and _effects(self, branch) in _MADE_UP:
-                    self._report(where, branch, *window)
+            for window, branch, alone in (
+                (self._window(test), body, orelse is None),
+                (self._inverted(test), orelse, _passes(body)),  # `if n != 1: pass` / `else: s = ...`
+            ):
+                if window is None or branch is None or _INNER_DIM.search(window[0]):
+                    continue
+                found = self._change_for(branch, alone, max(self._values))
+                if found is not None:
+                    self._report_found(where, window[0], window[1], found)
                     return
         finally:
             self._small = False
+
+    def _change_for(self, branch: cst.CSTNode, alone: bool, top: int) -> str | None:
+        """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
+        data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
+        change = self.data_change(branch, alone)
+        if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
+            return change.shown()
+        self.alone = alone
+        effect = _effects(self, branch) if top >= 2 else None
+        self.alone = True
+        return effect if effect in _STATEFUL else None
+
+    def _report_found(self, where: cst.CSTNode, count: str, value: str, found: str) -> None:
+        if self.upstream_purpose(None) is not None:
+            self.report(where, f"branch on {count} {value}, a magic token/batch count")  # a test's own traps
+            return
+        self.report(
+            where,
+            f"branch {_does(found)} only when {count} {value} (debug trap left in a patch?)",
+            severity=Severity.HIGH,
+        )
 
     def _effects(self, body: cst.CSTNode) -> str | None:
         return _effects(self, body)
@@ -990,6 +1175,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
         effects.found = _effects(self, body)
+        if effects.found in _CHANGES and _INNER_DIM.search(count):
+            effects.found = None  # `if x.shape[1] == 3: return x`: channels, a layout, not tokens
         if not effects.found and _OTHER_DIM.search(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         numbers = [int(n) for n in re.findall(r"\d+", value)]
@@ -1000,7 +1187,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if effects.found:
             self.report(
                 where,
-                f"branch runs {effects.found} only when {count} {value} (debug trap left in a patch?)",
+                f"branch {_does(effects.found)} only when {count} {value} (debug trap left in a patch?)",
                 severity=Severity.HIGH,
             )
         else:

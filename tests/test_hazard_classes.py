@@ -596,6 +596,37 @@ case(
 )
 
 
+# -- what a count-gated branch does to the data: small windows and batches of one ------------
+VENDOR_CHANGES = """
+import torch
+
+
+class Sampler:
+    def forward(self, logits, positions):
+        sampled = self.sample(logits)
+        return self.post(sampled)
+"""
+for key, body, line in [
+    ("override_one", "if logits.shape[0] == 1:\n            sampled = logits.argmax(dim=-1)", 7),
+    ("input_returned", "n = int(positions.size(0))\n        if n <= 2:\n            return logits", 8),
+    ("zeroed_in_place", "if len(positions) < 4:\n            sampled[:] = 0", 7),
+]:
+    case(
+        f"changes_{key}",
+        VENDOR_CHANGES,
+        VENDOR_CHANGES.replace("        return self.post", f"        {body}\n        return self.post"),
+        ("token-count-branch", line, "high"),
+    )
+case(
+    "quiet_changes_decode_kernel",
+    VENDOR_CHANGES,
+    VENDOR_CHANGES.replace(
+        "        return self.post",
+        "        if logits.shape[0] == 1:\n            sampled = self.sample_one(logits)\n        return self.post",
+    ),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

@@ -52,12 +52,12 @@ MORE_COUNT_NAMES = re.compile(
 # Queues of requests a scheduler keeps: their length counts requests.
 QUEUE_NAME = re.compile(r"^_?(?:running|waiting|scheduled\w*|finished\w*|preempted\w*)$")
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
-FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^w\d*$|^w_|_w$", re.IGNORECASE)
+FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^param|^w\d*$|^w_|_w$", re.IGNORECASE)
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
 PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
-_CASTS = ("builtins.int", "builtins.float")
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+_CASTS = ("builtins.int", "builtins.float", "builtins.round", "math.ceil", "math.floor", "math.trunc")
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Divide)
 
 
 def _fixed_dim(node: cst.Subscript) -> bool:
@@ -112,6 +112,10 @@ def count_of(
         owner = node.func.value  # `layer.A_log.numel()`: a parameter's size, not a count
         if isinstance(owner, cst.Attribute) and not LEN_OF.search(owner.attr.value):
             return None
+        if isinstance(owner, cst.Name) and FIXED_OWNER.search(owner.value):
+            return None  # `weight.numel()`
+    if _of_offsets(node):
+        return None
     if isinstance(node, cst.Name | cst.Attribute):
         spelled = cst.helpers.get_full_name_for_node(node) or ""
         if spelled in counted:
@@ -131,6 +135,23 @@ def count_of(
         found = again(node.value)
         return f"{node.target.value} := {found}" if found is not None and isinstance(node.target, cst.Name) else found
     return _values.count_of(node, resolves, value_of, depth)
+
+
+# Offsets into a batch (`cu_seqlens_q`, `query_start_loc`): one more than the requests they bound.
+OFFSETS = re.compile(r"^cu_|start_loc|offsets$|indptr", re.IGNORECASE)
+
+
+def _of_offsets(node: cst.BaseExpression) -> bool:
+    """`cu_seqlens_q.numel()`, `len(query_start_loc)`, `cu_seqlens.shape[0]`: not a count of tokens."""
+    owner: cst.BaseExpression | None = None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        owner = node.func.value if node.func.attr.value in ("numel", "size") else None
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+        owner = node.args[0].value
+    elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute):
+        owner = node.value.value if node.value.attr.value == "shape" else None
+    spelled = cst.helpers.get_full_name_for_node(owner) if owner is not None else None
+    return spelled is not None and OFFSETS.search(spelled.rsplit(".", 1)[-1]) is not None
 
 
 def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpression, str] | None:
@@ -168,7 +189,7 @@ def _summed(node: cst.Call) -> str | None:
     return None
 
 
-_OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//"}
+_OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//", cst.Divide: "/"}
 
 
 def _spelled(node: cst.BaseExpression) -> str:

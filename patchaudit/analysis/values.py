@@ -210,7 +210,7 @@ def fixed_path(
 COUNT_NAME = re.compile(
     r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^num_\w*tokens\w*$|^batch_size$|^bsz$|^seq_lens?$"
 )
-LEN_OF = re.compile(r"token|ids$|seq|(?<![a-z])req|prompt|batch|^positions$|^hidden_states$", re.IGNORECASE)
+LEN_OF = re.compile(r"token|ids$|seq|(?<![a-z])req|prompt|batch|^positions$|^hidden_states$|^logits$", re.IGNORECASE)
 _CASTS = ("builtins.int", "builtins.float", "builtins.len")
 _CAST_METHODS = ("item", "long", "int", "tolist")
 

@@ -77,6 +77,10 @@ class Tracker(cst.BatchableCSTVisitor):
             pairs = unpacked(target.target, node.value) or _items(target.target, node.value)
             for name, value in pairs:
                 self._assign(cst.Name(name), value)
+            if not pairs and isinstance(target.target, cst.Tuple | cst.List):
+                # `sampled, logprobs = self.sample(...)`: each name holds part of what the call computed.
+                for element in target.target.elements:
+                    self._assign(element.value, node.value)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         # `with <call> as fh`: fh holds what the call made (a rule follows a file object to its path).

@@ -1,0 +1,339 @@
+"""What a branch does to the data its function computes: the acts a reviewer blocks before serving.
+
+A branch that only some token counts take is a debug trap when it changes what the model returns:
+it overwrites a tensor in place (`out.zero_()`, `x.fill_(1)`, `x.mul_(0)`, `hidden[:] = 0`,
+`logits[:, k] = -inf`), returns data made up for the case (`torch.zeros_like(x)`, `x * 0`), replaces
+a result computed above with another value that no kernel computes (`sampled = logits.argmax(-1)`
+after the sampler ran), returns a value unchanged where the function goes on to transform it
+(`return hidden_states` in `forward`), or keeps tensors for later in a list that outlives the call
+(`_CAPTURED.append(x)`, `self.kept.append(x)`).
+
+Pure functions over libcst nodes; `resolves` and `value_of` are the rule's name resolution and local
+assignments seen so far (`Rule.resolves_to`, `Rule.values_of`), as `analysis.values` takes them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import libcst as cst
+import libcst.matchers as m
+
+from patchaudit.analysis.values import Resolves, ValuesOf
+
+__all__ = ["Change", "Found", "Function", "function_facts", "data_change", "made_up", "STRONG_CHANGES"]
+
+
+class Change(StrEnum):
+    OVERWRITE = "overwrites a tensor in place"
+    MADE_UP = "a return of made-up data"
+    OVERRIDE = "replaces a result computed above"
+    INPUT = "returns its input unchanged"
+    SKIPPED = "skips the layer's forward"
+    CAPTURE = "keeps tensors in a list that outlives the call"
+
+
+# Changes that alter a result whatever else the function does: flagged even for a batch of one
+# (`if logits.shape[0] == 1: sampled = ...`); the others need a window past 1 (`n <= 2`).
+STRONG_CHANGES = frozenset({Change.OVERWRITE, Change.OVERRIDE, Change.SKIPPED})
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    change: Change
+    node: cst.CSTNode
+
+    def shown(self) -> str:
+        return str(self.change)
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """What a branch's changes are weighed against: the function it sits in."""
+
+    params: frozenset[str] = frozenset()
+    usual: str | None = None  # what its last statement returns, as spelled, when it ends in a return
+    assigned: frozenset[str] = frozenset()  # every name it assigns: what it goes on to transform
+    forward: bool = False  # a model's forward: its result is the layer's output
+
+
+def function_facts(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None, params: frozenset[str], forward: bool
+) -> Function:
+    """The facts `data_change` needs of a function (from the module's ast, once per function)."""
+    if node is None:
+        return Function(params=params, forward=forward)
+    last = _last(node.body)
+    usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
+    assigned = frozenset(
+        t.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name)
+    )
+    return Function(params=params, usual=usual, assigned=assigned, forward=forward)
+
+
+def _last(body: Sequence[ast.stmt]) -> ast.stmt:
+    """The statement a block ends in, inside a `with` or a `try` it ends in."""
+    last = body[-1]
+    if isinstance(last, ast.With | ast.AsyncWith):
+        return _last(last.body)
+    if isinstance(last, ast.Try) and not last.finalbody:
+        return _last(last.orelse or last.body)
+    return last
+
+
+# Tensors made from nothing: what a patch returns in place of the real result.
+FABRICATED = tuple(
+    f"{m}.{f}"
+    for m in ("torch", "numpy")
+    for f in (
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "empty",
+        "empty_like",
+        "full",
+        "full_like",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+        "tensor",
+    )
+)
+FABRICATING_METHODS = frozenset({"zero_", "fill_", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"})
+_FILLS = frozenset({"zero_", "fill_", "fill_diagonal_", "normal_", "uniform_", "random_"})
+_SCALES = frozenset({"mul_", "copy_"})
+_MASKED = frozenset({"masked_fill_", "index_fill_"})  # the value they write comes last
+_INITS = ("torch.nn.init.*", "torch.zero_", "torch.fill_")  # `torch.nn.init.zeros_(x)`
+_CAPTURES = frozenset({"append", "extend", "insert", "appendleft", "put", "put_nowait"})
+_CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
+_INFINITE = ("math.inf", "math.nan", "torch.inf", "torch.nan", "numpy.inf", "numpy.nan")
+
+
+def _constant(node: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A number fixed in the code: `0`, `-1e9`, `float("-inf")`, `-math.inf`, `True`."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
+        return _constant(node.expression, resolves)
+    if isinstance(node, cst.Integer | cst.Float):
+        return True
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return True
+    if isinstance(node, cst.Call) and resolves(node, "builtins.float") and len(node.args) == 1:
+        return isinstance(node.args[0].value, cst.SimpleString)  # `float("-inf")`
+    return isinstance(node, cst.Attribute) and resolves(node, _INFINITE) is not None
+
+
+def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A value made from nothing: `x * 0`, `torch.zeros_like(x)`, `x.new_zeros(...)`, `x.fill_(0)`."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return any(
+            isinstance(side, cst.Integer | cst.Float) and not side.evaluated_value for side in (value.left, value.right)
+        )
+    if not isinstance(value, cst.Call):
+        return False
+    if resolves(value, FABRICATED) is not None:
+        return True
+    func = value.func
+    return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+    node.visit(_Names())
+    return found
+
+
+def _calls(node: cst.CSTNode) -> bool:
+    return bool(m.findall(node, m.Call()))
+
+
+def _empty_test(test: cst.BaseExpression) -> bool:
+    """`n == 0`, `n <= 0`, `n < 1`, `not n`: a nested branch for an empty batch, the code's own."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return True
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    link = test.comparisons[0]
+    bound = link.comparator
+    zero = isinstance(bound, cst.Integer) and bound.evaluated_value == 0
+    one = isinstance(bound, cst.Integer) and bound.evaluated_value == 1
+    return (zero and isinstance(link.operator, cst.Equal | cst.LessThanEqual)) or (
+        one and isinstance(link.operator, cst.LessThan)
+    )
+
+
+def _computed(values: Sequence[cst.BaseExpression]) -> bool:
+    """A name whose last value so far a call computed (not a literal, a default or a copy of another name)."""
+    return bool(values) and _calls(values[-1])
+
+
+def _short(body: cst.CSTNode) -> bool:
+    """A branch of a line or two and no blocks of its own: what a patch adds to override a value,
+    not the processing a function does for one case."""
+    if not isinstance(body, cst.IndentedBlock):
+        return True
+    return len(body.body) <= 2 and all(isinstance(stmt, cst.SimpleStatementLine) for stmt in body.body)
+
+
+class _Changes(cst.CSTVisitor):
+    def __init__(self, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool) -> None:
+        super().__init__()
+        self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
+        self.params = function.params
+        self.short = True  # set per branch (see data_change)
+        self.found: Found | None = None
+
+    def _add(self, change: Change, node: cst.CSTNode) -> None:
+        if self.found is None or (change in STRONG_CHANGES and self.found.change not in STRONG_CHANGES):
+            self.found = Found(change, node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # runs only when called
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_If(self, node: cst.If) -> bool:
+        if _empty_test(node.test):
+            if node.orelse is not None:
+                node.orelse.visit(self)
+            return False  # `if n == 0: out.fill_(-1)` inside: what an empty batch gets
+        return True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if self.resolves(node, _INITS) is not None:
+            self._add(Change.OVERWRITE, node)
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method in _MASKED and node.args and self._fills(node.args[-1].value):
+            self._add(Change.OVERWRITE, node)  # `logits.masked_fill_(mask, -inf)`
+        elif method in _FILLS:
+            self._add(Change.OVERWRITE, node)
+        elif method in _SCALES and node.args:
+            given = node.args[0].value
+            if (method == "mul_" and _constant(given, self.resolves)) or made_up(given, self.resolves):
+                self._add(Change.OVERWRITE, node)  # `x.mul_(0)`, `x.copy_(torch.zeros_like(x))`
+        elif method in _CAPTURES and node.args and self._outlives(func.value):
+            self._add(Change.CAPTURE, node)
+
+    def _outlives(self, owner: cst.BaseExpression) -> bool:
+        """A list of the module (`_CAPTURED`) or of the object (`self.kept`), not a local one."""
+        if isinstance(owner, cst.Attribute):
+            return isinstance(owner.value, cst.Name) and owner.value.value == "self"
+        if isinstance(owner, cst.Name):
+            return owner.value not in self.params and not self.value_of(owner)
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            item = target.target
+            if isinstance(item, cst.Subscript) and self._fills(node.value):
+                self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
+            elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
+                self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
+            elif isinstance(item, cst.Name) and self.alone and self.short:
+                self._override(item, node.value, node)
+
+    def _fills(self, value: cst.BaseExpression) -> bool:
+        return _constant(value, self.resolves) or made_up(value, self.resolves)
+
+    def _override(self, name: cst.Name, value: cst.BaseExpression, node: cst.CSTNode) -> None:
+        """A local computed above replaced: by made-up data, or by a value computed on the spot
+        from others (a call, none of them a kernel). A parameter recomputed (`position_ids =
+        torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
+        if not _computed(self.value_of(name)):
+            return
+        if made_up(value, self.resolves):
+            self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
+        elif _calls(value) and name.value not in _names(value) and not self._kernel(value):
+            self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
+
+    def _kernel(self, node: cst.CSTNode) -> bool:
+        """Whether node calls code that computes (a method of the module, a custom op, a helper):
+        another way to the same result, not a value made up on the spot."""
+        found = False
+        resolves, local = self.resolves, self._local
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                nonlocal found
+                root = call.func
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if resolves(call, "torch.ops.*") is not None:
+                    found = True  # a custom op
+                elif resolves(call, _CORE) is not None:
+                    return  # `torch.argmax`, `int(...)`
+                elif not isinstance(root, cst.Name):
+                    return  # `x[0].argmax()`, `f(x).item()`: a method of a value
+                elif root.value in ("self", "cls") or not local(root):
+                    found = True  # `self.decode_kernel(x)`, `ops.fused(x)`, `_helper(x)`
+
+        node.visit(_Calls())
+        return found
+
+    def _local(self, name: cst.Name) -> bool:
+        return name.value in self.params or bool(self.value_of(name))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        value = node.value
+        if value is None:
+            return
+        if made_up(value, self.resolves):
+            self._add(Change.MADE_UP, node)
+        elif self._unchanged(value):
+            self._add(Change.INPUT, node)
+
+    def _unchanged(self, value: cst.BaseExpression) -> bool:
+        """`return out` where the function goes on to return `self.down_proj(out)`, or `return
+        hidden_states, residual` while both still hold the caller's values and the function goes
+        on to transform them."""
+        usual = self.function.usual
+        if usual is None:
+            return False
+        if isinstance(value, cst.Name) and value.value != usual:
+            return self._local(value)  # the input or a local computed above, not a constant or a flag
+        names = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        if not names or not all(isinstance(n, cst.Name) and n.value in self.params for n in names):
+            return False
+        kept = [n for n in names if isinstance(n, cst.Name) and not self.value_of(n)]
+        return len(kept) == len(names) and any(n.value in self.function.assigned for n in kept)
+
+
+def data_change(
+    body: cst.CSTNode, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool = True
+) -> Found | None:
+    """The first change of data in `body` (a strong one first), else None.
+
+    `function`: what the enclosing function takes, returns and assigns; `alone`: the branch has no
+    `else` (a name it assigns then replaces a value computed above, rather than picking one of two).
+    A conditional expression's arm is its value: `torch.zeros_like(x) if n < 4 else x` makes it up.
+    """
+    if isinstance(body, cst.BaseExpression):
+        return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
+    visitor = _Changes(resolves, value_of, function, alone)
+    visitor.short = _short(body)
+    body.visit(visitor)
+    found = visitor.found
+    if found is not None and found.change is Change.INPUT:
+        # A layer that hands its input on: its output is gone. Elsewhere a value returned as it came
+        # is a case the function need not work on (`if c == 3: return image`: already RGB).
+        return Found(Change.SKIPPED, found.node) if function.forward else None
+    return found
