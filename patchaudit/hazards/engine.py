@@ -202,7 +202,7 @@ def _reduced(
     for name, spans in analysis.instance_spans().items():
         helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
     constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
-    # A helper of the module stands for what it calls (three levels): `_dump(x)` is a `torch.save`.
+    # A helper of the module stands for what it calls (any depth): `_dump(x)` is a `torch.save`.
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
     words = {name: [_words(text) for text in found] for name, found in texts.items()}
     nodes = _Nodes()
@@ -211,7 +211,7 @@ def _reduced(
     for rule in rules:
         bound = {n for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)}
         direct: dict[str, bool] = {}
-        for _level in range(3):
+        while True:  # to a fixed point: a rule may follow a chain of helpers further than three
             aliases = _Spelled(bound)
             more = set()
             for name, found in texts.items():
