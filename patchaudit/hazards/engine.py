@@ -144,6 +144,40 @@ class _Spelled:
         return not self.plain.isdisjoint(words) or (self.other is not None and self.other.search(text) is not None)
 
 
+class _SpanIdentifiers:
+    """The identifiers spelled on a span of lines (a helper or a class of the module).
+
+    A helper stands for what it calls only where its own lines could hold a finding of the rule:
+    with IDENTIFIERS, a rule's sink is spelled on the way to it (or reached through a module
+    alias or another helper, which the caller follows). The identifiers are those of every node
+    that starts on the span's lines, within the module-level statements that overlap it (a
+    superset of the span's own, so never stricter than the rule).
+    """
+
+    def __init__(self, body: list[ast.stmt], lines: list[bytes], nodes: _Nodes) -> None:
+        self.body = body
+        self.lines = lines
+        self.nodes = nodes
+        self.memo: dict[tuple[int, int], frozenset[str]] = {}
+
+    def any_of(self, identifiers: frozenset[str] | None, span: tuple[int, int]) -> bool:
+        if identifiers is None:
+            return True
+        found = self.memo.get(span)
+        if found is None:
+            found = self.memo[span] = self._spelled(*span)
+        return not identifiers.isdisjoint(found)
+
+    def _spelled(self, first: int, last: int) -> frozenset[str]:
+        stmts = [s for s in self.body if s.lineno <= last and (s.end_lineno or s.lineno) >= first]
+
+        def within(stmt: ast.stmt) -> list[ast.AST]:
+            return [n for n in self.nodes(stmt) if first <= getattr(n, "lineno", first) <= last]
+
+        text = b"".join(self.lines[first - 1 : last])
+        return Statement(text, stmts, within).identifiers()
+
+
 def _reduced(
     data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
 ) -> tuple[bytes, list[int], dict[int, list[int]]] | None:
@@ -168,21 +202,26 @@ def _reduced(
     for name, spans in analysis.instance_spans().items():
         helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
     constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
-    # A helper of the module stands for what it calls (three levels): `_dump(x)` is a `torch.save`.
+    # A helper of the module stands for what it calls (any depth): `_dump(x)` is a `torch.save`.
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
     words = {name: [_words(text) for text in found] for name, found in texts.items()}
+    nodes = _Nodes()
+    spelled_in = _SpanIdentifiers(tree.body, lines, nodes)
     mentions: list[_Spelled] = []
     for rule in rules:
         bound = {n for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)}
         direct: dict[str, bool] = {}
-        for _level in range(3):
+        while True:  # to a fixed point: a rule may follow a chain of helpers further than three
             aliases = _Spelled(bound)
             more = set()
             for name, found in texts.items():
                 if name in bound:
                     continue
                 if name not in direct:
-                    direct[name] = any(rule.mentions(text) for text in found)
+                    direct[name] = any(
+                        rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
+                        for text, span in zip(found, helpers[name], strict=True)
+                    )
                 if direct[name] or any(aliases.found(t, w) for t, w in zip(found, words[name], strict=True)):
                     more.add(name)
             if not more:
@@ -191,8 +230,6 @@ def _reduced(
         if rule.CONSTANTS:
             bound |= {n for n, value in constants if rule.constant_matters(value)}
         mentions.append(_Spelled(bound))
-
-    nodes = _Nodes()
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
