@@ -163,7 +163,9 @@ or a `BytesIO`'s `getvalue()` to a file from `open`, `io.FileIO`, `codecs.open`,
 temp file, or from a forward function; the process's own `sys.stdout.buffer` is not a file. A
 save into a new temp file that outlives the call (`tempfile.mkstemp()`, an item of it, its
 `os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, `os.path.join(mkdtemp(), ...)`)
-is a fixed destination. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
+is a fixed destination, unless the call is given a `dir` its caller chose (a parameter, a
+lower-case name, an attribute: a spill handed on, as IPC does), not a literal or an upper-case
+constant. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
 np.save}; SAVERS[fmt](t, p)`, a list or tuple of them, and a loop over one (`for save in
 (torch.save, np.save)`); of several, the one given a fixed path decides.
 

@@ -351,6 +351,27 @@ if self.trace_dir:
     expect=False,
 )
 case(
+    "lookalike_spill_to_a_chosen_dir",
+    top="import tempfile\nimport numpy as np",
+    tail="""
+def spill(array, directory):
+    fd, path = tempfile.mkstemp(prefix="arr-", suffix=".npy", dir=directory)
+    with os.fdopen(fd, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+    return path
+""",
+    expect=False,
+)
+case(
+    "temp_in_a_constant_dir",
+    top="import tempfile\nDUMP_DIR = '/tmp/dbg'",
+    tail="""
+def dbg(w):
+    fd, path = tempfile.mkstemp(dir=DUMP_DIR)
+    torch.save(w, path)
+""",
+)
+case(
     "lookalike_save_checkpoint",
     tail="""
 def save_checkpoint(model, path):

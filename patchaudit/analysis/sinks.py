@@ -55,6 +55,8 @@ OPENERS = {"builtins.open": (1, "mode"), "io.open": (1, "mode"), "io.FileIO": (1
 WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC")
 STREAMS = ("sys.stdout", "sys.stderr", "sys.__stdout__", "sys.__stderr__")
 TEMP_CALLS = ("tempfile.mkstemp", "tempfile.mkdtemp", "tempfile.NamedTemporaryFile")
+# Where each temp call takes its `dir` positionally.
+_TEMP_DIR_AT = {"tempfile.mkstemp": 2, "tempfile.mkdtemp": 2, "tempfile.NamedTemporaryFile": 6}
 ENV_READS = ("os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop")
 # Namespaces of the serving stack's documented settings: a variable named so is configuration.
 SETTINGS_PREFIXES = ("VLLM_", "SGLANG_", "TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "HF_", "TRANSFORMERS_", "TRITON_")
@@ -162,6 +164,8 @@ def fresh_temp(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf
     if not isinstance(node, cst.Call):
         return None
     name = resolves(node, TEMP_CALLS)
+    if name is not None and _chosen_dir(node, name, values_of):
+        return None  # `mkstemp(dir=directory)`: the caller picks the place (a spill, not a dump)
     if name == "tempfile.NamedTemporaryFile":
         delete = call_arg(node, 99, "delete")
         return f"{name}(delete=False)" if isinstance(delete, cst.Name) and delete.value == "False" else None
@@ -170,6 +174,20 @@ def fresh_temp(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf
     if node.args and resolves(node, ("os.path.join", "pathlib.Path", "builtins.str", "os.fdopen")) is not None:
         return again(node.args[0].value)
     return None
+
+
+def _chosen_dir(call: cst.Call, name: str, values_of: ValuesOf) -> bool:
+    """Whether a temp call is given a `dir` its caller chose (a parameter or a setting: a lower-case
+    name, an attribute), not one the patch fixed (a literal, an upper-case constant, a local bound to
+    a literal)."""
+    where = call_arg(call, _TEMP_DIR_AT[name], "dir")
+    if where is None or literal_string(where) is not None:
+        return False
+    if isinstance(where, cst.Name):
+        if where.value == "None" or where.value.isupper():
+            return False
+        return not any(literal_string(v) is not None for v in values_of(where))
+    return isinstance(where, cst.Attribute)
 
 
 def env_keys(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf, depth: int = 0) -> Iterator[str]:
