@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from patchaudit.errors import InvalidPolicy, PatchAuditError
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_toml, read_capped
 from patchaudit.report import DistReport, Drift, DriftState
-from patchaudit.target.record import parse_hash
+from patchaudit.target.record import parse_hash, unsafe_member
 
 SHIPPED = Path(__file__).with_name("errata.toml")
 
@@ -140,8 +140,6 @@ def _is_hex(text: str) -> bool:
 
 
 def _safe(rel: str) -> bool:
-    from patchaudit.pristine.zipwheel import unsafe_member
-
     return not unsafe_member(rel)
 
 

@@ -18,19 +18,10 @@ from packaging.version import InvalidVersion, Version
 from patchaudit.errors import PristineNotFound, UnsafePath, WheelMismatch
 from patchaudit.fs.safefs import Cap, UnreadableFile, read_capped_text
 from patchaudit.target.environment import InstalledDist
-from patchaudit.target.record import Record, parse_record
+from patchaudit.target.record import Record, parse_record, unsafe_member
 
 # No single member of any wheel is trusted beyond this, whatever its headers say.
 MEMBER_CAP = 2 << 30
-
-
-def unsafe_member(name: str) -> bool:
-    """A zip member or RECORD path that is absolute or climbs out with `..`."""
-    if not name or name.startswith(("/", "\\")) or "\\" in name or "\x00" in name:
-        return True
-    if len(name) > 1 and name[1] == ":":
-        return True
-    return any(part == ".." for part in name.split("/"))
 
 
 class ZipWheel:

@@ -216,3 +216,12 @@ def record_paths(data: bytes) -> list[str]:
         return [row[0] for row in csv.reader(text.splitlines()) if row and row[0] and "\x00" not in row[0]]
     except csv.Error:
         return [e.path for e in parse_record(data).entries]
+
+
+def unsafe_member(name: str) -> bool:
+    """A zip member or RECORD path that is absolute or climbs out with `..`."""
+    if not name or name.startswith(("/", "\\")) or "\\" in name or "\x00" in name:
+        return True
+    if len(name) > 1 and name[1] == ":":
+        return True
+    return any(part == ".." for part in name.split("/"))
