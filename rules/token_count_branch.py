@@ -231,14 +231,19 @@ _TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp})  # t
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
 
-def _one(node: ast.Compare, assigned: Values) -> bool:
-    """A count tested against a batch of one: `n == 1`, `n <= 1`, `1 >= n`."""
+def _one(node: ast.Compare, assigned: Values) -> str | None:
+    """A count tested against a batch of one: "one" for `n == 1`, `n <= 1`, `1 >= n`; "many" for
+    `n > 1`, `1 < n` (a batch of one is its `else:`)."""
     operands = [node.left, *node.comparators]
     for index, op in enumerate(node.ops):
-        for x, y in ((operands[index], operands[index + 1]), (operands[index + 1], operands[index])):
+        for side, (x, y) in enumerate(
+            ((operands[index + 1], operands[index]), (operands[index], operands[index + 1]))
+        ):
             if isinstance(x, ast.Constant) and x.value == 1 and type(x.value) is int and _count_shaped(y, assigned):
-                return isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE)  # `!=`: inverted into `else:`
-    return False
+                if isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE):
+                    return "one"  # `!=`: inverted into `else:`
+                return "many" if isinstance(op, (ast.Gt, ast.Lt)[side]) else None
+    return None
 
 
 def _changes_data(body: Sequence[ast.stmt]) -> bool:
@@ -282,8 +287,12 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
-        one = any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test))
-        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body + node.orelse))
+        ones = {_one(t, assigned) for t in ast.walk(node.test) if isinstance(t, ast.Compare)}
+        if isinstance(node, ast.IfExp):
+            return bool(ones - {None})
+        if "one" in ones and _changes_data(node.body + node.orelse):
+            return True
+        return "many" in ones and _changes_data(node.orelse)  # `if n > 1: ... else: sampled = ...`
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -572,8 +581,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
         # A batch of one (`n == 1`, `n <= 1`), weighed by what its branch changes.
-        re.compile(rb"[=!<]=[\s(\\]*1\b(?!\.)"),
-        re.compile(rb"\b(?<!\.)1[\s)\\]*[=!>]="),
+        re.compile(rb"(?:[=!<]=|(?<![-=>])>)[\s(\\]*1\b(?!\.)"),
+        re.compile(rb"\b(?<!\.)1[\s)\\]*(?:[=!>]=|<(?![<=]))"),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
