@@ -226,7 +226,8 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
-_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp})  # the nodes _magic_test can accept
+# The nodes _magic_test can accept.
+_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp, ast.Call})
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
@@ -236,9 +237,7 @@ def _one(node: ast.Compare, assigned: Values) -> str | None:
     `n > 1`, `1 < n` (a batch of one is its `else:`)."""
     operands = [node.left, *node.comparators]
     for index, op in enumerate(node.ops):
-        for side, (x, y) in enumerate(
-            ((operands[index + 1], operands[index]), (operands[index], operands[index + 1]))
-        ):
+        for side, (x, y) in enumerate(((operands[index + 1], operands[index]), (operands[index], operands[index + 1]))):
             if isinstance(x, ast.Constant) and x.value == 1 and type(x.value) is int and _count_shaped(y, assigned):
                 if isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE):
                     return "one"  # `!=`: inverted into `else:`
@@ -293,6 +292,9 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         if "one" in ones and _changes_data(node.body + node.orelse):
             return True
         return "many" in ones and _changes_data(node.orelse)  # `if n > 1: ... else: sampled = ...`
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "where" and node.args:
+        # `torch.where(n == 1, picked, sampled)`: a batch of one's branch spelled as a value.
+        return any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.args[0]))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -954,6 +956,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for changed data
         self._values: frozenset[int] = frozenset()  # the counts the last small window holds
         self.alone = True  # whether the branch being weighed has no `else`
+        self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
+        self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -1233,8 +1237,30 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, node.body, node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""
+        found = self.conditional_assign(node)
+        if found is None:
+            return
+        value, test, assigned, in_else = found
+        self._spelled.add(id(value))
+        branch = cst.IndentedBlock([cst.SimpleStatementLine([node.with_changes(value=assigned)])])
+        self._pending = value  # the name's values are those before this statement
+        try:
+            if in_else:
+                self._check(test, cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), node, cst.Else(branch))
+            else:
+                self._check(test, branch, node)
+        finally:
+            self._pending = None
+
+    def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
+        values = super().values_of(name)
+        return values[:-1] if values and values[-1] is self._pending else values
+
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._check(node.test, node.body, node, node.orelse)
+        if id(node) not in self._spelled:
+            self._check(node.test, node.body, node, node.orelse)
 
     def visit_Match(self, node: cst.Match) -> None:
         count = self._count(node.subject)

@@ -24,7 +24,16 @@ import libcst.matchers as m
 
 from patchaudit.analysis.values import Resolves, ValuesOf
 
-__all__ = ["Change", "Found", "Function", "function_facts", "data_change", "made_up", "STRONG_CHANGES"]
+__all__ = [
+    "Change",
+    "Found",
+    "Function",
+    "function_facts",
+    "conditional_assign",
+    "data_change",
+    "made_up",
+    "STRONG_CHANGES",
+]
 
 
 class Change(StrEnum):
@@ -315,6 +324,34 @@ class _Changes(cst.CSTVisitor):
             return False
         kept = [n for n in names if isinstance(n, cst.Name) and not self.value_of(n)]
         return len(kept) == len(names) and any(n.value in self.function.assigned for n in kept)
+
+
+_WHERE = ("torch.where", "numpy.where")
+_AS_TENSOR = ("torch.tensor", "torch.as_tensor", "numpy.asarray", "numpy.array")
+
+
+def conditional_assign(
+    node: cst.Assign, resolves: Resolves
+) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """`s = a if test else s` is `if test: s = a`; `s = s if test else a` and `s = torch.where(test,
+    s, a)` the same in the `else:`. Returns (the IfExp or call, test, the value the branch assigns,
+    whether it is the else), or None when no arm keeps the name's value."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return None
+    name, value = node.targets[0].target, node.value
+    if isinstance(value, cst.IfExp):
+        test, taken, other = value.test, value.body, value.orelse
+    elif isinstance(value, cst.Call) and len(value.args) == 3 and resolves(value, _WHERE) is not None:
+        test, taken, other = (a.value for a in value.args)
+        if isinstance(test, cst.Call) and len(test.args) == 1 and resolves(test, _AS_TENSOR) is not None:
+            test = test.args[0].value  # `torch.where(torch.tensor(n < 4), ...)`
+    else:
+        return None
+    if other.deep_equals(name) and not taken.deep_equals(name):
+        return value, test, taken, False
+    if taken.deep_equals(name) and not other.deep_equals(name):
+        return value, test, other, True
+    return None
 
 
 def data_change(
