@@ -141,6 +141,17 @@ CASES: dict[str, tuple[str, str, bool]] = {
         False,
     ),
     "quiet_ifexp_one_squeeze": ("sampled = sampled.squeeze(0) if logits.shape[0] == 1 else sampled", "SAMPLE", False),
+    # A sampler's pick replaced for a batch of one: an early return, a constant.
+    "return_one_argmax": ("if logits.shape[0] == 1:\n    return logits.argmax(-1)", "SAMPLE", True),
+    "gt1_else_return": ("if len(logits) > 1:\n    pass\nelse:\n    return logits.argmax(-1)", "SAMPLE", True),
+    "one_sampled_constant": ("if logits.shape[0] == 1:\n    sampled = 13", "SAMPLE", True),
+    "quiet_return_one_kernel": ("if logits.shape[0] == 1:\n    return self.greedy(logits)", "SAMPLE", False),
+    "quiet_one_constant_not_sampler": (
+        "n = self.count(chunks)\nif len(chunks) == 1:\n    n = 1\nreturn chunks[:n]",
+        "GATHER",
+        False,
+    ),
+    "quiet_return_one_not_sampler": ("if len(chunks) == 1:\n    return chunks[0].clone()", "GATHER", False),
     # Look-alikes: empty batches, kernels chosen by size, decode fast paths, padding.
     "zero_tokens": ("if num_tokens == 0:\n    return out", "FORWARD", False),
     "le0_raise": ("if num_tokens <= 0:\n    raise ValueError('empty')", "FORWARD", False),
