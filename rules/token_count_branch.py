@@ -531,7 +531,11 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
   `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
-  residual` before the layer changed them) skips the layer and counts here too;
+  residual` before the layer changed them) skips the layer and counts here too; in a sampler,
+  a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
+  on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
+  one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
+  s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
@@ -559,10 +563,9 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
-that has an `else` (one of two ways to compute it), an override by a constant (`sampled = 13`:
-a limit set to 1 reads the same) or by a conditional expression (`s = a if n == 1 else s`), an
-early `return logits.argmax(-1)` for a batch of one, a change a helper makes for a batch of one,
-comparisons whose bound
+that has an `else` (one of two ways to compute it), an override by a constant outside a
+sampler (`limit = 1` reads the same), a change a helper makes for a batch of one, comparisons
+whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
