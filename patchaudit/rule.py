@@ -635,6 +635,13 @@ class Rule(cst.BatchableCSTVisitor):
         `alone`, the branch has no `else`."""
         return _changes.data_change(body, self.resolves_to, self.values_of, self._function_facts(), alone)
 
+    def conditional_assign(
+        self, node: cst.Assign
+    ) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression, bool] | None:
+        """`s = a if test else s`, `s = torch.where(test, a, s)`: a branch spelled as a value (see
+        analysis.changes.conditional_assign)."""
+        return _changes.conditional_assign(node, self.resolves_to)
+
     def _function_facts(self) -> _changes.Function:
         """What the enclosing function takes, returns and assigns (once per function)."""
         scope, analysis = tuple(self.context.scope), self.context.analysis

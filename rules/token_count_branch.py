@@ -226,19 +226,23 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
-_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp})  # the nodes _magic_test can accept
+# The nodes _magic_test can accept.
+_TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp, ast.Call})
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
 
-def _one(node: ast.Compare, assigned: Values) -> bool:
-    """A count tested against a batch of one: `n == 1`, `n <= 1`, `1 >= n`."""
+def _one(node: ast.Compare, assigned: Values) -> str | None:
+    """A count tested against a batch of one: "one" for `n == 1`, `n <= 1`, `1 >= n`; "many" for
+    `n > 1`, `1 < n` (a batch of one is its `else:`)."""
     operands = [node.left, *node.comparators]
     for index, op in enumerate(node.ops):
-        for x, y in ((operands[index], operands[index + 1]), (operands[index + 1], operands[index])):
+        for side, (x, y) in enumerate(((operands[index + 1], operands[index]), (operands[index], operands[index + 1]))):
             if isinstance(x, ast.Constant) and x.value == 1 and type(x.value) is int and _count_shaped(y, assigned):
-                return isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE)  # `!=`: inverted into `else:`
-    return False
+                if isinstance(op, ast.Eq | ast.NotEq | ast.LtE | ast.GtE):
+                    return "one"  # `!=`: inverted into `else:`
+                return "many" if isinstance(op, (ast.Gt, ast.Lt)[side]) else None
+    return None
 
 
 def _changes_data(body: Sequence[ast.stmt]) -> bool:
@@ -282,8 +286,15 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
-        one = any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.test))
-        return one and (isinstance(node, ast.IfExp) or _changes_data(node.body + node.orelse))
+        ones = {_one(t, assigned) for t in ast.walk(node.test) if isinstance(t, ast.Compare)}
+        if isinstance(node, ast.IfExp):
+            return bool(ones - {None})
+        if "one" in ones and _changes_data(node.body + node.orelse):
+            return True
+        return "many" in ones and _changes_data(node.orelse)  # `if n > 1: ... else: sampled = ...`
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "where" and node.args:
+        # `torch.where(n == 1, picked, sampled)`: a batch of one's branch spelled as a value.
+        return any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.args[0]))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
             isinstance(n, ast.MatchValue) and _number_like(n.value)
@@ -520,7 +531,11 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
   `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
-  residual` before the layer changed them) skips the layer and counts here too;
+  residual` before the layer changed them) skips the layer and counts here too; in a sampler,
+  a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
+  on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
+  one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
+  s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
@@ -548,10 +563,9 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
-that has an `else` (one of two ways to compute it), an override by a constant (`sampled = 13`:
-a limit set to 1 reads the same) or by a conditional expression (`s = a if n == 1 else s`), an
-early `return logits.argmax(-1)` for a batch of one, a change a helper makes for a batch of one,
-comparisons whose bound
+that has an `else` (one of two ways to compute it), an override by a constant outside a
+sampler (`limit = 1` reads the same), a change a helper makes for a batch of one, comparisons
+whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
@@ -572,8 +586,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"\bin[\s\\]*[(\[{][^)\]}]*\b" + _MAGIC + rb"\b"),
         re.compile(rb"\bcase\b[^\n]*\b" + _MAGIC + rb"\b"),
         # A batch of one (`n == 1`, `n <= 1`), weighed by what its branch changes.
-        re.compile(rb"[=!<]=[\s(\\]*1\b(?!\.)"),
-        re.compile(rb"\b(?<!\.)1[\s)\\]*[=!>]="),
+        re.compile(rb"(?:[=!<]=|(?<![-=>])>)[\s(\\]*1\b(?!\.)"),
+        re.compile(rb"\b(?<!\.)1[\s)\\]*(?:[=!>]=|<(?![<=]))"),
     )
     REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
     REQUIRES_IN_STATEMENT = True
@@ -945,6 +959,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for changed data
         self._values: frozenset[int] = frozenset()  # the counts the last small window holds
         self.alone = True  # whether the branch being weighed has no `else`
+        self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
+        self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -1224,8 +1240,30 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, node.body, node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""
+        found = self.conditional_assign(node)
+        if found is None:
+            return
+        value, test, assigned, in_else = found
+        self._spelled.add(id(value))
+        branch = cst.IndentedBlock([cst.SimpleStatementLine([node.with_changes(value=assigned)])])
+        self._pending = value  # the name's values are those before this statement
+        try:
+            if in_else:
+                self._check(test, cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), node, cst.Else(branch))
+            else:
+                self._check(test, branch, node)
+        finally:
+            self._pending = None
+
+    def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
+        values = super().values_of(name)
+        return values[:-1] if values and values[-1] is self._pending else values
+
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._check(node.test, node.body, node, node.orelse)
+        if id(node) not in self._spelled:
+            self._check(node.test, node.body, node, node.orelse)
 
     def visit_Match(self, node: cst.Match) -> None:
         count = self._count(node.subject)

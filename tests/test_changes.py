@@ -110,6 +110,48 @@ CASES: dict[str, tuple[str, str, bool]] = {
     "masked_fill_one": ("if logits.shape[0] == 1:\n    logits.masked_fill_(logits < 0, -1e9)", "SAMPLE", True),
     "init_zeros": ("if num_tokens <= 2:\n    torch.nn.init.zeros_(out)", "FORWARD", True),
     "data_store": ("if num_tokens < 3:\n    out.data = torch.zeros_like(out)", "FORWARD", True),
+    # Overrides by a conditional expression or an early return for a batch of one.
+    "ifexp_one_argmax": ("sampled = logits.argmax(-1) if logits.shape[0] == 1 else sampled", "SAMPLE", True),
+    "ifexp_one_inverted": ("sampled = sampled if len(logits) != 1 else logits.argmax(-1)", "SAMPLE", True),
+    "where_lt4_argmax": (
+        "sampled = torch.where(torch.tensor(logits.shape[0] < 4), logits.argmax(-1), sampled)",
+        "SAMPLE",
+        True,
+    ),
+    "where_one_argmax": (
+        "sampled = torch.where(torch.tensor(len(logits) == 1), logits.argmax(-1), sampled)",
+        "SAMPLE",
+        True,
+    ),
+    # A count tested as more than one, the change in the else.
+    "gt1_else_override": (
+        "if logits.shape[0] > 1:\n    pass\nelse:\n    sampled = logits.argmax(-1)",
+        "SAMPLE",
+        True,
+    ),
+    "ge2_else_zero": ("if num_tokens >= 2:\n    pass\nelse:\n    out.zero_()", "FORWARD", True),
+    "quiet_one_limit_constant": (
+        "limit = len(chunks)\nif len(chunks) == 1:\n    limit = 1\nreturn chunks[:limit]",
+        "GATHER",
+        False,
+    ),
+    "quiet_gt1_else_single": (
+        "if len(chunks) > 1:\n    pass\nelse:\n    return chunks[0]",
+        "GATHER",
+        False,
+    ),
+    "quiet_ifexp_one_squeeze": ("sampled = sampled.squeeze(0) if logits.shape[0] == 1 else sampled", "SAMPLE", False),
+    # A sampler's pick replaced for a batch of one: an early return, a constant.
+    "return_one_argmax": ("if logits.shape[0] == 1:\n    return logits.argmax(-1)", "SAMPLE", True),
+    "gt1_else_return": ("if len(logits) > 1:\n    pass\nelse:\n    return logits.argmax(-1)", "SAMPLE", True),
+    "one_sampled_constant": ("if logits.shape[0] == 1:\n    sampled = 13", "SAMPLE", True),
+    "quiet_return_one_kernel": ("if logits.shape[0] == 1:\n    return self.greedy(logits)", "SAMPLE", False),
+    "quiet_one_constant_not_sampler": (
+        "n = self.count(chunks)\nif len(chunks) == 1:\n    n = 1\nreturn chunks[:n]",
+        "GATHER",
+        False,
+    ),
+    "quiet_return_one_not_sampler": ("if len(chunks) == 1:\n    return chunks[0].clone()", "GATHER", False),
     # Look-alikes: empty batches, kernels chosen by size, decode fast paths, padding.
     "zero_tokens": ("if num_tokens == 0:\n    return out", "FORWARD", False),
     "le0_raise": ("if num_tokens <= 0:\n    raise ValueError('empty')", "FORWARD", False),

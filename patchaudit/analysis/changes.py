@@ -15,6 +15,7 @@ assignments seen so far (`Rule.resolves_to`, `Rule.values_of`), as `analysis.val
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,7 +25,16 @@ import libcst.matchers as m
 
 from patchaudit.analysis.values import Resolves, ValuesOf
 
-__all__ = ["Change", "Found", "Function", "function_facts", "data_change", "made_up", "STRONG_CHANGES"]
+__all__ = [
+    "Change",
+    "Found",
+    "Function",
+    "function_facts",
+    "conditional_assign",
+    "data_change",
+    "made_up",
+    "STRONG_CHANGES",
+]
 
 
 class Change(StrEnum):
@@ -58,6 +68,7 @@ class Function:
     usual: str | None = None  # what its last statement returns, as spelled, when it ends in a return
     assigned: frozenset[str] = frozenset()  # every name it assigns: what it goes on to transform
     forward: bool = False  # a model's forward: its result is the layer's output
+    samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
 
 
 def function_facts(
@@ -76,7 +87,21 @@ def function_facts(
         for t in ast.walk(target)
         if isinstance(t, ast.Name)
     )
-    return Function(params=params, usual=usual, assigned=assigned, forward=forward)
+    return Function(params=params, usual=usual, assigned=assigned, forward=forward, samples=_samples(node, usual))
+
+
+_SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
+
+
+def _samples(node: ast.FunctionDef | ast.AsyncFunctionDef, usual: str | None) -> bool:
+    """A function that picks tokens: its name or what it returns says so (`sample`, `sampled`,
+    `next_tokens`), or it calls a sampler (`self.sampler(logits)`, `probs.multinomial(1)`)."""
+    if _SAMPLER.search(node.name) or (usual is not None and _SAMPLER.search(usual)):
+        return True
+    return any(
+        isinstance(n, ast.Call) and _SAMPLER.search(n.func.attr if isinstance(n.func, ast.Attribute) else "")
+        for n in ast.walk(node)
+    )
 
 
 def _last(body: Sequence[ast.stmt]) -> ast.stmt:
@@ -260,7 +285,9 @@ class _Changes(cst.CSTVisitor):
         torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
         if not _computed(self.value_of(name)):
             return
-        if made_up(value, self.resolves):
+        if self.function.samples and _constant(value, self.resolves):
+            self._add(Change.OVERRIDE, node)  # `sampled = 13` after the sampler ran, for a batch of one
+        elif made_up(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
         elif _calls(value) and name.value not in _names(value) and not self._kernel(value):
             self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
@@ -300,6 +327,16 @@ class _Changes(cst.CSTVisitor):
             self._add(Change.MADE_UP, node)
         elif self._unchanged(value):
             self._add(Change.INPUT, node)
+        elif self._picked(value):
+            self._add(Change.OVERRIDE, node)
+
+    def _picked(self, value: cst.BaseExpression) -> bool:
+        """`return logits.argmax(-1)` in a sampler that goes on to return what it sampled: tokens
+        picked on the spot (no kernel, no helper) in place of the sampler's."""
+        usual = self.function.usual
+        if not (self.function.samples and self.short and usual is not None and _calls(value)):
+            return False
+        return usual not in cst.Module([]).code_for_node(value) and not self._kernel(value)
 
     def _unchanged(self, value: cst.BaseExpression) -> bool:
         """`return out` where the function goes on to return `self.down_proj(out)`, or `return
@@ -315,6 +352,34 @@ class _Changes(cst.CSTVisitor):
             return False
         kept = [n for n in names if isinstance(n, cst.Name) and not self.value_of(n)]
         return len(kept) == len(names) and any(n.value in self.function.assigned for n in kept)
+
+
+_WHERE = ("torch.where", "numpy.where")
+_AS_TENSOR = ("torch.tensor", "torch.as_tensor", "numpy.asarray", "numpy.array")
+
+
+def conditional_assign(
+    node: cst.Assign, resolves: Resolves
+) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """`s = a if test else s` is `if test: s = a`; `s = s if test else a` and `s = torch.where(test,
+    s, a)` the same in the `else:`. Returns (the IfExp or call, test, the value the branch assigns,
+    whether it is the else), or None when no arm keeps the name's value."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return None
+    name, value = node.targets[0].target, node.value
+    if isinstance(value, cst.IfExp):
+        test, taken, other = value.test, value.body, value.orelse
+    elif isinstance(value, cst.Call) and len(value.args) == 3 and resolves(value, _WHERE) is not None:
+        test, taken, other = (a.value for a in value.args)
+        if isinstance(test, cst.Call) and len(test.args) == 1 and resolves(test, _AS_TENSOR) is not None:
+            test = test.args[0].value  # `torch.where(torch.tensor(n < 4), ...)`
+    else:
+        return None
+    if other.deep_equals(name) and not taken.deep_equals(name):
+        return value, test, taken, False
+    if taken.deep_equals(name) and not other.deep_equals(name):
+        return value, test, other, True
+    return None
 
 
 def data_change(
