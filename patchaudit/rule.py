@@ -32,6 +32,7 @@ from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalys
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.siblings import Siblings, imported_names
+from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.report import Severity
 
@@ -68,6 +69,7 @@ __all__ = [
     "made_up",
     "UNKNOWN",
     "call_arg",
+    "subexpressions",
     "const_value",
     "literal_string",
     "line_opcodes",

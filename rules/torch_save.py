@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string
+from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string, subexpressions
 
 SAVERS = {
     "torch.save": 1,
@@ -72,18 +72,6 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
 FROM_ENVIRONMENT = ("os.environ.get()", "os.getenv()")
 SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
-
-
-def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _All(cst.CSTVisitor):
-        def on_visit(self, sub: cst.CSTNode) -> bool:
-            out.append(sub)
-            return True
-
-    node.visit(_All())
-    return out
 
 
 # Calls that take a function and run it later (its arguments beside it, or in `args=`).
@@ -745,7 +733,7 @@ pristine text (every variable there is the operator's)."""
 
     def _is_switch(self, test: cst.BaseExpression) -> bool:
         """A test an operator sets: the environment, or a setting named for dumping or debugging."""
-        for sub in _subexpressions(test):
+        for sub in subexpressions(test):
             if isinstance(sub, cst.Call | cst.Subscript) and self.resolves_to(
                 sub.func if isinstance(sub, cst.Call) else sub.value, SWITCH_SOURCES
             ):
@@ -985,7 +973,7 @@ pristine text (every variable there is the operator's)."""
         """`logging.config.dictConfig({...})` whose handlers write to a fixed `filename`."""
         if self.resolves_to(node, LOG_CONFIG) is None:
             return False
-        for sub in _subexpressions(node):
+        for sub in subexpressions(node):
             if isinstance(sub, cst.DictElement) and literal_string(sub.key) == "filename":
                 fixed = self.fixed_path(sub.value)
                 if fixed is not None and fixed != NOWHERE:

@@ -137,7 +137,7 @@ def destination(
     if resolves(node, "os.open") is not None and node.args:
         flags = call_arg(node, 1, "flags")
         written = flags is not None and any(
-            isinstance(n, cst.Attribute | cst.Name) and _last(n) in WRITE_FLAGS for n in _walk(flags)
+            isinstance(n, cst.Attribute | cst.Name) and _last(n) in WRITE_FLAGS for n in subexpressions(flags)
         )
         return node.args[0].value if written else None
     if resolves(node, ("os.fdopen", "mmap.mmap")) is not None and node.args:
@@ -195,7 +195,7 @@ def env_keys(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf, 
     chooses a place of its own), through local names."""
     if depth > _DEPTH:
         return
-    for sub in _walk(node):
+    for sub in subexpressions(node):
         if isinstance(sub, cst.Call) and len(sub.args) == 1 and resolves(sub, ENV_READS) is not None:
             key = literal_string(sub.args[0].value)
         elif isinstance(sub, cst.Subscript) and resolves(sub.value, "os.environ") is not None:
@@ -231,14 +231,15 @@ def env_keys_ast(node: ast.expr, resolves: Callable[[ast.expr], frozenset[str]])
 
 def names_in(node: cst.BaseExpression) -> list[str]:
     """The bare names an expression mentions."""
-    return [sub.value for sub in _walk(node) if isinstance(sub, cst.Name)]
+    return [sub.value for sub in subexpressions(node) if isinstance(sub, cst.Name)]
 
 
 def _last(node: cst.Attribute | cst.Name) -> str:
     return node.attr.value if isinstance(node, cst.Attribute) else node.value
 
 
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+def subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under `node`, itself included, in visiting order."""
     out: list[cst.CSTNode] = []
 
     class _All(cst.CSTVisitor):
