@@ -56,7 +56,7 @@ class Nodes:
     def mod(self, i: int) -> Path:
         return site_packages(self.pythons[i]) / "demo" / "mod.py"
 
-    def run(self, *args: str | os.PathLike[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str | os.PathLike[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
         return patchaudit("cluster", "scan", "--address", self.address, "--timeout", str(timeout), *args)
 
 
@@ -211,11 +211,11 @@ def test_auto_finds_a_head_bound_to_loopback(nodes: Nodes) -> None:
     env["RAY_ADDRESS"] = nodes.address
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "patchaudit"), "cluster", "scan", "--address", "auto"]
-        + ["--timeout", "60", "--format", "json"],
+        + ["--timeout", "180", "--format", "json"],
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=300,
     )
     assert proc.stderr == ""
     found = json.loads(proc.stdout)
