@@ -97,8 +97,7 @@ class VerdictCache:
             if entry["resolved"] != _resolution_stat(self.python, self.site_path):
                 return None
             plan = FilePlan.from_dict(entry["plan"])
-            fingerprint, _ = plan.fingerprint(processes)
-            if fingerprint != entry["fingerprint"]:
+            if plan.fingerprint(processes) != entry["fingerprint"]:
                 return None
             return from_dict(entry["verdict"])
         except (KeyError, TypeError, ValueError):
