@@ -22,6 +22,7 @@ from pathlib import Path
 from patchaudit.fs.safefs import UnreadableFile, read_json
 from patchaudit.gate.plan import FilePlan, stat_row
 from patchaudit.gate.verdict import Verdict, from_dict, to_dict
+from patchaudit.target.cachedir import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,9 +37,7 @@ CACHE_KEEP = 8
 
 def cache_name(key: str) -> str:
     """The file that keeps the verdict of the gate with this key."""
-    import hashlib
-
-    return CACHE_PREFIX + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".json"
+    return CACHE_PREFIX + sha256_hex(key.encode("utf-8", "surrogateescape"))[:16] + ".json"
 
 
 # --- the verdict cache, beside the environment's stat cache (where: patchaudit.target.cachedir) ---
