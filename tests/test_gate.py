@@ -268,6 +268,22 @@ def test_each_gate_keeps_its_verdict_in_a_file_of_its_own(env: Path, tmp_path: P
     assert again.returncode == 0 and " cached;" not in summary(again)
 
 
+def test_a_verdict_file_cut_short_or_grown_is_not_used(env: Path, tmp_path: Path) -> None:
+    """The listings follow the verdict file's JSON line raw, sized by it: a file that lost or gained
+    bytes there (a full disk, a stray write) is a miss, and the gate audits again."""
+    cache = tmp_path / "cache"
+    assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+    (verdicts,) = next(cache.iterdir()).glob("gate-*.json")
+    whole = verdicts.read_bytes()
+    assert whole.count(b"\n") >= 1 and b"\0" in whole.split(b"\n", 1)[1]
+    for changed in (whole[:-1], whole + b"x", whole.replace(b"\0", b"\0\0", 1)):
+        verdicts.write_bytes(changed)
+        proc = gate("steady", "--python", env, "--cache-dir", cache)
+        assert proc.returncode == 0 and " cached;" not in summary(proc), proc.stdout + proc.stderr
+        assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+        whole = verdicts.read_bytes()
+
+
 def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_path: Path) -> None:
     """The gate runs before every service start: its warm path pays for every module it imports."""
     import sys
