@@ -268,6 +268,22 @@ def test_each_gate_keeps_its_verdict_in_a_file_of_its_own(env: Path, tmp_path: P
     assert again.returncode == 0 and " cached;" not in summary(again)
 
 
+def test_a_verdict_file_cut_short_or_grown_is_not_used(env: Path, tmp_path: Path) -> None:
+    """The listings follow the verdict file's JSON line raw, sized by it: a file that lost or gained
+    bytes there (a full disk, a stray write) is a miss, and the gate audits again."""
+    cache = tmp_path / "cache"
+    assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+    (verdicts,) = next(cache.iterdir()).glob("gate-*.json")
+    whole = verdicts.read_bytes()
+    assert whole.count(b"\n") >= 1 and b"\0" in whole.split(b"\n", 1)[1]
+    for changed in (whole[:-1], whole + b"x", whole.replace(b"\0", b"\0\0", 1)):
+        verdicts.write_bytes(changed)
+        proc = gate("steady", "--python", env, "--cache-dir", cache)
+        assert proc.returncode == 0 and " cached;" not in summary(proc), proc.stdout + proc.stderr
+        assert " cached;" in summary(warm("steady", "--python", env, "--cache-dir", cache))
+        whole = verdicts.read_bytes()
+
+
 def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_path: Path) -> None:
     """The gate runs before every service start: its warm path pays for every module it imports."""
     import sys
@@ -319,13 +335,13 @@ def test_fingerprint_is_the_same_on_any_number_of_processes_and_sees_every_edit(
     tree_blocks = [b for b in plan.blocks if plan.roots[b[0]] == str(tree)]
     assert len(tree_blocks) >= 9 and any(item > 1 for _, _, item, _ in tree_blocks)  # cut inside a directory
     plan = FilePlan.from_dict(plan.to_dict())
-    assert [plan.fingerprint(n, min_rows=1)[0] for n in (1, 2, 3, 8)] == [built] * 4
+    assert [plan.fingerprint(n, min_rows=1) for n in (1, 2, 3, 8)] == [built] * 4
 
     for victim in (tree / "d07" / "sub" / "m99.py", tree / "d05" / f"h{BLOCK_ROWS * 2}.h"):
         before = victim.stat()
         victim.write_text("x = 2\n")
         os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
-        after = {plan.fingerprint(n, min_rows=1)[0] for n in (1, 3)}
+        after = {plan.fingerprint(n, min_rows=1) for n in (1, 3)}
         assert len(after) == 1 and built not in after
         plan, built, _ = FilePlan.build(environment.from_python(env), [], extra_files=[], extra_roots=[tree])
 
@@ -431,6 +447,10 @@ def test_cached_listing_gives_the_rows_of_a_listing_walk(tmp_path: Path) -> None
     time.sleep(0.01)
     assert changed(lambda: (root / "e" / "m0.py").chmod(0o600))
     rows, listing = _walk(str(root), set())
+    if os.geteuid() == 0:  # a new owner, mode and size and times as they were: its ctime changed
+        time.sleep(0.01)
+        assert changed(lambda: os.chown(root / "e" / "m0.py", 1, 1))
+        rows, listing = _walk(str(root), set())
     # a directory swapped for a link to a copy of it (its own mtime kept): never opened through the link
     copy = tmp_path / "copy"
     shutil.copytree(root / "a" / "b", copy, copy_function=shutil.copy2)

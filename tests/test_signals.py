@@ -220,3 +220,62 @@ def test_signals_over_a_real_stack() -> None:
     _hammer(_pa("scan", "--path", site, "--all-files", "--no-cache"), half, 8.0, None, rng)
     _hammer(_pa("scan", "--path", site, "--all-files"), count - half, 8.0, None, rng)
     assert _report("scan", "--path", site, "--all-files") == cold
+
+
+def _forked(pid: int) -> bool:
+    """Whether the run has forked a child of its own (a warm gate's stat process) that is still alive."""
+    try:
+        return bool(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    except OSError:
+        return False
+
+
+def test_a_signal_during_the_warm_gates_forked_stat_pass_leaves_no_process(tmp_path: Path) -> None:
+    """A warm gate stats a large tree in forked processes: SIGTERM to the gate (systemd stopping a
+    start), or SIGINT to its whole process group (Ctrl-C), while they run ends it with 143/130, and no
+    process of the group is left."""
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "wheels", "sigtree", "1.0", {"sigtree/__init__.py": ""}))
+    data = site_packages(python) / "sigtree" / "data"
+    for d in range(120):  # 60,000 files the warm gate stats: tens of milliseconds on each of two processes
+        (data / f"d{d:03}").mkdir(parents=True)
+        for f in range(500):
+            (data / f"d{d:03}" / f"f{f}.bin").touch()
+    cmd = _pa("gate", "sigtree", "--python", python, "--workers", "2")
+    for _ in range(3):  # the first run verifies and keeps its verdict (the files are added: exit 1)
+        warm = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if "cached" in warm.stdout:
+            break
+        time.sleep(0.1)
+    assert warm.returncode == 1 and "cached" in warm.stdout, warm.stdout + warm.stderr
+    landed = {signal.SIGTERM: 0, signal.SIGINT: 0}
+    for attempt in range(40):
+        signum = (signal.SIGTERM, signal.SIGINT)[attempt % 2]
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        while proc.poll() is None and not _forked(proc.pid):
+            pass
+        if proc.poll() is not None:  # it ended before a child was seen: try again
+            proc.communicate()
+            continue
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        try:
+            _out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"the gate still runs 10 s after {signal.Signals(signum).name}")
+        left = [_describe(pid) for pid in _group(proc.pid)]
+        if left:
+            os.killpg(proc.pid, signal.SIGKILL)
+        assert not left, f"processes left after {signal.Signals(signum).name}: {left}"
+        assert proc.returncode == 128 + signum, (signal.Signals(signum).name, proc.returncode, err.decode())
+        assert b"Traceback" not in err, err.decode()
+        landed[signum] += 1
+        if min(landed.values()) >= 3:
+            break
+    assert min(landed.values()) >= 3, f"signals that landed while children ran: {landed}"

@@ -90,12 +90,15 @@ def read_capped(
             raise UnreadableFile(path, Why.TOO_LARGE, f"{st.st_size} bytes, cap {cap}")
         chunks: list[bytes] = []
         left = cap + 1  # one byte past the cap shows a file that grew after fstat
+        # the whole file in one read when fstat told its size: one buffer, and no copy to join it
+        want = max(st.st_size + 1, 1 * MIB)
         while left > 0:
-            chunk = os.read(fd, min(left, 1 * MIB))
+            chunk = os.read(fd, min(left, want))
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
+            want = 1 * MIB
         if left <= 0:
             raise UnreadableFile(path, Why.TOO_LARGE, f"grew past cap {cap}")
         return b"".join(chunks)

@@ -33,12 +33,23 @@ class Location:
     note: str | None = None
 
 
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 of `data` in hex, from CPython's own module where there is one: hashlib loads
+    OpenSSL first, a tenth of the warm gate's imports, for the two short names the gate digests."""
+    try:
+        from _sha256 import sha256  # CPython 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython 3.12 and later
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
+
+
 def env_key(prefix: Path) -> str:
     """A directory name for one environment: its prefix's name and a digest of its real path."""
-    import hashlib
-
     real = os.path.realpath(prefix)
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    digest = sha256_hex(real.encode("utf-8", "surrogateescape"))[:16]
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(real))[:40].lstrip(".")
     return f"{name or 'root'}-{digest}"
 
