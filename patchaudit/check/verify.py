@@ -88,9 +88,10 @@ def verify(
     every = list(every) if every is not None else list(dists)
 
     # Every RECORD is read first, and cut into pieces (pieces.py); the worker processes start at
-    # once and parse, hash and compare the pieces themselves, while this process only reads the
-    # paths off each RECORD's lines (load_unchecked): the workers say whether every line was a simple
-    # one, and a RECORD with any other is parsed again here. The package directories are walked first
+    # once and parse, hash and compare the pieces themselves; this process reads nothing off a
+    # RECORD's lines (load_unchecked): the workers say whether every line was a simple one, and send
+    # back the first parts of its paths for the added-file pass; a RECORD with any other line is parsed
+    # here, and a simple one is cut into paths only if something asks. The package directories are walked first
     # of all: every top-level directory when the whole environment is scanned (no RECORD needs reading
     # to know them), else those the scanned RECORDs list.
     read = {d.meta_dir: read_record_or_why(d) for d in dists}
@@ -126,16 +127,14 @@ def verify(
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
         walked = {root: pool.result(index) for index, root in enumerate(roots)}
-        ownership, added_by = _added(every, loaded, walked)
         found_by = _collect(pool, tasks, with_data, cache)
-    odd = [meta_dir for meta_dir, of_pieces in found_by.items() if not of_pieces.simple]
-    for meta_dir in odd:
-        loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
     for meta_dir, of_pieces in found_by.items():
-        if of_pieces.simple:
+        if of_pieces.simple:  # the workers' count and first parts stand: its lines are not read here
             loaded[meta_dir].hashed = of_pieces.checked
-    if odd:  # what is owned was read off lines that are not all simple: worked out again
-        ownership, added_by = _added(every, loaded, walked)
+            loaded[meta_dir].heads = of_pieces.firsts
+        else:  # what it lists cannot be read off its lines: parsed
+            loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
+    ownership, added_by = _added(every, loaded, walked)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -260,6 +259,7 @@ class _Found:
     stale: list[Drift] = dataclasses.field(default_factory=list)
     foreign: list[Unverified] = dataclasses.field(default_factory=list)
     simple: bool = True  # every line of the RECORD is a simple one: the paths load_unchecked read stand
+    firsts: set[str] = dataclasses.field(default_factory=set)  # the first parts of its paths, when simple
 
 
 def _collect(
@@ -281,6 +281,7 @@ def _collect(
         into = out[meta_dir]
         into.checked += checked.checked
         into.simple = into.simple and checked.simple
+        into.firsts |= checked.firsts
         for path, expected, raw in checked.found:
             into.found[path, expected] = to_state(absolute_path(location, path), raw, cache)
         if cache is not None:
