@@ -7,13 +7,15 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from packaging.utils import NormalizedName, canonicalize_name
+from typing import TYPE_CHECKING, cast
 
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
 from patchaudit.fs.beneath import read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json
 from patchaudit.report import Source
+
+if TYPE_CHECKING:
+    from packaging.utils import NormalizedName
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -139,6 +141,17 @@ def _unique_dirs(candidates: Iterable[Path | None]) -> tuple[Path, ...]:
     return tuple(seen)
 
 
+def canonical_name(name: str) -> NormalizedName:
+    """A project name as PEP 503 normalizes it (packaging.utils.canonicalize_name's answer).
+
+    Worked out here: importing packaging.utils imports packaging.tags, and with it logging, subprocess
+    and platform, which a scan of a clean environment has no other use for."""
+    value = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in value:
+        value = value.replace("--", "-")
+    return cast("NormalizedName", value)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstalledDist:
     """One *.dist-info or *.egg-info directory found in a site directory."""
@@ -150,7 +163,7 @@ class InstalledDist:
 
     @property
     def key(self) -> NormalizedName:
-        return canonicalize_name(self.name)
+        return canonical_name(self.name)
 
     @property
     def record_path(self) -> Path | None:
@@ -236,7 +249,7 @@ def select(dists: Sequence[InstalledDist], names: Sequence[str]) -> list[Install
         by_key.setdefault(dist.key, []).append(dist)
     chosen: list[InstalledDist] = []
     for name in names:
-        matches = by_key.get(canonicalize_name(name))
+        matches = by_key.get(canonical_name(name))
         if not matches:
             raise DistributionNotFound(f"{name} is not installed in this environment")
         chosen.extend(m for m in matches if m not in chosen)
