@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 
-from patchaudit.fs.beneath import read_below
+from patchaudit.fs.beneath import DirCache, read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile, Why
 from patchaudit.report import Drift, DriftState
 from patchaudit.target.environment import InstalledDist
@@ -78,12 +78,13 @@ def read_record(dist: InstalledDist) -> bytes | None:
     return read_record_or_why(dist)[0]
 
 
-def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
-    """(RECORD bytes, None), or (None, why it cannot be read: a FIFO, a link, past its cap)."""
+def read_record_or_why(dist: InstalledDist, dirs: DirCache | None = None) -> tuple[bytes | None, str | None]:
+    """(RECORD bytes, None), or (None, why it cannot be read: a FIFO, a link, past its cap); `dirs`: the
+    directory descriptors of a read of many RECORDs (one walk from `/` for all, not one each)."""
     if dist.record_path is None:
         return None, None
     try:
-        return read_below(dist.record_path, Cap.RECORD), None
+        return read_below(dist.record_path, Cap.RECORD, dirs), None
     except UnreadableFile as exc:
         return None, None if exc.why is Why.MISSING else f"RECORD is {exc.why.value}" + (
             f" ({exc.detail})" if exc.detail else ""

@@ -28,7 +28,7 @@ from patchaudit.check.ownership import (
 )
 from patchaudit.check.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.errors import UnsafePath
-from patchaudit.fs.beneath import stat_below
+from patchaudit.fs.beneath import DirCache, stat_below
 from patchaudit.parallel.hashing import FileState, hash_file, pool_size, to_state
 from patchaudit.parallel.statcache import StatCache, StatKey
 from patchaudit.parallel.workers import Pool
@@ -94,7 +94,8 @@ def verify(
     # here, and a simple one is cut into paths only if something asks. The package directories are walked first
     # of all: every top-level directory when the whole environment is scanned (no RECORD needs reading
     # to know them), else those the scanned RECORDs list.
-    read = {d.meta_dir: read_record_or_why(d) for d in dists}
+    with DirCache() as dirs:
+        read = {d.meta_dir: read_record_or_why(d, dirs) for d in dists}
     raw = {key: data for key, (data, _) in read.items()}
     unreadable = {key: why for key, (_, why) in read.items() if why is not None}
     if {d.meta_dir for d in every} <= raw.keys():
@@ -207,7 +208,7 @@ def verify(
             verifiable=checked > 0,
             facts=tuple(facts),
         )
-        if dist.source in (Source.EDITABLE, Source.VCS):
+        if report.source in (Source.EDITABLE, Source.VCS):
             report = _with_working_tree(report, dist)
         elif report.drift or item.problems:
             # Debian builds write RECORD before stripping binaries and leave out what they do not

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
-from patchaudit.fs.beneath import read_below
+from patchaudit.fs.beneath import DirCache, read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json
 from patchaudit.report import Source
 
@@ -193,11 +193,11 @@ class InstalledDist:
         return Source.WHEEL
 
 
-def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
+def _read_name_version(meta_dir: Path, dirs: DirCache) -> tuple[str, str] | None:
     """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
     from patchaudit.target.metadata import name_version
 
-    name, version = name_version(meta_dir)
+    name, version = name_version(meta_dir, dirs)
     if name and version:
         return name, version
     stem = meta_dir.name.rsplit(".", 1)[0]
@@ -210,21 +210,29 @@ def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
 def distributions(env: Environment) -> list[InstalledDist]:
     """Every distribution in the environment's site directories, in sys.path order."""
     found: list[InstalledDist] = []
-    for site_dir in env.site_dirs:
-        try:
-            names = sorted(os.listdir(site_dir))
-        except OSError as exc:
-            raise EnvironmentNotFound(f"cannot list {site_dir}: {exc.strerror}") from None
-        for entry in names:
-            if not entry.endswith((".dist-info", ".egg-info")):
-                continue
-            meta_dir = site_dir / entry
-            if not meta_dir.is_dir():
-                continue
-            nv = _read_name_version(meta_dir)
-            if nv is None:
-                continue
-            found.append(InstalledDist(name=nv[0], version=nv[1], location=site_dir, meta_dir=meta_dir))
+    with DirCache() as dirs:  # one descriptor per directory for every metadata directory, not a walk each
+        for site_dir in env.site_dirs:
+            found.extend(_in_site_dir(site_dir, dirs))
+    return found
+
+
+def _in_site_dir(site_dir: Path, dirs: DirCache) -> list[InstalledDist]:
+    """The distributions of one site directory, in name order."""
+    found: list[InstalledDist] = []
+    try:
+        names = sorted(os.listdir(site_dir))
+    except OSError as exc:
+        raise EnvironmentNotFound(f"cannot list {site_dir}: {exc.strerror}") from None
+    for entry in names:
+        if not entry.endswith((".dist-info", ".egg-info")):
+            continue
+        meta_dir = site_dir / entry
+        if not meta_dir.is_dir():
+            continue
+        nv = _read_name_version(meta_dir, dirs)
+        if nv is None:
+            continue
+        found.append(InstalledDist(name=nv[0], version=nv[1], location=site_dir, meta_dir=meta_dir))
     return found
 
 
