@@ -120,9 +120,11 @@ def verify(
     limit = pool_size(workers, lines)
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
         loaded: dict[Path, Loaded] = {}
+        sources: dict[Path, Source] = {}
         for dist in dists:
             data = raw[dist.meta_dir]
             loaded[dist.meta_dir] = load(dist, data) if data is None else load_unchecked(dist, data)
+            sources[dist.meta_dir] = dist.source  # its direct_url.json read while the workers hash, not after
             pool.ready()
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
@@ -154,7 +156,7 @@ def verify(
                     name=dist.name,
                     version=dist.version,
                     location=str(dist.location),
-                    source=dist.source,
+                    source=sources[dist.meta_dir],
                     unverified=(Unverified(path=dist.meta_dir.name, reason=reason),),
                     verifiable=False,
                 )
@@ -201,7 +203,7 @@ def verify(
             name=dist.name,
             version=dist.version,
             location=str(dist.location),
-            source=dist.source,
+            source=sources[dist.meta_dir],
             drift=tuple(drift),
             unverified=tuple(unverified),
             files_checked=checked,
