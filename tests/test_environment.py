@@ -49,3 +49,19 @@ def test_whole_environment_scan_of_a_fresh_venv_is_clean(tmp_path: Path) -> None
     proc = patchaudit("scan", "--python", python, "--no-hazards")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 distribution," in proc.stdout
+
+
+def test_canonical_name_is_packagings() -> None:
+    from packaging.utils import canonicalize_name
+
+    names = [
+        "Django",
+        "zope.interface",
+        "Foo__Bar",
+        "a.-_b",
+        "--x--",
+        "torch_c_dlpack_ext",
+        "ÄBc.D",
+        "nvidia-cuda-runtime-cu12",
+    ]
+    assert [environment.canonical_name(n) for n in names] == [canonicalize_name(n) for n in names]

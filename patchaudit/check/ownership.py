@@ -7,11 +7,11 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 
-from patchaudit.fs.beneath import read_below
+from patchaudit.fs.beneath import DirCache, read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile, Why
 from patchaudit.report import Drift, DriftState
 from patchaudit.target.environment import InstalledDist
@@ -22,20 +22,29 @@ _Owners = dict[str, list[InstalledDist]]  # path -> the distributions whose RECO
 
 @dataclass(slots=True)
 class Loaded:
-    """One distribution's RECORD: the paths it lists at once, its entries parsed when first asked for.
+    """One distribution's RECORD: the paths it lists and its entries, each worked out when first asked for.
 
-    A RECORD of simple lines (nearly all of them) is only cut into paths here: its entries, hashes and
-    sizes are parsed for a distribution that drifted, or one whose files another RECORD's drift names.
+    A RECORD of simple lines (nearly all of them) is not even cut into paths unless something asks what
+    it lists: on a clean environment nothing does, and the main process does nothing per clean file.
+    Its entries, hashes and sizes are parsed for a distribution that drifted, or one whose files another
+    RECORD's drift names.
     """
 
     dist: InstalledDist
     data: bytes | None  # the RECORD's bytes; None: there is none to read
-    entries: dict[str, str | None] = field(default_factory=dict)  # normalized rel path -> raw RECORD path
+    listed: dict[str, str | None] | None = None  # normalized rel path -> raw RECORD path; None: not read yet
     hashes: dict[str, str] | None = None  # normalized rel path -> "algorithm=digest", built when asked
     sizes: dict[str, int] | None = None  # normalized rel path -> the size RECORD gives, built when asked
     hashed: int | None = None  # entries with a sha256 digest of a simple RECORD (no problems); None: parse it
     parsed: Record | None = None
     heads: set[str] | None = None  # what the paths below a directory start with, worked out when asked
+
+    @property
+    def entries(self) -> dict[str, str | None]:
+        """Normalized rel path -> raw RECORD path of every path the RECORD lists."""
+        if self.listed is None:
+            self.listed = _paths_of_lines(self.data) if self.data is not None else {}
+        return self.listed
 
     @property
     def record(self) -> Record | None:
@@ -69,12 +78,13 @@ def read_record(dist: InstalledDist) -> bytes | None:
     return read_record_or_why(dist)[0]
 
 
-def read_record_or_why(dist: InstalledDist) -> tuple[bytes | None, str | None]:
-    """(RECORD bytes, None), or (None, why it cannot be read: a FIFO, a link, past its cap)."""
+def read_record_or_why(dist: InstalledDist, dirs: DirCache | None = None) -> tuple[bytes | None, str | None]:
+    """(RECORD bytes, None), or (None, why it cannot be read: a FIFO, a link, past its cap); `dirs`: the
+    directory descriptors of a read of many RECORDs (one walk from `/` for all, not one each)."""
     if dist.record_path is None:
         return None, None
     try:
-        return read_below(dist.record_path, Cap.RECORD), None
+        return read_below(dist.record_path, Cap.RECORD, dirs), None
     except UnreadableFile as exc:
         return None, None if exc.why is Why.MISSING else f"RECORD is {exc.why.value}" + (
             f" ({exc.detail})" if exc.detail else ""
@@ -87,7 +97,7 @@ def load(dist: InstalledDist, data: bytes | None = None) -> Loaded:
     loaded = Loaded(dist=dist, data=data)
     if data is None:
         return loaded
-    loaded.entries, loaded.hashed, loaded.parsed = listed_paths(data)
+    loaded.listed, loaded.hashed, loaded.parsed = listed_paths(data)
     return loaded
 
 
@@ -113,11 +123,17 @@ def listed_paths(data: bytes) -> tuple[dict[str, str | None], int | None, Record
 def load_unchecked(dist: InstalledDist, data: bytes) -> Loaded:
     """What load() finds in a RECORD of simple lines, read off its lines without checking that they are.
 
-    The path is what comes before a line's first comma, or between the quotes of a quoted one; the
-    sha256 digests are counted (a quoted path may hold one: the workers' count is the one kept). Only a
-    RECORD whose every line the workers' parse found simple (pieces.Checked.simple) may keep this
-    answer: any other is load()ed again.
+    The sha256 digests are counted (a quoted path may hold one: the workers' count is the one kept);
+    the paths are read off the lines when first asked for (Loaded.entries). Only a RECORD whose every
+    line the workers' parse found simple (pieces.Checked.simple) may keep this answer: any other is
+    load()ed again.
     """
+    return Loaded(dist=dist, data=data, hashed=data.count(b",sha256="))
+
+
+def _paths_of_lines(data: bytes) -> dict[str, str | None]:
+    """The paths of a RECORD of simple lines: what comes before a line's first comma, or between the
+    quotes of a quoted one (load_unchecked)."""
     text = data.decode("utf-8", "surrogateescape")
     lines = text.split("\n")
     if lines[-1] == "":
@@ -125,10 +141,7 @@ def load_unchecked(dist: InstalledDist, data: bytes) -> Loaded:
     paths = [
         line.partition(",")[0] if line[:1] != '"' else line[1 : line.rfind('"')].replace('""', '"') for line in lines
     ]
-    loaded = Loaded(dist=dist, data=data)
-    loaded.entries = dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
-    loaded.hashed = data.count(b",sha256=")
-    return loaded
+    return dict(zip(paths, paths, strict=True)) if _plain(data) else {normalize(p): p for p in paths}
 
 
 def _plain(data: bytes) -> bool:
@@ -207,6 +220,9 @@ class Ownership:
     def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
         """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
         needle = name.encode()
+        # A path is listed whole in its RECORD's bytes (normalizing only drops parts of it), unless a
+        # quote in it is doubled: a RECORD without the name is not cut into paths to say so.
+        quoted = '"' in name
         found = []
         for dist in self._every:
             if dist.location != location:
@@ -217,6 +233,8 @@ class Ownership:
                 if needle not in raw:
                     continue
                 item = self._loaded[dist.meta_dir] = load(dist)
+            elif not quoted and needle not in (item.data or b""):
+                continue
             if name in item.entries:
                 found.append(dist)
         return found
@@ -364,9 +382,7 @@ class Walks:
         self._unowned: dict[tuple[Path, str], list[tuple[str, bool, InstalledDist | None]]] = {}
         self._drift: dict[tuple[Path, str], Drift] = {}
 
-    def unowned(
-        self, location: Path, top: str, own: dict[str, str | None]
-    ) -> list[tuple[str, bool, InstalledDist | None]]:
+    def unowned(self, location: Path, top: str, asker: Loaded) -> list[tuple[str, bool, InstalledDist | None]]:
         """(path, is_symlink, closest owner) of every file below location/top that no RECORD owns.
 
         The answer is the same whichever distribution asks (what one owns, the index of all holds),
@@ -379,6 +395,10 @@ class Walks:
         walked = self._walked.get((location, top))
         if walked is None:
             walked = list(walk(location, top))
+        if not walked:  # what the workers' walk sends back of a clean tree: the asker's paths need no reading
+            self._unowned[location, top] = []
+            return []
+        own = asker.entries
         mine = own.__contains__
         ownership = self._ownership
         owned = lambda path: ownership.owned(location, path)  # noqa: E731
@@ -413,7 +433,6 @@ def added_files(item: Loaded, ownership: Ownership, walks: Walks) -> tuple[list[
     Returns (attributed to this distribution, shared directories where the owner is ambiguous).
     """
     location = item.dist.location
-    own = item.entries
     mine: list[Drift] = []
     shared: list[Drift] = []
     for top in sorted(top_dirs(item)):
@@ -425,8 +444,8 @@ def added_files(item: Loaded, ownership: Ownership, walks: Walks) -> tuple[list[
             continue
         if not root.is_dir():
             continue
-        for rel, is_link, owner in walks.unowned(location, top, own):
-            if rel in own:
+        for rel, is_link, owner in walks.unowned(location, top, item):
+            if rel in item.entries:
                 continue
             if owner is item.dist:
                 mine.append(walks.drift(location, rel, is_link))

@@ -3,8 +3,10 @@
 A worker is handed a byte range of a RECORD it already holds (see patchaudit.parallel.workers) and parses it
 with the same parser the report uses. It sends back only what a user may need to see: the files that
 do not have the digest their line names, with what was found; for a clean file, the stat key its
-digest may be cached under, and whether every line of the piece was a simple one: the main process
-reads a RECORD's paths off its lines unchecked, and parses again only a RECORD with any other. Where
+digest may be cached under; whether every line of the piece was a simple one: the main process
+reads a RECORD's paths off its lines unchecked, and parses again only a RECORD with any other; and,
+of a simple piece, the first parts of the paths it lists, which is all that the added-file pass needs
+of a clean RECORD. Where
 the report parses a RECORD whole (it drifted), that parse and the pieces' list the same entries (a piece
 is whole rows, cut only where every newline ends a row); verify checks that they agree: as many entries
 checked, and every file sent back one that the report lists.
@@ -74,6 +76,7 @@ class Checked:
     stale: list[Drift] = field(default_factory=list)  # unchecked-hash bytecode that disagrees with its source
     foreign: list[Unverified] = field(default_factory=list)
     simple: bool = True  # every line of the piece is a simple one (SIMPLE_LINE), in UTF-8
+    firsts: set[str] = field(default_factory=set)  # of a simple piece: the first parts of its paths (Loaded.firsts)
 
 
 def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
@@ -192,6 +195,8 @@ def check(shared: Shared, piece: Piece) -> Checked:
     buf = buffer()
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
     out = Checked(simple=simple)
+    if simple:  # what the main process would read off every line of a clean RECORD to walk its directories
+        out.firsts = {key.partition("/")[0] for entry in record.entries if "/" in (key := normalize(entry.path))}
     with DirCache() as dirs:  # one descriptor per directory for the piece, not a walk per file
         _check_entries(record.entries, location, cache, buf, started, dirs, out)
     # The sources bytecode may stand for: every .py the piece names inside the site directory, on a

@@ -28,7 +28,7 @@ from patchaudit.check.ownership import (
 )
 from patchaudit.check.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.errors import UnsafePath
-from patchaudit.fs.beneath import stat_below
+from patchaudit.fs.beneath import DirCache, stat_below
 from patchaudit.parallel.hashing import FileState, hash_file, pool_size, to_state
 from patchaudit.parallel.statcache import StatCache, StatKey
 from patchaudit.parallel.workers import Pool
@@ -88,12 +88,14 @@ def verify(
     every = list(every) if every is not None else list(dists)
 
     # Every RECORD is read first, and cut into pieces (pieces.py); the worker processes start at
-    # once and parse, hash and compare the pieces themselves, while this process only reads the
-    # paths off each RECORD's lines (load_unchecked): the workers say whether every line was a simple
-    # one, and a RECORD with any other is parsed again here. The package directories are walked first
+    # once and parse, hash and compare the pieces themselves; this process reads nothing off a
+    # RECORD's lines (load_unchecked): the workers say whether every line was a simple one, and send
+    # back the first parts of its paths for the added-file pass; a RECORD with any other line is parsed
+    # here, and a simple one is cut into paths only if something asks. The package directories are walked first
     # of all: every top-level directory when the whole environment is scanned (no RECORD needs reading
     # to know them), else those the scanned RECORDs list.
-    read = {d.meta_dir: read_record_or_why(d) for d in dists}
+    with DirCache() as dirs:
+        read = {d.meta_dir: read_record_or_why(d, dirs) for d in dists}
     raw = {key: data for key, (data, _) in read.items()}
     unreadable = {key: why for key, (_, why) in read.items() if why is not None}
     if {d.meta_dir for d in every} <= raw.keys():
@@ -118,24 +120,24 @@ def verify(
     limit = pool_size(workers, lines)
     with Pool(run_task, tasks, work, workers=limit, progress=tick) as pool:
         loaded: dict[Path, Loaded] = {}
+        sources: dict[Path, Source] = {}
         for dist in dists:
             data = raw[dist.meta_dir]
             loaded[dist.meta_dir] = load(dist, data) if data is None else load_unchecked(dist, data)
+            sources[dist.meta_dir] = dist.source  # its direct_url.json read while the workers hash, not after
             pool.ready()
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
         walked = {root: pool.result(index) for index, root in enumerate(roots)}
-        ownership, added_by = _added(every, loaded, walked)
         found_by = _collect(pool, tasks, with_data, cache)
-    odd = [meta_dir for meta_dir, of_pieces in found_by.items() if not of_pieces.simple]
-    for meta_dir in odd:
-        loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
     for meta_dir, of_pieces in found_by.items():
-        if of_pieces.simple:
+        if of_pieces.simple:  # the workers' count and first parts stand: its lines are not read here
             loaded[meta_dir].hashed = of_pieces.checked
-    if odd:  # what is owned was read off lines that are not all simple: worked out again
-        ownership, added_by = _added(every, loaded, walked)
+            loaded[meta_dir].heads = of_pieces.firsts
+        else:  # what it lists cannot be read off its lines: parsed
+            loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
+    ownership, added_by = _added(every, loaded, walked)
 
     reports: list[DistReport] = []
     env_drift: list[Drift] = []
@@ -154,7 +156,7 @@ def verify(
                     name=dist.name,
                     version=dist.version,
                     location=str(dist.location),
-                    source=dist.source,
+                    source=sources[dist.meta_dir],
                     unverified=(Unverified(path=dist.meta_dir.name, reason=reason),),
                     verifiable=False,
                 )
@@ -201,14 +203,14 @@ def verify(
             name=dist.name,
             version=dist.version,
             location=str(dist.location),
-            source=dist.source,
+            source=sources[dist.meta_dir],
             drift=tuple(drift),
             unverified=tuple(unverified),
             files_checked=checked,
             verifiable=checked > 0,
             facts=tuple(facts),
         )
-        if dist.source in (Source.EDITABLE, Source.VCS):
+        if report.source in (Source.EDITABLE, Source.VCS):
             report = _with_working_tree(report, dist)
         elif report.drift or item.problems:
             # Debian builds write RECORD before stripping binaries and leave out what they do not
@@ -260,6 +262,7 @@ class _Found:
     stale: list[Drift] = dataclasses.field(default_factory=list)
     foreign: list[Unverified] = dataclasses.field(default_factory=list)
     simple: bool = True  # every line of the RECORD is a simple one: the paths load_unchecked read stand
+    firsts: set[str] = dataclasses.field(default_factory=set)  # the first parts of its paths, when simple
 
 
 def _collect(
@@ -281,6 +284,7 @@ def _collect(
         into = out[meta_dir]
         into.checked += checked.checked
         into.simple = into.simple and checked.simple
+        into.firsts |= checked.firsts
         for path, expected, raw in checked.found:
             into.found[path, expected] = to_state(absolute_path(location, path), raw, cache)
         if cache is not None:

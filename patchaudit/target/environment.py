@@ -7,13 +7,15 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from packaging.utils import NormalizedName, canonicalize_name
+from typing import TYPE_CHECKING, cast
 
 from patchaudit.errors import DistributionNotFound, EnvironmentNotFound
-from patchaudit.fs.beneath import read_below
+from patchaudit.fs.beneath import DirCache, read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json
 from patchaudit.report import Source
+
+if TYPE_CHECKING:
+    from packaging.utils import NormalizedName
 
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
 
@@ -139,6 +141,17 @@ def _unique_dirs(candidates: Iterable[Path | None]) -> tuple[Path, ...]:
     return tuple(seen)
 
 
+def canonical_name(name: str) -> NormalizedName:
+    """A project name as PEP 503 normalizes it (packaging.utils.canonicalize_name's answer).
+
+    Worked out here: importing packaging.utils imports packaging.tags, and with it logging, subprocess
+    and platform, which a scan of a clean environment has no other use for."""
+    value = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in value:
+        value = value.replace("--", "-")
+    return cast("NormalizedName", value)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InstalledDist:
     """One *.dist-info or *.egg-info directory found in a site directory."""
@@ -150,7 +163,7 @@ class InstalledDist:
 
     @property
     def key(self) -> NormalizedName:
-        return canonicalize_name(self.name)
+        return canonical_name(self.name)
 
     @property
     def record_path(self) -> Path | None:
@@ -180,11 +193,11 @@ class InstalledDist:
         return Source.WHEEL
 
 
-def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
+def _read_name_version(meta_dir: Path, dirs: DirCache) -> tuple[str, str] | None:
     """Name and Version from the metadata, else from the directory name (`name-version.dist-info`)."""
     from patchaudit.target.metadata import name_version
 
-    name, version = name_version(meta_dir)
+    name, version = name_version(meta_dir, dirs)
     if name and version:
         return name, version
     stem = meta_dir.name.rsplit(".", 1)[0]
@@ -197,21 +210,29 @@ def _read_name_version(meta_dir: Path) -> tuple[str, str] | None:
 def distributions(env: Environment) -> list[InstalledDist]:
     """Every distribution in the environment's site directories, in sys.path order."""
     found: list[InstalledDist] = []
-    for site_dir in env.site_dirs:
-        try:
-            names = sorted(os.listdir(site_dir))
-        except OSError as exc:
-            raise EnvironmentNotFound(f"cannot list {site_dir}: {exc.strerror}") from None
-        for entry in names:
-            if not entry.endswith((".dist-info", ".egg-info")):
-                continue
-            meta_dir = site_dir / entry
-            if not meta_dir.is_dir():
-                continue
-            nv = _read_name_version(meta_dir)
-            if nv is None:
-                continue
-            found.append(InstalledDist(name=nv[0], version=nv[1], location=site_dir, meta_dir=meta_dir))
+    with DirCache() as dirs:  # one descriptor per directory for every metadata directory, not a walk each
+        for site_dir in env.site_dirs:
+            found.extend(_in_site_dir(site_dir, dirs))
+    return found
+
+
+def _in_site_dir(site_dir: Path, dirs: DirCache) -> list[InstalledDist]:
+    """The distributions of one site directory, in name order."""
+    found: list[InstalledDist] = []
+    try:
+        names = sorted(os.listdir(site_dir))
+    except OSError as exc:
+        raise EnvironmentNotFound(f"cannot list {site_dir}: {exc.strerror}") from None
+    for entry in names:
+        if not entry.endswith((".dist-info", ".egg-info")):
+            continue
+        meta_dir = site_dir / entry
+        if not meta_dir.is_dir():
+            continue
+        nv = _read_name_version(meta_dir, dirs)
+        if nv is None:
+            continue
+        found.append(InstalledDist(name=nv[0], version=nv[1], location=site_dir, meta_dir=meta_dir))
     return found
 
 
@@ -236,7 +257,7 @@ def select(dists: Sequence[InstalledDist], names: Sequence[str]) -> list[Install
         by_key.setdefault(dist.key, []).append(dist)
     chosen: list[InstalledDist] = []
     for name in names:
-        matches = by_key.get(canonicalize_name(name))
+        matches = by_key.get(canonical_name(name))
         if not matches:
             raise DistributionNotFound(f"{name} is not installed in this environment")
         chosen.extend(m for m in matches if m not in chosen)

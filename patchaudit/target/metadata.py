@@ -7,6 +7,7 @@ out of the metadata directory's own files.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -29,14 +30,17 @@ _HEADER_FILES = ("METADATA", "PKG-INFO")
 _HEADER_LINE = re.compile(r"([\x21-\x39\x3b-\x7e]+):[ \t]*(.*)")
 
 
-def read_bounded(meta_dir: Path, filename: str | os.PathLike[str]) -> str | None:
-    """A file of the metadata directory as text, within limits; of METADATA/PKG-INFO the header block only."""
+def read_bounded(meta_dir: Path, filename: str | os.PathLike[str], dirs: DirCache | None = None) -> str | None:
+    """A file of the metadata directory as text, within limits; of METADATA/PKG-INFO the header block only.
+
+    `dirs`: the directory descriptors of a read of many metadata directories (one walk from `/` for all)."""
     name = os.fspath(filename)
     if not name or "/" in name or name in (".", ".."):
         return None
     try:
-        with DirCache(limit=4) as dirs:  # meta_dir reached by descriptors, never through another user's link
-            fd = os.open(name, FILE_FLAGS, dir_fd=dirs.get(os.path.abspath(meta_dir)))
+        with contextlib.ExitStack() as stack:  # meta_dir reached by descriptors, never through another user's link
+            cache = dirs if dirs is not None else stack.enter_context(DirCache(limit=4))
+            fd = os.open(name, FILE_FLAGS, dir_fd=cache.get(os.path.abspath(meta_dir)))
     except (OSError, UnsafePath):
         return None
     try:
@@ -81,7 +85,7 @@ def _bounded_distribution() -> Callable[[Path], importlib_metadata.Distribution]
     return BoundedDistribution
 
 
-def name_version(meta_dir: Path) -> tuple[str | None, str | None]:
+def name_version(meta_dir: Path, dirs: DirCache | None = None) -> tuple[str | None, str | None]:
     """(Name, Version) as `installed_metadata` gives them (None where missing or unreadable).
 
     Every distribution of an environment is named at every scan and gate start: a header block of
@@ -90,7 +94,7 @@ def name_version(meta_dir: Path) -> tuple[str | None, str | None]:
     """
     text = None
     for filename in _HEADER_FILES:
-        text = read_bounded(meta_dir, filename)
+        text = read_bounded(meta_dir, filename, dirs)
         if text is not None:
             break
     if text is not None and "\r" not in text:  # the email parser also ends lines at a lone CR
