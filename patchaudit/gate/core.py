@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.errors import ExitCode, PatchAuditError
+from patchaudit.gate import warm
 from patchaudit.gate.cache import Cached, VerdictCache, predicted_prefix
 from patchaudit.gate.plan import FilePlan
 from patchaudit.gate.verdict import (
@@ -142,7 +143,11 @@ def _run(options: GateOptions, policy: Policy | None) -> Verdict:
         serve_files.append(locate(serve))  # what it names is part of the fingerprint, so the key holds it
         key += repr(("serve", serve, str(serve_files[0])))
     where = cachedir.locate(prefix, cache_base) if options.use_cache else None
-    cache = VerdictCache.open(where.path, key, python, site_path) if where is not None and where.path else None
+    stale = key in warm.STALE  # fastgate looked and missed: no second fingerprint before the audit
+    warm.STALE.discard(key)
+    cache = None
+    if where is not None and where.path is not None and not stale:
+        cache = VerdictCache.open(where.path, key, python, site_path)
     hit = lookup(cache, workers) if cache is not None else None
     if hit is not None:
         return hit.verdict() if isinstance(hit, Cached) else hit

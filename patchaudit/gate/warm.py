@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from patchaudit.gate.verdict import Verdict
 
 
+# Keys whose kept verdict this process found stale: core.run, which fastgate hands a miss to, does not
+# fingerprint every file a second time before it audits.
+STALE: set[str] = set()
+
+
 def gate_key(
     policy: Path | None,
     python: Path | None,
@@ -54,4 +59,7 @@ def check(
     key = gate_key(None, python, site_path, names, fail_on, baseline)
     where, _ = place(predicted_prefix(python, site_path), cache_base)
     cache = VerdictCache.open(where, key, python, site_path) if where is not None else None
-    return lookup(cache, workers) if cache is not None else None
+    verdict = lookup(cache, workers) if cache is not None else None
+    if verdict is None:
+        STALE.add(key)
+    return verdict
