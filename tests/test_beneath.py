@@ -169,8 +169,9 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         3,
         "a .pyc and its source (safefs, last link refused) compared for a verdict; no bytes shown",
     ),
-    "target/cachedir.py": (
-        4,
+    "target/cachedir.py": (1, "patchaudit's own cache directory, made if missing"),
+    "target/cacheplace.py": (
+        3,
         "patchaudit's own cache directory; as root, one another user may write is skipped",
     ),
     "cli/common.py": (
@@ -188,7 +189,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
     ),
     "check/errata.py": (3, "the errata file shipped with patchaudit, or one the user names"),
-    "gate/__init__.py": (
+    "gate/core.py": (
         2,
         "--root and the gate's journal directory in the state directory; the plan's own reads are in gate/plan.py",
     ),

@@ -14,7 +14,7 @@ import pytest
 from wheels import build_wheel, make_venv, patchaudit, pip_install, record_hash, site_packages
 
 from patchaudit.errors import ExitCode
-from patchaudit.gate import GateOptions, run
+from patchaudit.gate.core import GateOptions, run
 
 CORE = "def answer():\n    return 42\n"
 
@@ -284,7 +284,7 @@ def test_a_verdict_file_cut_short_or_grown_is_not_used(env: Path, tmp_path: Path
         whole = verdicts.read_bytes()
 
 
-def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_path: Path) -> None:
+def test_a_warm_gate_imports_no_threads_typing_worker_pools_or_dataclasses(env: Path, tmp_path: Path) -> None:
     """The gate runs before every service start: its warm path pays for every module it imports."""
     import sys
 
@@ -302,6 +302,8 @@ def test_a_warm_gate_imports_no_threads_typing_or_worker_pools(env: Path, tmp_pa
     modules = set(listed.read_text().splitlines())
     assert "patchaudit.gate.plan" in modules
     assert modules & {"threading", "typing", "patchaudit.parallel.workers", "click"} == set()
+    # a kept verdict that still holds is printed without a dataclass (dataclasses loads inspect, ast, dis)
+    assert modules & {"dataclasses", "inspect", "patchaudit.gate.core", "patchaudit.gate.verdict"} == set()
 
 
 def test_the_newest_verdict_files_are_kept(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ INSIDE: dict[str, list[set[str]]] = {
     "target": [
         {"environment", "rootfs", "__init__"},  # rootfs: an environment read from a tree that is not the host's
         {"dpkg", "cachedir", "layout"},
-        {"probe", "trust", "metadata", "record"},
+        {"probe", "trust", "metadata", "record", "cacheplace"},
     ],
     "check": [
         {"audit", "__init__"},
@@ -66,11 +66,10 @@ INSIDE: dict[str, list[set[str]]] = {
 INNER = {pkg: {name: n for n, names in enumerate(layers) for name in names} for pkg, layers in INSIDE.items()}
 # Pairs that are downward yet kept apart: a drift source reports; it never plans a change.
 APART = {("check.vcs", "revert")}
-# Loops left: a package and its click group; a module re-exported by the one below it; the reader of a
+# Loops left: a package and its click group; the reader of a
 # --root tree and the environment it builds; the human renderer and its serving section.
 CYCLES = [
     {"patchaudit.cli", "patchaudit.cli.group"},
-    {"patchaudit.fs.beneath", "patchaudit.fs.safefs"},
     {"patchaudit.target.environment", "patchaudit.target.rootfs"},
     {"patchaudit.render.human", "patchaudit.render.serving"},
 ]

@@ -120,8 +120,8 @@ def check(
 ) -> int:
     """Report every file that differs from the baseline FILE (target: the baseline's, unless given)."""
     from patchaudit.gate import baseline as core
-    from patchaudit.gate import judge
     from patchaudit.gate.policy import Policy
+    from patchaudit.gate.verdict import judge
 
     if python is None and site_path is None and given_root() is None:
         held = core.load(file)

@@ -78,6 +78,18 @@ def fast_gate(args: list[str]) -> int | None:
     def path(key: str) -> Path | None:
         return Path(values[key]) if key in values else None
 
+    if not values.keys() & {"policy", "root", "image", "serve"} and "no_cache" not in flags:
+        code = _warm_gate(
+            tuple(dists),
+            values,
+            python=path("python"),
+            site_path=path("site_path"),
+            baseline=path("baseline"),
+            cache_dir=path("cache_dir"),
+            fail_open="fail_open" in flags,
+        )
+        if code is not None:
+            return code
     return run_gate(
         tuple(dists),
         python=path("python"),
@@ -95,6 +107,62 @@ def fast_gate(args: list[str]) -> int | None:
         serve=values.get("serve"),
         out=path("out"),
     )
+
+
+def _warm_gate(
+    dists: tuple[str, ...],
+    values: dict[str, str],
+    *,
+    python: Path | None,
+    site_path: Path | None,
+    baseline: Path | None,
+    cache_dir: Path | None,
+    fail_open: bool,
+) -> int | None:
+    """The exit code of a gate whose kept verdict still holds, printed as run_gate prints it; None on a miss
+    (run_gate audits). Only a gate that cannot judge (its deadline passed, a bad path) imports the rest."""
+    import time
+
+    from patchaudit.gate.warm import check
+    from patchaudit.parallel.deadline import DEFAULT_GATE_TIMEOUT, deadline
+
+    start = time.perf_counter()
+    try:
+        with deadline(float(values["timeout"]) if "timeout" in values else DEFAULT_GATE_TIMEOUT):
+            verdict = check(
+                dists,
+                python=python,
+                site_path=site_path,
+                baseline=baseline,
+                fail_on=values.get("fail_on") or "high",
+                cache_base=cache_dir,
+                workers=int(values["workers"]) if "workers" in values else None,
+            )
+    except Exception as exc:
+        from patchaudit.gate.core import failure, settled
+
+        verdict = settled(failure(exc), fail_open, start)
+    if verdict is None:
+        return None
+    from patchaudit.gate.cache import Cached
+    from patchaudit.render.journal import render_journal
+
+    if isinstance(verdict, Cached):
+        verdict.seconds = time.perf_counter() - start
+    elif verdict.cached:  # a kept verdict with problems: a dataclass, as the gate that kept it built it
+        from patchaudit.gate.verdict import replace
+
+        verdict = replace(verdict, seconds=time.perf_counter() - start)
+
+    text = render_journal(verdict)
+    if "out" in values:
+        return _write_out(text, Path(values["out"]), verdict.exit_code)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError:
+        pass  # nowhere to write: the exit code still carries the verdict
+    return verdict.exit_code
 
 
 def run_gate(
@@ -118,7 +186,7 @@ def run_gate(
 ) -> int:
     """Run the gate core, print its journal lines (or Prometheus text) to stdout (or `out`), return the
     exit code."""
-    from patchaudit.gate import GateOptions, run
+    from patchaudit.gate.core import GateOptions, run
     from patchaudit.render.journal import render_journal
 
     verdict = run(

@@ -38,7 +38,7 @@ def metrics(
     no_cache: bool,
 ) -> int:
     """Run the gate over DISTS and write its verdict for Prometheus; exit as the gate does."""
-    from patchaudit.gate import GateOptions, run
+    from patchaudit.gate.core import GateOptions, run
     from patchaudit.render.journal import summary_line
     from patchaudit.render.prometheus import (
         from_verdict,

@@ -9,9 +9,8 @@ from typing import Any
 from patchaudit.check.audit import ScanOptions, scan
 from patchaudit.check.fingerprint import fingerprints
 from patchaudit.errors import ExitCode
-from patchaudit.gate import judge
 from patchaudit.gate.policy import Policy, load
-from patchaudit.gate.verdict import interrupted, replace
+from patchaudit.gate.verdict import interrupted, judge, replace
 from patchaudit.report import Severity
 from patchaudit.revert.recovery import RESUME_COMMAND, pending_runs
 from patchaudit.target import environment

@@ -205,7 +205,6 @@ __all__ = [
     "read_json",
 ]
 
-# --- writes below a tree another user may write ---
 # Every write, rename, unlink, mkdir and chmod below a target walks from a trusted root by directory
-# descriptors, in the sibling module patchaudit.fs.beneath (it reads through read_capped above).
-from patchaudit.fs import beneath as beneath  # noqa: E402  (re-exported)
+# descriptors, in the sibling module patchaudit.fs.beneath (it reads through read_capped above); it is
+# not imported here: the warm gate reads its cache with this module alone.

@@ -21,14 +21,16 @@ import os
 import sys
 from pathlib import Path
 
+from patchaudit.errors import ExitCode
 from patchaudit.fs.safefs import Cap, UnreadableFile, parse_json, read_capped
 from patchaudit.gate.plan import FilePlan, stat_row
-from patchaudit.gate.verdict import Verdict, from_dict, to_dict
-from patchaudit.target.cachedir import sha256_hex
+from patchaudit.target.cacheplace import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from patchaudit.gate.verdict import Verdict
 
 CACHE_PREFIX = "gate-"
 # 3: each walked root's listing is kept, so a warm check lists no directory; 4: in blocks; 5: a file per key;
@@ -100,7 +102,7 @@ class VerdictCache:
             return None
         return cls(entry, python, site_path)
 
-    def lookup(self, processes: int = 1) -> Verdict | None:
+    def lookup(self, processes: int = 1) -> Cached | Verdict | None:
         entry = self.entry
         try:
             if entry["resolved"] != _resolution_stat(self.python, self.site_path):
@@ -108,7 +110,7 @@ class VerdictCache:
             plan = FilePlan.from_dict(entry["plan"])
             if plan.fingerprint(processes) != entry["fingerprint"]:
                 return None
-            return from_dict(entry["verdict"])
+            return kept(entry["verdict"])
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -123,6 +125,8 @@ class VerdictCache:
         verdict: Verdict,
     ) -> str | None:
         """Keep the verdict; None, or why a cache that cannot be written (full, read-only) was not kept."""
+        from patchaudit.gate.verdict import to_dict
+
         path = directory / cache_name(key)
         planned = plan.to_dict()
         listings = [listing.encode("utf-8", "surrogateescape") for listing in planned["listings"]]
@@ -143,6 +147,64 @@ class VerdictCache:
             return f"cannot write {path} ({exc.strerror or exc})"
         _drop_oldest(directory)
         return None
+
+
+class Cached:
+    """A kept verdict that found no problem, as the journal prints it: a warm gate that passes builds no
+    dataclass (the Verdict of patchaudit.gate.verdict and what it imports cost it milliseconds)."""
+
+    __slots__ = ("exit_code", "distributions", "files_checked", "approved", "baseline", "seconds")
+    problems = ()
+    notes = ()
+    cached = True
+    failed_open = False
+
+    def __init__(self, distributions: int, files_checked: int, approved: int, baseline: str | None) -> None:
+        self.exit_code = ExitCode.CLEAN
+        self.distributions = distributions
+        self.files_checked = files_checked
+        self.approved = approved
+        self.baseline = baseline
+        self.seconds = 0.0
+
+    def verdict(self) -> Verdict:
+        from patchaudit.gate.verdict import Verdict
+
+        return Verdict(
+            exit_code=self.exit_code,
+            distributions=self.distributions,
+            files_checked=self.files_checked,
+            approved=self.approved,
+            baseline=self.baseline,
+            cached=True,
+        )
+
+
+def kept(d: dict[str, Any]) -> Cached | Verdict:
+    """The verdict kept in a cache file (ValueError, KeyError, TypeError: not one this gate can use)."""
+    code = ExitCode(int(d["exit_code"]))
+    if code not in (ExitCode.CLEAN, ExitCode.PROBLEMS):
+        raise ValueError(code)
+    if int(d["distributions"]) < 1:  # kept by an older gate that let an empty directory pass
+        raise ValueError(d["distributions"])
+    facts = (int(d["distributions"]), int(d["files_checked"]), int(d["approved"]), d.get("baseline"))
+    if code == ExitCode.CLEAN and not d["problems"]:
+        return Cached(*facts)
+    from patchaudit.gate.verdict import Problem, Verdict
+
+    problems = tuple(
+        Problem(kind=k, where=w, path=p, detail=t, rule=r, severity=s) for k, w, p, t, r, s in d["problems"]
+    )
+    distributions, files_checked, approved, baseline = facts
+    return Verdict(
+        exit_code=code,
+        problems=problems,
+        distributions=distributions,
+        files_checked=files_checked,
+        approved=approved,
+        baseline=baseline,
+        cached=True,
+    )
 
 
 def _unpack(raw: memoryview, sizes: list[int]) -> list[str]:

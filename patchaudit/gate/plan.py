@@ -13,11 +13,9 @@ import os
 import posixpath
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR
 
-from patchaudit.fs.beneath import read_below
 from patchaudit.fs.safefs import Cap, UnreadableFile
 
 TYPE_CHECKING = False
@@ -39,24 +37,37 @@ _PART = struct.Struct("<Iq")  # block index, digest
 _LISTED_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
 class FilePlan:
-    """Which paths the audit reads: site dirs (top level), walked trees, and single files."""
+    """Which paths the audit reads: site dirs (top level), walked trees, and single files.
 
-    site_dirs: tuple[str, ...]
-    roots: tuple[str, ...]
-    files: tuple[str, ...]
-    # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
-    listings: tuple[str, ...] = ()
-    # where each block starts (root index; unit: 0 the root itself, n its n-th listed directory; item: 0 the
-    # unit's own row, n its n-th name), and its entries: a directory of thousands of names is cut too
-    blocks: tuple[tuple[int, int, int, int], ...] = ()
+    A plain class, not a dataclass: the warm gate reads one from its cache and imports no dataclass."""
+
+    __slots__ = ("site_dirs", "roots", "files", "listings", "blocks")
+
+    def __init__(
+        self,
+        *,
+        site_dirs: tuple[str, ...],
+        roots: tuple[str, ...],
+        files: tuple[str, ...],
+        listings: tuple[str, ...] = (),
+        blocks: tuple[tuple[int, int, int, int], ...] = (),
+    ) -> None:
+        self.site_dirs = site_dirs
+        self.roots = roots
+        self.files = files
+        # each root's directories and their other entries, as _tree_walk gives them: what a warm check stats
+        self.listings = listings
+        # where each block starts (root index; unit: 0 the root itself, n its n-th listed directory; item: 0
+        # the unit's own row, n its n-th name), and its entries: a directory of thousands of names is cut too
+        self.blocks = blocks
 
     @classmethod
     def build(
         cls, env: Environment, names: Sequence[str], *, extra_files: Sequence[Path], extra_roots: Sequence[Path]
     ) -> tuple[FilePlan, int, int]:
         """The plan for these distributions, with its fingerprint and newest timestamp, in one walk."""
+        from patchaudit.fs.beneath import read_below
         from patchaudit.report import Source
         from patchaudit.target import environment
         from patchaudit.target.record import parse_record

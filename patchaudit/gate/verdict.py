@@ -1,6 +1,7 @@
 """The gate's verdict: a report judged by a policy (also what `baseline check` prints), and its exit code.
 
-Kept light: the warm gate builds a Verdict from its cache without importing the report values.
+Kept light: a gate builds a Verdict from its cache without importing the report values (a warm gate whose
+kept verdict found no problem builds none: patchaudit.gate.cache.Cached).
 """
 
 from __future__ import annotations
@@ -157,23 +158,3 @@ def to_dict(v: Verdict) -> dict[str, Any]:
         "approved": v.approved,
         "baseline": v.baseline,
     }
-
-
-def from_dict(d: dict[str, Any]) -> Verdict:
-    problems = tuple(
-        Problem(kind=k, where=w, path=p, detail=t, rule=r, severity=s) for k, w, p, t, r, s in d["problems"]
-    )
-    code = ExitCode(int(d["exit_code"]))
-    if code not in (ExitCode.CLEAN, ExitCode.PROBLEMS):
-        raise ValueError(code)
-    if int(d["distributions"]) < 1:  # kept by an older gate that let an empty directory pass
-        raise ValueError(d["distributions"])
-    return Verdict(
-        exit_code=code,
-        problems=problems,
-        distributions=int(d["distributions"]),
-        files_checked=int(d["files_checked"]),
-        approved=int(d["approved"]),
-        baseline=d.get("baseline"),
-        cached=True,
-    )

@@ -7,7 +7,8 @@ from patchaudit.errors import ExitCode
 TYPE_CHECKING = False  # no typing import: the warm gate renders with this module
 
 if TYPE_CHECKING:
-    from patchaudit.gate import Problem, Verdict
+    from patchaudit.gate.cache import Cached
+    from patchaudit.gate.verdict import Problem, Verdict
 
 PREFIX = "patchaudit"
 
@@ -45,7 +46,7 @@ def problem_line(problem: Problem) -> str:
 _NOUNS = frozenset({"finding", "error", "interrupted-revert"})  # the other kinds are adjectives: "3 modified"
 
 
-def summary_line(verdict: Verdict) -> str:
+def summary_line(verdict: Verdict | Cached) -> str:
     if verdict.failed_open:
         word = "FAIL-OPEN"
     elif verdict.exit_code == ExitCode.CLEAN:
@@ -71,7 +72,7 @@ def summary_line(verdict: Verdict) -> str:
     return f"{PREFIX} gate: {word}: {what}; {', '.join(facts)}; exit {verdict.exit_code}{tail}"
 
 
-def render_journal(verdict: Verdict) -> str:
+def render_journal(verdict: Verdict | Cached) -> str:
     """The full text the gate prints: problems first, the summary last."""
     lines = [problem_line(p) for p in verdict.problems]
     lines.append(summary_line(verdict))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # `gate --format prometheus` renders with this module: no typing import
 if TYPE_CHECKING:
-    from patchaudit.gate import Verdict
+    from patchaudit.gate.verdict import Verdict
     from patchaudit.report import Report
 
 FILE_PREFIX = "patchaudit_"

@@ -9,7 +9,7 @@ first place this user may write is taken; as root, the environment's own directo
 another user could write it (a planted verdict or stat cache would make the gate pass a patched
 file). When no place is writable the run is uncached, and `Location.note` says so.
 
-Kept light: the warm gate calls this before anything else.
+The choice itself is cacheplace.py, which the warm gate imports alone.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.target.cacheplace import NAME, env_key, place, sha256_hex, state_directory, user_cache
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-NAME = "patchaudit"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,101 +33,10 @@ class Location:
     note: str | None = None
 
 
-def sha256_hex(data: bytes) -> str:
-    """The SHA-256 of `data` in hex, from CPython's own module where there is one: hashlib loads
-    OpenSSL first, a tenth of the warm gate's imports, for the two short names the gate digests."""
-    try:
-        from _sha256 import sha256  # CPython 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # CPython 3.12 and later
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data).hexdigest()
-
-
-def env_key(prefix: Path) -> str:
-    """A directory name for one environment: its prefix's name and a digest of its real path."""
-    real = os.path.realpath(prefix)
-    digest = sha256_hex(real.encode("utf-8", "surrogateescape"))[:16]
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(real))[:40].lstrip(".")
-    return f"{name or 'root'}-{digest}"
-
-
-def state_directory(environ: Mapping[str, str]) -> Path | None:
-    """systemd's `$STATE_DIRECTORY` (several paths, colon-separated, when the unit names several).
-
-    The first path below a `patchaudit` directory (`patchaudit systemd install` adds
-    `StateDirectory=patchaudit/<unit>`), else `<first>/patchaudit`.
-    """
-    value = environ.get("STATE_DIRECTORY", "")
-    paths = [Path(p) for p in value.split(":") if os.path.isabs(p)]
-    if not paths:
-        return None
-    for path in paths:
-        if NAME in path.parts:
-            return path
-    return paths[0] / NAME
-
-
-def user_cache(environ: Mapping[str, str]) -> Path | None:
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        home = environ.get("HOME") or os.path.expanduser("~")
-        if not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return Path(base) / NAME
-
-
 def locate(prefix: Path, explicit: Path | None = None, environ: Mapping[str, str] | None = None) -> Location:
     """The cache directory for the environment at `prefix`; nothing is created here."""
-    environ = os.environ if environ is None else environ
-    key = env_key(prefix)
-    tried: list[str] = []
-    if explicit is not None:
-        here = explicit.absolute() / key
-        if _may_write(here):
-            return Location(path=here)
-        tried.append(f"--cache-dir {explicit}")
-    state = state_directory(environ)
-    if state is not None:
-        if _may_write(state / key):
-            return Location(path=state / key)
-        tried.append(f"$STATE_DIRECTORY {state}")
-    own = prefix / ".patchaudit" / "cache"
-    foreign = _foreign_writer(own)
-    if foreign is None and _may_write(own):
-        return Location(path=own)
-    tried.append(f"{own} ({foreign})" if foreign else str(own))
-    user = user_cache(environ)
-    if user is not None:
-        if _may_write(user / key):
-            return Location(path=user / key)
-        tried.append(str(user))
-    uid = os.geteuid() if hasattr(os, "geteuid") else -1
-    return Location(path=None, note=f"no cache directory that uid {uid} may write (tried {'; '.join(tried)})")
-
-
-def _foreign_writer(own: Path) -> str | None:
-    """As root: why another user could write the environment's own cache directory (None: nobody can)."""
-    from patchaudit.target import trust
-
-    if not trust.running_as_root():
-        return None
-    reason = trust.foreign_writer([own])
-    return f"not root-only: {reason}" if reason is not None else None
-
-
-def _may_write(path: Path) -> bool:
-    """Whether this user may write `path`, or create it below its nearest existing directory."""
-    current = str(path)
-    while not os.path.lexists(current):
-        parent = os.path.dirname(current)
-        if parent == current:
-            return False
-        current = parent
-    return os.path.isdir(current) and os.access(current, os.W_OK | os.X_OK)
+    path, note = place(prefix, explicit, environ)
+    return Location(path=path, note=note)
 
 
 def ensure(path: Path) -> bool:
@@ -193,3 +102,18 @@ def tree_state(tree: Path, name: str = ".patchaudit") -> Path:
     found = _tree_state_memo[key]
     assert found is not None
     return found
+
+
+__all__ = [
+    "NAME",
+    "Location",
+    "ensure",
+    "env_key",
+    "locate",
+    "outside_state",
+    "sha256_hex",
+    "state_directory",
+    "state_home",
+    "tree_state",
+    "user_cache",
+]
