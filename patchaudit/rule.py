@@ -746,11 +746,10 @@ class Rule(cst.BatchableCSTVisitor):
         a command (`if __name__ == "__main__":`) nor a test. Once per file and rule."""
         if self._new_to_module is None:
             pristine, analysis = self.context.pristine, self.context.analysis
+            tree = analysis.tree if analysis is not None else None
+            own_use = tree is not None and (_purpose.is_script(tree) or _purpose.is_test_module(tree))
             self._new_to_module = (
-                self.context.drifted
-                and pristine is not None
-                and not _any(patterns, pristine.encode())
-                and not (analysis is not None and (_purpose.is_script(analysis.tree) or _purpose.is_test_module(analysis.tree)))
+                self.context.drifted and pristine is not None and not own_use and not _any(patterns, pristine.encode())
             )
         return self._new_to_module
 

@@ -205,6 +205,12 @@ def _negations(test: ast.expr) -> frozenset[str]:
     return frozenset(out)
 
 
+def _asserted(raised: _Guard, now: list[_Guard]) -> bool:
+    """Whether an assert of the scope checks what a raise's `if` tested (`if q.dim() != 3: raise`,
+    now `assert q.dim() == 3`), and nothing swallows it."""
+    return any(g.negated & raised.conditions and not g.swallowed for g in now)
+
+
 class RemovedGuard(TextRule):
     ID = "removed-guard"
     SEVERITY = Severity.HIGH
@@ -245,7 +251,8 @@ of another module of the same top-level package that the scope now calls and did
 vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
 hop away): that module is read where it is installed, bounded and below the distribution's
 directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
-`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`).
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), or the other
+way round.
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
@@ -259,6 +266,10 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         Example(
             code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
             pristine="def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
+        ),
+        Example(
+            code="def f(q):\n    assert q.dtype in (F16, BF16), 'dtype'\n    return q\n",
+            pristine="def f(q):\n    if q.dtype not in (F16, BF16):\n        raise ValueError('dtype')\n    return q\n",
         ),
         Example(
             code="""
@@ -608,6 +619,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
+                if after is None and before.kind == "raise" and _asserted(before, now):
+                    continue  # `if not ok: raise ...` rewritten as `assert ok`: still checked
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
