@@ -39,6 +39,15 @@ class _Guard:
     swallowed: bool  # inside a `try` whose handler does not raise
     # An assert's test negated (`q.dim() != 3`, `not ok`): the `if` of a raise that replaces it.
     negated: frozenset[str] = frozenset()
+    # Each condition with the line of the `if` test it comes from: a weakened test is reported there.
+    tested: tuple[tuple[str, int], ...] = ()
+    # What the guard tests: an assert's test, or the `if` test right around a raise.
+    test: ast.expr | None = None
+
+    def line_of(self, conditions: Iterable[str]) -> int:
+        """The line of the first `if` test that holds one of `conditions`, else the guard's own."""
+        wanted = set(conditions)
+        return next((line for cond, line in self.tested if cond in wanted), self.line)
 
 
 def _norm(node: ast.expr) -> str:
@@ -95,7 +104,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
 
-    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet) -> None:
+    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
@@ -104,31 +113,36 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     out[name].extend(_decorator_guards(stmt))
                     walk(stmt.body, name, frozenset(), ())
                 continue
-            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed))
+            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed), at)
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
-                walk(stmt.body, scope, conds | _parts(stmt.test, ast.And), swallowed)
-                walk(stmt.orelse, scope, conds | {f"not ({_norm(stmt.test)})"}, swallowed)
+                inside, other = _parts(stmt.test, ast.And), f"not ({_norm(stmt.test)})"
+                line = stmt.test.lineno
+                walk(stmt.body, scope, conds | inside, swallowed, (*at, *((c, line) for c in inside), ("", stmt)))
+                walk(stmt.orelse, scope, conds | {other}, swallowed, (*at, (other, line), ("", None)))
             elif isinstance(stmt, ast.Try | ast.TryStar):
                 quiet = tuple(h for h in stmt.handlers if not _raises(h))
-                walk(stmt.body, scope, conds, swallowed + quiet)
+                walk(stmt.body, scope, conds, swallowed + quiet, at)
                 for handler in stmt.handlers:
-                    walk(handler.body, scope, conds, swallowed)
-                walk(stmt.orelse, scope, conds, swallowed)
-                walk(stmt.finalbody, scope, conds, swallowed)
+                    walk(handler.body, scope, conds, swallowed, at)
+                walk(stmt.orelse, scope, conds, swallowed, at)
+                walk(stmt.finalbody, scope, conds, swallowed, at)
             elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
-                walk(stmt.body, scope, conds, swallowed)
-                walk(getattr(stmt, "orelse", []), scope, conds, swallowed)
+                walk(stmt.body, scope, conds, swallowed, at)
+                walk(getattr(stmt, "orelse", []), scope, conds, swallowed, at)
             elif isinstance(stmt, ast.Match):
                 for case in stmt.cases:
-                    walk(case.body, scope, conds, swallowed)
+                    walk(case.body, scope, conds, swallowed, at)
 
     walk(tree.body, "<module>", frozenset(), ())
     return out
 
 
 _Quiet = tuple[ast.ExceptHandler, ...]  # the handlers around a statement that do not raise again
+# The conditions around a statement with the line of their `if` test; ("", the `if`) marks each `if`
+# body entered, ("", None) each `else`.
+_At = tuple[tuple[str, "int | ast.If | None"], ...]
 
 
 def _exception_names(handler: ast.ExceptHandler) -> list[str] | None:
@@ -173,16 +187,20 @@ def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDe
     return out
 
 
-def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool) -> _Guard | None:
+def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool, at: _At = ()) -> _Guard | None:
+    tested = tuple((c, line) for c, line in at if isinstance(line, int))
     if isinstance(stmt, ast.Raise):
         exc = stmt.exc
         target = exc.func if isinstance(exc, ast.Call) else exc
         label = "raise" if target is None else "raise " + ast.unparse(target)
-        return _Guard("raise", label, stmt.lineno, conds, frozenset(), swallowed)
+        around = next((node for c, node in reversed(at) if not c), None)
+        test = around.test if isinstance(around, ast.If) else None
+        return _Guard("raise", label, stmt.lineno, conds, frozenset(), swallowed, tested=tested, test=test)
     if isinstance(stmt, ast.Assert):
         alternatives = _parts(stmt.test, ast.Or)
         label = "assert " + " or ".join(sorted(alternatives))
-        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, _negations(stmt.test))
+        negated = _negations(stmt.test)
+        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, negated, tested, stmt.test)
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         name = ast.unparse(stmt.value.func)
         if _CHECK_CALL.search(name):
@@ -203,6 +221,52 @@ def _negations(test: ast.expr) -> frozenset[str]:
         flipped = ast.Compare(left=test.left, ops=[_NEGATE[type(test.ops[0])]()], comparators=test.comparators)
         out.add(_norm(flipped))
     return frozenset(out)
+
+
+# The orderings of `a ? b` each comparison holds on: below, equal, above.
+_HOLDS = {
+    ast.Eq: frozenset("="),
+    ast.NotEq: frozenset("<>"),
+    ast.Lt: frozenset("<"),
+    ast.LtE: frozenset("<="),
+    ast.Gt: frozenset(">"),
+    ast.GtE: frozenset(">="),
+}
+_MIRROR = str.maketrans("<>", "><")
+
+
+def _holds(test: ast.expr | None) -> tuple[str, str, frozenset[str]] | None:
+    """A one-operator comparison as (left, right, the orderings it holds on), else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _HOLDS):
+        return None
+    return ast.unparse(test.left), ast.unparse(test.comparators[0]), _HOLDS[type(test.ops[0])]
+
+
+def _wider(narrow: ast.expr | None, wide: ast.expr | None) -> bool:
+    """Whether `wide`, a comparison of the same two operands as `narrow`, holds on a whole side
+    more (`n == 0` against `n >= 0` or `0 <= n`)."""
+    first, second = _holds(narrow), _holds(wide)
+    if first is None or second is None:
+        return False
+    sides = second[2]
+    if (second[0], second[1]) == (first[1], first[0]):
+        sides = frozenset("".join(sides).translate(_MIRROR))  # `0 <= n` is `n >= 0`
+    elif (second[0], second[1]) != (first[0], first[1]):
+        return False
+    return bool((sides - first[2]) & set("<>"))  # not `<` to `<=`: one value, an off-by-one fix as often
+
+
+def _loosened(before: _Guard, after: _Guard) -> str | None:
+    """An assert whose test now holds on a whole side more (`assert n == 0` to `assert n >= 0`),
+    or a raise whose `if` now fires on a whole side less (`if n != 0:` to `if n > 0:`)."""
+    if before.test is None or after.test is None or before.kind != after.kind:
+        return None
+    change = f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`"
+    if before.kind == "assert" and _wider(before.test, after.test):
+        return f"{change}, which lets more through"
+    if before.kind == "raise" and _wider(after.test, before.test):
+        return f"{change}, which fires less often"
+    return None
 
 
 def _asserted(raised: _Guard, now: list[_Guard]) -> bool:
@@ -615,6 +679,9 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
+                fails_on = before.negated if before.kind == "assert" else before.conditions
+                if after is None and before.kind != "check" and {_TESTED + c for c in fails_on} & moved_to(scope):
+                    continue  # moved into a helper as the same test (an assert now an if/raise): still checked
                 if after is None and before.kind != "check" and moved_out(scope):
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
@@ -629,9 +696,19 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     extra = ", ".join(sorted(after.alternatives - before.alternatives))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} weakened by `or {extra}`"))
                 elif after.conditions > before.conditions:
-                    extra = " and ".join(sorted(after.conditions - before.conditions))
+                    added = after.conditions - before.conditions
+                    extra = " and ".join(sorted(added))
                     hits.append(
-                        self._hit(after.line, f"`{before.label}` in {where} weakened: now fires only if {extra}")
+                        self._hit(
+                            after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
+                        )
+                    )
+                elif loose := _loosened(before, after):
+                    hits.append(
+                        self._hit(
+                            after.line_of(after.conditions) if after.kind == "raise" else after.line,
+                            f"`{before.label}` in {where} loosened: {loose}",
+                        )
                     )
                 elif after.swallowed and not before.swallowed:
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
@@ -646,14 +723,18 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
                 elif any(never_fires(c) for c in after.conditions - before.conditions):
-                    narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
+                    never = [c for c in after.conditions - before.conditions if never_fires(c)]
+                    narrowed = " and ".join(sorted(never))
                     hits.append(
-                        self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
+                        self._hit(
+                            after.line_of(never), f"`{before.label}` in {where} narrowed to never fire: {narrowed}"
+                        )
                     )
                 elif off := [c for c in after.conditions - before.conditions if off_by_default(c, pristine)]:
                     hits.append(
                         self._hit(
-                            after.line, f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on"
+                            after.line_of(off),
+                            f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on",
                         )
                     )
         return hits
@@ -700,6 +781,19 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         )
 
 
+_TESTED = "tests "
+
+
+def _tests_of(node: ast.stmt) -> set[str]:
+    """What a guard of a helper fails on, as `_TESTED` labels: each part of the test of an `if`
+    that raises, each spelling of an assert's test negated (the same check written either way)."""
+    if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
+        return {_TESTED + c for c in _parts(node.test, ast.And)}
+    if isinstance(node, ast.Assert):
+        return {_TESTED + c for c in _negations(node.test)}
+    return set()
+
+
 def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
 
@@ -722,6 +816,7 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                         guard = _guard(node, frozenset(), False)
                         if guard is not None:
                             found.add(guard.label)
+                        found.update(_tests_of(node))
 
     walk(tree.body, "", "")
     callees: dict[str, set[str]] = {}
