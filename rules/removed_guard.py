@@ -253,20 +253,17 @@ def _wider(narrow: ast.expr | None, wide: ast.expr | None) -> bool:
         sides = frozenset("".join(sides).translate(_MIRROR))  # `0 <= n` is `n >= 0`
     elif (second[0], second[1]) != (first[0], first[1]):
         return False
-    return bool((sides - first[2]) & set("<>"))  # not `<` to `<=`: one value, an off-by-one fix as often
+    # From an equality only: `<` to `<=` is an off-by-one fix as often as not, and `!= 0` to `> 0`
+    # of a count the same test.
+    return first[2] == frozenset("=") and bool((sides - first[2]) & set("<>"))
 
 
 def _loosened(before: _Guard, after: _Guard) -> str | None:
-    """An assert whose test now holds on a whole side more (`assert n == 0` to `assert n >= 0`),
-    or a raise whose `if` now fires on a whole side less (`if n != 0:` to `if n > 0:`)."""
-    if before.test is None or after.test is None or before.kind != after.kind:
+    """An assert of an equality whose test now holds on a whole side more (`assert n == 0` to
+    `assert n >= 0`)."""
+    if before.kind != "assert" or after.kind != "assert" or not _wider(before.test, after.test):
         return None
-    change = f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`"
-    if before.kind == "assert" and _wider(before.test, after.test):
-        return f"{change}, which lets more through"
-    if before.kind == "raise" and _wider(after.test, before.test):
-        return f"{change}, which fires less often"
-    return None
+    return f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`, which lets more through"  # type: ignore[arg-type]
 
 
 def _asserted(raised: _Guard, now: list[_Guard]) -> bool:
@@ -706,7 +703,7 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                 elif loose := _loosened(before, after):
                     hits.append(
                         self._hit(
-                            after.line_of(after.conditions) if after.kind == "raise" else after.line,
+                            after.line,
                             f"`{before.label}` in {where} loosened: {loose}",
                         )
                     )
