@@ -281,8 +281,9 @@ Compares each function, class body and the module level of the installed file wi
 scope of the pristine file. A `raise`, an `assert` or a check call (`self._verify_quant(x)`)
 that the vendor wrote is reported when the installed copy deleted it (or turned it into a
 `print`, a `logger.warning`, a `return`), weakened it (an extra escape condition: `if cond and
-not os.environ.get("SKIP"):`, `assert ok or SKIP`), or swallowed it (wrapped in `try`/`except`
-that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
+not os.environ.get("SKIP"):`, `assert ok or SKIP`, reported on the `if` line that gained it; an
+assert of an equality loosened in place to hold on a whole side more: `assert n == 0` to `assert
+n >= 0`, not `<` to `<=`), or swallowed it (wrapped in `try`/`except` that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
 then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
@@ -313,7 +314,8 @@ vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)
 hop away): that module is read where it is installed, bounded and below the distribution's
 directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
 `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), or the other
-way round.
+way round, in place or in a helper the scope calls (the helper's test, spelled either way, must be
+the guard's: the same names).
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
