@@ -283,8 +283,9 @@ that the vendor wrote is reported when the installed copy deleted it (or turned 
 `print`, a `logger.warning`, a `return`), weakened it (an extra escape condition: `if cond and
 not os.environ.get("SKIP"):`, `assert ok or SKIP`, reported on the `if` line that gained it; an
 assert of an equality loosened in place to hold on a whole side more: `assert n == 0` to `assert
-n >= 0`, not `<` to `<=`), or swallowed it (wrapped in `try`/`except` that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
-then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
+n >= 0`, not `<` to `<=`), or swallowed it (wrapped in `try`/`except` that does not raise). An
+unsupported configuration (a dtype, a quantisation scheme, a shape) then runs instead of failing
+loudly. Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
