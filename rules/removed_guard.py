@@ -266,12 +266,6 @@ def _loosened(before: _Guard, after: _Guard) -> str | None:
     return f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`, which lets more through"  # type: ignore[arg-type]
 
 
-def _asserted(raised: _Guard, now: list[_Guard]) -> bool:
-    """Whether an assert of the scope checks what a raise's `if` tested (`if q.dim() != 3: raise`,
-    now `assert q.dim() == 3`), and nothing swallows it."""
-    return any(g.negated & raised.conditions and not g.swallowed for g in now)
-
-
 class RemovedGuard(TextRule):
     ID = "removed-guard"
     SEVERITY = Severity.HIGH
@@ -314,9 +308,9 @@ of another module of the same top-level package that the scope now calls and did
 vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
 hop away): that module is read where it is installed, bounded and below the distribution's
 directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
-`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), or the other
-way round, in place or in a helper the scope calls (the helper's test, spelled either way, must be
-the guard's: the same names).
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), in place or
+in a helper the scope calls (the helper's test must be the assert's, negated: the same names). The
+other way round (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
@@ -330,10 +324,6 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         Example(
             code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
             pristine="def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
-        ),
-        Example(
-            code="def f(q):\n    assert q.dtype in (F16, BF16), 'dtype'\n    return q\n",
-            pristine="def f(q):\n    if q.dtype not in (F16, BF16):\n        raise ValueError('dtype')\n    return q\n",
         ),
         Example(
             code="""
@@ -679,15 +669,12 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
-                fails_on = before.negated if before.kind == "assert" else before.conditions
-                if after is None and before.kind != "check" and {_TESTED + c for c in fails_on} & moved_to(scope):
-                    continue  # moved into a helper as the same test (an assert now an if/raise): still checked
+                if after is None and {_TESTED + c for c in before.negated} & moved_to(scope):
+                    continue  # an assert moved into a helper as the same test, now an if/raise: still checked
                 if after is None and before.kind != "check" and moved_out(scope):
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
-                if after is None and before.kind == "raise" and _asserted(before, now):
-                    continue  # `if not ok: raise ...` rewritten as `assert ok`: still checked
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -785,12 +772,10 @@ _TESTED = "tests "
 
 
 def _tests_of(node: ast.stmt) -> set[str]:
-    """What a guard of a helper fails on, as `_TESTED` labels: each part of the test of an `if`
-    that raises, each spelling of an assert's test negated (the same check written either way)."""
+    """What an `if` of a helper that raises fails on, as `_TESTED` labels (each part of its test):
+    an assert moved there as that `if` is still checked."""
     if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
         return {_TESTED + c for c in _parts(node.test, ast.And)}
-    if isinstance(node, ast.Assert):
-        return {_TESTED + c for c in _negations(node.test)}
     return set()
 
 

@@ -718,14 +718,6 @@ case(
     ),
 )
 case(
-    "quiet_raise_as_assert",
-    VENDOR_LOADER,
-    VENDOR_LOADER.replace(
-        '    if missing:\n        raise FileNotFoundError(\n            f"missing: {missing}"\n        )\n',
-        '    assert not missing, f"missing: {missing}"\n',
-    ),
-)
-case(
     "quiet_guard_off_by_one_fix",
     VENDOR_LOADER.replace("redundant == 0", "redundant < 8"),
     VENDOR_LOADER.replace("redundant == 0", "redundant <= 8"),

@@ -496,10 +496,9 @@ guard(
             raise ValueError("unsupported dtype")""",
     head="\n_DEBUG = True",
 )
-guard(
-    "assert_rewrite",
+guard(  # `python -O` drops it
+    "raise_to_assert",
     '''        assert hidden_states.dtype in (torch.float16, torch.bfloat16), "unsupported dtype"''',
-    quiet=True,
 )
 guard(
     "guard_widen_more_dtypes",
