@@ -41,7 +41,12 @@ CALLS = (
     "requests.*",
     "httpx.*",
     "aiohttp.ClientSession",
-    "urllib3.*",
+    "urllib3.request",
+    "urllib3.PoolManager",
+    "urllib3.ProxyManager",
+    "urllib3.HTTPConnectionPool",
+    "urllib3.HTTPSConnectionPool",
+    "urllib3.connection_from_url",
     "ftplib.FTP",
     "ftplib.FTP_TLS",
     "smtplib.SMTP",
@@ -84,7 +89,8 @@ code run with the service's privileges and network access. A patch that shells o
 uses such calls elsewhere. Calls are matched by what they resolve to.
 
 Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`/`posix_spawn`/`forkpty`,
-`pty.spawn`, asyncio's `create_subprocess_exec`/`_shell`, socket, urllib, urllib3, requests,
+`pty.spawn`, asyncio's `create_subprocess_exec`/`_shell`, socket, urllib, urllib3's pools and
+`request` (not its URL parsers), requests,
 httpx, aiohttp, http.client, ftplib, smtplib, xmlrpc, matched by what they resolve to.
 
 High when a patch gave a module that never started a process or opened a connection one (the
@@ -138,6 +144,7 @@ other modules."""
         "import os\npath = os.path.join('a', 'b')\n",
         "import httpx\nlimits = httpx.Limits(max_connections=4)\n",
         "import subprocess\nline = subprocess.list2cmdline(['a', 'b c'])\n",
+        "import urllib3\nhost = urllib3.util.parse_url('http://a:1/').host\n",
     ]
     INVALID = [
         Example(code="import subprocess\nsubprocess.run(['nvidia-smi'])\n", line=2),
