@@ -291,6 +291,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._counters: dict[str, frozenset[str]] = {}  # module-level def or class -> its call counters
         self._instance_numbers: dict[str, dict[str, int]] = {}  # class -> `self.NAME` bound once to an int
         self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
+        self._new_to_module: dict[int, bool] = {}  # id of the patterns asked about -> the answer
         self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
@@ -738,6 +739,20 @@ class Rule(cst.BatchableCSTVisitor):
         """Whether the node being visited is inside a function a server runs for every step or batch:
         a forward, the runner's `execute_model`, a scheduler's `schedule`, a sampler, `compute_logits`."""
         return any(FORWARD_NAMES.match(name) or STEP_NAMES.match(name) for name in self.context.functions)
+
+    def new_to_module(self, patterns: Filter) -> bool:
+        """Whether a patch brought what `patterns` spell into library code that never had it: the
+        file drifted, the distribution's text of it matches none of them, and the module is neither
+        a command (`if __name__ == "__main__":`) nor a test. Once per file and rule."""
+        key = id(patterns)
+        if key not in self._new_to_module:
+            pristine, analysis = self.context.pristine, self.context.analysis
+            tree = analysis.tree if analysis is not None else None
+            own_use = tree is not None and (_purpose.is_script(tree) or _purpose.is_test_module(tree))
+            self._new_to_module[key] = (
+                self.context.drifted and pristine is not None and not own_use and not _any(patterns, pristine.encode())
+            )
+        return self._new_to_module[key]
 
     @property
     def in_main_guard(self) -> bool:

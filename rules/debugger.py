@@ -64,6 +64,16 @@ DEBUGGER_MODULES = {
 HOOKS = ("sys.excepthook", "sys.breakpointhook", "threading.excepthook", "sys.unraisablehook")
 # Traceback printers that open a debugger when told to (`FormattedTB(call_pdb=True)`).
 PDB_PRINTERS = ("IPython.core.ultratb.*",)
+# Trace and profile hooks: once set, every line or call of the process runs the function given.
+TRACERS = (
+    "sys.settrace",
+    "sys.setprofile",
+    "threading.settrace",
+    "threading.setprofile",
+    "threading.settrace_all_threads",
+    "threading.setprofile_all_threads",
+)
+TRACER_TEXT = re.compile(rb"\bset(?:trace|profile)(?:_all_threads)?\b")
 ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
 
 
@@ -95,9 +105,14 @@ set as a hook (`sys.excepthook = pdb.pm`, `sys.breakpointhook = ipdb.set_trace`,
 (`signal.signal(s, lambda *a: pdb.set_trace())`), IPython's `Pdb().interaction(...)`, and
 IPython's traceback printers with `call_pdb` set (`sys.excepthook = FormattedTB(call_pdb=True)`).
 
+A trace or profile function a patch installs (`sys.settrace(f)`, `sys.setprofile`,
+`threading.settrace`) in a module whose distributed text never traces is one too: every line or
+call of the serving process runs through it from then on (`settrace(None)` turns it off).
+
 Knowingly not: a debugger module passed to a helper as an argument, a debugger reached through
-another module's helper, `sys.settrace` hooks, `faulthandler` (it prints stacks, it does not
-stop; a file it writes to is file-write's)."""
+another module's helper, a trace function set in a module that already traces (a documented
+tracing option), `faulthandler` (it prints stacks, it does not stop; a file it writes to is
+file-write's)."""
     PREFILTER = (
         b"breakpoint",
         b"Tracer",
@@ -113,6 +128,7 @@ stop; a file it writes to is file-write's)."""
         b"set_trace",
         b"listen",
         b"wait_for_client",
+        TRACER_TEXT,
     )
     WHOLE_MODULE = True  # an import is flagged unless the module uses pdb as a library elsewhere
     # The module must be named somewhere: imported, or given to __import__ as a string.
@@ -126,11 +142,13 @@ stop; a file it writes to is file-write's)."""
         b"debugpy",
         b"pydevd",
         re.compile(rb"import[^\n#]*\bcode\b|['\"]code['\"]"),
+        TRACER_TEXT,
     )
     IDENTIFIERS = frozenset(
         {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith(("*", ")"))}
         | DEBUGGER_MODULES
         | {"Pdb", "interact", "Tracer", "call_pdb", "excepthook"}
+        | {n.rsplit(".", 1)[-1] for n in TRACERS}
     )
 
     VALID = [
@@ -152,6 +170,11 @@ stop; a file it writes to is file-write's)."""
         """,
         "import code\nsource = code.compile_command('x = 1')\n",
         "import sys\nfrom IPython.core import ultratb\n\nsys.excepthook = ultratb.FormattedTB(call_pdb=False)\n",
+        Example(code="import sys\n\ndef stop_tracing():\n    sys.settrace(None)\n", pristine="import sys\n"),
+        Example(  # a module that traces on purpose (an option to trace calls): its own business
+            code="import sys\n\ndef trace_calls(fn, log):\n    sys.settrace(fn)\n    log.info('tracing')\n",
+            pristine="import sys\n\ndef trace_calls(fn, log):\n    sys.settrace(fn)\n",
+        ),
     ]
     INVALID = [
         Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2, message="breakpoint()"),
@@ -275,6 +298,22 @@ stop; a file it writes to is file-write's)."""
             line=4,
             message="call_pdb",
         ),
+        Example(
+            code="""
+            import sys
+
+            def _trace(frame, event, arg):
+                print(frame.f_code.co_name, event)
+                return _trace
+
+            def forward(self, x):
+                sys.settrace(_trace)
+                return x
+            """,
+            pristine="def forward(self, x):\n    return x\n",
+            line=8,
+            message="trace function",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -284,6 +323,10 @@ stop; a file it writes to is file-write's)."""
             return
         for found, _inner, helper in self.through_helper(node, DEBUGGER_CALLS):
             self.report(node, f"{helper.name}() runs {found.removeprefix('builtins.')}(): stops for a debugger")
+            return
+        tracer = self.resolves_to(node, TRACERS)
+        if tracer is not None:
+            self._tracer(node, tracer)
             return
         call_pdb = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "call_pdb"), None)
         if call_pdb is not None and self.truth(call_pdb) and self.resolves_to(node, PDB_PRINTERS):
@@ -296,6 +339,16 @@ stop; a file it writes to is file-write's)."""
                     node, f"hands {entry}() on to be run later (a signal, an exit, a thread): stops the process"
                 )
                 return
+
+    def _tracer(self, node: cst.Call, tracer: str) -> None:
+        """`sys.settrace(f)` a patch brought into a module that never traced: every line or call
+        of the process runs `f` from then on (`settrace(None)` turns tracing off)."""
+        given = node.args[0].value if node.args else None
+        if given is None or (isinstance(given, cst.Name) and given.value == "None"):
+            return
+        if self.new_to_module(TRACER_TEXT) and not self.in_main_guard:
+            message = f"{tracer}() installs a trace function: every call of the process runs through it"
+            self.report(node, message, severity=Severity.HIGH)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         hook = next((h for t in node.targets if (h := self.resolves_to(t.target, HOOKS)) is not None), None)

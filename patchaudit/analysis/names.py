@@ -142,6 +142,8 @@ class NameTable:
     star_modules: list[str] = field(default_factory=list)
     # (class, attribute) -> every value a method assigns to `self.attribute` (None: computed in place).
     instance_assigned: dict[tuple[str, str], list[ast.expr | None]] = field(default_factory=dict)
+    # scope -> name -> the string literals it is bound to (`_SAVE = "save"`, for `getattr(torch, _SAVE)`).
+    strings: dict[Scope, dict[str, list[str]]] = field(default_factory=dict)
     _memo: dict[tuple[str, Scope], frozenset[str]] = field(default_factory=dict)
     _busy: set[tuple[str, Scope]] = field(default_factory=set)
 
@@ -177,7 +179,10 @@ class NameTable:
         for q in self.resolve(ref.func, scope, depth + 1):
             first = ref.args[0] if ref.args else None
             second = ref.args[1] if len(ref.args) > 1 else None
-            if q == "builtins.getattr" and isinstance(second, str) and not isinstance(first, str):
+            if q == "builtins.getattr" and isinstance(second, NameRef) and not isinstance(first, str):
+                for text in self.text_of(second.id, scope):  # `getattr(torch, _SAVE)`, `_SAVE = "save"`
+                    out.update(f"{b}.{text}" for b in self.resolve(first, scope, depth + 1))
+            elif q == "builtins.getattr" and isinstance(second, str) and not isinstance(first, str):
                 out.update(f"{b}.{second}" for b in self.resolve(first, scope, depth + 1))
             elif q == "builtins.__import__" and isinstance(first, str):
                 out.add(first.split(".")[0])
@@ -217,6 +222,16 @@ class NameTable:
             found = self.bindings.get(where, {}).get(name)
             if found is not None:
                 return [(b.value, b.scope) for b in found if isinstance(b, _Alias)]
+        return []
+
+    def text_of(self, name: str, scope: Scope) -> list[str]:
+        """The string literals `name` is bound to where it is looked up from `scope`, when every
+        binding of it there is one."""
+        for where in _chain(scope):
+            found = self.bindings.get(where, {}).get(name)
+            if found is not None:
+                texts = self.strings.get(where, {}).get(name, [])
+                return texts if len(texts) == len(found) else []
         return []
 
     def lookup(self, name: str, scope: Scope, depth: int = 0) -> frozenset[str]:
@@ -389,6 +404,9 @@ class _Binder(ast.NodeVisitor):
             # `dump = lambda t: torch.save(t, "/tmp/t.pt")`: calling it calls what its body calls.
             self.bind(target.id, _Alias(lam.func, self.scope + (("lambda", ""),)))
             return
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            where = () if target.id in self.globals.get(self.scope, ()) else self.scope
+            self.table.strings.setdefault(where, {}).setdefault(target.id, []).append(value.value)
         if isinstance(target, ast.Name):
             ref = ref_of_ast(value) if value is not None else None
             self.bind(target.id, _Alias(value, self.scope) if ref is not None and value is not None else _OTHER)

@@ -196,6 +196,9 @@ def _reduced(
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
     tree, names = analysis.tree, analysis.names
     module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
+    for name, strings in names.strings.get((), {}).items():
+        # `_SAVE = "save"`, then `getattr(torch, _SAVE)`: the name spells what its text does.
+        module_names[name] = module_names.get(name, frozenset()) | {t for t in strings if t.isidentifier()}
     for attr, qualified in analysis.instance_aliases().items():
         module_names[attr] = module_names.get(attr, frozenset()) | qualified  # `self.bp = pdb.set_trace`
     helpers = analysis.helper_spans()
