@@ -410,6 +410,9 @@ class _BatchedAttributes(_Batched):
     def __init__(self, methods: dict[str, list[Callable[[cst.CSTNode], None]]]) -> None:
         super().__init__(methods)
         self.hooks: dict[tuple[str, type, str], tuple[Callable[[cst.CSTNode], None], ...]] = {}
+        # The node types that have a hook: every other node's attributes return at once.
+        hooked = {name.split("_")[1] for name in methods if name.count("_") >= 2}
+        self.hooked = frozenset(getattr(cst, name) for name in hooked if isinstance(getattr(cst, name, None), type))
 
     def _hooks(self, when: str, node: cst.CSTNode, attribute: str) -> tuple[Callable[[cst.CSTNode], None], ...]:
         key = (when, type(node), attribute)
@@ -419,12 +422,14 @@ class _BatchedAttributes(_Batched):
         return found
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        for method in self._hooks("visit", node, attribute):
-            method(node)
+        if type(node) in self.hooked:
+            for method in self._hooks("visit", node, attribute):
+                method(node)
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        for method in self._hooks("leave", original_node, attribute):
-            method(original_node)
+        if type(original_node) in self.hooked:
+            for method in self._hooks("leave", original_node, attribute):
+                method(original_node)
 
 
 def _visit(module: cst.Module, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
