@@ -143,9 +143,19 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         if isinstance(func, ast.Name) and func.id in ("tuple", "list") and node.args:
             return _count_shaped(node.args[0], values, depth + 1)  # `tuple(x.shape)`
         if isinstance(func, ast.Attribute):
-            return func.attr in _COUNT_METHODS
+            # `torch.tensor(n).item()`, `np.int64(n)`: a conversion of a count.
+            return func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1))
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
+            name = node.args[1]  # `getattr(md, "num_actual_tokens", 0)`
+            return isinstance(name, ast.Constant) and isinstance(name.value, str) and _count_name(name.value)
+        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs"):
+            return any(_count_shaped(a, values, depth + 1) for a in node.args)  # `max(n, 1) == 1`
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
+
+
+def _count_name(name: str) -> bool:
+    return COUNT_NAME.match(name) is not None or MORE_COUNT_NAMES.match(name) is not None
 
 
 _COUNTERS = "+="  # the key of the names a statement increments (never a name itself)
@@ -308,6 +318,18 @@ _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
 _SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
+# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`): its tokens.
+_TOKEN_ROWS = re.compile(r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))")
+
+
+def _inner(count: str) -> bool:
+    """A dimension past the first (channels, heads, a layout), not the tokens."""
+    return _INNER_DIM.search(_TOKEN_ROWS.sub("", count)) is not None
+
+
+def _other(count: str) -> bool:
+    """A dimension other than the first, a size rather than a count."""
+    return _OTHER_DIM.search(_TOKEN_ROWS.sub("", count)) is not None
 _FEATURE_SIZE = 32  # a dimension past the first this large is a model or kernel size
 _SYMBOL = {
     cst.Equal: "==",
@@ -1155,7 +1177,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 (self._window(test), body, orelse is None),
                 (self._inverted(test), orelse, _passes(body)),  # `if n != 1: pass` / `else: s = ...`
             ):
-                if window is None or branch is None or _INNER_DIM.search(window[0]):
+                if window is None or branch is None or _inner(window[0]):
                     continue
                 found = self._change_for(branch, alone, max(self._values))
                 if found is not None:
@@ -1191,12 +1213,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
         effects.found = _effects(self, body)
-        if effects.found in _CHANGES and _INNER_DIM.search(count):
+        if effects.found in _CHANGES and _inner(count):
             effects.found = None  # `if x.shape[1] == 3: return x`: channels, a layout, not tokens
-        if not effects.found and _OTHER_DIM.search(count):
+        if not effects.found and _other(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         numbers = [int(n) for n in re.findall(r"\d+", value)]
-        if _INNER_DIM.search(count) and numbers and min(numbers) >= _FEATURE_SIZE:
+        if _inner(count) and numbers and min(numbers) >= _FEATURE_SIZE:
             return  # `q.shape[1] == 32`, `x.shape[1] == 7168`: heads or hidden, not tokens
         if effects.found and self.upstream_purpose(None) is not None:
             effects.found = None  # a test's own counters and traps
