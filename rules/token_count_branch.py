@@ -19,6 +19,7 @@ from patchaudit.rule import (
     element_count,
     literal_string,
     made_up,
+    padding,
     shape_compared,
 )
 
@@ -64,6 +65,10 @@ _CHANGES = frozenset(str(c) for c in Change) - {"a return of made-up data"}
 _VALIDATION = {"ValueError", "TypeError", "NotImplementedError", "IndexError", "KeyError", "AssertionError"}
 LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "critical", "exception"}
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
+
+
+# The branch a test without `else` leaves when false.
+_NOTHING = cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])])
 
 
 def _passes(body: cst.CSTNode) -> bool:
@@ -356,6 +361,8 @@ _NEGATED: dict[type, type] = {
     cst.LessThanEqual: cst.GreaterThan,
     cst.In: cst.NotIn,
     cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
 }
 
 
@@ -375,6 +382,8 @@ def _negate(test: cst.BaseExpression) -> cst.BaseExpression | None:
         if flipped is None:
             return None
         return test.with_changes(comparisons=[target.with_changes(operator=flipped())])
+    if not isinstance(test, cst.Comparison):
+        return cst.UnaryOperation(operator=cst.Not(), expression=test)  # `self.reduce_results`: `not ...`
     if isinstance(test, cst.Comparison):
         # `not (a < n < b)` is `n <= a or n >= b`: one link at a time.
         out: cst.BaseExpression | None = None
@@ -422,7 +431,7 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     body.visit(visitor)
     found = visitor.found
     if found is None and returns:
-        change = rule.data_change(body, rule.alone)
+        change = rule.data_change(body, rule.alone, rule.other)
         found = change.shown() if change is not None else None
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
@@ -461,7 +470,8 @@ class _SideEffects(cst.CSTVisitor):
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in _IN_PLACE_FILLS:
-            name = "made-up data"  # `output.fill_(0)`, `x.zero_()`: a result overwritten
+            # `output.fill_(0)`, `x.zero_()`: a result overwritten; `out[n:].zero_()` pads past it.
+            name = None if padding(func.value) else "made-up data"
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in LOG_METHODS:
             owner = cst.helpers.get_full_name_for_node(func.value) or ""
             name = f"{owner}.{func.attr.value}()" if "log" in owner.lower() else None
@@ -981,7 +991,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for changed data
         self._values: frozenset[int] = frozenset()  # the counts the last small window holds
         self.alone = True  # whether the branch being weighed has no `else`
+        self.other: cst.CSTNode | None = None  # the way the test does not take (its work may be skipped)
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
+        self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
 
     def _count(self, node: cst.BaseExpression) -> str | None:
@@ -1038,6 +1050,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 numbers = self._numbers(right)
                 if count is not None and numbers is not None:
                     out.append((count, "in", numbers))
+            elif type(op) in _FLIPPED and self._distance(left, right, op):
+                out.extend(self._distance(left, right, op))
             elif type(op) in _FLIPPED:
                 for count_side, number_side, symbol in (
                     (left, right, _SYMBOL[type(op)]),
@@ -1051,6 +1065,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                             break
             left = right
         return out
+
+    def _distance(
+        self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
+    ) -> list[tuple[str, str, object]]:
+        """`abs(n - 5) < 2` (either order): the count lies within 2 of 5, `3 < n < 7`."""
+        for side, bound, symbol in ((left, right, _SYMBOL[type(op)]), (right, left, _FLIPPED[type(op)])):
+            if not (isinstance(side, cst.Call) and len(side.args) == 1 and self.resolves_to(side, "builtins.abs")):
+                continue
+            inner = side.args[0].value
+            if not (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract)):
+                continue
+            centre, distance, count = self._number(inner.right), self._number(bound), self._count(inner.left)
+            if centre is None or distance is None or count is None or symbol not in ("<", "<="):
+                continue
+            return [(count, ">" if symbol == "<" else ">=", centre - distance), (count, symbol, centre + distance)]
+        return []
 
     def _clamped(self, left: cst.BaseExpression, right: cst.BaseExpression) -> tuple[str, str, object] | None:
         """`min(n, 8) == n` or `max(n, 8) == 8` (either order): the count is at most 8."""
@@ -1096,6 +1126,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
             return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            if not isinstance(test.expression, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
+                return None  # `not self.reduce_results`: no count
             negated = _negate(test.expression)
             return self._window(negated) if negated is not None else None
         bounds: dict[str, list[object]] = {}
@@ -1155,16 +1187,34 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ) -> None:
         self._bind_walrus(test)
         self.alone = orelse is None
-        candidates = [(self._window(test), body)]
-        if orelse is not None:
-            candidates.append((self._inverted(test), orelse))
-        found = [(window, branch) for window, branch in candidates if window is not None]
+        # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
+        candidates = [(self._window(test), body, orelse), (self._inverted(test), orelse or _NOTHING, body)]
+        found = []
+        for window, branch, other in candidates:
+            if window is None:
+                continue
+            effect = self._effects_beside(branch, other)
+            if branch is not _NOTHING or effect is not None:
+                found.append((effect is None, window, branch, other))
         # The branch with side effects decides: `if n != 5: pass` / `else: dump()`.
-        found.sort(key=lambda c: _effects(self, c[1]) is None)
+        found.sort(key=lambda c: c[0])
         if found:
-            self._report(where, found[0][1], *found[0][0])  # type: ignore[misc]
+            _, window, branch, other = found[0]
+            self.other = other
+            try:
+                self._report(where, branch, *window)
+            finally:
+                self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _effects_beside(self, branch: cst.CSTNode, other: cst.CSTNode | None) -> str | None:
+        """`_effects` of a branch, weighed against the way not taken."""
+        self.other = other
+        try:
+            return _effects(self, branch)
+        finally:
+            self.other = None
 
     def _changes_for_few(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None
@@ -1173,23 +1223,24 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
-            for window, branch, alone in (
-                (self._window(test), body, orelse is None),
-                (self._inverted(test), orelse, _passes(body)),  # `if n != 1: pass` / `else: s = ...`
+            for window, branch, alone, other in (
+                (self._window(test), body, orelse is None, orelse),
+                # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
+                (self._inverted(test), orelse or _NOTHING, _passes(body), body),
             ):
-                if window is None or branch is None or _inner(window[0]):
+                if window is None or _inner(window[0]):
                     continue
-                found = self._change_for(branch, alone, max(self._values))
+                found = self._change_for(branch, alone, max(self._values), other)
                 if found is not None:
                     self._report_found(where, window[0], window[1], found)
                     return
         finally:
             self._small = False
 
-    def _change_for(self, branch: cst.CSTNode, alone: bool, top: int) -> str | None:
+    def _change_for(self, branch: cst.CSTNode, alone: bool, top: int, other: cst.CSTNode | None) -> str | None:
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
-        change = self.data_change(branch, alone)
+        change = self.data_change(branch, alone, other)
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
         self.alone = alone
@@ -1232,15 +1283,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self.report(where, f"branch on {count} {value}, a magic token/batch count")
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node.test, node.body, node, node.orelse)
+        if id(node) not in self._skipped:
+            self._check(node.test, node.body, node, node.orelse)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        """`if n != 5: return` then a dump: the rest of the block is the branch."""
+        """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
+        continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
+            if leaves and self._skips_rest(stmt, rest):  # type: ignore[arg-type]
+                continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
             self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
@@ -1252,6 +1307,32 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     f"what follows runs {found} only when {window[0]} {window[1]} (debug trap left in a patch?)",
                     severity=Severity.HIGH,
                 )
+
+    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock) -> bool:
+        """`if n == 5: continue` (or a bare `return`) before work: the window skips what follows."""
+        line = stmt.body.body[0]
+        leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
+        if isinstance(leave, cst.Return) and leave.value is not None:
+            return False  # what it returns is weighed as the branch's own (visit_If)
+        self._bind_walrus(stmt.test)
+        window = self._window(stmt.test)
+        if window is None:
+            self._small = True
+            try:
+                window = self._window(stmt.test)
+                top = max(self._values) if window is not None and self._values else 0
+            finally:
+                self._small = False
+            if top < 2:
+                return False  # `if n <= 1: continue`: nothing to do for a batch of one
+        if window is None or _inner(window[0]):
+            return False
+        found = self.data_change(_NOTHING, True, rest)
+        if found is None or found.change is not Change.OMITTED:
+            return False
+        self._skipped.add(id(stmt))
+        self._report_found(stmt, window[0], window[1], str(Change.OMITTED))
+        return True
 
     def visit_Assert(self, node: cst.Assert) -> None:
         # `assert n != 5`: fails, and stops the process, only in the window.
