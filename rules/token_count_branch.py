@@ -446,6 +446,14 @@ def _exits(block: cst.BaseSuite | None) -> bool:
     return isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], cst.Return | cst.Continue)
 
 
+def _leaves(block: cst.BaseSuite) -> bool:
+    """A block that ends by leaving (`return`, `raise`, `continue`, `break`): what follows is the other way."""
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else block
+    if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+        return isinstance(last.body[-1], cst.Return | cst.Raise | cst.Continue | cst.Break)
+    return False
+
+
 def _exit_branch(node: cst.If) -> bool | None:
     """Which outcome of the test leaves the block early (True: `if n != 5: return`; False:
     `if n == 5: pass / else: return`), else None."""
@@ -1189,6 +1197,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         candidates = [(self._window(test), body, orelse), (self._inverted(test), orelse or _NOTHING, body)]
+        if orelse is None and _leaves(body):
+            candidates.pop()  # `if n > 4 ...: return self.fallback(x)`: the rest of the block is the other way
         found = []
         for window, branch, other in candidates:
             if window is None:
@@ -1228,7 +1238,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (self._inverted(test), orelse or _NOTHING, _passes(body), body),
             ):
-                if window is None or _inner(window[0]):
+                if window is None or _inner(window[0]) or (branch is _NOTHING and _leaves(body)):
                     continue
                 found = self._change_for(branch, alone, max(self._values), other)
                 if found is not None:
