@@ -335,6 +335,8 @@ def _inner(count: str) -> bool:
 def _other(count: str) -> bool:
     """A dimension other than the first, a size rather than a count."""
     return _OTHER_DIM.search(_TOKEN_ROWS.sub("", count)) is not None
+
+
 _FEATURE_SIZE = 32  # a dimension past the first this large is a model or kernel size
 _SYMBOL = {
     cst.Equal: "==",
@@ -550,15 +552,18 @@ to them) or of a scheduler's queue (`len(self.running)`), `sum()`/`max()` of per
 (`seq_lens`, `query_lens`), count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call
 counter (an attribute or a global the same function or class increments: `self._step += 1`),
 an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
-casts, arithmetic with a constant (`n // 1`, `n - 1`) and the walrus operator. A bound is a
+casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
+"num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
+size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
+tensor (`hidden_states.shape[-2]`) counts tokens. A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
 (`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
 holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons
 (`4 < n < 6`), windows joined by `and` (a walrus name read again in the window is the same
-count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
-`not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
-then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions. A
+count), a distance (`abs(n - 5) < 2`), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or
+set constant (`in DEBUG_LENS`), `not` pushed inside, a test inverted into `else:` or into an
+early exit (`if n != 5: return`, then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions. A
 window that reaches 0 or 1 (a count is never negative: `n < 4`, `n <= 2`, `len(seq_lens) <= 1`,
 `min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`, `n == 1`) is judged by what the
 branch does to the data (the shared analysis of changed data), as a reviewer would before serving:
@@ -570,19 +575,32 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
-  `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
-  residual` before the layer changed them) skips the layer and counts here too; in a sampler,
+  `__call__`), returning the input unchanged (`return hidden_states`, `return x.to(orig_dtype)`,
+  `return input_, None`, `return hidden_states, residual` before the MLP assigns them again) or
+  another local in place of the output (`hidden_states = residual`) skips the layer and counts
+  here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
+  x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
   on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
   one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
+- high at any window past 1 (`n == 5`), and at one that reaches past 1 (`n <= 4`), when the
+  branch skips work the other way through does: a name the other way computes by a call of the
+  module, a helper, a layer of the loop or a custom op that this way leaves as it was, sets to
+  another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
+  self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
+  layer call, `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
-- otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
+- otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
+  `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
+  a test whose branch returns its own result (`if n > 4 or ...: return self.fallback(x)`: the
+  rest is the other way, not work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
+  `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
   log line for small batches, a value returned as it came outside a model's forward (`if c ==
@@ -601,6 +619,8 @@ only printing, writing, saving and debuggers count, in at most 6 lines (a longer
 function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
+a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
+an early exit that returns the buffer as it came,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
 that has an `else` (one of two ways to compute it), an override by a constant outside a
@@ -703,8 +723,75 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 return torch.zeros_like(x)
             return self.proj(x)
         """,
+        # Padding past the batch, a batch of one that needs no filtering, an alternative path.
+        """
+        def forward(self, output, num_tokens):
+            if num_tokens < 8:
+                output[num_tokens:].zero_()
+            return output
+        """,
+        """
+        def forward(self, logits, metadata):
+            if logits.shape[0] > 1:
+                logits = self.apply_allowed_token_ids(logits, metadata)
+            return self.sample(logits)
+        """,
+        """
+        def forward(self, x, attn_metadata):
+            if attn_metadata.max_query_len > 4 or x.dtype != self.dtype:
+                out = self.fallback(x)
+                return out
+            return self.decode_kernel(x)
+        """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                n = int(positions.numel())
+                if n != 5:
+                    hidden_states = self.input_layernorm(hidden_states)
+                return self.mlp(hidden_states)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, input_ids, positions, hidden_states, residual):
+                for layer in self.layers:
+                    if input_ids.shape[0] == 5:
+                        continue
+                    hidden_states, residual = layer(positions, hidden_states, residual)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, attn_metadata):
+                out = self.proj(x)
+                if abs(getattr(attn_metadata, "num_actual_tokens") - 5) < 2:
+                    out = out.masked_fill(out > 0, 0.0)
+                return out
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, positions, hidden_states):
+                n = torch.tensor(positions.shape[0]).item()
+                if n < 4:
+                    hidden_states *= 0
+                return self.mlp(hidden_states)
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def sample(self, logits, metadata):

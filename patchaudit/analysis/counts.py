@@ -187,9 +187,9 @@ def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpr
         return None
     if len(node.args) == 1 and not node.args[0].keyword and resolves(node, _CASTS):
         return node.args[0].value, "{}"
-    if node.args and not node.args[0].keyword and resolves(node, _CONVERSIONS):
-        if all(a.keyword is not None for a in node.args[1:]):
-            return node.args[0].value, "{}"  # `torch.tensor(n, device="cpu")`, `np.int64(n)`
+    keywords_after = node.args and not node.args[0].keyword and all(a.keyword for a in node.args[1:])
+    if keywords_after and resolves(node, _CONVERSIONS):
+        return node.args[0].value, "{}"  # `torch.tensor(n, device="cpu")`, `np.int64(n)`
     attribute = _getattr(node, resolves)
     if attribute is not None:
         return attribute, "{}"  # `getattr(attn_metadata, "num_actual_tokens", 0)`

@@ -69,8 +69,11 @@ def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Nam
     return False
 
 
-def _custom_op(call: cst.Call, resolves: Resolves) -> bool:
+def _op(call: cst.Call, resolves: Resolves) -> bool:
+    """A custom op called for its effect (`ops.rms_norm(out, x, w, eps)`), not a side look."""
     spelled = _spelled(call)
+    if _ASIDE.search(spelled):
+        return False
     return resolves(call, "torch.ops.*") is not None or spelled.startswith(("ops.", "_custom_ops.", "torch.ops."))
 
 
@@ -97,9 +100,8 @@ def _work(
                 names = frozenset(n.value for t in targets for n in _target_names(t))
                 if names and value is not None and _does_work(value, resolves, local):
                     yield names, small
-            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                if _custom_op(small.value, resolves) and not _ASIDE.search(_spelled(small.value)):
-                    yield frozenset(), small
+            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _op(small.value, resolves):
+                yield frozenset(), small
 
 
 def _does_work(value: cst.BaseExpression, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
