@@ -565,8 +565,9 @@ count), a distance (`abs(n - 5) < 2`), `in (5, 7)`, sets, lists, `in range(5, 8)
 set constant (`in DEBUG_LENS`), `not` pushed inside, a test inverted into `else:` or into an
 early exit (`if n != 5: return`, then the rest of the block), `assert n != 5`; `match`/`case`,
 conditional expressions. A window that reaches 0 or 1 (a count is never negative: `n < 4`,
-`n <= 2`, `len(seq_lens) <= 1`, `min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`, `n == 1`) is judged by what the
-branch does to the data (the shared analysis of changed data), as a reviewer would before serving:
+`n <= 2`, `len(seq_lens) <= 1`, `min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`,
+`n == 1`) is judged by what the branch does to the data (the shared analysis of changed data),
+as a reviewer would before serving:
 
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
