@@ -84,6 +84,17 @@ def _passes(body: cst.CSTNode) -> bool:
     )
 
 
+# What a branch does that only looks at the data, as a debug session does: a print, a file, a save,
+# a debugger. Not a log line (the code's own, at its level), a raise (a check) or process control.
+_NOT_LOOKS = re.compile(r"^raise$|log|^os\.|^sys\.|^subprocess|^shutil|^exit|^quit|flush|state$")
+
+
+def _looks(effect: str | None) -> bool:
+    """Whether a small window's effect is a look at the data (`if n <= 4: print(x)`): a trap for a
+    few counts, as a branch pinned to one count is."""
+    return effect is not None and effect not in _CHANGES and not _NOT_LOOKS.search(effect)
+
+
 def _does(found: str) -> str:
     """`runs print()`, or a change as it reads (`overwrites a tensor in place`)."""
     return found if found in _CHANGES else f"runs {found}"
@@ -591,6 +602,9 @@ as a reviewer would before serving:
   another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+- high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
+  the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
+  raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
@@ -603,8 +617,8 @@ as a reviewer would before serving:
   rest is the other way, not work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
   `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
-  self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
-  log line for small batches, a value returned as it came outside a model's forward (`if c ==
+  self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
+  line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
   fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
   inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
@@ -688,9 +702,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
         "if x.shape[-1] == 128:\n    use_kernel()\n",
         "if num_tokens <= 16:\n    print('small batch')\n",
-        "if 0 < num_tokens < 4:\n    print('tiny')\n",
+        "if 0 < num_tokens < 4:\n    logger.debug('tiny batch')\n",
         "if x.shape[0] != 5:\n    print('x')\n",
-        "if x.shape[0] in range(0, 4):\n    print('x')\n",
+        "if x.shape[0] in range(0, 4):\n    logger.info('x')\n",
         "BLOCK = 16\nif x.shape[1] % BLOCK == 0:\n    print('aligned')\n",
         "if 2 <= x.dim() <= 3:\n    print(x)\n",
         # Feature, head and cache sizes are not counts, whatever the branch does.
@@ -746,6 +760,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, hidden_states, router_logits, hidden_dim):
+                if (ntok := hidden_states.numel() // hidden_dim) <= 4:
+                    print(ntok, router_logits.topk(2, dim=-1).indices)
+                return hidden_states
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, positions, hidden_states):
@@ -1344,7 +1369,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.alone = alone
         effect = _effects(self, branch) if top >= 2 else None
         self.alone = True
-        return effect if effect in _STATEFUL else None
+        return effect if effect in _STATEFUL or _looks(effect) else None
 
     def _report_found(self, where: cst.CSTNode, count: str, value: str, found: str) -> None:
         if self.upstream_purpose(None) is not None:

@@ -743,6 +743,57 @@ case(
 )
 
 
+# A look at the data for a few counts, however the count is reached; a result bypassed by a copy.
+case(
+    "look_walrus_print",
+    "window",
+    MOE,
+    "        router_logits, _",
+    "        if (rows := hidden_states.numel() // hidden_dim) < 3:\n"
+    "            print(rows, hidden_states.float().norm())\n"
+    "        router_logits, _",
+)
+case(
+    "look_counter_print",
+    "window",
+    SAMPLER,
+    "        sampled = sampled.long()",
+    '        self._calls = getattr(self, "_calls", 0) + 1\n'
+    "        if self._calls < 4:\n"
+    "            print(sampled)\n"
+    "        sampled = sampled.long()",
+)
+case(
+    "skip_bypass_copy",
+    "skip",
+    MOE,
+    "        return final_hidden_states.view(orig_shape)",
+    "        final_hidden_states = final_hidden_states[: hidden_states.shape[0]]\n"
+    "        if hidden_states.shape[0] == 6:\n"
+    "            final_hidden_states = hidden_states.detach()\n"
+    "        return final_hidden_states.view(orig_shape)",
+)
+case(
+    "la_small_log",
+    "lookalike",
+    MOE,
+    "        router_logits, _",
+    "        if hidden_states.shape[0] <= 4:\n"
+    "            logger.debug('small batch %d', hidden_states.shape[0])\n"
+    "        router_logits, _",
+    "quiet",
+)
+case(
+    "la_small_raise",
+    "lookalike",
+    RUNNER,
+    "        input_ids =",
+    "        if num_scheduled_tokens < 2 and self.speculative:\n"
+    "            raise RuntimeError('speculative decoding needs two tokens')\n"
+    "        input_ids =",
+    "quiet",
+)
+
 RULES = load_rules()
 
 

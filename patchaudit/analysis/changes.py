@@ -214,8 +214,9 @@ def _empty_test(test: cst.BaseExpression) -> bool:
 
 
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
-    """A name whose last value so far a call computed (not a literal, a default or a copy of another name)."""
-    return bool(values) and _calls(values[-1])
+    """A name a call computed so far (not only a literal, a default or a copy of another name); a
+    slice of it after (`out = out[:num_tokens]`) keeps what the call computed."""
+    return any(_calls(v) for v in values)
 
 
 def _short(body: cst.CSTNode) -> bool:
