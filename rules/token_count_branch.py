@@ -1309,7 +1309,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._bind_walrus(test)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
-        candidates = [(self._window(test), body, orelse), (self._inverted(test), orelse or _NOTHING, body)]
+        # An `elif` chain picks one handling per case (a layout, a format): none of them is skipped work.
+        chain = isinstance(orelse, cst.If)
+        candidates = [
+            (self._window(test), body, None if chain else orelse),
+            (self._inverted(test), orelse or _NOTHING, None if chain else body),
+        ]
         if orelse is None and _leaves(body):
             candidates.pop()  # `if n > 4 ...: return self.fallback(x)`: the rest of the block is the other way
         found = []
@@ -1346,10 +1351,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
+            chain = isinstance(orelse, cst.If)
             for window, branch, alone, other in (
-                (self._window(test), body, orelse is None, orelse),
+                (self._window(test), body, orelse is None, None if chain else orelse),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
-                (self._inverted(test), orelse or _NOTHING, _passes(body), body),
+                (self._inverted(test), orelse or _NOTHING, _passes(body), None if chain else body),
             ):
                 if window is None or _inner(window[0]) or (branch is _NOTHING and _leaves(body)):
                     continue
