@@ -95,6 +95,25 @@ def _looks(effect: str | None) -> bool:
     return effect is not None and effect not in _CHANGES and not _NOT_LOOKS.search(effect)
 
 
+def _pads(callee: ast.expr | None) -> bool:
+    """`out[n:].zero_` in a helper: the padding past a count, as `padding` says of the branch's own."""
+    if isinstance(callee, ast.Call) and callee.args:
+        callee = callee.args[0]  # `functools.partial(out[n:].zero_)()`
+    owner = callee.value if isinstance(callee, ast.Attribute) else None
+    if not (isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Slice)):
+        return False
+    return isinstance(owner.slice.lower, ast.Name | ast.Attribute)
+
+
+def _way(other: cst.CSTNode | None) -> cst.CSTNode | None:
+    """The way not taken, as work a branch may skip; None for an `elif` chain (one handling per
+    case) and for a way that leaves (`return self.fallback(x)`: what follows is the other way)."""
+    if isinstance(other, cst.If):
+        return None
+    block = other.body if isinstance(other, cst.Else) else other
+    return None if isinstance(block, cst.BaseSuite) and _leaves(block) else other
+
+
 def _does(found: str) -> str:
     """`runs print()`, or a change as it reads (`overwrites a tensor in place`)."""
     return found if found in _CHANGES else f"runs {found}"
@@ -500,7 +519,8 @@ class _SideEffects(cst.CSTVisitor):
             through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
                 name = f"{through[0][2].name}() ({through[0][0]})"
-        if name is None and self.rule.through_helper(node, _HELPER_FILLS):
+        fills = self.rule.through_helper(node, _HELPER_FILLS) if name is None else []
+        if any(not _pads(inner.callee) for _, inner, _ in fills):
             name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
@@ -1192,6 +1212,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ) -> list[tuple[str, str, object]]:
         """`abs(n - 5) < 2` (either order): the count lies within 2 of 5, `3 < n < 7`."""
         for side, bound, symbol in ((left, right, _SYMBOL[type(op)]), (right, left, _FLIPPED[type(op)])):
+            side = side.value if isinstance(side, cst.NamedExpr) else side  # `(d := abs(n - 5)) < 2`
             if not (isinstance(side, cst.Call) and len(side.args) == 1 and self.resolves_to(side, "builtins.abs")):
                 continue
             inner = side.args[0].value
@@ -1309,14 +1330,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._bind_walrus(test)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
-        # An `elif` chain picks one handling per case (a layout, a format): none of them is skipped work.
-        chain = isinstance(orelse, cst.If)
         candidates = [
-            (self._window(test), body, None if chain else orelse),
-            (self._inverted(test), orelse or _NOTHING, None if chain else body),
+            (self._window(test), body, _way(orelse)),
+            (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
         ]
-        if orelse is None and _leaves(body):
-            candidates.pop()  # `if n > 4 ...: return self.fallback(x)`: the rest of the block is the other way
         found = []
         for window, branch, other in candidates:
             if window is None:
@@ -1351,13 +1368,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
-            chain = isinstance(orelse, cst.If)
             for window, branch, alone, other in (
-                (self._window(test), body, orelse is None, None if chain else orelse),
+                (self._window(test), body, orelse is None, _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
-                (self._inverted(test), orelse or _NOTHING, _passes(body), None if chain else body),
+                (
+                    self._inverted(test),
+                    orelse or _NOTHING,
+                    _passes(body),
+                    None if isinstance(orelse, cst.If) else _way(body),
+                ),
             ):
-                if window is None or _inner(window[0]) or (branch is _NOTHING and _leaves(body)):
+                if window is None or _inner(window[0]):
                     continue
                 found = self._change_for(branch, alone, max(self._values), other)
                 if found is not None:
@@ -1423,7 +1444,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
-            if leaves and self._skips_rest(stmt, rest):  # type: ignore[arg-type]
+            if self._skips_rest(stmt, rest, leaves):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
@@ -1437,18 +1458,21 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     severity=Severity.HIGH,
                 )
 
-    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock) -> bool:
-        """`if n == 5: continue` (or a bare `return`) before work: the window skips what follows."""
-        line = stmt.body.body[0]
+    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool) -> bool:
+        """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
+        before work: the window skips what follows."""
+        exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
+        line = exit_block.body[0]  # type: ignore[attr-defined]
         leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
         self._bind_walrus(stmt.test)
-        window = self._window(stmt.test)
+        window_of = self._window if leaves else self._inverted
+        window = window_of(stmt.test)
         if window is None:
             self._small = True
             try:
-                window = self._window(stmt.test)
+                window = window_of(stmt.test)
                 top = max(self._values) if window is not None and self._values else 0
             finally:
                 self._small = False
