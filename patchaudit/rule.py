@@ -24,7 +24,7 @@ from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up
+from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
@@ -67,6 +67,7 @@ __all__ = [
     "Change",
     "STRONG_CHANGES",
     "made_up",
+    "padding",
     "UNKNOWN",
     "call_arg",
     "subexpressions",
@@ -633,10 +634,14 @@ class Rule(cst.BatchableCSTVisitor):
             self._counters[top] = _counts.counters(analysis.tree, top)
         return self._counters[top]
 
-    def data_change(self, body: cst.CSTNode, alone: bool = True) -> _changes.Found | None:
+    def data_change(
+        self, body: cst.CSTNode, alone: bool = True, other: cst.CSTNode | None = None
+    ) -> _changes.Found | None:
         """What `body` does to the data the enclosing function computes (see analysis.changes):
-        `alone`, the branch has no `else`."""
-        return _changes.data_change(body, self.resolves_to, self.values_of, self._function_facts(), alone)
+        `alone`, the branch has no `else`; `other`, the way the test does not take, whose work
+        `body` may leave out (see analysis.omits)."""
+        function = self._function_facts()
+        return _changes.data_change(body, self.resolves_to, self.values_of, function, alone, other)
 
     def conditional_assign(
         self, node: cst.Assign

@@ -19,6 +19,7 @@ from patchaudit.rule import (
     element_count,
     literal_string,
     made_up,
+    padding,
     shape_compared,
 )
 
@@ -66,6 +67,10 @@ LOG_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error",
 _MAGIC = rb"(?:[2-9]|[1-9][0-9_]+|0[xXoObB][0-9a-fA-F_]+)"
 
 
+# The branch a test without `else` leaves when false.
+_NOTHING = cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])])
+
+
 def _passes(body: cst.CSTNode) -> bool:
     """A block that does nothing (`pass`, `...`)."""
     if not isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite):
@@ -77,6 +82,36 @@ def _passes(body: cst.CSTNode) -> bool:
     return all(
         isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis)) for s in smalls
     )
+
+
+# What a branch does that only looks at the data, as a debug session does: a print, a file, a save,
+# a debugger. Not a log line (the code's own, at its level), a raise (a check) or process control.
+_NOT_LOOKS = re.compile(r"^raise$|log|^os\.|^sys\.|^subprocess|^shutil|^exit|^quit|flush|state$")
+
+
+def _looks(effect: str | None) -> bool:
+    """Whether a small window's effect is a look at the data (`if n <= 4: print(x)`): a trap for a
+    few counts, as a branch pinned to one count is."""
+    return effect is not None and effect not in _CHANGES and not _NOT_LOOKS.search(effect)
+
+
+def _pads(callee: ast.expr | None) -> bool:
+    """`out[n:].zero_` in a helper: the padding past a count, as `padding` says of the branch's own."""
+    if isinstance(callee, ast.Call) and callee.args:
+        callee = callee.args[0]  # `functools.partial(out[n:].zero_)()`
+    owner = callee.value if isinstance(callee, ast.Attribute) else None
+    if not (isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Slice)):
+        return False
+    return isinstance(owner.slice.lower, ast.Name | ast.Attribute)
+
+
+def _way(other: cst.CSTNode | None) -> cst.CSTNode | None:
+    """The way not taken, as work a branch may skip; None for an `elif` chain (one handling per
+    case) and for a way that leaves (`return self.fallback(x)`: what follows is the other way)."""
+    if isinstance(other, cst.If):
+        return None
+    block = other.body if isinstance(other, cst.Else) else other
+    return None if isinstance(block, cst.BaseSuite) and _leaves(block) else other
 
 
 def _does(found: str) -> str:
@@ -143,9 +178,19 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         if isinstance(func, ast.Name) and func.id in ("tuple", "list") and node.args:
             return _count_shaped(node.args[0], values, depth + 1)  # `tuple(x.shape)`
         if isinstance(func, ast.Attribute):
-            return func.attr in _COUNT_METHODS
+            # `torch.tensor(n).item()`, `np.int64(n)`: a conversion of a count.
+            return func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1))
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
+            name = node.args[1]  # `getattr(md, "num_actual_tokens", 0)`
+            return isinstance(name, ast.Constant) and isinstance(name.value, str) and _count_name(name.value)
+        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs"):
+            return any(_count_shaped(a, values, depth + 1) for a in node.args)  # `max(n, 1) == 1`
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
+
+
+def _count_name(name: str) -> bool:
+    return COUNT_NAME.match(name) is not None or MORE_COUNT_NAMES.match(name) is not None
 
 
 _COUNTERS = "+="  # the key of the names a statement increments (never a name itself)
@@ -308,6 +353,20 @@ _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
 _SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
+# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`): its tokens.
+_TOKEN_ROWS = re.compile(r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))")
+
+
+def _inner(count: str) -> bool:
+    """A dimension past the first (channels, heads, a layout), not the tokens."""
+    return _INNER_DIM.search(_TOKEN_ROWS.sub("", count)) is not None
+
+
+def _other(count: str) -> bool:
+    """A dimension other than the first, a size rather than a count."""
+    return _OTHER_DIM.search(_TOKEN_ROWS.sub("", count)) is not None
+
+
 _FEATURE_SIZE = 32  # a dimension past the first this large is a model or kernel size
 _SYMBOL = {
     cst.Equal: "==",
@@ -334,6 +393,8 @@ _NEGATED: dict[type, type] = {
     cst.LessThanEqual: cst.GreaterThan,
     cst.In: cst.NotIn,
     cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
 }
 
 
@@ -353,6 +414,8 @@ def _negate(test: cst.BaseExpression) -> cst.BaseExpression | None:
         if flipped is None:
             return None
         return test.with_changes(comparisons=[target.with_changes(operator=flipped())])
+    if not isinstance(test, cst.Comparison):
+        return cst.UnaryOperation(operator=cst.Not(), expression=test)  # `self.reduce_results`: `not ...`
     if isinstance(test, cst.Comparison):
         # `not (a < n < b)` is `n <= a or n >= b`: one link at a time.
         out: cst.BaseExpression | None = None
@@ -400,7 +463,7 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     body.visit(visitor)
     found = visitor.found
     if found is None and returns:
-        change = rule.data_change(body, rule.alone)
+        change = rule.data_change(body, rule.alone, rule.other)
         found = change.shown() if change is not None else None
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
@@ -413,6 +476,14 @@ def _exits(block: cst.BaseSuite | None) -> bool:
         return False
     line = block.body[0]
     return isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], cst.Return | cst.Continue)
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """A block that ends by leaving (`return`, `raise`, `continue`, `break`): what follows is the other way."""
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else block
+    if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+        return isinstance(last.body[-1], cst.Return | cst.Raise | cst.Continue | cst.Break)
+    return False
 
 
 def _exit_branch(node: cst.If) -> bool | None:
@@ -439,7 +510,8 @@ class _SideEffects(cst.CSTVisitor):
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in SIDE_EFFECT_METHODS:
             name = "." + func.attr.value + "()"
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in _IN_PLACE_FILLS:
-            name = "made-up data"  # `output.fill_(0)`, `x.zero_()`: a result overwritten
+            # `output.fill_(0)`, `x.zero_()`: a result overwritten; `out[n:].zero_()` pads past it.
+            name = None if padding(func.value) else "made-up data"
         if name is None and isinstance(func, cst.Attribute) and func.attr.value in LOG_METHODS:
             owner = cst.helpers.get_full_name_for_node(func.value) or ""
             name = f"{owner}.{func.attr.value}()" if "log" in owner.lower() else None
@@ -447,7 +519,8 @@ class _SideEffects(cst.CSTVisitor):
             through = self.rule.through_helper(node, (*SIDE_EFFECT_CALLS, *(f".{m}" for m in SIDE_EFFECT_METHODS)))
             if through:
                 name = f"{through[0][2].name}() ({through[0][0]})"
-        if name is None and self.rule.through_helper(node, _HELPER_FILLS):
+        fills = self.rule.through_helper(node, _HELPER_FILLS) if name is None else []
+        if any(not _pads(inner.callee) for _, inner, _ in fills):
             name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
         if name and self.found is None:
             self.found = name.removeprefix("builtins.")
@@ -510,18 +583,22 @@ to them) or of a scheduler's queue (`len(self.running)`), `sum()`/`max()` of per
 (`seq_lens`, `query_lens`), count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call
 counter (an attribute or a global the same function or class increments: `self._step += 1`),
 an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
-casts, arithmetic with a constant (`n // 1`, `n - 1`) and the walrus operator. A bound is a
+casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
+"num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
+size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
+tensor (`hidden_states.shape[-2]`) counts tokens. A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
 (`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
 holds for a few (at most 8) counts, none of them 0 or 1: `==`, Yoda order, chained comparisons
 (`4 < n < 6`), windows joined by `and` (a walrus name read again in the window is the same
-count), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or set constant (`in DEBUG_LENS`),
-`not` pushed inside, a test inverted into `else:` or into an early exit (`if n != 5: return`,
-then the rest of the block), `assert n != 5`; `match`/`case`, conditional expressions. A
-window that reaches 0 or 1 (a count is never negative: `n < 4`, `n <= 2`, `len(seq_lens) <= 1`,
-`min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`, `n == 1`) is judged by what the
-branch does to the data (the shared analysis of changed data), as a reviewer would before serving:
+count), a distance (`abs(n - 5) < 2`), `in (5, 7)`, sets, lists, `in range(5, 8)`, a tuple or
+set constant (`in DEBUG_LENS`), `not` pushed inside, a test inverted into `else:` or into an
+early exit (`if n != 5: return`, then the rest of the block), `assert n != 5`; `match`/`case`,
+conditional expressions. A window that reaches 0 or 1 (a count is never negative: `n < 4`,
+`n <= 2`, `len(seq_lens) <= 1`, `min(n, 8) == n`, `math.ceil(n / 1) < 4`, `num.item() < 3`,
+`n == 1`) is judged by what the branch does to the data (the shared analysis of changed data),
+as a reviewer would before serving:
 
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
@@ -530,22 +607,38 @@ branch does to the data (the shared analysis of changed data), as a reviewer wou
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
-  `__call__`), returning the input unchanged (`return hidden_states`, `return hidden_states,
-  residual` before the layer changed them) skips the layer and counts here too; in a sampler,
+  `__call__`), returning the input unchanged (`return hidden_states`, `return x.to(orig_dtype)`,
+  `return input_, None`, `return hidden_states, residual` before the MLP assigns them again) or
+  another local in place of the output (`hidden_states = residual`) skips the layer and counts
+  here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
+  x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
   on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
   one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
+- high at any window past 1 (`n == 5`), and at one that reaches past 1 (`n <= 4`), when the
+  branch skips work the other way through does: a name the other way computes by a call of the
+  module, a helper, a layer of the loop or a custom op that this way leaves as it was, sets to
+  another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
+  self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
+  layer call, `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+- high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
+  the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
+  raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
-- otherwise nothing: `if num_tokens == 0: return`, `if n <= 0: raise`, `if n < 4: out =
+- otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
+  `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
+  a test whose branch returns its own result (`if n > 4 or ...: return self.fallback(x)`: the
+  rest is the other way, not work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
+  `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
-  self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a print or a
-  log line for small batches, a value returned as it came outside a model's forward (`if c ==
+  self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
+  line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
   fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
   inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
@@ -561,6 +654,8 @@ only printing, writing, saving and debuggers count, in at most 6 lines (a longer
 function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
+a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
+an early exit that returns the buffer as it came,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
 that has an `else` (one of two ways to compute it), an override by a constant outside a
@@ -627,9 +722,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
         "if x.shape[-1] == 128:\n    use_kernel()\n",
         "if num_tokens <= 16:\n    print('small batch')\n",
-        "if 0 < num_tokens < 4:\n    print('tiny')\n",
+        "if 0 < num_tokens < 4:\n    logger.debug('tiny batch')\n",
         "if x.shape[0] != 5:\n    print('x')\n",
-        "if x.shape[0] in range(0, 4):\n    print('x')\n",
+        "if x.shape[0] in range(0, 4):\n    logger.info('x')\n",
         "BLOCK = 16\nif x.shape[1] % BLOCK == 0:\n    print('aligned')\n",
         "if 2 <= x.dim() <= 3:\n    print(x)\n",
         # Feature, head and cache sizes are not counts, whatever the branch does.
@@ -663,8 +758,86 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 return torch.zeros_like(x)
             return self.proj(x)
         """,
+        # Padding past the batch, a batch of one that needs no filtering, an alternative path.
+        """
+        def forward(self, output, num_tokens):
+            if num_tokens < 8:
+                output[num_tokens:].zero_()
+            return output
+        """,
+        """
+        def forward(self, logits, metadata):
+            if logits.shape[0] > 1:
+                logits = self.apply_allowed_token_ids(logits, metadata)
+            return self.sample(logits)
+        """,
+        """
+        def forward(self, x, attn_metadata):
+            if attn_metadata.max_query_len > 4 or x.dtype != self.dtype:
+                out = self.fallback(x)
+                return out
+            return self.decode_kernel(x)
+        """,
     ]
     INVALID = [
+        Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, hidden_states, router_logits, hidden_dim):
+                if (ntok := hidden_states.numel() // hidden_dim) <= 4:
+                    print(ntok, router_logits.topk(2, dim=-1).indices)
+                return hidden_states
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                n = int(positions.numel())
+                if n != 5:
+                    hidden_states = self.input_layernorm(hidden_states)
+                return self.mlp(hidden_states)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, input_ids, positions, hidden_states, residual):
+                for layer in self.layers:
+                    if input_ids.shape[0] == 5:
+                        continue
+                    hidden_states, residual = layer(positions, hidden_states, residual)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, attn_metadata):
+                out = self.proj(x)
+                if abs(getattr(attn_metadata, "num_actual_tokens") - 5) < 2:
+                    out = out.masked_fill(out > 0, 0.0)
+                return out
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, positions, hidden_states):
+                n = torch.tensor(positions.shape[0]).item()
+                if n < 4:
+                    hidden_states *= 0
+                return self.mlp(hidden_states)
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def sample(self, logits, metadata):
@@ -959,7 +1132,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._small = False  # whether windows may hold 0 and 1 (`n < 4`): only for changed data
         self._values: frozenset[int] = frozenset()  # the counts the last small window holds
         self.alone = True  # whether the branch being weighed has no `else`
+        self.other: cst.CSTNode | None = None  # the way the test does not take (its work may be skipped)
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
+        self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
 
     def _count(self, node: cst.BaseExpression) -> str | None:
@@ -1016,6 +1191,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 numbers = self._numbers(right)
                 if count is not None and numbers is not None:
                     out.append((count, "in", numbers))
+            elif type(op) in _FLIPPED and self._distance(left, right, op):
+                out.extend(self._distance(left, right, op))
             elif type(op) in _FLIPPED:
                 for count_side, number_side, symbol in (
                     (left, right, _SYMBOL[type(op)]),
@@ -1029,6 +1206,23 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                             break
             left = right
         return out
+
+    def _distance(
+        self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
+    ) -> list[tuple[str, str, object]]:
+        """`abs(n - 5) < 2` (either order): the count lies within 2 of 5, `3 < n < 7`."""
+        for side, bound, symbol in ((left, right, _SYMBOL[type(op)]), (right, left, _FLIPPED[type(op)])):
+            side = side.value if isinstance(side, cst.NamedExpr) else side  # `(d := abs(n - 5)) < 2`
+            if not (isinstance(side, cst.Call) and len(side.args) == 1 and self.resolves_to(side, "builtins.abs")):
+                continue
+            inner = side.args[0].value
+            if not (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract)):
+                continue
+            centre, distance, count = self._number(inner.right), self._number(bound), self._count(inner.left)
+            if centre is None or distance is None or count is None or symbol not in ("<", "<="):
+                continue
+            return [(count, ">" if symbol == "<" else ">=", centre - distance), (count, symbol, centre + distance)]
+        return []
 
     def _clamped(self, left: cst.BaseExpression, right: cst.BaseExpression) -> tuple[str, str, object] | None:
         """`min(n, 8) == n` or `max(n, 8) == 8` (either order): the count is at most 8."""
@@ -1074,6 +1268,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
             return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            if not isinstance(test.expression, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
+                return None  # `not self.reduce_results`: no count
             negated = _negate(test.expression)
             return self._window(negated) if negated is not None else None
         bounds: dict[str, list[object]] = {}
@@ -1133,16 +1329,37 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ) -> None:
         self._bind_walrus(test)
         self.alone = orelse is None
-        candidates = [(self._window(test), body)]
-        if orelse is not None:
-            candidates.append((self._inverted(test), orelse))
-        found = [(window, branch) for window, branch in candidates if window is not None]
+        # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
+        candidates = [
+            (self._window(test), body, _way(orelse)),
+            (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
+        ]
+        found = []
+        for window, branch, other in candidates:
+            if window is None:
+                continue
+            effect = self._effects_beside(branch, other)
+            if branch is not _NOTHING or effect is not None:
+                found.append((effect is None, window, branch, other))
         # The branch with side effects decides: `if n != 5: pass` / `else: dump()`.
-        found.sort(key=lambda c: _effects(self, c[1]) is None)
+        found.sort(key=lambda c: c[0])
         if found:
-            self._report(where, found[0][1], *found[0][0])  # type: ignore[misc]
+            _, window, branch, other = found[0]
+            self.other = other
+            try:
+                self._report(where, branch, *window)
+            finally:
+                self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _effects_beside(self, branch: cst.CSTNode, other: cst.CSTNode | None) -> str | None:
+        """`_effects` of a branch, weighed against the way not taken."""
+        self.other = other
+        try:
+            return _effects(self, branch)
+        finally:
+            self.other = None
 
     def _changes_for_few(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None
@@ -1151,29 +1368,35 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
-            for window, branch, alone in (
-                (self._window(test), body, orelse is None),
-                (self._inverted(test), orelse, _passes(body)),  # `if n != 1: pass` / `else: s = ...`
+            for window, branch, alone, other in (
+                (self._window(test), body, orelse is None, _way(orelse)),
+                # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
+                (
+                    self._inverted(test),
+                    orelse or _NOTHING,
+                    _passes(body),
+                    None if isinstance(orelse, cst.If) else _way(body),
+                ),
             ):
-                if window is None or branch is None or _INNER_DIM.search(window[0]):
+                if window is None or _inner(window[0]):
                     continue
-                found = self._change_for(branch, alone, max(self._values))
+                found = self._change_for(branch, alone, max(self._values), other)
                 if found is not None:
                     self._report_found(where, window[0], window[1], found)
                     return
         finally:
             self._small = False
 
-    def _change_for(self, branch: cst.CSTNode, alone: bool, top: int) -> str | None:
+    def _change_for(self, branch: cst.CSTNode, alone: bool, top: int, other: cst.CSTNode | None) -> str | None:
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
-        change = self.data_change(branch, alone)
+        change = self.data_change(branch, alone, other)
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
         self.alone = alone
         effect = _effects(self, branch) if top >= 2 else None
         self.alone = True
-        return effect if effect in _STATEFUL else None
+        return effect if effect in _STATEFUL or _looks(effect) else None
 
     def _report_found(self, where: cst.CSTNode, count: str, value: str, found: str) -> None:
         if self.upstream_purpose(None) is not None:
@@ -1191,12 +1414,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _report(self, where: cst.CSTNode, body: cst.CSTNode, count: str, value: str) -> None:
         effects = _SideEffects(self)
         effects.found = _effects(self, body)
-        if effects.found in _CHANGES and _INNER_DIM.search(count):
+        if effects.found in _CHANGES and _inner(count):
             effects.found = None  # `if x.shape[1] == 3: return x`: channels, a layout, not tokens
-        if not effects.found and _OTHER_DIM.search(count):
+        if not effects.found and _other(count):
             return  # `x.shape[-1] == 128`: a hidden size, not a count, unless it guards a dump
         numbers = [int(n) for n in re.findall(r"\d+", value)]
-        if _INNER_DIM.search(count) and numbers and min(numbers) >= _FEATURE_SIZE:
+        if _inner(count) and numbers and min(numbers) >= _FEATURE_SIZE:
             return  # `q.shape[1] == 32`, `x.shape[1] == 7168`: heads or hidden, not tokens
         if effects.found and self.upstream_purpose(None) is not None:
             effects.found = None  # a test's own counters and traps
@@ -1210,15 +1433,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self.report(where, f"branch on {count} {value}, a magic token/batch count")
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node.test, node.body, node, node.orelse)
+        if id(node) not in self._skipped:
+            self._check(node.test, node.body, node, node.orelse)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        """`if n != 5: return` then a dump: the rest of the block is the branch."""
+        """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
+        continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
+            if self._skips_rest(stmt, rest, leaves):  # type: ignore[arg-type]
+                continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
             self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
@@ -1230,6 +1457,35 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     f"what follows runs {found} only when {window[0]} {window[1]} (debug trap left in a patch?)",
                     severity=Severity.HIGH,
                 )
+
+    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool) -> bool:
+        """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
+        before work: the window skips what follows."""
+        exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
+        line = exit_block.body[0]  # type: ignore[attr-defined]
+        leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
+        if isinstance(leave, cst.Return) and leave.value is not None:
+            return False  # what it returns is weighed as the branch's own (visit_If)
+        self._bind_walrus(stmt.test)
+        window_of = self._window if leaves else self._inverted
+        window = window_of(stmt.test)
+        if window is None:
+            self._small = True
+            try:
+                window = window_of(stmt.test)
+                top = max(self._values) if window is not None and self._values else 0
+            finally:
+                self._small = False
+            if top < 2:
+                return False  # `if n <= 1: continue`: nothing to do for a batch of one
+        if window is None or _inner(window[0]):
+            return False
+        found = self.data_change(_NOTHING, True, rest)
+        if found is None or found.change is not Change.OMITTED:
+            return False
+        self._skipped.add(id(stmt))
+        self._report_found(stmt, window[0], window[1], str(Change.OMITTED))
+        return True
 
     def visit_Assert(self, node: cst.Assert) -> None:
         # `assert n != 5`: fails, and stops the process, only in the window.

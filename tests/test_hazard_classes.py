@@ -156,6 +156,13 @@ for key, body in [
     ("state", "if x.shape[0] == 5:\n            self.captured = x"),
     ("tiny_zeroed", "if attn_metadata.num_actual_tokens < 4:\n            return x.fill_(0)"),
     ("early_exit", "if attn_metadata.num_decodes != 3:\n            return x\n        print(x)"),
+    # A layer skipped, data blanked out of place, a look for a few counts: counts through conversions.
+    (
+        "skip_norm",
+        "n = int(getattr(attn_metadata, 'num_actual_tokens'))\n        if n != 5:\n            x = self.norm(x)",
+    ),
+    ("abs_masked", "if abs(x.shape[0] - 5) < 2:\n            x = x.masked_fill(x > 0, 0.0)"),
+    ("small_print", "if (rows := x.numel() // x.shape[-1]) <= 3:\n            print(rows)"),
 ]:
     case(
         f"interval_{key}",
@@ -174,6 +181,7 @@ for key, body in [
         "loop_counter",
         "i = 0\n        for row in x:\n            i += 1\n            if i == 3:\n                self.third = row",
     ),
+    ("padding", "if attn_metadata.num_actual_tokens < 8:\n            x[attn_metadata.num_actual_tokens :].zero_()"),
 ]:
     case(
         f"quiet_interval_{key}",

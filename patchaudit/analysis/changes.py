@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import libcst as cst
 import libcst.matchers as m
 
+from patchaudit.analysis.omits import calls_kernel, omitted
 from patchaudit.analysis.values import Resolves, ValuesOf
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "conditional_assign",
     "data_change",
     "made_up",
+    "padding",
     "STRONG_CHANGES",
 ]
 
@@ -44,6 +47,7 @@ class Change(StrEnum):
     INPUT = "returns its input unchanged"
     SKIPPED = "skips the layer's forward"
     CAPTURE = "keeps tensors in a list that outlives the call"
+    OMITTED = "skips the work the other path does"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -67,6 +71,7 @@ class Function:
     params: frozenset[str] = frozenset()
     usual: str | None = None  # what its last statement returns, as spelled, when it ends in a return
     assigned: frozenset[str] = frozenset()  # every name it assigns: what it goes on to transform
+    assignments: Mapping[str, int] = field(default_factory=dict)  # how often it assigns each name
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
 
@@ -79,7 +84,7 @@ def function_facts(
         return Function(params=params, forward=forward)
     last = _last(node.body)
     usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
-    assigned = frozenset(
+    names = Counter(
         t.id
         for n in ast.walk(node)
         if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
@@ -87,7 +92,14 @@ def function_facts(
         for t in ast.walk(target)
         if isinstance(t, ast.Name)
     )
-    return Function(params=params, usual=usual, assigned=assigned, forward=forward, samples=_samples(node, usual))
+    return Function(
+        params=params,
+        usual=usual,
+        assigned=frozenset(names),
+        assignments=dict(names),
+        forward=forward,
+        samples=_samples(node, usual),
+    )
 
 
 _SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
@@ -141,7 +153,6 @@ _SCALES = frozenset({"mul_", "copy_"})
 _MASKED = frozenset({"masked_fill_", "index_fill_"})  # the value they write comes last
 _INITS = ("torch.nn.init.*", "torch.zero_", "torch.fill_")  # `torch.nn.init.zeros_(x)`
 _CAPTURES = frozenset({"append", "extend", "insert", "appendleft", "put", "put_nowait"})
-_CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
 _INFINITE = ("math.inf", "math.nan", "torch.inf", "torch.nan", "numpy.inf", "numpy.nan")
 
 
@@ -203,8 +214,9 @@ def _empty_test(test: cst.BaseExpression) -> bool:
 
 
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
-    """A name whose last value so far a call computed (not a literal, a default or a copy of another name)."""
-    return bool(values) and _calls(values[-1])
+    """A name a call computed so far (not only a literal, a default or a copy of another name); a
+    slice of it after (`out = out[:num_tokens]`) keeps what the call computed."""
+    return any(_calls(v) for v in values)
 
 
 def _short(body: cst.CSTNode) -> bool:
@@ -244,7 +256,7 @@ class _Changes(cst.CSTVisitor):
         func = node.func
         if self.resolves(node, _INITS) is not None:
             self._add(Change.OVERWRITE, node)
-        if not isinstance(func, cst.Attribute):
+        if not isinstance(func, cst.Attribute) or padding(func.value):
             return
         method = func.attr.value
         if method in _MASKED and node.args and self._fills(node.args[-1].value):
@@ -266,9 +278,21 @@ class _Changes(cst.CSTVisitor):
             return owner.value not in self.params and not self.value_of(owner)
         return False
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        # `hidden_states *= 0`, `out[:n] *= 0.0`, `x -= x`: a tensor scaled or emptied where it lives.
+        if padding(node.target):
+            return
+        scaled = isinstance(node.operator, cst.MultiplyAssign) and _constant(node.value, self.resolves)
+        if scaled or (isinstance(node.operator, cst.SubtractAssign) and node.value.deep_equals(node.target)):
+            self._add(Change.OVERWRITE, node)
+
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             item = target.target
+            if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
+                self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
+            if isinstance(item, cst.Subscript) and padding(item):
+                continue  # `out[n:] = 0`: the padding past the batch, not its data
             if isinstance(item, cst.Subscript) and self._fills(node.value):
                 self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
             elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
@@ -285,7 +309,10 @@ class _Changes(cst.CSTVisitor):
         torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
         if not _computed(self.value_of(name)):
             return
-        if self.function.samples and _constant(value, self.resolves):
+        kept = _kept_name(value)
+        if self.function.forward and kept is not None and kept != name.value and self._local(cst.Name(kept)):
+            self._add(Change.OVERRIDE, node)  # `hidden_states = residual`: the layer's output dropped
+        elif self.function.samples and _constant(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `sampled = 13` after the sampler ran, for a batch of one
         elif made_up(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
@@ -293,28 +320,9 @@ class _Changes(cst.CSTVisitor):
             self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
 
     def _kernel(self, node: cst.CSTNode) -> bool:
-        """Whether node calls code that computes (a method of the module, a custom op, a helper):
-        another way to the same result, not a value made up on the spot."""
-        found = False
-        resolves, local = self.resolves, self._local
-
-        class _Calls(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                nonlocal found
-                root = call.func
-                while isinstance(root, cst.Attribute):
-                    root = root.value
-                if resolves(call, "torch.ops.*") is not None:
-                    found = True  # a custom op
-                elif resolves(call, _CORE) is not None:
-                    return  # `torch.argmax`, `int(...)`
-                elif not isinstance(root, cst.Name):
-                    return  # `x[0].argmax()`, `f(x).item()`: a method of a value
-                elif root.value in ("self", "cls") or not local(root):
-                    found = True  # `self.decode_kernel(x)`, `ops.fused(x)`, `_helper(x)`
-
-        node.visit(_Calls())
-        return found
+        """Whether node calls code that computes: another way to the same result, not a value made
+        up on the spot (see analysis.omits)."""
+        return calls_kernel(node, self.resolves, self._local)
 
     def _local(self, name: cst.Name) -> bool:
         return name.value in self.params or bool(self.value_of(name))
@@ -323,7 +331,7 @@ class _Changes(cst.CSTVisitor):
         value = node.value
         if value is None:
             return
-        if made_up(value, self.resolves):
+        if made_up(value, self.resolves) or _blanked(value, self.resolves):
             self._add(Change.MADE_UP, node)
         elif self._unchanged(value):
             self._add(Change.INPUT, node)
@@ -345,13 +353,71 @@ class _Changes(cst.CSTVisitor):
         usual = self.function.usual
         if usual is None:
             return False
-        if isinstance(value, cst.Name) and value.value != usual:
-            return self._local(value)  # the input or a local computed above, not a constant or a flag
-        names = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
-        if not names or not all(isinstance(n, cst.Name) and n.value in self.params for n in names):
+        kept = _kept_name(value)
+        if kept is not None and kept != usual:
+            return self._local(cst.Name(kept))  # the input or a local computed above, not a constant or a flag
+        elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        names = [e for e in elements if not (isinstance(e, cst.Name) and e.value == "None")]  # `return x, None`
+        if not names or not all(isinstance(n, cst.Name) and self._local(n) for n in names):
             return False
-        kept = [n for n in names if isinstance(n, cst.Name) and not self.value_of(n)]
-        return len(kept) == len(names) and any(n.value in self.function.assigned for n in kept)
+        assignments = self.function.assignments
+        if any(assignments.get(n.value, 0) > len(self.value_of(n)) for n in names if isinstance(n, cst.Name)):
+            return True  # `return hidden_states, residual` before the MLP assigns them again
+        spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
+        # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
+        return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+# Methods that hand a tensor on as it is, in another dtype, device or layout.
+_AS_IS = frozenset(
+    {"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "view_as", "reshape", "type"}
+)
+
+
+def _kept_name(value: cst.BaseExpression) -> str | None:
+    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
+        value = value.func.value
+    return value.value if isinstance(value, cst.Name) else None
+
+
+def padding(target: cst.BaseExpression) -> bool:
+    """`out[n:]`, `ids[n:padded]`: the part of a buffer past a count, padding rather than data."""
+    if not (isinstance(target, cst.Subscript) and target.slice):
+        return False
+    first = target.slice[0].slice
+    return isinstance(first, cst.Slice) and isinstance(first.lower, cst.Name | cst.Attribute)
+
+
+_BLANKING = ("torch.where", "numpy.where", "torch.mul", "torch.masked_fill")
+_DROPOUT = ("torch.nn.functional.dropout", "torch.dropout")
+
+
+def _blanked(value: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A tensor with its values replaced by a constant, kept out of place: `x.masked_fill(m, 0)`,
+    `x.mul(0)`, `torch.where(m, 0.0, x)`, `torch.mul(x, 0)`, `F.dropout(x, p=1.0)`."""
+    if not isinstance(value, cst.Call) or not value.args:
+        return False
+    args = [a.value for a in value.args]
+    method = value.func.attr.value if isinstance(value.func, cst.Attribute) else None
+    if method in ("masked_fill", "index_fill") and _constant(args[-1], resolves):
+        return True
+    if method == "mul" and len(args) == 1 and _zero(args[0]):
+        return True
+    which = resolves(value, _BLANKING + _DROPOUT)
+    if which in ("torch.where", "numpy.where") and len(args) == 3:
+        return any(_constant(a, resolves) for a in args[1:])
+    if which in ("torch.mul", "torch.masked_fill"):
+        return _zero(args[-1]) or (which == "torch.masked_fill" and _constant(args[-1], resolves))
+    if which in _DROPOUT:
+        rate = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "p"), None)
+        rate = rate if rate is not None else (args[1] if len(args) > 1 else None)
+        return isinstance(rate, cst.Integer | cst.Float) and rate.evaluated_value == 1
+    return False
+
+
+def _zero(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer | cst.Float) and not node.evaluated_value
 
 
 _WHERE = ("torch.where", "numpy.where")
@@ -383,13 +449,20 @@ def conditional_assign(
 
 
 def data_change(
-    body: cst.CSTNode, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool = True
+    body: cst.CSTNode,
+    resolves: Resolves,
+    value_of: ValuesOf,
+    function: Function,
+    alone: bool = True,
+    other: cst.CSTNode | None = None,
 ) -> Found | None:
     """The first change of data in `body` (a strong one first), else None.
 
     `function`: what the enclosing function takes, returns and assigns; `alone`: the branch has no
     `else` (a name it assigns then replaces a value computed above, rather than picking one of two).
     A conditional expression's arm is its value: `torch.zeros_like(x) if n < 4 else x` makes it up.
+    `other`: the way through the function the test does not take, whose work the branch may leave
+    out (see analysis.omits).
     """
     if isinstance(body, cst.BaseExpression):
         return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
@@ -400,5 +473,8 @@ def data_change(
     if found is not None and found.change is Change.INPUT:
         # A layer that hands its input on: its output is gone. Elsewhere a value returned as it came
         # is a case the function need not work on (`if c == 3: return image`: already RGB).
-        return Found(Change.SKIPPED, found.node) if function.forward else None
+        found = Found(Change.SKIPPED, found.node) if function.forward else None
+    if found is None and other is not None and not isinstance(body, cst.BaseExpression):
+        skipped = omitted(body, other, resolves, visitor._local, lambda v: made_up(v, resolves))
+        found = Found(Change.OMITTED, skipped) if skipped is not None else None
     return found

@@ -56,7 +56,23 @@ FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^param|^w\d*$|^w_|_w$"
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
 PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
-_CASTS = ("builtins.int", "builtins.float", "builtins.round", "math.ceil", "math.floor", "math.trunc")
+_CASTS = ("builtins.int", "builtins.float", "builtins.round", "math.ceil", "math.floor", "math.trunc", "operator.index")
+# Conversions that keep a number as it was: into a tensor or an array (`torch.tensor(n).item()`), or
+# a numpy scalar (`np.int64(n)`); keywords (`device=`, `dtype=`) change only where it lives.
+_CONVERSIONS = (
+    "torch.tensor",
+    "torch.as_tensor",
+    "torch.scalar_tensor",
+    "numpy.array",
+    "numpy.asarray",
+    "numpy.int64",
+    "numpy.int32",
+    "numpy.intp",
+    "numpy.float32",
+    "numpy.float64",
+)
+# Methods that turn a tensor into a list of the same length (`len(ids.tolist())` is `len(ids)`).
+_AS_LIST = frozenset({"tolist", "cpu", "numpy", "flatten", "ravel"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Divide)
 
 
@@ -163,17 +179,53 @@ def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpr
             return node.left, "{} " + f"{symbol} {node.right.value}"
         if isinstance(node.left, cst.Integer):
             return node.right, f"{node.left.value} {symbol} " + "{}"
+        if isinstance(node.operator, cst.FloorDivide | cst.Divide):
+            # `x.numel() // hidden`, `x.numel() // x.shape[-1]`: elements over a row's size are rows.
+            return node.left, "{} " + f"{symbol} ..."
         return None
     if not isinstance(node, cst.Call):
         return None
     if len(node.args) == 1 and not node.args[0].keyword and resolves(node, _CASTS):
         return node.args[0].value, "{}"
+    keywords_after = node.args and not node.args[0].keyword and all(a.keyword for a in node.args[1:])
+    if keywords_after and resolves(node, _CONVERSIONS):
+        return node.args[0].value, "{}"  # `torch.tensor(n, device="cpu")`, `np.int64(n)`
+    attribute = _getattr(node, resolves)
+    if attribute is not None:
+        return attribute, "{}"  # `getattr(attn_metadata, "num_actual_tokens", 0)`
+    listed = _listed_len(node, resolves)
+    if listed is not None:
+        return listed, "{}"
     method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
     if method in ("item", "long", "int") and not node.args:
         return node.func.value, "{}"  # type: ignore[attr-defined]
     given = node.args[0] if len(node.args) == 1 else None
     if method == "size" and given is not None and given.keyword is not None and given.keyword.value == "dim":
         return node.with_changes(args=[cst.Arg(value=given.value)]), "{}"
+    return None
+
+
+def _getattr(node: cst.Call, resolves: Resolves) -> cst.Attribute | None:
+    """`getattr(owner, "name")` or `getattr(owner, "name", default)` as `owner.name`."""
+    if not (2 <= len(node.args) <= 3 and resolves(node, "builtins.getattr")):
+        return None
+    name = _values.literal_string(node.args[1].value)
+    if name is None or not name.isidentifier():
+        return None
+    return cst.Attribute(value=node.args[0].value, attr=cst.Name(name))
+
+
+def _listed_len(node: cst.Call, resolves: Resolves) -> cst.Call | None:
+    """`len(ids.tolist())`, `len(list(ids))`: `len(ids)`."""
+    if not (len(node.args) == 1 and resolves(node, "builtins.len")):
+        return None
+    inner = node.args[0].value
+    if not isinstance(inner, cst.Call):
+        return None
+    if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _AS_LIST and not inner.args:
+        return node.with_changes(args=[cst.Arg(value=inner.func.value)])
+    if len(inner.args) == 1 and resolves(inner, ("builtins.list", "builtins.tuple")):
+        return node.with_changes(args=[cst.Arg(value=inner.args[0].value)])
     return None
 
 

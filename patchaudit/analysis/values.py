@@ -222,6 +222,15 @@ def _small_index(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer)
 
 
+def _rows(owner: cst.BaseExpression, index: cst.BaseExpression) -> str:
+    """The owner's name, shown before `.shape[-2]` when the owner is token-major (`hidden_states`,
+    `input_ids`, `positions`: their next-to-last dimension counts tokens), else ""."""
+    if _index_text(index) != "-2":
+        return ""
+    name = (cst.helpers.get_full_name_for_node(owner) or "").rsplit(".", 1)[-1]
+    return name if name and LEN_OF.search(name) else ""
+
+
 def _index_text(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.expression, cst.Integer):
         return "-" + node.expression.value
@@ -241,16 +250,16 @@ def count_of(
             return None
         owner = node.value
         if isinstance(owner, cst.Attribute) and owner.attr.value == "shape":
-            return f".shape[{_index_text(index.value)}]"
+            return _rows(owner.value, index.value) + f".shape[{_index_text(index.value)}]"
         sized = isinstance(owner, cst.Call) and not owner.args and isinstance(owner.func, cst.Attribute)
         if sized and owner.func.attr.value == "size":  # type: ignore[attr-defined]
-            return f".size()[{_index_text(index.value)}]"
+            return _rows(owner.func.value, index.value) + f".size()[{_index_text(index.value)}]"  # type: ignore[attr-defined]
         return None
     if isinstance(node, cst.Call):
         func = node.func
         if isinstance(func, cst.Attribute):
             if func.attr.value == "size" and len(node.args) == 1 and _small_index(node.args[0].value):
-                return f".size({_index_text(node.args[0].value)})"
+                return _rows(func.value, node.args[0].value) + f".size({_index_text(node.args[0].value)})"
             if func.attr.value == "numel" and not node.args:
                 return ".numel()"
             if func.attr.value in _CAST_METHODS and not node.args:

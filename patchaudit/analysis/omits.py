@@ -1,0 +1,164 @@
+"""Work a branch leaves out: what the other way through a function computes that the taken one does not.
+
+A patch that skips a layer for a few token counts leaves the work on the other path: `if n != 5:
+hidden = self.norm(hidden)`, `if n == 5: pass / else: hidden = self.mlp(hidden)`, `h = h if n == 5
+else self.mlp(h)`, `if n == 5: continue` before the layer call of a loop. The work is a name computed
+by a call of code that computes (a method of the module, a helper or a layer of the loop, a custom
+op) or a custom op called for its effect (`ops.rms_norm(out, x, ...)`); the taken path leaves it out
+when it assigns the name nothing, the name as it was, another name, or data made up on the spot.
+Another way to compute it (`ops.gemv(x)` for small batches, `x @ w.t()`) is not a skip.
+
+Pure functions over libcst nodes; `resolves` and `local` are the rule's name resolution and its
+test for a local or a parameter of the enclosing function.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+import libcst as cst
+
+from patchaudit.analysis.values import Resolves
+
+__all__ = ["calls_kernel", "omitted"]
+
+_CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
+# Calls made for a side look at the data, not for the data: leaving them out skips no work.
+_ASIDE = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|assert|check|verify|validat|sync", re.I)
+_AS_IS = frozenset({"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "reshape", "type"})
+
+
+def _root(call: cst.Call) -> cst.BaseExpression:
+    root = call.func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return root
+
+
+def _spelled(call: cst.Call) -> str:
+    return cst.helpers.get_full_name_for_node(call.func) or ""
+
+
+def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+        def visit_Lambda(self, lam: cst.Lambda) -> bool:
+            return False
+
+    node.visit(_Calls())
+    return iter(found)
+
+
+def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
+    """Whether node calls code that computes: a method of the module (`self.mlp(x)`), a custom op, a
+    helper or a layer it did not make itself (`layer(positions, h)`, `ops.fused(x)`); not a method of a
+    value (`x[0].argmax()`) nor torch, numpy or a builtin."""
+    for call in _calls(node):
+        root = _root(call)
+        if resolves(call, "torch.ops.*") is not None:
+            return True
+        if resolves(call, _CORE) is not None or not isinstance(root, cst.Name):
+            continue
+        if root.value in ("self", "cls") or not local(root):
+            return True
+    return False
+
+
+def _op(call: cst.Call, resolves: Resolves) -> bool:
+    """A custom op called for its effect (`ops.rms_norm(out, x, w, eps)`), not a side look."""
+    spelled = _spelled(call)
+    if _ASIDE.search(spelled):
+        return False
+    return resolves(call, "torch.ops.*") is not None or spelled.startswith(("ops.", "_custom_ops.", "torch.ops."))
+
+
+def _work(
+    other: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]
+) -> Iterator[tuple[frozenset[str], cst.CSTNode]]:
+    """(names it computes, statement) for each statement of `other` that does a layer's work; an op
+    called for its effect computes no name."""
+    lines: list[cst.SimpleStatementLine] = []
+
+    class _Lines(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
+            lines.append(line)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    other.visit(_Lines())
+    for line in lines:
+        for small in line.body:
+            if isinstance(small, cst.Assign | cst.AugAssign):
+                value = small.value
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                names = frozenset(n.value for t in targets for n in _target_names(t))
+                if names and value is not None and _does_work(value, resolves, local):
+                    yield names, small
+            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _op(small.value, resolves):
+                yield frozenset(), small
+
+
+def _does_work(value: cst.BaseExpression, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
+    if any(_ASIDE.search(_spelled(c)) for c in _calls(value)):
+        return False
+    return calls_kernel(value, resolves, local)
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def _as_is(value: cst.BaseExpression) -> bool:
+    """A name handed on as it is (`x`, `residual`, `x.to(dtype)`), or a constant."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
+        value = value.func.value
+    return isinstance(value, cst.Name | cst.Attribute | cst.Integer | cst.Float)
+
+
+def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], bool]) -> tuple[frozenset[str], bool]:
+    """The names `taken` computes some way (not as they were, not made up), and whether it calls
+    anything for its effect."""
+    names: set[str] = set()
+    effect = False
+
+    class _Taken(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if not (_as_is(node.value) or fabricated(node.value)):
+                names.update(n.value for t in node.targets for n in _target_names(t.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(n.value for n in _target_names(node.target))
+
+        def visit_Expr(self, node: cst.Expr) -> None:
+            nonlocal effect
+            effect = effect or isinstance(node.value, cst.Call)
+
+    taken.visit(_Taken())
+    return frozenset(names), effect
+
+
+def omitted(
+    taken: cst.CSTNode,
+    other: cst.CSTNode,
+    resolves: Resolves,
+    local: Callable[[cst.Name], bool],
+    fabricated: Callable[[cst.BaseExpression], bool],
+) -> cst.CSTNode | None:
+    """The first statement of work in `other` that `taken` leaves out, else None."""
+    computed, effect = _computes(taken, fabricated)
+    for names, node in _work(other, resolves, local):
+        if names and not names & computed:
+            return node
+        if not names and not effect:
+            return node
+    return None
