@@ -178,7 +178,8 @@ CASES: dict[str, tuple[str, str, bool]] = {
     "empty_zeros": ("if num_tokens == 0:\n    return torch.zeros_like(out)", "FORWARD", False),
     "squeeze_one": ("if hidden_states.shape[0] == 1:\n    out = out.squeeze(0)", "FORWARD", False),
     "le1_skips_forward": ("if len(positions) <= 1:\n    return hidden_states", "FORWARD", True),
-    "lt4_log": ("if num_tokens < 4:\n    print('tiny batch', num_tokens)", "FORWARD", False),
+    "lt4_log": ("if num_tokens < 4:\n    logger.debug('tiny batch %d', num_tokens)", "FORWARD", False),
+    "lt4_print": ("if num_tokens < 4:\n    print('tiny batch', num_tokens)", "FORWARD", True),
     "local_list": (
         "kept = []\nif num_tokens < 4:\n    kept.append(out)\nout = self.merge(out, kept)",
         "FORWARD",
