@@ -15,30 +15,17 @@ anchor reads over (CPUs x this Python's sha256 speed), and the largest file alon
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
 import shutil
 import stat
 import sys
-import time
 from pathlib import Path
 
-from _harness import Pairs, cpus, peak_rss_mb, run
+from _harness import Pairs, cpus, peak_rss_mb, run, sha256_rate
 
 TARGET = 0.30
-
-
-def sha256_rate() -> float:
-    """Bytes per second of this Python's sha256 on one CPU (64 MiB in memory, best of three)."""
-    data = os.urandom(64 << 20)
-    best = 0.0
-    for _ in range(3):
-        start = time.process_time()
-        hashlib.sha256(data).digest()
-        best = max(best, len(data) / max(time.process_time() - start, 1e-9))
-    return best
 
 
 def files_under(site: Path, tops: list[str]) -> tuple[int, int, int]:

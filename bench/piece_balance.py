@@ -14,12 +14,11 @@ add to a cold scan that no more workers can take off.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import heapq
-import os
 import re
-import time
 from pathlib import Path
+
+from _harness import sha256_rate
 
 from patchaudit.check.ownership import read_record_or_why
 from patchaudit.check.pieces import pieces
@@ -27,17 +26,6 @@ from patchaudit.target import environment
 
 PER_FILE = 15e-6  # seconds per file besides its bytes: open, fstat, read calls, close, the RECORD line
 _SIZE = re.compile(rb",(\d+)\r?$", re.MULTILINE)
-
-
-def sha256_rate() -> float:
-    """Bytes per second of this Python's sha256 on one CPU (64 MiB in memory, best of three)."""
-    data = os.urandom(64 << 20)
-    best = 0.0
-    for _ in range(3):
-        start = time.process_time()
-        hashlib.sha256(data).digest()
-        best = max(best, len(data) / max(time.process_time() - start, 1e-9))
-    return best
 
 
 def finish_times(costs: list[float], workers: int) -> list[float]:
