@@ -75,6 +75,9 @@ def _settle(result: object) -> None:
             sys.stderr.write(f"{result}\n")
     atexit._run_exitfuncs()
     _flush()
+    from patchaudit.parallel.children import reap_all
+
+    reap_all()  # an exit leaves no child to init, which in a container may never reap it
     pending = signal.sigpending() & stops
     if pending:
         signum = min(pending)
@@ -88,6 +91,9 @@ def _stop(code: int) -> None:
     gives SIGINT and SIGTERM back their defaults, so a second signal would end it by the signal."""
     import os
 
+    from patchaudit.parallel.children import reap_all
+
+    reap_all()  # killed already: reaped here, not left to init
     _say_interrupted()
     _flush()
     os._exit(code)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
 UNWIND_SECONDS = 0.8  # after a signal, the process ends by then, unwound or not
+REAP_SECONDS = 0.15  # at the end, how long a killed child may take to die before the process exits anyway
 live: dict[int, BaseProcess | None] = {}  # pid -> every child process started here and not yet reaped
 _STOPS = (signal.SIGINT, signal.SIGTERM)
 _stopping: list[int] = []  # the signal being handled, once one came
@@ -55,6 +56,54 @@ def stop_all() -> None:
             else:
                 process.join()  # a killed process ends at once; the caller's deadline bounds the rest
         live.pop(pid, None)
+
+
+def _own_children() -> set[int]:
+    """Every child process of this process, of any thread, counted here or not (a library's helper)."""
+    found: set[int] = set()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                found.update(int(pid) for pid in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def reap_all(wait: float = REAP_SECONDS) -> None:
+    """Before the process ends: kill every child it still has and reap it, waiting up to `wait` seconds
+    for the killed to die. None is left to the machine's init, which in a container may never reap it."""
+    pending = set(live) | _own_children()
+    live.clear()
+    for pid in pending:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = None
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # no child left
+            return
+        except InterruptedError:
+            continue
+        if pid:
+            pending.discard(pid)
+            continue
+        import time
+
+        now = time.monotonic()
+        deadline = deadline or now + wait
+        if now >= deadline:
+            return
+        for pid in _own_children() - pending:  # one started while this ran
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            pending.add(pid)
+        time.sleep(0.002)
 
 
 @contextlib.contextmanager
@@ -104,7 +153,7 @@ def run_child(argv: Sequence[str], *, timeout: float) -> tuple[int, str, str]:
 
 def _handle(signum: int, _frame: object) -> None:
     if _stopping:  # a second signal: no more unwinding
-        stop_all()
+        reap_all()
         os._exit(128 + _stopping[0])
     _stopping.append(signum)
     code = 128 + signum
@@ -120,9 +169,7 @@ def _handle(signum: int, _frame: object) -> None:
 def _deadline(code: int) -> None:
     """The unwinding took too long: the children are killed (again: one may have been mid-start) and
     the process ends."""
-    for pid in list(live):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    reap_all()
     os._exit(code)
 
 

@@ -88,6 +88,9 @@ def _serve(
     """A worker: run tasks until the pipe of task numbers is empty; one message per task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a stop (systemd's, the parent's) ends it at once
+    # forked while the parent held both back (children.signals_held): without this a stop would wait
+    # in the mask until every task is done
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
     for fd in inherited:  # read ends of the result pipes, forked with it: held here, a write to a
         os.close(fd)  # pipe whose parent is gone would block for ever instead of failing
     fd = numbers.fileno()
