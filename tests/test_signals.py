@@ -7,6 +7,8 @@ signals over scans of that tree; unset, that test is skipped.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import random
@@ -14,12 +16,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from pristine_helpers import ROOT, build_wheel, make_venv, patchaudit, pip_install, site_packages
 
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 DEADLINE = 1.0  # seconds from the signal to the exit
 CODE = """
 def handle_{i}(batch, tokens):
@@ -42,6 +45,16 @@ class Layer{i}:
         return y
 """
 REVERTED = {f"sigrev/m{i}.py": (f"VALUE_{i} = {i}\n" * 2000).encode() for i in range(60)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _orphans_come_here() -> Iterator[None]:
+    """This process adopts what a run leaves behind (PR_SET_CHILD_SUBREAPER): a child the run never
+    reaped stays a zombie here until looked at, whatever the machine's init does with orphans."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +135,13 @@ def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None =
         proc.communicate()
         pytest.fail(f"{cmd[3:5]} still running 10 s after {signal.Signals(signum).name}")
     took = time.monotonic() - sent
-    left = [_describe(pid) for pid in _group(proc.pid)]
+    group = _group(proc.pid)
+    left = [_describe(pid) for pid in group]
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
+        for pid in group:  # the orphans this process adopted
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     assert not left, f"{cmd[3:5]}: processes left after {signal.Signals(signum).name} at {delay:.2f}s: {left}"
     assert b"Traceback" not in err, err.decode()
     return proc.returncode, took
@@ -279,3 +296,46 @@ def test_a_signal_during_the_warm_gates_forked_stat_pass_leaves_no_process(tmp_p
         if min(landed.values()) >= 3:
             break
     assert min(landed.values()) >= 3, f"signals that landed while children ran: {landed}"
+
+
+@pytest.mark.parametrize("signum", [None, signal.SIGTERM, signal.SIGINT])
+def test_no_child_outlives_the_run_counted_or_not(
+    stack: tuple[Path, Path, Path], tmp_path: Path, signum: signal.Signals | None
+) -> None:
+    """A child patchaudit never counted (a library's helper process) is killed and reaped when the run
+    ends, normally or by a signal: none is left to init, which in a container may never reap it."""
+    python, _site, _ = stack
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"  # an uncounted helper: lives 30 s unless killed
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "from patchaudit.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["scan", "--python", str(python), "--all-files", "--no-cache", "--workers", "2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    if signum:
+        _wait_for_handlers(proc)
+        time.sleep(0.4)
+        assert proc.poll() is None, "the scan ended before the signal"
+        proc.send_signal(signum)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode in ((128 + signum,) if signum else (0, 1)), err.decode()
+    group = _group(proc.pid)
+    left = [_describe(pid) for pid in group]
+    if group:
+        os.killpg(proc.pid, signal.SIGKILL)
+        for pid in group:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    assert not left, f"processes left after the run: {left}"
