@@ -89,8 +89,10 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        with open(fd, "rb", buffering=0, closefd=False) as fh:  # unbuffered: a header read reads the header
-            return fh.read() if limit is None else fh.read(limit)
+        if limit is not None:  # one read(2), as an unbuffered file object's read(limit) makes, without one
+            return os.read(fd, limit)
+        with open(fd, "rb", buffering=0, closefd=False) as fh:
+            return fh.read()
     except OSError:
         return None
     finally:
