@@ -52,7 +52,6 @@ class Piece(NamedTuple):
     start: int
     stop: int
     largest: int
-    lines: int
     weight: int
 
 
@@ -90,7 +89,7 @@ def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
     rest: list[Piece] = []
     for number, (_, data) in enumerate(records):
         for start, stop, largest, weight in _cut(data):
-            piece = Piece(number, start, stop, largest, data.count(b"\n", start, stop) or 1, weight)
+            piece = Piece(number, start, stop, largest, weight)
             (big if largest >= BIG_FILE else rest).append(piece)
     big.sort(key=lambda p: -p.largest)
     rest.sort(key=lambda p: -p.weight)

@@ -29,7 +29,7 @@ from patchaudit.check.ownership import (
 from patchaudit.check.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.errors import UnsafePath
 from patchaudit.fs.beneath import DirCache, stat_below
-from patchaudit.parallel.hashing import FileState, hash_file, pool_size, to_state
+from patchaudit.parallel.hashing import POOL_MIN_FILES, FileState, hash_file, pool_size, to_state
 from patchaudit.parallel.statcache import StatCache, StatKey
 from patchaudit.parallel.workers import Pool
 from patchaudit.report import (
@@ -107,7 +107,7 @@ def verify(
     records = [(str(d.location), raw[d.meta_dir] or b"") for d in with_data]
     tasks: list[Piece | tuple[Path, str]] = [*roots, *pieces(records)]
     work = Shared(records=records, cache=cache)
-    lines = sum(task.lines for task in tasks if isinstance(task, Piece))
+    lines = _lines(records, POOL_MIN_FILES)
     done = 0
     total: int | None = None
 
@@ -230,6 +230,16 @@ def verify(
         distributions=tuple(reports),
         environment=EnvironmentReport(drift=tuple(_dedupe(env_drift)), findings=tuple(hook_findings)),
     )
+
+
+def _lines(records: Sequence[tuple[str, bytes]], enough: int) -> int:
+    """The lines of these RECORDs, counted until there are `enough` (all that pool_size() asks)."""
+    total = 0
+    for _, data in records:
+        total += data.count(b"\n") + (not data.endswith(b"\n"))
+        if total >= enough:
+            break
+    return total
 
 
 def _added(
