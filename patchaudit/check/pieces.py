@@ -41,6 +41,9 @@ from patchaudit.report import Drift, DriftState, Unverified
 from patchaudit.target.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record_simple
 
 PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
+# Tasks the package directories are walked in: each worker that walks reads the first parts of every
+# RECORD once (first_parts), so a few workers walk, not every one.
+WALK_TASKS = 4
 _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
 
 
@@ -155,11 +158,12 @@ def _rows_are_lines(data: bytes) -> bool:
     return True
 
 
-def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
-    """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
+def run_task(shared: Shared, task: Piece | list[tuple[Path, str]]) -> Any:
+    """A worker's task: a piece of a RECORD to check (Checked), or package directories to walk (a list of
+    what walk_unlisted() finds in each)."""
     if isinstance(task, Piece):
         return check(shared, task)
-    return walk_unlisted(shared, *task)
+    return [walk_unlisted(shared, location, top) for location, top in task]
 
 
 def walk_unlisted(shared: Shared, location: Path, top: str) -> list[tuple[str, bool]]:
