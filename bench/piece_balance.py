@@ -49,7 +49,7 @@ def main() -> None:
     costs = []
     for piece in pieces(held):
         text = held[piece.record][1][piece.start : piece.stop]
-        costs.append(sum(map(int, _SIZE.findall(text))) / rate + piece.lines * PER_FILE)
+        costs.append(sum(map(int, _SIZE.findall(text))) / rate + (text.count(b"\n") or 1) * PER_FILE)
     total = sum(costs)
     print(f"{len(costs)} pieces, {total:.2f} s of work on one CPU at {rate / 1e9:.2f} GB/s; largest {max(costs):.3f} s")
     for workers in args.workers:

@@ -116,3 +116,20 @@ def test_of_the_pieces_under_the_big_files_the_heaviest_start_first() -> None:
     assert len(cut) > 2
     assert cut[0].weight == 5 * (3 << 20) and cut[0].stop == len(small + heavy)
     assert [p.start for p in cut[1:]] == sorted(p.start for p in cut[1:])
+
+
+def test_the_first_parts_a_walk_looks_up_cover_every_path_a_record_lists_as_normalized() -> None:
+    """A worker's walk asks a RECORD for its paths only where first_parts() holds the directory: on
+    real RECORDs and on lines that normalizing or quoting changes, it holds every first part (a quoted
+    path that runs past its line makes it give up: None)."""
+    from patchaudit.check.ownership import listed_paths
+    from patchaudit.check.pieces import first_parts
+
+    odd = b'./a/b.py,,\n"q,x/y",,\nc\\d.py,,\ne//f,,\ng/./h,,\nx/../k/l,,\n"a""b/c",,\n"./z\\w/v",,\nplain/p.py,,\n'
+    for data in [*(record for _, record in _records()), odd]:
+        heads = first_parts(data)
+        assert heads is not None
+        firsts = {key.partition("/")[0].encode() for key in listed_paths(data)[0] if "/" in key}
+        assert firsts - {b"..", b""} <= heads
+    assert {b"a", b"q,x", b"c", b"e", b"g", b"k", b'a"b', b"z", b"plain"} <= (first_parts(odd) or set())
+    assert first_parts(b'"m\nn/o",,\n') is None

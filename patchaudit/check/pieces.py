@@ -41,6 +41,9 @@ from patchaudit.report import Drift, DriftState, Unverified
 from patchaudit.target.record import SIMPLE_LINE, STRONG_ALGORITHMS, RecordEntry, parse_record_simple
 
 PIECE_TEXT = 32 << 10  # RECORD bytes per piece: about 250 lines
+# Tasks the package directories are walked in: each worker that walks reads the first parts of every
+# RECORD once (first_parts), so a few workers walk, not every one.
+WALK_TASKS = 4
 _SIZE_FIELD = re.compile(rb",(\d{7,})\r?$", re.MULTILINE)  # a RECORD line's size, when 1 MB or more
 
 
@@ -52,7 +55,6 @@ class Piece(NamedTuple):
     start: int
     stop: int
     largest: int
-    lines: int
     weight: int
 
 
@@ -64,6 +66,8 @@ class Shared:
     cache: StatCache | None
     # RECORD number -> the paths it lists (normalized), parsed by a worker when a walk first needs them
     listed: dict[int, dict[str, str | None]] = field(default_factory=dict, compare=False)
+    # RECORD number -> the first parts of the paths it lists (first_parts), made when a walk first needs them
+    heads: dict[int, frozenset[bytes] | None] = field(default_factory=dict, compare=False)
 
 
 @dataclass(slots=True)
@@ -88,7 +92,7 @@ def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
     rest: list[Piece] = []
     for number, (_, data) in enumerate(records):
         for start, stop, largest, weight in _cut(data):
-            piece = Piece(number, start, stop, largest, data.count(b"\n", start, stop) or 1, weight)
+            piece = Piece(number, start, stop, largest, weight)
             (big if largest >= BIG_FILE else rest).append(piece)
     big.sort(key=lambda p: -p.largest)
     rest.sort(key=lambda p: -p.weight)
@@ -154,11 +158,12 @@ def _rows_are_lines(data: bytes) -> bool:
     return True
 
 
-def run_task(shared: Shared, task: Piece | tuple[Path, str]) -> Any:
-    """A worker's task: a piece of a RECORD to check (Checked), or a package directory to walk."""
+def run_task(shared: Shared, task: Piece | list[tuple[Path, str]]) -> Any:
+    """A worker's task: a piece of a RECORD to check (Checked), or package directories to walk (a list of
+    what walk_unlisted() finds in each)."""
     if isinstance(task, Piece):
         return check(shared, task)
-    return walk_unlisted(shared, *task)
+    return [walk_unlisted(shared, location, top) for location, top in task]
 
 
 def walk_unlisted(shared: Shared, location: Path, top: str) -> list[tuple[str, bool]]:
@@ -173,12 +178,62 @@ def walk_unlisted(shared: Shared, location: Path, top: str) -> list[tuple[str, b
     if not found:
         return found
     site = str(location)
-    needle = f"{top}/".encode()
+    name = top.encode("utf-8", "surrogateescape")
     records = enumerate(shared.records)
-    lists = [_listed(shared, number) for number, (at, data) in records if at == site and needle in data]
+    lists = [_listed(shared, number) for number, (at, _) in records if at == site and _may_list(shared, number, name)]
     if not lists:
         return found
     return [(rel, is_link) for rel, is_link in found if is_link or not any(rel in listed for listed in lists)]
+
+
+def _may_list(shared: Shared, number: int, top: bytes) -> bool:
+    """Whether RECORD `number` may list a path below `top` (first_parts, made on first use)."""
+    if number not in shared.heads:
+        shared.heads[number] = first_parts(shared.records[number][1])
+    heads = shared.heads[number]
+    return heads is None or top in heads
+
+
+_PARTS = re.compile(rb'[/\\"\r]')
+_SLASHES = re.compile(rb"[/\\\r]")
+# What marks a line whose path normalize() changes, or a quoted one (a line starting with "." or "/" too)
+_ODD = (b'"', b"\\", b"/.", b"//")
+
+
+def first_parts(data: bytes) -> frozenset[bytes] | None:
+    """At least the first part of every path a RECORD lists, as listed_paths() keys it (normalized);
+    None for a RECORD with a quoted path that runs past its line (any part may be one).
+
+    A plain line's first part is what comes before its first slash; of any other line (a quoted path,
+    a backslash, a dot or a double slash that normalizing takes out) every part is taken: normalizing
+    drops parts, never makes one up. One pass over the RECORD, where looking for each top-level
+    directory of the site in every RECORD cost the workers a second of CPU on a full stack.
+    """
+    heads = {line.partition(b"/")[0] for line in data.split(b"\n")}
+    for start in _odd_lines(data):
+        end = data.find(b"\n", start)
+        line = data[start : len(data) if end == -1 else end]
+        if line.count(b'"') % 2:
+            return None
+        heads.update(_PARTS.split(line))
+        heads.update(_SLASHES.split(line.removeprefix(b'"').replace(b'""', b'"')))  # a quoted path, unquoted
+    return frozenset(heads)
+
+
+def _odd_lines(data: bytes) -> set[int]:
+    """Where each line that starts with "." or "/", or holds one of _ODD, starts."""
+    starts = {0} if data[:1] in (b".", b"/") else set()
+    for mark in (b"\n.", b"\n/"):
+        at = data.find(mark)
+        while at != -1:
+            starts.add(at + 1)
+            at = data.find(mark, at + 1)
+    for mark in _ODD:
+        at = data.find(mark)
+        while at != -1:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(mark, at + 1)
+    return starts
 
 
 def _listed(shared: Shared, number: int) -> dict[str, str | None]:

@@ -26,10 +26,10 @@ from patchaudit.check.ownership import (
     record_tops,
     site_tops,
 )
-from patchaudit.check.pieces import Checked, Piece, Shared, absolute_path, pieces, run_task
+from patchaudit.check.pieces import WALK_TASKS, Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.errors import UnsafePath
 from patchaudit.fs.beneath import DirCache, stat_below
-from patchaudit.parallel.hashing import FileState, hash_file, pool_size, to_state
+from patchaudit.parallel.hashing import POOL_MIN_FILES, FileState, hash_file, pool_size, to_state
 from patchaudit.parallel.statcache import StatCache, StatKey
 from patchaudit.parallel.workers import Pool
 from patchaudit.report import (
@@ -105,9 +105,10 @@ def verify(
         roots = [(location, top) for location, top in roots if is_real_dir(location / top)]
     with_data = [d for d in dists if raw[d.meta_dir] is not None]
     records = [(str(d.location), raw[d.meta_dir] or b"") for d in with_data]
-    tasks: list[Piece | tuple[Path, str]] = [*roots, *pieces(records)]
+    walks = [roots[i::WALK_TASKS] for i in range(min(WALK_TASKS, len(roots)))]
+    tasks: list[Piece | list[tuple[Path, str]]] = [*walks, *pieces(records)]
     work = Shared(records=records, cache=cache)
-    lines = sum(task.lines for task in tasks if isinstance(task, Piece))
+    lines = _lines(records, POOL_MIN_FILES)
     done = 0
     total: int | None = None
 
@@ -129,7 +130,8 @@ def verify(
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
-        walked = {root: pool.result(index) for index, root in enumerate(roots)}
+        by_root = {root: f for i, walk in enumerate(walks) for root, f in zip(walk, pool.result(i), strict=True)}
+        walked = {root: by_root[root] for root in roots}
         found_by = _collect(pool, tasks, with_data, cache)
     for meta_dir, of_pieces in found_by.items():
         if of_pieces.simple:  # the workers' count and first parts stand: its lines are not read here
@@ -232,6 +234,16 @@ def verify(
     )
 
 
+def _lines(records: Sequence[tuple[str, bytes]], enough: int) -> int:
+    """The lines of these RECORDs, counted until there are `enough` (all that pool_size() asks)."""
+    total = 0
+    for _, data in records:
+        total += data.count(b"\n") + (not data.endswith(b"\n"))
+        if total >= enough:
+            break
+    return total
+
+
 def _added(
     every: Sequence[InstalledDist], loaded: dict[Path, Loaded], walked: dict[tuple[Path, str], list[tuple[str, bool]]]
 ) -> tuple[Ownership, dict[Path, tuple[list[Drift], list[Drift]]]]:
@@ -266,8 +278,8 @@ class _Found:
 
 
 def _collect(
-    pool: Pool[Shared, Piece | tuple[Path, str], Any],
-    tasks: Sequence[Piece | tuple[Path, str]],
+    pool: Pool[Shared, Piece | list[tuple[Path, str]], Any],
+    tasks: Sequence[Piece | list[tuple[Path, str]]],
     dists: Sequence[InstalledDist],
     cache: StatCache | None,
 ) -> dict[Path, _Found]:

@@ -236,6 +236,9 @@ class DirCache:
 
     def open_file(self, path: str) -> tuple[int, str]:
         """(descriptor of `path`'s directory, `path`'s name), for a `dir_fd=` open of the file."""
+        if path[:1] == "/" and "/." not in path and "//" not in path and path[-1:] != "/":
+            directory, _, name = path.rpartition("/")  # already what abspath() makes of it: split as it is
+            return self.get(directory or "/"), name
         directory, name = os.path.split(os.path.abspath(path))
         return self.get(directory), name
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
@@ -89,8 +88,10 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        with open(fd, "rb", buffering=0, closefd=False) as fh:  # unbuffered: a header read reads the header
-            return fh.read() if limit is None else fh.read(limit)
+        if limit is not None:  # one read(2), as an unbuffered file object's read(limit) makes, without one
+            return os.read(fd, limit)
+        with open(fd, "rb", buffering=0, closefd=False) as fh:
+            return fh.read()
     except OSError:
         return None
     finally:
@@ -133,9 +134,10 @@ def hash_raw(
     its size already gives. Smaller files are hashed still: a baseline approves a patch by its digest, and
     the packaging facts (overwritten, record-mismatch) are told by it, for the price of a few milliseconds.
     """
-    with contextlib.ExitStack() as stack:
-        if dirs is None:
-            dirs = stack.enter_context(DirCache(limit=4))
+    if dirs is None:
+        with DirCache(limit=4) as own:
+            opened = _open_below(path, own)
+    else:  # a worker's: no context to enter and leave per file
         opened = _open_below(path, dirs)
     if isinstance(opened, FileState):
         return opened

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -154,6 +155,8 @@ class Pool(Generic[S, T, R]):
         context = pool_context()
         forked = context.get_start_method() == "fork"
         numbers = Connection(read_fd, writable=False)
+        if forked:  # what this process holds now is out of every worker's garbage collection (gc.freeze)
+            gc.freeze()
         try:
             for _ in range(self.workers):
                 reader, writer = Pipe(duplex=False)
@@ -175,6 +178,8 @@ class Pool(Generic[S, T, R]):
             raise
         finally:
             numbers.close()
+            if forked:
+                gc.unfreeze()
         return True
 
     def _waiting(self, timeout: float | None) -> list[Connection]:
