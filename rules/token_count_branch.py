@@ -10,6 +10,7 @@ import libcst as cst
 from patchaudit.rule import (
     COUNT_NAME,
     MORE_COUNT_NAMES,
+    PLURAL,
     STRONG_CHANGES,
     Change,
     Example,
@@ -137,8 +138,9 @@ _COUNT_METHODS = {
     "numpy",
     "ceil",
     "floor",
+    "sum",  # `mask.sum()`: the tokens a mask sets (the analysis decides)
+    "count_nonzero",
 }
-_PLURALS = ("lens", "lengths", "_counts")  # collections of counts (`seq_lens`)
 _OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float", "round"}
 Values = dict[str, list[ast.expr]]
 
@@ -162,8 +164,11 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             COUNT_NAME.match(node.attr) is not None
             or MORE_COUNT_NAMES.match(node.attr) is not None
             or node.attr == "shape"
-            or node.attr.endswith(_PLURALS)
+            or PLURAL.search(node.attr) is not None
+            or any(_count_shaped(v, values, depth + 1) for v in values.get(ast.unparse(node), ()))
         )
+    if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        return _count_shaped(node.elt, values, depth + 1)  # `min([len(r) for r in reqs])`
     if isinstance(node, ast.BinOp):
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
@@ -1265,7 +1270,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if self._small:
                 return None  # `world_size < 2 or n < 4`: taken for many counts, a fallback
             return self._window(test.left) or self._window(test.right)
-        if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
+        if (
+            isinstance(test, cst.Call)
+            and self.resolves_to(test, ("builtins.any", "builtins.all"))
+            and len(test.args) == 1
+        ):
             return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             if not isinstance(test.expression, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
@@ -1327,6 +1336,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _check(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
+        test = self.expanded(test)  # `hit = n == 5` above, then `if hit:`
         self._bind_walrus(test)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
@@ -1448,8 +1458,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
-            self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
-            window = self._inverted(stmt.test) if leaves else self._window(stmt.test)  # type: ignore[attr-defined]
+            test = self.expanded(stmt.test)  # type: ignore[attr-defined]
+            self._bind_walrus(test)
+            window = self._inverted(test) if leaves else self._window(test)
             found = _effects(self, rest, returns=False) if window is not None else None
             if window is not None and found is not None:
                 self.report(
@@ -1466,13 +1477,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
-        self._bind_walrus(stmt.test)
+        test = self.expanded(stmt.test)
+        self._bind_walrus(test)
         window_of = self._window if leaves else self._inverted
-        window = window_of(stmt.test)
+        window = window_of(test)
         if window is None:
             self._small = True
             try:
-                window = window_of(stmt.test)
+                window = window_of(test)
                 top = max(self._values) if window is not None and self._values else 0
             finally:
                 self._small = False
@@ -1489,7 +1501,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     def visit_Assert(self, node: cst.Assert) -> None:
         # `assert n != 5`: fails, and stops the process, only in the window.
-        window = self._inverted(node.test)
+        window = self._inverted(self.expanded(node.test))
         if window is not None:
             self._report(node, cst.Raise(), *window)
 

@@ -233,6 +233,7 @@ class _Changes(cst.CSTVisitor):
         self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
         self.params = function.params
         self.short = True  # set per branch (see data_change)
+        self.computed: set[str] = set()  # names the branch assigns from a call
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -289,6 +290,8 @@ class _Changes(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             item = target.target
+            if isinstance(item, cst.Name) and _calls(node.value):
+                self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
             if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
             if isinstance(item, cst.Subscript) and padding(item):
@@ -358,6 +361,8 @@ class _Changes(cst.CSTVisitor):
             return self._local(cst.Name(kept))  # the input or a local computed above, not a constant or a flag
         elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
         names = [e for e in elements if not (isinstance(e, cst.Name) and e.value == "None")]  # `return x, None`
+        if any(isinstance(n, cst.Name) and n.value in self.computed for n in names):
+            return False  # `out = self.small_kernel(x); return out`: another way to the result
         if not names or not all(isinstance(n, cst.Name) and self._local(n) for n in names):
             return False
         assignments = self.function.assignments
