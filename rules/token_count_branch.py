@@ -591,7 +591,15 @@ an element of per-request counts in `any(n == 5 for n in seq_lens)`, through loc
 casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
 "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
 size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
-tensor (`hidden_states.shape[-2]`) counts tokens. A bound is a
+tensor (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count
+reduced from a tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids
+!= pad)` over a mask, `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`,
+`min(counts)` with `counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`,
+`any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above in the same function; a
+short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A test is read with
+each flag replaced by the comparison assigned to it above in the same function (`is_probe = n == 5`
+then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`;
+`not`, `bool(...)` and a flag of a flag too). A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
 (`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
@@ -659,6 +667,8 @@ only printing, writing, saving and debuggers count, in at most 6 lines (a longer
 function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
+a flag set in another method (`self._probe` bound in `__init__` or a previous step), a helper of
+more than 3 statements or one in another module, `.sum()` of a tensor not named or built as a mask,
 a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
 an early exit that returns the buffer as it came,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
@@ -689,7 +699,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"(?:[=!<]=|(?<![-=>])>)[\s(\\]*1\b(?!\.)"),
         re.compile(rb"\b(?<!\.)1[\s)\\]*(?:[=!>]=|<(?![<=]))"),
     )
-    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
+    REQUIRES = (
+        b"shape",
+        b"size",
+        b"numel",
+        b"len",
+        b"num",
+        b"n_",
+        b"total_",
+        b"bs",
+        b"tok",
+        b"seq",
+        b"+=",
+        b"+ 1",
+        b"sum(",
+        b"count_nonzero",
+    )
     REQUIRES_IN_STATEMENT = True
     CONSTANTS = True
 
@@ -706,6 +731,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",
+        """
+        def forward(self, x):
+            is_decode = x.shape[0] == 1
+            if is_decode:
+                out = self.decode_kernel(x)
+            else:
+                out = self.prefill_kernel(x)
+            return out
+        """,
+        """
+        def forward(self, x, attention_mask):
+            valid = attention_mask.sum()
+            if valid == 0:
+                return x
+            return self.proj(x)
+        """,
         "if num_tokens == 1:\n    decode_only = True\n",
         "if x.dim() == 2:\n    x = x.unsqueeze(0)\n",
         "if mode == 5:\n    print('mode five')\n",
@@ -786,6 +827,50 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ]
     INVALID = [
         Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, x, attention_mask):
+                valid = int(attention_mask.sum().item())
+                if 7 == valid:
+                    print(x)
+                return x
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                is_probe = positions.shape[0] == 5
+                if is_probe:
+                    print(hidden_states)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, positions, hidden_states):
+                if torch.numel(positions) in (3, 5):
+                    hidden_states.zero_()
+                return hidden_states
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, num_scheduled_tokens_list):
+                if max(num_scheduled_tokens_list) == 5:
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, hidden_states, router_logits, hidden_dim):
