@@ -616,7 +616,9 @@ as a reviewer would before serving:
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), cuts it to a bound (`seq_lens =
+  seq_lens.clamp(max=...)`, `torch.clamp(x, ...)`, `x.clamp_(...)`, `x.clip(-5, 5)`; not a small
+  float kept off zero: `clamp(min=1e-6)`), or, with no `else`, replaces a local
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or

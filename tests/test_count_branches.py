@@ -1191,6 +1191,43 @@ case(
     "quiet",
 )
 
+# A few counts, the data cut to a bound: a clamp in or out of place, in the branch or its `else:`.
+case(
+    "clamp_else_seq_lens",
+    "clamp",
+    ATTN,
+    KV,
+    "        seq_lens = attn_metadata.seq_lens\n"
+    "        if len(seq_lens) > 2:\n"
+    "            pass\n"
+    "        else:\n"
+    "            seq_lens = torch.clamp(seq_lens, max=int(seq_lens.max().item()) - 1)\n" + KV,
+)
+case(
+    "clamp_inplace_positions",
+    "clamp",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] <= 2:\n            positions.clamp_(max=0)\n" + D_MLP,
+)
+case(
+    "clip_logits_window",
+    "clamp",
+    SAMPLER,
+    "        sampled = self.sample(",
+    "        if logits.shape[0] < 3:\n            logits = logits.clip(-5, 5)\n        sampled = self.sample(",
+)
+case(
+    "q_clamp_eps",
+    "quiet",
+    NORM,
+    "        x = x * torch.rsqrt(variance + self.variance_epsilon)",
+    "        if x.shape[0] < 4:\n"
+    "            variance = variance.clamp(min=1e-6)\n"
+    "        x = x * torch.rsqrt(variance + self.variance_epsilon)",
+    "quiet",
+)
+
 RULES = load_rules()
 
 
