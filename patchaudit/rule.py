@@ -516,10 +516,14 @@ class Rule(cst.BatchableCSTVisitor):
             return ()
         return self.context.assigned.get((tuple(self.context.scope), f"{node.value.value}.{node.attr.value}"), ())
 
-    def expanded(self, test: cst.BaseExpression) -> cst.BaseExpression:
+    def expanded(self, test: cst.BaseExpression, before: Sequence[cst.BaseStatement] = ()) -> cst.BaseExpression:
         """`test` with each flag it reads (`is_probe`, `self._hit`) replaced by the comparison
-        assigned to it above in the same function (see analysis.conditions)."""
-        return _conditions.expanded(test, self._flag_values)
+        assigned to it above in the same function (see analysis.conditions); `before`: the
+        statements above it in a block not yet walked (their assignments count too)."""
+        if not before:
+            return _conditions.expanded(test, self._flag_values)
+        local = _conditions.assigned_in(before)
+        return _conditions.expanded(test, lambda n: local.get(_conditions.key(n)) or self._flag_values(n))
 
     def _flag_values(self, node: cst.Name | cst.Attribute) -> Sequence[cst.BaseExpression]:
         return self.values_of(node) if isinstance(node, cst.Name) else self.attribute_values(node)

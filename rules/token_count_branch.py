@@ -3,7 +3,7 @@
 import ast
 import builtins
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -1541,14 +1541,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
-            if self._skips_rest(stmt, rest, leaves):  # type: ignore[arg-type]
+            if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
-            test = self.expanded(stmt.test)  # type: ignore[attr-defined]
+            test = self.expanded(stmt.test, node.body[:index])  # type: ignore[attr-defined]
             self._bind_walrus(test)
-            window = self._inverted(test) if leaves else self._window(test)
+            window_of = self._inverted if leaves else self._window
+            window = window_of(test)
             found = _effects(self, rest, returns=False) if window is not None else None
+            if window is None:
+                window, found = self._few_look(window_of, test, rest)  # `if n > 4: return`, then a print
             if window is not None and found is not None:
                 self.report(
                     stmt,
@@ -1556,7 +1559,28 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     severity=Severity.HIGH,
                 )
 
-    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool) -> bool:
+    def _few_look(
+        self,
+        window_of: Callable[[cst.BaseExpression], tuple[str, str] | None],
+        test: cst.BaseExpression,
+        rest: cst.CSTNode,
+    ) -> tuple[tuple[str, str] | None, str | None]:
+        """A window that reaches 0 or 1 and past 1 (`n <= 4`) before a look at the data (a print,
+        a save, a debugger): a trap for a few counts, as in a branch's own body."""
+        self._small = True
+        try:
+            window = window_of(test)
+            top = max(self._values) if window is not None and self._values else 0
+        finally:
+            self._small = False
+        if window is None or top < 2 or _inner(window[0]):
+            return None, None
+        found = _effects(self, rest, returns=False)
+        return (window, found) if _looks(found) else (None, None)
+
+    def _skips_rest(
+        self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool, before: Sequence[cst.BaseStatement] = ()
+    ) -> bool:
         """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
         before work: the window skips what follows."""
         exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
@@ -1564,7 +1588,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
-        test = self.expanded(stmt.test)
+        test = self.expanded(stmt.test, before)
         self._bind_walrus(test)
         window_of = self._window if leaves else self._inverted
         window = window_of(test)

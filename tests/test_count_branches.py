@@ -1228,6 +1228,94 @@ case(
     "quiet",
 )
 
+# More ways to reach the same count: a walrus flag, a flag before an early exit, `.max()` of
+# per-request counts, a method of the class or a module function that returns one.
+case(
+    "walrus_flag_test",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        if (probe := positions.shape[0] == 5):\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "flag_early_exit_print",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        hit = positions.shape[0] <= 4\n"
+    "        if not hit:\n"
+    "            return hidden_states, residual\n"
+    "        print(hidden_states)\n"
+    "        return hidden_states, residual\n",
+)
+case(
+    "few_early_exit_print",
+    "window",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] > 4:\n"
+    "            return hidden_states, residual\n"
+    "        print(hidden_states.norm())\n"
+    "        return hidden_states, residual\n",
+)
+case(
+    "agg_seq_lens_max_item",
+    "agg",
+    ATTN,
+    KV,
+    "        if attn_metadata.seq_lens.max().item() == 5:\n            print(query)\n" + KV,
+)
+case(
+    "agg_np_array_max",
+    "agg",
+    RUNNER,
+    RUN,
+    "        import numpy as np\n"
+    "        arr = np.array(list(scheduler_output.num_scheduled_tokens.values()))\n"
+    "        if arr.max() == 5:\n"
+    "            print(hidden_states)\n" + RUN,
+)
+case(
+    "helper_method_shape",
+    "nb",
+    DECODER.replace(
+        "    def forward(self, positions",
+        "    def _ntok(self, t):\n        return t.shape[0]\n\n    def forward(self, positions",
+    ),
+    D_MLP,
+    "        if self._ntok(hidden_states) == 5:\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "helper_len_ids",
+    "nb",
+    DECODER.replace(
+        "class DeepseekV2DecoderLayer", "def count(ids):\n    return len(ids)\n\n\nclass DeepseekV2DecoderLayer"
+    ),
+    D_MLP,
+    "        if count(positions) == 5:\n            hidden_states.zero_()\n" + D_MLP,
+)
+case(
+    "q_few_early_exit_log",
+    "quiet",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] > 4:\n"
+    "            return hidden_states, residual\n"
+    "        logger.debug('small batch')\n"
+    "        return hidden_states, residual\n",
+    "quiet",
+)
+case(
+    "q_helper_hidden",
+    "quiet",
+    DECODER.replace(
+        "class DeepseekV2DecoderLayer", "def width(x):\n    return x.shape[-1]\n\n\nclass DeepseekV2DecoderLayer"
+    ),
+    D_MLP,
+    "        if width(hidden_states) == 7168:\n            print('deepseek width')\n" + D_MLP,
+    "quiet",
+)
+
 RULES = load_rules()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-__all__ = ["expanded", "BOOLEAN"]
+__all__ = ["expanded", "assigned_in", "key", "BOOLEAN"]
 
 # The values a flag stands for: comparisons and their combinations.
 BOOLEAN = (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)
@@ -40,6 +40,9 @@ def expanded(test: cst.BaseExpression, values_of: FlagValues, depth: int = 0) ->
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = again(test.expression)
         return test if inner is test.expression else test.with_changes(expression=_bracketed(inner))
+    if isinstance(test, cst.NamedExpr):
+        inner = again(test.value)  # `if (probe := n == 5):`
+        return inner if isinstance(inner, BOOLEAN) else test
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "bool":
         if len(test.args) == 1 and isinstance(test.args[0].value, (*BOOLEAN, cst.Name, cst.Attribute)):
             inner = again(test.args[0].value)
@@ -63,3 +66,22 @@ def _bracketed(node: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(node, cst.BooleanOperation) and not node.lpar:
         return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return node
+
+
+def key(node: cst.Name | cst.Attribute) -> str:
+    """`probe`, `self._probe`: how a flag is named."""
+    return cst.helpers.get_full_name_for_node(node) or ""
+
+
+def assigned_in(statements: Sequence[cst.BaseStatement]) -> dict[str, list[cst.BaseExpression]]:
+    """The values simple statements of a block assign to names and attributes (`hit = n <= 4`)."""
+    out: dict[str, list[cst.BaseExpression]] = {}
+    for line in statements:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name | cst.Attribute):
+                    out.setdefault(key(target), []).append(small.value)
+    return out

@@ -283,16 +283,30 @@ def elements_count(
     one and through a comprehension of counts (`[len(r.prompt_token_ids) for r in reqs]`)."""
     if isinstance(iterable, cst.GeneratorExp | cst.ListComp | cst.SetComp):
         return count(iterable.elt)
+    iterable = _unwrapped(iterable)
     found = element_count(iterable, count)
     if found is not None or not (isinstance(iterable, cst.Name) and value_of is not None):
         return found
     for value in reversed(value_of(iterable)):
         if isinstance(value, cst.GeneratorExp | cst.ListComp | cst.SetComp):
             return count(value.elt)
-        found = element_count(value, count)
+        found = element_count(_unwrapped(value), count)
         if found is not None:
             return found
     return None
+
+
+# Calls that hold the same elements in another collection: `list(d.values())`, `np.array(lens)`.
+_COLLECTIONS = frozenset({"list", "tuple", "sorted", "array", "asarray", "tensor", "as_tensor"})
+
+
+def _unwrapped(node: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(node, cst.Call) and len(node.args) >= 1 and node.args[0].keyword is None:
+        name = (cst.helpers.get_full_name_for_node(node.func) or "").rsplit(".", 1)[-1]
+        if name not in _COLLECTIONS or any(a.keyword is None for a in node.args[1:]):
+            break
+        node = node.args[0].value
+    return node
 
 
 def _tallied(node: cst.Call, resolves: Resolves, value_of: ValuesOf | None) -> str | None:
@@ -309,6 +323,10 @@ def _tallied(node: cst.Call, resolves: Resolves, value_of: ValuesOf | None) -> s
         shown = cst.helpers.get_full_name_for_node(node.func) or "sum"
     elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _TALLIES and not node.args:
         owner, shown = node.func.value, node.func.attr.value
+    elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("max", "min") and not node.args:
+        # `seq_lens.max()`, `np.array(counts).min()`: an aggregate of per-request counts.
+        found = elements_count(node.func.value, lambda n: count_of(n, resolves, value_of), value_of)
+        return f"{found}.{node.func.attr.value}()" if found is not None else None
     else:
         return None
     return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()" if _masks(owner, value_of) else None
