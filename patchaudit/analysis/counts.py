@@ -137,6 +137,10 @@ def count_of(
         return f"{_spelled(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
         return None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "size":
+        base = cst.helpers.get_full_name_for_node(node.func.value) or ""
+        if FIXED_OWNER.search(base.rsplit(".", 1)[-1]):
+            return None  # `layer.weight.size(2)`: a weight's shape, not a count
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "numel":
         owner = node.func.value  # `layer.A_log.numel()`: a parameter's size, not a count
         if isinstance(owner, cst.Attribute) and not LEN_OF.search(owner.attr.value):
