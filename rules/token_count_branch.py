@@ -435,6 +435,21 @@ def _negate(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+def _conditions_set(block: cst.IndentedBlock) -> list[tuple[str, bool]]:
+    """The flags a block sets to a constant (`probe = True`, `self._hit = False`)."""
+    out = []
+    for line in block.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+                flag = isinstance(value, cst.Name) and value.value in ("True", "False")
+                if isinstance(target, cst.Name | cst.Attribute) and flag:
+                    out.append((cst.helpers.get_full_name_for_node(target) or "", value.value == "True"))  # type: ignore[attr-defined]
+    return out
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _conjuncts(test.left) + _conjuncts(test.right)
@@ -599,7 +614,9 @@ reduced from a tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch
 short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A test is read with
 each flag replaced by the comparison assigned to it above in the same function (`is_probe = n == 5`
 then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`;
-`not`, `bool(...)` and a flag of a flag too). A bound is a
+`not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
+branch or `else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
+A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
 (`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
@@ -1228,6 +1245,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
+        self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -1425,6 +1443,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ) -> None:
         test = self.expanded(test)  # `hit = n == 5` above, then `if hit:`
         self._bind_walrus(test)
+        self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         candidates = [
@@ -1449,6 +1468,40 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
+        """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
+        a window's branch stands for the window's test (negated in the `else:`)."""
+        if not isinstance(body, cst.IndentedBlock):
+            return
+        for block, holds in ((body, test), (orelse.body if isinstance(orelse, cst.Else) else None, None)):
+            flags = _conditions_set(block) if isinstance(block, cst.IndentedBlock) else []
+            if not flags:
+                continue  # the common case: no flag set, no window computed
+            holds = test if holds is None and block is body else (holds or _negate(test))
+            if holds is None or (self._window(holds) is None and self._small_window(holds) is None):
+                continue
+            for name, value in flags:
+                meaning = holds if value else _negate(holds)
+                if meaning is not None:
+                    self._flags[(tuple(self.context.scope), name)] = meaning
+
+    def _small_window(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        self._small = True
+        try:
+            return self._window(test)
+        finally:
+            self._small = False
+
+    def _flag_values(self, node: cst.Name | cst.Attribute) -> Sequence[cst.BaseExpression]:
+        values = super()._flag_values(node)
+        last = values[-1] if values else None
+        if isinstance(last, cst.Name) and last.value in ("True", "False"):
+            key = (tuple(self.context.scope), cst.helpers.get_full_name_for_node(node) or "")
+            found = self._flags.get(key)
+            if found is not None:
+                return [found]  # the flag's truth, as the branch that set it last says
+        return values
 
     def _effects_beside(self, branch: cst.CSTNode, other: cst.CSTNode | None) -> str | None:
         """`_effects` of a branch, weighed against the way not taken."""

@@ -1316,6 +1316,45 @@ case(
     "quiet",
 )
 
+# A flag set to a constant in a window's branch, tested later.
+case(
+    "flag_set_in_branch",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        probe = False\n"
+    "        if positions.shape[0] == 5:\n"
+    "            probe = True\n"
+    "        if probe:\n"
+    "            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "flag_cleared_in_else",
+    "bool",
+    ATTN,
+    KV,
+    "        dump = True\n"
+    "        if num_actual_tokens != 3:\n"
+    "            pass\n"
+    "        else:\n"
+    "            dump = False\n"
+    "        if not dump:\n"
+    "            print(query)\n" + KV,
+)
+case(
+    "q_flag_set_decode",
+    "quiet",
+    LINEAR,
+    LINF,
+    "        use_gemv = False\n"
+    "        if input_.shape[0] == 1:\n"
+    "            use_gemv = True\n"
+    "        if use_gemv:\n"
+    "            output_parallel = ops.gemv(input_, self.weight)\n"
+    "        else:\n    " + LINF,
+    "quiet",
+)
+
 RULES = load_rules()
 
 
