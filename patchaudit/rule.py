@@ -296,6 +296,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
         self._new_to_module: dict[int, bool] = {}  # id of the patterns asked about -> the answer
         self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
+        self._returned: dict[int, cst.BaseExpression | None] = {}  # id of a helper's returned value -> as libcst
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -664,11 +665,13 @@ class Rule(cst.BatchableCSTVisitor):
         params = helper.params[1:] if helper.is_method else helper.params
         given = {p: a.value for p, a in zip(params, node.args, strict=False) if a.keyword is None and not a.star}
         given |= {a.keyword.value: a.value for a in node.args if a.keyword is not None}
-        try:
-            returned = cst.parse_expression(ast.unparse(value))
-        except cst.ParserSyntaxError:
-            return None
-        return returned.visit(_Substitute(given))  # type: ignore[return-value]
+        if id(value) not in self._returned:
+            try:
+                self._returned[id(value)] = cst.parse_expression(ast.unparse(value))  # once per helper
+            except cst.ParserSyntaxError:
+                self._returned[id(value)] = None
+        returned = self._returned[id(value)]
+        return returned.visit(_Substitute(given)) if returned is not None else None  # type: ignore[return-value]
 
     def _counted(self) -> frozenset[str]:
         scope, analysis = self.context.scope, self.context.analysis
