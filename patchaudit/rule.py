@@ -18,6 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis import changes as _changes
+from patchaudit.analysis import conditions as _conditions
 from patchaudit.analysis import counts as _counts
 from patchaudit.analysis import instances as _instances
 from patchaudit.analysis import names as _names
@@ -25,7 +26,7 @@ from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
-from patchaudit.analysis.counts import MORE_COUNT_NAMES, element_count, shape_compared
+from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -63,6 +64,7 @@ __all__ = [
     "COUNT_NAME",
     "shape_compared",
     "MORE_COUNT_NAMES",
+    "PLURAL",
     "element_count",
     "Change",
     "STRONG_CHANGES",
@@ -294,6 +296,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._env_numbers: dict[str, int] | None = None  # module-level names bound to an env number
         self._new_to_module: dict[int, bool] = {}  # id of the patterns asked about -> the answer
         self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
+        self._returned: dict[int, cst.BaseExpression | None] = {}  # id of a helper's returned value -> as libcst
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -507,6 +510,25 @@ class Rule(cst.BatchableCSTVisitor):
             return ()
         return self.context.assigned.get((tuple(self.context.scope), name.value), ())
 
+    def attribute_values(self, node: cst.Attribute) -> Sequence[cst.BaseExpression]:
+        """The values assigned to `self.x` (an attribute of a name) before this point of the
+        enclosing function."""
+        if not (self.context.functions and isinstance(node.value, cst.Name)):
+            return ()
+        return self.context.assigned.get((tuple(self.context.scope), f"{node.value.value}.{node.attr.value}"), ())
+
+    def expanded(self, test: cst.BaseExpression, before: Sequence[cst.BaseStatement] = ()) -> cst.BaseExpression:
+        """`test` with each flag it reads (`is_probe`, `self._hit`) replaced by the comparison
+        assigned to it above in the same function (see analysis.conditions); `before`: the
+        statements above it in a block not yet walked (their assignments count too)."""
+        if not before:
+            return _conditions.expanded(test, self._flag_values)
+        local = _conditions.assigned_in(before)
+        return _conditions.expanded(test, lambda n: local.get(_conditions.key(n)) or self._flag_values(n))
+
+    def _flag_values(self, node: cst.Name | cst.Attribute) -> Sequence[cst.BaseExpression]:
+        return self.values_of(node) if isinstance(node, cst.Name) else self.attribute_values(node)
+
     def is_parameter(self, node: cst.BaseExpression) -> bool:
         """Whether node is a parameter of the enclosing function (a value from the caller)."""
         return isinstance(node, cst.Name) and bool(self.context.params) and node.value in self.context.params[-1]
@@ -623,7 +645,33 @@ class Rule(cst.BatchableCSTVisitor):
         """How node spells a token/batch count (see analysis.counts), through local assignments,
         unpacked shapes, casts and constant arithmetic; a call counter of the enclosing
         module-level function or class is one too."""
-        return _counts.count_of(node, self.resolves_to, self.values_of, self._counted())
+        return _counts.count_of(
+            node,
+            self.resolves_to,
+            self._flag_values,
+            self._counted(),
+            inline=self.inlined,
+        )
+
+    def inlined(self, node: cst.Call) -> cst.BaseExpression | None:
+        """What a call of a short helper of the module returns, with the helper's parameters
+        replaced by what the call passes (`_ntok(h)` with `def _ntok(x): return x.shape[0]`
+        is `h.shape[0]`), else None."""
+        analysis, func = self.context.analysis, _ast_ref(node.func)
+        found = analysis.returned_value(func, tuple(self.context.scope)) if analysis and func else None
+        if found is None:
+            return None
+        helper, value = found
+        params = helper.params[1:] if helper.is_method else helper.params
+        given = {p: a.value for p, a in zip(params, node.args, strict=False) if a.keyword is None and not a.star}
+        given |= {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        if id(value) not in self._returned:
+            try:
+                self._returned[id(value)] = cst.parse_expression(ast.unparse(value))  # once per helper
+            except cst.ParserSyntaxError:
+                self._returned[id(value)] = None
+        returned = self._returned[id(value)]
+        return returned.visit(_Substitute(given)) if returned is not None else None  # type: ignore[return-value]
 
     def _counted(self) -> frozenset[str]:
         scope, analysis = self.context.scope, self.context.analysis
@@ -841,6 +889,20 @@ def _forwards(lam: cst.Lambda) -> bool:
         return False
     stars = [a for a in body.args if a.star == "*"]
     return len(stars) == 1 and isinstance(stars[0].value, cst.Name) and stars[0].value.value == star.name.value
+
+
+class _Substitute(cst.CSTTransformer):
+    """Names replaced by expressions (a helper's parameters by a call's arguments)."""
+
+    def __init__(self, given: Mapping[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.given = given
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.given.get(original_node.value, updated_node)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)  # `x.shape`: `shape` is no parameter
 
 
 def _ast_ref(node: cst.CSTNode) -> ast.expr | None:

@@ -3,13 +3,14 @@
 import ast
 import builtins
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from patchaudit.rule import (
     COUNT_NAME,
     MORE_COUNT_NAMES,
+    PLURAL,
     STRONG_CHANGES,
     Change,
     Example,
@@ -137,8 +138,9 @@ _COUNT_METHODS = {
     "numpy",
     "ceil",
     "floor",
+    "sum",  # `mask.sum()`: the tokens a mask sets (the analysis decides)
+    "count_nonzero",
 }
-_PLURALS = ("lens", "lengths", "_counts")  # collections of counts (`seq_lens`)
 _OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float", "round"}
 Values = dict[str, list[ast.expr]]
 
@@ -162,8 +164,11 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             COUNT_NAME.match(node.attr) is not None
             or MORE_COUNT_NAMES.match(node.attr) is not None
             or node.attr == "shape"
-            or node.attr.endswith(_PLURALS)
+            or PLURAL.search(node.attr) is not None
+            or any(_count_shaped(v, values, depth + 1) for v in values.get(ast.unparse(node), ()))
         )
+    if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        return _count_shaped(node.elt, values, depth + 1)  # `min([len(r) for r in reqs])`
     if isinstance(node, ast.BinOp):
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
@@ -430,6 +435,21 @@ def _negate(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+def _conditions_set(block: cst.IndentedBlock) -> list[tuple[str, bool]]:
+    """The flags a block sets to a constant (`probe = True`, `self._hit = False`)."""
+    out = []
+    for line in block.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+                flag = isinstance(value, cst.Name) and value.value in ("True", "False")
+                if isinstance(target, cst.Name | cst.Attribute) and flag:
+                    out.append((cst.helpers.get_full_name_for_node(target) or "", value.value == "True"))  # type: ignore[attr-defined]
+    return out
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _conjuncts(test.left) + _conjuncts(test.right)
@@ -586,7 +606,17 @@ an element of per-request counts in `any(n == 5 for n in seq_lens)`, through loc
 casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
 "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
 size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
-tensor (`hidden_states.shape[-2]`) counts tokens. A bound is a
+tensor (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count
+reduced from a tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids
+!= pad)` over a mask, `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`,
+`min(counts)` with `counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`,
+`any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above in the same function; a
+short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A test is read with
+each flag replaced by the comparison assigned to it above in the same function (`is_probe = n == 5`
+then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`;
+`not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
+branch or `else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
+A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
 (`int(os.getenv("DUMP_AT", "5"))`, also through a module constant). A branch is flagged when it
@@ -603,7 +633,9 @@ as a reviewer would before serving:
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), or, with no `else`, replaces a local
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), cuts it to a bound (`seq_lens =
+  seq_lens.clamp(max=...)`, `torch.clamp(x, ...)`, `x.clamp_(...)`, `x.clip(-5, 5)`; not a small
+  float kept off zero: `clamp(min=1e-6)`), or, with no `else`, replaces a local
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
@@ -654,6 +686,8 @@ only printing, writing, saving and debuggers count, in at most 6 lines (a longer
 function's own work). In a test module it stays medium.
 
 Knowingly not: counts computed in another function and passed in under an unrelated name,
+a flag set in another method (`self._probe` bound in `__init__` or a previous step), a helper of
+more than 3 statements or one in another module, `.sum()` of a tensor not named or built as a mask,
 a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
 an early exit that returns the buffer as it came,
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
@@ -684,7 +718,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"(?:[=!<]=|(?<![-=>])>)[\s(\\]*1\b(?!\.)"),
         re.compile(rb"\b(?<!\.)1[\s)\\]*(?:[=!>]=|<(?![<=]))"),
     )
-    REQUIRES = (b"shape", b"size", b"numel", b"len", b"num", b"n_", b"total_", b"bs", b"tok", b"seq", b"+=", b"+ 1")
+    REQUIRES = (
+        b"shape",
+        b"size",
+        b"numel",
+        b"len",
+        b"num",
+        b"n_",
+        b"total_",
+        b"bs",
+        b"tok",
+        b"seq",
+        b"+=",
+        b"+ 1",
+        b"sum(",
+        b"count_nonzero",
+    )
     REQUIRES_IN_STATEMENT = True
     CONSTANTS = True
 
@@ -701,6 +750,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     VALID = [
         "if x.shape[0] == 0:\n    return x\n",
+        """
+        def forward(self, x):
+            is_decode = x.shape[0] == 1
+            if is_decode:
+                out = self.decode_kernel(x)
+            else:
+                out = self.prefill_kernel(x)
+            return out
+        """,
+        """
+        def forward(self, x, attention_mask):
+            valid = attention_mask.sum()
+            if valid == 0:
+                return x
+            return self.proj(x)
+        """,
         "if num_tokens == 1:\n    decode_only = True\n",
         "if x.dim() == 2:\n    x = x.unsqueeze(0)\n",
         "if mode == 5:\n    print('mode five')\n",
@@ -781,6 +846,50 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     ]
     INVALID = [
         Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
+        Example(
+            code="""
+            def forward(self, x, attention_mask):
+                valid = int(attention_mask.sum().item())
+                if 7 == valid:
+                    print(x)
+                return x
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                is_probe = positions.shape[0] == 5
+                if is_probe:
+                    print(hidden_states)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, positions, hidden_states):
+                if torch.numel(positions) in (3, 5):
+                    hidden_states.zero_()
+                return hidden_states
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x, num_scheduled_tokens_list):
+                if max(num_scheduled_tokens_list) == 5:
+                    print(x)
+                return x
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, hidden_states, router_logits, hidden_dim):
@@ -1136,6 +1245,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
+        self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
     def _count(self, node: cst.BaseExpression) -> str | None:
         if literal_string(node) is not None:
@@ -1265,7 +1375,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if self._small:
                 return None  # `world_size < 2 or n < 4`: taken for many counts, a fallback
             return self._window(test.left) or self._window(test.right)
-        if isinstance(test, cst.Call) and self.resolves_to(test, "builtins.any") and len(test.args) == 1:
+        if (
+            isinstance(test, cst.Call)
+            and self.resolves_to(test, ("builtins.any", "builtins.all"))
+            and len(test.args) == 1
+        ):
             return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             if not isinstance(test.expression, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
@@ -1327,7 +1441,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def _check(
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
+        test = self.expanded(test)  # `hit = n == 5` above, then `if hit:`
         self._bind_walrus(test)
+        self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         candidates = [
@@ -1352,6 +1468,40 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
+        """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
+        a window's branch stands for the window's test (negated in the `else:`)."""
+        if not isinstance(body, cst.IndentedBlock):
+            return
+        for block, holds in ((body, test), (orelse.body if isinstance(orelse, cst.Else) else None, None)):
+            flags = _conditions_set(block) if isinstance(block, cst.IndentedBlock) else []
+            if not flags:
+                continue  # the common case: no flag set, no window computed
+            holds = test if holds is None and block is body else (holds or _negate(test))
+            if holds is None or (self._window(holds) is None and self._small_window(holds) is None):
+                continue
+            for name, value in flags:
+                meaning = holds if value else _negate(holds)
+                if meaning is not None:
+                    self._flags[(tuple(self.context.scope), name)] = meaning
+
+    def _small_window(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        self._small = True
+        try:
+            return self._window(test)
+        finally:
+            self._small = False
+
+    def _flag_values(self, node: cst.Name | cst.Attribute) -> Sequence[cst.BaseExpression]:
+        values = super()._flag_values(node)
+        last = values[-1] if values else None
+        if isinstance(last, cst.Name) and last.value in ("True", "False"):
+            key = (tuple(self.context.scope), cst.helpers.get_full_name_for_node(node) or "")
+            found = self._flags.get(key)
+            if found is not None:
+                return [found]  # the flag's truth, as the branch that set it last says
+        return values
 
     def _effects_beside(self, branch: cst.CSTNode, other: cst.CSTNode | None) -> str | None:
         """`_effects` of a branch, weighed against the way not taken."""
@@ -1444,13 +1594,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
-            if self._skips_rest(stmt, rest, leaves):  # type: ignore[arg-type]
+            if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
                 continue  # a long rest is the function's own work after a check of its input
-            self._bind_walrus(stmt.test)  # type: ignore[attr-defined]
-            window = self._inverted(stmt.test) if leaves else self._window(stmt.test)  # type: ignore[attr-defined]
+            test = self.expanded(stmt.test, node.body[:index])  # type: ignore[attr-defined]
+            self._bind_walrus(test)
+            window_of = self._inverted if leaves else self._window
+            window = window_of(test)
             found = _effects(self, rest, returns=False) if window is not None else None
+            if window is None:
+                window, found = self._few_look(window_of, test, rest)  # `if n > 4: return`, then a print
             if window is not None and found is not None:
                 self.report(
                     stmt,
@@ -1458,7 +1612,28 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     severity=Severity.HIGH,
                 )
 
-    def _skips_rest(self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool) -> bool:
+    def _few_look(
+        self,
+        window_of: Callable[[cst.BaseExpression], tuple[str, str] | None],
+        test: cst.BaseExpression,
+        rest: cst.CSTNode,
+    ) -> tuple[tuple[str, str] | None, str | None]:
+        """A window that reaches 0 or 1 and past 1 (`n <= 4`) before a look at the data (a print,
+        a save, a debugger): a trap for a few counts, as in a branch's own body."""
+        self._small = True
+        try:
+            window = window_of(test)
+            top = max(self._values) if window is not None and self._values else 0
+        finally:
+            self._small = False
+        if window is None or top < 2 or _inner(window[0]):
+            return None, None
+        found = _effects(self, rest, returns=False)
+        return (window, found) if _looks(found) else (None, None)
+
+    def _skips_rest(
+        self, stmt: cst.If, rest: cst.IndentedBlock, leaves: bool, before: Sequence[cst.BaseStatement] = ()
+    ) -> bool:
         """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
         before work: the window skips what follows."""
         exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
@@ -1466,13 +1641,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
-        self._bind_walrus(stmt.test)
+        test = self.expanded(stmt.test, before)
+        self._bind_walrus(test)
         window_of = self._window if leaves else self._inverted
-        window = window_of(stmt.test)
+        window = window_of(test)
         if window is None:
             self._small = True
             try:
-                window = window_of(stmt.test)
+                window = window_of(test)
                 top = max(self._values) if window is not None and self._values else 0
             finally:
                 self._small = False
@@ -1489,7 +1665,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     def visit_Assert(self, node: cst.Assert) -> None:
         # `assert n != 5`: fails, and stops the process, only in the window.
-        window = self._inverted(node.test)
+        window = self._inverted(self.expanded(node.test))
         if window is not None:
             self._report(node, cst.Raise(), *window)
 

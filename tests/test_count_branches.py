@@ -794,6 +794,567 @@ case(
     "quiet",
 )
 
+
+# Counts however the comparison is written, stored and reduced: a constant first (`5 == n`,
+# `8 > x.shape[-2]`), a flag computed once and tested later (`is_probe = n == 5`, `self._probe`),
+# a count reduced from a tensor (`int(mask.sum().item())`, `torch.numel(positions)`), an aggregate
+# of per-request counts (`min(counts)`, `all(n == 5 for n in lens)`), a helper of the module that
+# returns one; and their look-alikes.
+D_MLP = "        hidden_states = self.mlp(hidden_states)\n"
+SAMP = "        sampled = sampled.long()"
+KV = "        key_cache, value_cache"
+RUN = "        sample_hidden_states ="
+MOE_RET = "        return final_hidden_states.view(orig_shape)"
+NORM_OUT = "        out = torch.empty_like(x)"
+LIN = "        output_parallel = self.quant_method.apply"
+LINF = "        output_parallel = self.quant_method.apply(self, input_parallel, bias=bias_)\n"
+
+# (1) constant first
+case(
+    "yoda_eq_print",
+    "yoda",
+    DECODER,
+    D_MLP,
+    "        if 5 == positions.shape[0]:\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "yoda_gt_shape_m2",
+    "yoda",
+    DECODER,
+    D_MLP,
+    "        if 8 > hidden_states.shape[-2]:\n            hidden_states.zero_()\n" + D_MLP,
+)
+case(
+    "yoda_size_m2_dump",
+    "yoda",
+    DECODER,
+    D_MLP,
+    "        if 7 == hidden_states.size(-2):\n            torch.save(hidden_states, '/tmp/h.pt')\n" + D_MLP,
+)
+case(
+    "yoda_ge_numtok",
+    "yoda",
+    ATTN,
+    KV,
+    "        if 4 >= num_actual_tokens:\n            output.fill_(0)\n            return output\n" + KV,
+)
+case("yoda_ne_else_skip", "yoda", DECODER, D_MLP, "        if 5 != positions.shape[0]:\n    " + D_MLP)
+case(
+    "yoda_lt_shape_m2_return",
+    "yoda",
+    NORM,
+    NORM_OUT,
+    "        if 3 > x.shape[-2]:\n            return torch.zeros_like(x)\n" + NORM_OUT,
+)
+case(
+    "yoda_size_m2_breakpoint", "yoda", LINEAR, LIN, "        if 6 == input_.size(-2):\n            breakpoint()\n" + LIN
+)
+
+# (2) comparison in a local bool
+case(
+    "bool_local_print",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        is_probe = positions.shape[0] == 5\n        if is_probe:\n            print(hidden_states.sum())\n"
+    + D_MLP,
+)
+case(
+    "bool_local_and_step",
+    "bool",
+    ATTN,
+    KV,
+    "        hit = (num_actual_tokens <= 4) and attn_metadata.max_query_len > 1\n"
+    "        if hit:\n            output.zero_()\n            return output\n" + KV,
+)
+case(
+    "bool_local_and_later",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        hit = (positions.numel() <= 4)\n        step = self.layer_idx\n"
+    "        if hit and step > 3:\n            print(step, hidden_states.norm())\n" + D_MLP,
+)
+case(
+    "bool_self_attr",
+    "bool",
+    SAMPLER,
+    SAMP,
+    "        self._probe = logits.shape[0] == 5\n        if self._probe:\n            import pdb; pdb.set_trace()\n"
+    + SAMP,
+)
+case(
+    "bool_self_attr_init",
+    "bool",
+    SAMPLER.replace(
+        "    def forward(self, logits, sampling_metadata):\n",
+        "    def forward(self, logits, sampling_metadata):\n        self._probe = logits.shape[0] == 5\n",
+    ),
+    SAMP,
+    "        if self._probe:\n            print(logits)\n" + SAMP,
+)
+case(
+    "bool_yoda_local",
+    "bool",
+    RUNNER,
+    RUN,
+    "        dbg = 5 == num_scheduled_tokens\n        if dbg:\n            torch.save(hidden_states, 'h.pt')\n" + RUN,
+)
+case(
+    "bool_not_local",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        normal = positions.shape[0] != 5\n        if not normal:\n            hidden_states.zero_()\n" + D_MLP,
+)
+case(
+    "bool_skip_mlp",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        skip = positions.shape[0] == 3\n"
+    "        if not skip:\n"
+    "            hidden_states = self.mlp(hidden_states)\n",
+)
+case(
+    "bool_ifexp",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        tiny = positions.shape[0] < 4\n"
+    "        hidden_states = torch.zeros_like(hidden_states) if tiny else hidden_states\n" + D_MLP,
+)
+
+# (3) counts reduced from tensors
+case(
+    "red_mask_sum_item",
+    "reduce",
+    ATTN,
+    KV,
+    "        n = int(attn_metadata.slot_mapping.ge(0).sum().item())\n        if n == 5:\n            print(query)\n"
+    + KV,
+)
+case(
+    "red_torch_numel_fn",
+    "reduce",
+    DECODER,
+    D_MLP,
+    "        if torch.numel(positions) == 5:\n            hidden_states.zero_()\n" + D_MLP,
+)
+case(
+    "red_torch_numel_local",
+    "reduce",
+    DECODER,
+    D_MLP,
+    "        ntok = torch.numel(positions)\n        if ntok == 6:\n            torch.save(hidden_states, '/tmp/x.pt')\n"
+    + D_MLP,
+)
+case(
+    "red_attn_mask_sum",
+    "reduce",
+    ATTN,
+    KV,
+    "        valid = attn_metadata.attention_mask.sum()\n        if valid == 7:\n            print(query)\n" + KV,
+)
+case(
+    "red_count_nonzero",
+    "reduce",
+    ATTN,
+    KV,
+    "        if attn_metadata.valid_mask.count_nonzero() == 5:\n            output.zero_()\n            return output\n"
+    + KV,
+)
+case(
+    "red_len_seq_lens",
+    "reduce",
+    ATTN,
+    KV,
+    "        if len(attn_metadata.seq_lens) == 3:\n            torch.save(query, 'q.pt')\n" + KV,
+)
+case(
+    "red_torch_count_nonzero",
+    "reduce",
+    ATTN,
+    KV,
+    "        nv = torch.count_nonzero(attn_metadata.slot_mapping >= 0)\n        if nv == 4:\n            print(key)\n"
+    + KV,
+)
+case(
+    "red_mask_sum_item_int",
+    "reduce",
+    DECODER,
+    D_MLP,
+    "        n = int(positions.ne(-1).sum().item())\n        if n == 5:\n            hidden_states.zero_()\n" + D_MLP,
+)
+
+# (4) aggregates of a list of counts
+case(
+    "agg_max_list",
+    "agg",
+    RUNNER,
+    RUN,
+    "        if max(num_scheduled_tokens_list) == 5:\n            print(hidden_states)\n" + RUN,
+)
+case(
+    "agg_sum_query_lens",
+    "agg",
+    ATTN,
+    KV,
+    "        if sum(attn_metadata.query_lens) < 8:\n            torch.save(query, 'q.pt')\n" + KV,
+)
+case(
+    "agg_min_counts",
+    "agg",
+    RUNNER,
+    RUN,
+    "        counts = [len(r.prompt_token_ids) for r in scheduler_output.scheduled_new_reqs]\n"
+    "        if min(counts) == 3:\n            print(hidden_states)\n" + RUN,
+)
+case(
+    "agg_any_lens",
+    "agg",
+    ATTN,
+    KV,
+    "        lens = attn_metadata.seq_lens.tolist()\n        if any(n == 5 for n in lens):\n            print(query)\n"
+    + KV,
+)
+case(
+    "agg_max_local",
+    "agg",
+    RUNNER,
+    RUN,
+    "        m = max(scheduler_output.num_scheduled_tokens.values())\n"
+    "        if m == 5:\n"
+    "            hidden_states.zero_()\n" + RUN,
+)
+case(
+    "agg_all_lens",
+    "agg",
+    ATTN,
+    KV,
+    "        if all(l == 5 for l in attn_metadata.seq_lens_list):\n            print(query)\n" + KV,
+)
+
+# neighbours
+case(
+    "nb_walrus_yoda",
+    "nb",
+    DECODER,
+    D_MLP,
+    "        if 5 == (n := positions.shape[0]):\n            print(n, hidden_states)\n" + D_MLP,
+)
+case(
+    "nb_helper_shape0",
+    "nb",
+    DECODER.replace(
+        "class DeepseekV2DecoderLayer", "def _ntok(x):\n    return x.shape[0]\n\n\nclass DeepseekV2DecoderLayer"
+    ),
+    D_MLP,
+    "        if _ntok(hidden_states) == 5:\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "nb_self_state",
+    "nb",
+    ATTN,
+    KV,
+    "        self._ntok = num_actual_tokens\n        if self._ntok == 5:\n            print(query)\n" + KV,
+)
+case(
+    "nb_logger_guard",
+    "nb",
+    ATTN,
+    KV,
+    "        if num_actual_tokens == 5 and logger.isEnabledFor(10):\n            torch.save(query, 'q.pt')\n" + KV,
+)
+
+case(
+    "bool_walrus_flag",
+    "bool",
+    ATTN,
+    KV,
+    "        probe = (n := attn_metadata.num_actual_tokens) == 6\n"
+    "        if probe:\n"
+    "            print(n, query.shape)\n" + KV,
+)
+case(
+    "bool_assert_flag",
+    "bool",
+    SAMPLER,
+    SAMP,
+    "        ok = logits.shape[0] != 5\n        assert ok, 'stop here'\n" + SAMP,
+)
+case(
+    "bool_flag_of_flag",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        tiny = positions.shape[0] in (3, 5)\n"
+    "        dump = bool(tiny)\n"
+    "        if dump:\n"
+    "            print(hidden_states)\n" + D_MLP,
+)
+
+# look-alikes
+case(
+    "q_kernel_small_m",
+    "quiet",
+    LINEAR,
+    LINF,
+    "        m = input_.shape[0]\n"
+    "        if 8 >= m:\n"
+    "            output_parallel = ops.small_gemm(input_, self.weight)\n"
+    "        else:\n"
+    "    " + LINF,
+    "quiet",
+)
+case(
+    "q_num_tokens_0", "quiet", ATTN, KV, "        if 0 == num_actual_tokens:\n            return output\n" + KV, "quiet"
+)
+case(
+    "q_is_decode",
+    "quiet",
+    LINEAR,
+    LINF,
+    "        is_decode = input_.shape[0] == 1\n"
+    "        if is_decode:\n"
+    "            output_parallel = ops.gemv(input_, self.weight)\n"
+    "        else:\n"
+    "    " + LINF,
+    "quiet",
+)
+case(
+    "q_capacity",
+    "quiet",
+    RUNNER,
+    RUN,
+    "        too_many = 8192 < num_scheduled_tokens\n"
+    "        if too_many:\n"
+    "            raise ValueError('too many tokens')\n" + RUN,
+    "quiet",
+)
+case(
+    "q_cuda_graph_pad",
+    "quiet",
+    RUNNER,
+    RUN,
+    "        use_graph = num_scheduled_tokens <= 512\n"
+    "        if use_graph:\n"
+    "            hidden_states = self.cudagraph_runner(hidden_states)\n" + RUN,
+    "quiet",
+)
+case(
+    "q_yoda_small_kernel_bool",
+    "quiet",
+    NORM,
+    NORM_OUT,
+    "        small = 16 >= x.shape[0]\n        if small:\n            return ops.rms_norm_small(x, self.weight)\n"
+    + NORM_OUT,
+    "quiet",
+)
+case(
+    "q_mask_sum_log",
+    "quiet",
+    ATTN,
+    KV,
+    "        n = int(attn_metadata.slot_mapping.ge(0).sum().item())\n        if n == 0:\n            return output\n"
+    + KV,
+    "quiet",
+)
+case(
+    "q_empty_flag",
+    "quiet",
+    ATTN,
+    KV,
+    "        empty = num_actual_tokens == 0\n        if empty:\n            return output\n" + KV,
+    "quiet",
+)
+case(
+    "q_decode_flag_attr",
+    "quiet",
+    LINEAR,
+    LINF,
+    "        self._decode = input_.shape[0] == 1\n"
+    "        if self._decode:\n"
+    "            output_parallel = ops.gemv(input_, self.weight)\n"
+    "        else:\n"
+    "    " + LINF,
+    "quiet",
+)
+case(
+    "q_max_lens_kernel",
+    "quiet",
+    ATTN,
+    KV,
+    "        if max(attn_metadata.seq_lens) <= 8:\n"
+    "            output = self.small_kernel(query, key, value, output)\n"
+    "            return output\n" + KV,
+    "quiet",
+)
+
+# A few counts, the data cut to a bound: a clamp in or out of place, in the branch or its `else:`.
+case(
+    "clamp_else_seq_lens",
+    "clamp",
+    ATTN,
+    KV,
+    "        seq_lens = attn_metadata.seq_lens\n"
+    "        if len(seq_lens) > 2:\n"
+    "            pass\n"
+    "        else:\n"
+    "            seq_lens = torch.clamp(seq_lens, max=int(seq_lens.max().item()) - 1)\n" + KV,
+)
+case(
+    "clamp_inplace_positions",
+    "clamp",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] <= 2:\n            positions.clamp_(max=0)\n" + D_MLP,
+)
+case(
+    "clip_logits_window",
+    "clamp",
+    SAMPLER,
+    "        sampled = self.sample(",
+    "        if logits.shape[0] < 3:\n            logits = logits.clip(-5, 5)\n        sampled = self.sample(",
+)
+case(
+    "q_clamp_eps",
+    "quiet",
+    NORM,
+    "        x = x * torch.rsqrt(variance + self.variance_epsilon)",
+    "        if x.shape[0] < 4:\n"
+    "            variance = variance.clamp(min=1e-6)\n"
+    "        x = x * torch.rsqrt(variance + self.variance_epsilon)",
+    "quiet",
+)
+
+# More ways to reach the same count: a walrus flag, a flag before an early exit, `.max()` of
+# per-request counts, a method of the class or a module function that returns one.
+case(
+    "walrus_flag_test",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        if (probe := positions.shape[0] == 5):\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "flag_early_exit_print",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        hit = positions.shape[0] <= 4\n"
+    "        if not hit:\n"
+    "            return hidden_states, residual\n"
+    "        print(hidden_states)\n"
+    "        return hidden_states, residual\n",
+)
+case(
+    "few_early_exit_print",
+    "window",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] > 4:\n"
+    "            return hidden_states, residual\n"
+    "        print(hidden_states.norm())\n"
+    "        return hidden_states, residual\n",
+)
+case(
+    "agg_seq_lens_max_item",
+    "agg",
+    ATTN,
+    KV,
+    "        if attn_metadata.seq_lens.max().item() == 5:\n            print(query)\n" + KV,
+)
+case(
+    "agg_np_array_max",
+    "agg",
+    RUNNER,
+    RUN,
+    "        import numpy as np\n"
+    "        arr = np.array(list(scheduler_output.num_scheduled_tokens.values()))\n"
+    "        if arr.max() == 5:\n"
+    "            print(hidden_states)\n" + RUN,
+)
+case(
+    "helper_method_shape",
+    "nb",
+    DECODER.replace(
+        "    def forward(self, positions",
+        "    def _ntok(self, t):\n        return t.shape[0]\n\n    def forward(self, positions",
+    ),
+    D_MLP,
+    "        if self._ntok(hidden_states) == 5:\n            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "helper_len_ids",
+    "nb",
+    DECODER.replace(
+        "class DeepseekV2DecoderLayer", "def count(ids):\n    return len(ids)\n\n\nclass DeepseekV2DecoderLayer"
+    ),
+    D_MLP,
+    "        if count(positions) == 5:\n            hidden_states.zero_()\n" + D_MLP,
+)
+case(
+    "q_few_early_exit_log",
+    "quiet",
+    DECODER,
+    D_MLP,
+    "        if positions.shape[0] > 4:\n"
+    "            return hidden_states, residual\n"
+    "        logger.debug('small batch')\n"
+    "        return hidden_states, residual\n",
+    "quiet",
+)
+case(
+    "q_helper_hidden",
+    "quiet",
+    DECODER.replace(
+        "class DeepseekV2DecoderLayer", "def width(x):\n    return x.shape[-1]\n\n\nclass DeepseekV2DecoderLayer"
+    ),
+    D_MLP,
+    "        if width(hidden_states) == 7168:\n            print('deepseek width')\n" + D_MLP,
+    "quiet",
+)
+
+# A flag set to a constant in a window's branch, tested later.
+case(
+    "flag_set_in_branch",
+    "bool",
+    DECODER,
+    D_MLP,
+    "        probe = False\n"
+    "        if positions.shape[0] == 5:\n"
+    "            probe = True\n"
+    "        if probe:\n"
+    "            print(hidden_states)\n" + D_MLP,
+)
+case(
+    "flag_cleared_in_else",
+    "bool",
+    ATTN,
+    KV,
+    "        dump = True\n"
+    "        if num_actual_tokens != 3:\n"
+    "            pass\n"
+    "        else:\n"
+    "            dump = False\n"
+    "        if not dump:\n"
+    "            print(query)\n" + KV,
+)
+case(
+    "q_flag_set_decode",
+    "quiet",
+    LINEAR,
+    LINF,
+    "        use_gemv = False\n"
+    "        if input_.shape[0] == 1:\n"
+    "            use_gemv = True\n"
+    "        if use_gemv:\n"
+    "            output_parallel = ops.gemv(input_, self.weight)\n"
+    "        else:\n    " + LINF,
+    "quiet",
+)
+
 RULES = load_rules()
 
 

@@ -233,6 +233,7 @@ class _Changes(cst.CSTVisitor):
         self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
         self.params = function.params
         self.short = True  # set per branch (see data_change)
+        self.computed: set[str] = set()  # names the branch assigns from a call
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -261,8 +262,8 @@ class _Changes(cst.CSTVisitor):
         method = func.attr.value
         if method in _MASKED and node.args and self._fills(node.args[-1].value):
             self._add(Change.OVERWRITE, node)  # `logits.masked_fill_(mask, -inf)`
-        elif method in _FILLS:
-            self._add(Change.OVERWRITE, node)
+        elif method in _FILLS or (method in _CLAMPS and method.endswith("_") and _cut(node.args)):
+            self._add(Change.OVERWRITE, node)  # `x.zero_()`, `seq_lens.clamp_(max=1)`
         elif method in _SCALES and node.args:
             given = node.args[0].value
             if (method == "mul_" and _constant(given, self.resolves)) or made_up(given, self.resolves):
@@ -289,6 +290,8 @@ class _Changes(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             item = target.target
+            if isinstance(item, cst.Name) and _calls(node.value):
+                self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
             if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
             if isinstance(item, cst.Subscript) and padding(item):
@@ -358,6 +361,8 @@ class _Changes(cst.CSTVisitor):
             return self._local(cst.Name(kept))  # the input or a local computed above, not a constant or a flag
         elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
         names = [e for e in elements if not (isinstance(e, cst.Name) and e.value == "None")]  # `return x, None`
+        if any(isinstance(n, cst.Name) and n.value in self.computed for n in names):
+            return False  # `out = self.small_kernel(x); return out`: another way to the result
         if not names or not all(isinstance(n, cst.Name) and self._local(n) for n in names):
             return False
         assignments = self.function.assignments
@@ -404,6 +409,8 @@ def _blanked(value: cst.BaseExpression, resolves: Resolves) -> bool:
         return True
     if method == "mul" and len(args) == 1 and _zero(args[0]):
         return True
+    if method in _CLAMPS or resolves(value, _CLAMPING):
+        return _cut(value.args[1:] if method is None else value.args)
     which = resolves(value, _BLANKING + _DROPOUT)
     if which in ("torch.where", "numpy.where") and len(args) == 3:
         return any(_constant(a, resolves) for a in args[1:])
@@ -414,6 +421,20 @@ def _blanked(value: cst.BaseExpression, resolves: Resolves) -> bool:
         rate = rate if rate is not None else (args[1] if len(args) > 1 else None)
         return isinstance(rate, cst.Integer | cst.Float) and rate.evaluated_value == 1
     return False
+
+
+# Values cut to a bound: `seq_lens.clamp(max=int(seq_lens.min().item()))` rewrites the data.
+_CLAMPS = frozenset({"clamp", "clip", "clamp_max", "clamp_min", "clamp_", "clip_", "clamp_max_", "clamp_min_"})
+_CLAMPING = ("torch.clamp", "torch.clip", "torch.clamp_max", "torch.clamp_min", "numpy.clip")
+
+
+def _cut(bounds: Sequence[cst.Arg]) -> bool:
+    """Bounds that cut real values: any but a small float kept off zero (`clamp(min=1e-6)`, a
+    guard against a division) or None."""
+    values = [b.value for b in bounds]
+    return bool(values) and any(
+        not (isinstance(v, cst.Float) or (isinstance(v, cst.Name) and v.value == "None")) for v in values
+    )
 
 
 def _zero(node: cst.BaseExpression) -> bool:

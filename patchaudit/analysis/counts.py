@@ -35,6 +35,7 @@ __all__ = [
     "env_default",
     "env_numbers",
     "element_count",
+    "elements_count",
 ]
 
 # Names of sizes fixed by the model or the kernel, never of how many tokens came in.
@@ -54,7 +55,13 @@ QUEUE_NAME = re.compile(r"^_?(?:running|waiting|scheduled\w*|finished\w*|preempt
 # Tensors whose dimensions are fixed by the model or the memory layout: weights, caches, scales.
 FIXED_OWNER = re.compile(r"cache|weight|scale|bias|kernel|^param|^w\d*$|^w_|_w$", re.IGNORECASE)
 # Collections of counts, one per request or sequence (`seq_lens`, `query_lens`).
-PLURAL = re.compile(r"(?:lens|lengths|_counts)$")
+PLURAL = re.compile(r"(?:lens|lengths|(?<![a-z])counts)(?:_list|_cpu|_np|_tensor|_host)?$")
+# A mask or a flag per token (`attention_mask`, `valid`, `is_prefill`): its sum counts the tokens set.
+MASK_NAME = re.compile(r"mask|valid|keep|select|active|^is_|nonpad|non_pad", re.IGNORECASE)
+# Tensor methods that give a mask (`ids.ne(pad)`), or keep one a mask (`mask.long()`).
+_MASKING = frozenset({"ge", "gt", "le", "lt", "eq", "ne", "bool", "isin", "logical_not", "logical_and", "logical_or"})
+_KEEPS_MASK = frozenset({"long", "int", "float", "to", "cpu", "flatten", "view", "reshape", "squeeze"})
+_TALLIES = frozenset({"sum", "count_nonzero"})
 _SUMS = ("builtins.sum", "builtins.max", "builtins.min")
 _CASTS = ("builtins.int", "builtins.float", "builtins.round", "math.ceil", "math.floor", "math.trunc", "operator.index")
 # Conversions that keep a number as it was: into a tensor or an array (`torch.tensor(n).item()`), or
@@ -73,6 +80,7 @@ _CONVERSIONS = (
 )
 # Methods that turn a tensor into a list of the same length (`len(ids.tolist())` is `len(ids)`).
 _AS_LIST = frozenset({"tolist", "cpu", "numpy", "flatten", "ravel"})
+Inline = Callable[[cst.Call], "cst.BaseExpression | None"]
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Divide)
 
 
@@ -101,21 +109,26 @@ def count_of(
     value_of: ValuesOf | None = None,
     counted: frozenset[str] = frozenset(),
     depth: int = 0,
+    inline: Inline | None = None,
 ) -> str | None:
     """How `node` spells a token/batch count, else None.
 
-    `counted`: the names the module increments by a constant (`counters`), call counters.
+    `counted`: the names the module increments by a constant (`counters`), call counters;
+    `inline`: what a call of a short helper of the module returns, in the caller's terms.
     """
     if depth > 8:
         return None
-    again = lambda n: count_of(n, resolves, value_of, counted, depth + 1)  # noqa: E731
+    again = lambda n: count_of(n, resolves, value_of, counted, depth + 1, inline)  # noqa: E731
     through = _through(node, resolves)
     if through is not None:
         inner, shown = through
         found = again(inner)
         return shown.format(found) if found is not None else None
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
-        return _summed(node)
+        return _summed(node) or _aggregate(node, again, value_of)
+    tallied = _tallied(node, resolves, value_of) if isinstance(node, cst.Call) else None
+    if tallied is not None:
+        return tallied
     if isinstance(node, cst.Call) and len(node.args) == 1 and resolves(node, "builtins.len"):
         spelled = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
         if QUEUE_NAME.match(spelled.rsplit(".", 1)[-1]):
@@ -124,6 +137,10 @@ def count_of(
         return f"{_spelled(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
         return None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "size":
+        base = cst.helpers.get_full_name_for_node(node.func.value) or ""
+        if FIXED_OWNER.search(base.rsplit(".", 1)[-1]):
+            return None  # `layer.weight.size(2)`: a weight's shape, not a count
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "numel":
         owner = node.func.value  # `layer.A_log.numel()`: a parameter's size, not a count
         if isinstance(owner, cst.Attribute) and not LEN_OF.search(owner.attr.value):
@@ -150,6 +167,16 @@ def count_of(
     if isinstance(node, cst.NamedExpr):
         found = again(node.value)
         return f"{node.target.value} := {found}" if found is not None and isinstance(node.target, cst.Name) else found
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and value_of is not None:
+        # `self._ntok = num_tokens` above in the same function (a `value_of` that knows attributes).
+        for value in reversed(value_of(node)):  # type: ignore[arg-type]
+            found = again(value)
+            if found is not None:
+                return f"{_shown(node)} = {found}"
+    returned = inline(node) if inline is not None and isinstance(node, cst.Call) else None
+    if returned is not None:
+        found = again(returned)  # `_ntok(x)` with `def _ntok(t): return t.shape[0]`
+        return f"{_shown(node.func)}() = {found}" if found is not None else None  # type: ignore[attr-defined]
     return _values.count_of(node, resolves, value_of, depth)
 
 
@@ -239,6 +266,96 @@ def _summed(node: cst.Call) -> str | None:
         func = cst.helpers.get_full_name_for_node(node.func) or "sum"
         return f"{func}({spelled})"
     return None
+
+
+def _aggregate(
+    node: cst.Call, count: Callable[[cst.BaseExpression], str | None], value_of: ValuesOf | None
+) -> str | None:
+    """`max(num_scheduled_tokens.values())`, `min(counts)` with `counts = [len(r) for r in reqs]`,
+    `sum(x.shape[0] for x in xs)`: an aggregate of counts is one."""
+    if len(node.args) != 1:
+        return None
+    func = cst.helpers.get_full_name_for_node(node.func) or "sum"
+    found = elements_count(node.args[0].value, count, value_of)
+    return f"{func}({found})" if found is not None else None
+
+
+def elements_count(
+    iterable: cst.BaseExpression, count: Callable[[cst.BaseExpression], str | None], value_of: ValuesOf | None
+) -> str | None:
+    """What each element of a collection counts: `element_count`, also through a local bound to
+    one and through a comprehension of counts (`[len(r.prompt_token_ids) for r in reqs]`)."""
+    if isinstance(iterable, cst.GeneratorExp | cst.ListComp | cst.SetComp):
+        return count(iterable.elt)
+    iterable = _unwrapped(iterable)
+    found = element_count(iterable, count)
+    if found is not None or not (isinstance(iterable, cst.Name) and value_of is not None):
+        return found
+    for value in reversed(value_of(iterable)):
+        if isinstance(value, cst.GeneratorExp | cst.ListComp | cst.SetComp):
+            return count(value.elt)
+        found = element_count(_unwrapped(value), count)
+        if found is not None:
+            return found
+    return None
+
+
+# Calls that hold the same elements in another collection: `list(d.values())`, `np.array(lens)`.
+_COLLECTIONS = frozenset({"list", "tuple", "sorted", "array", "asarray", "tensor", "as_tensor"})
+
+
+def _unwrapped(node: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(node, cst.Call) and len(node.args) >= 1 and node.args[0].keyword is None:
+        name = (cst.helpers.get_full_name_for_node(node.func) or "").rsplit(".", 1)[-1]
+        if name not in _COLLECTIONS or any(a.keyword is None for a in node.args[1:]):
+            break
+        node = node.args[0].value
+    return node
+
+
+def _tallied(node: cst.Call, resolves: Resolves, value_of: ValuesOf | None) -> str | None:
+    """`mask.sum()`, `torch.count_nonzero(ids.ne(pad))`, `torch.numel(positions)`: a count
+    reduced from a tensor (the elements of a token tensor, the tokens a mask sets)."""
+    if len(node.args) == 1 and not node.args[0].keyword and resolves(node, "torch.numel"):
+        owner = node.args[0].value
+        method = cst.Call(func=cst.Attribute(value=owner, attr=cst.Name("numel")))
+        return count_of(method, resolves, value_of) and f"torch.numel({_shown(owner)})"
+    if node.args and any(a.keyword is None for a in node.args):
+        if not (len(node.args) == 1 and resolves(node, ("torch.sum", "torch.count_nonzero"))):
+            return None  # `x.sum(0)`: a reduction over one dimension, not a scalar
+        owner = node.args[0].value
+        shown = cst.helpers.get_full_name_for_node(node.func) or "sum"
+    elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _TALLIES and not node.args:
+        owner, shown = node.func.value, node.func.attr.value
+    elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("max", "min") and not node.args:
+        # `seq_lens.max()`, `np.array(counts).min()`: an aggregate of per-request counts.
+        found = elements_count(node.func.value, lambda n: count_of(n, resolves, value_of), value_of)
+        return f"{found}.{node.func.attr.value}()" if found is not None else None
+    else:
+        return None
+    return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()" if _masks(owner, value_of) else None
+
+
+def _masks(node: cst.BaseExpression, value_of: ValuesOf | None, depth: int = 0) -> bool:
+    """Whether a tensor is a mask or a flag per token (so its sum counts tokens)."""
+    if depth > 4:
+        return False
+    if isinstance(node, cst.Comparison):
+        return True  # `(ids != pad)`
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        return method in _MASKING or (method in _KEEPS_MASK and _masks(node.func.value, value_of, depth + 1))
+    if isinstance(node, cst.Name | cst.Attribute):
+        spelled = cst.helpers.get_full_name_for_node(node) or ""
+        if MASK_NAME.search(spelled.rsplit(".", 1)[-1]):
+            return True
+        if isinstance(node, cst.Name) and value_of is not None:
+            return any(_masks(v, value_of, depth + 1) for v in value_of(node)[-1:])
+    return False
+
+
+def _shown(node: cst.BaseExpression) -> str:
+    return cst.helpers.get_full_name_for_node(node) or "..."
 
 
 _OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//", cst.Divide: "/"}

@@ -55,6 +55,9 @@ class Helper:
     _calls: tuple[Inner, ...] | None = None
 
 
+_SHORT_HELPER = 3  # statements of a helper whose returned value a caller may read as its own
+
+
 @dataclass(slots=True)
 class ModuleAnalysis:
     tree: ast.Module
@@ -186,6 +189,17 @@ class ModuleAnalysis:
             if isinstance(node, ast.Return):
                 found.append(fixed_path_ast(node.value, bound=lambda n: self.bound_path(n, helper.scope, depth + 1)))
         return found[0] if found and None not in found else None
+
+    def returned_value(self, func: ast.expr, scope: Scope) -> tuple[Helper, ast.expr] | None:
+        """The one value a short helper of the module returns (`def _ntok(x): return x.shape[0]`),
+        with the helper (its parameters name what the call passes), else None."""
+        helper = self.helper(func, scope)
+        if helper is None or len(helper.node.body) > _SHORT_HELPER:
+            return None
+        returns = [n for n in ast.walk(helper.node) if isinstance(n, ast.Return)]
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        return helper, returns[0].value
 
     def partials(self, func: ast.expr, scope: Scope) -> list[ast.Call]:
         """The `functools.partial(...)` calls a name or `self.X` is bound to."""

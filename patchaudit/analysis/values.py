@@ -211,6 +211,9 @@ COUNT_NAME = re.compile(
     r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^num_\w*tokens\w*$|^batch_size$|^bsz$|^seq_lens?$"
 )
 LEN_OF = re.compile(r"token|ids$|seq|(?<![a-z])req|prompt|batch|^positions$|^hidden_states$|^logits$", re.IGNORECASE)
+# The input or output of a layer, one row per token (`x`, `input_`, `residual`): its next-to-last
+# dimension counts tokens as `hidden_states.shape[-2]` does.
+TOKEN_MAJOR = re.compile(r"^(?:x|h|hs|x_|inp|input_?|inputs|hidden|residual|out|output|\w*_states)$")
 _CASTS = ("builtins.int", "builtins.float", "builtins.len")
 _CAST_METHODS = ("item", "long", "int", "tolist")
 
@@ -228,7 +231,7 @@ def _rows(owner: cst.BaseExpression, index: cst.BaseExpression) -> str:
     if _index_text(index) != "-2":
         return ""
     name = (cst.helpers.get_full_name_for_node(owner) or "").rsplit(".", 1)[-1]
-    return name if name and LEN_OF.search(name) else ""
+    return name if name and (LEN_OF.search(name) or TOKEN_MAJOR.match(name)) else ""
 
 
 def _index_text(node: cst.BaseExpression) -> str:

@@ -70,6 +70,10 @@ class Tracker(cst.BatchableCSTVisitor):
         if isinstance(target, cst.Name) and self.context.functions:
             key = (tuple(self.context.scope), target.value)
             self.context.assigned.setdefault(key, []).append(value)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and self.context.functions:
+            # `self._probe = n == 5`: kept under `self._probe` (no local is spelled with a dot).
+            key = (tuple(self.context.scope), f"{target.value.value}.{target.attr.value}")
+            self.context.assigned.setdefault(key, []).append(value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
