@@ -234,22 +234,27 @@ class Statement:
     def identifiers(self) -> frozenset[str]:
         """Every name, attribute, imported module part and short string the statement spells."""
         if self._identifiers is None:
-            out: set[str] = set()
-            for node in self.nodes():
-                if isinstance(node, ast.Name):
-                    out.add(node.id)
-                elif isinstance(node, ast.Attribute):
-                    out.add(node.attr)
-                elif isinstance(node, ast.alias):
-                    out.update(node.name.split("."))
-                    if node.asname:
-                        out.add(node.asname)
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    out.update(node.module.split("."))
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
-                    out.update(node.value.split("."))
-            self._identifiers = frozenset(out)
+            self._identifiers = spelled_identifiers(self.nodes())
         return self._identifiers
+
+
+def spelled_identifiers(nodes: Iterable[ast.AST]) -> frozenset[str]:
+    """Every name, attribute, imported module part and short string that `nodes` spell."""
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.update(node.name.split("."))
+            if node.asname:
+                out.add(node.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.update(node.module.split("."))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
+            out.update(node.value.split("."))
+    return frozenset(out)
 
 
 class Rule(cst.BatchableCSTVisitor):

@@ -644,7 +644,13 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
-        dead_now, dead_then = blocked_lines(new_tree), blocked_lines(old_tree)
+        dead: list[dict[int, tuple[int, str]]] = []  # blocked lines now and then, found when first asked
+
+        def dead_since(line: int, pristine_line: int) -> tuple[int, str] | None:
+            if not dead:
+                dead.extend([blocked_lines(new_tree), blocked_lines(old_tree)])
+            return dead[0].get(line) if pristine_line not in dead[1] else None
+
         hits: list[Hit] = []
         helpers: dict[str, frozenset[str]] | None = None
 
@@ -703,8 +709,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     hits.append(
                         self._hit(stub, f"`{before.label}` in {where} replaced by a stand-in that checks nothing")
                     )
-                elif after.line in dead_now and before.line not in dead_then:
-                    line, how = dead_now[after.line]
+                elif blocked := dead_since(after.line, before.line):
+                    line, how = blocked
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import libcst as cst
-import libcst.matchers as m
 
 from patchaudit.analysis.omits import calls_kernel, omitted
 from patchaudit.analysis.values import Resolves, ValuesOf
@@ -195,7 +194,16 @@ def _names(node: cst.CSTNode) -> set[str]:
 
 
 def _calls(node: cst.CSTNode) -> bool:
-    return bool(m.findall(node, m.Call()))
+    """Whether `node` is or holds a call (libcst.matchers would answer too, at a third of a second's import)."""
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            found.append(call)
+            return False
+
+    node.visit(_Calls())
+    return bool(found)
 
 
 def _empty_test(test: cst.BaseExpression) -> bool:

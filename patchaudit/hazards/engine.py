@@ -17,7 +17,7 @@ from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERRO
 from patchaudit.hazards.source import SourceFile
 from patchaudit.hazards.tracker import Tracker
 from patchaudit.report import Finding
-from patchaudit.rule import FileContext, Hit, Pending, Rule, Statement
+from patchaudit.rule import FileContext, Hit, Pending, Rule, Statement, spelled_identifiers
 
 __all__ = ["check_file", "needs_parse", "active_rules"]
 
@@ -154,11 +154,11 @@ class _SpanIdentifiers:
     superset of the span's own, so never stricter than the rule).
     """
 
-    def __init__(self, body: list[ast.stmt], lines: list[bytes], nodes: _Nodes) -> None:
+    def __init__(self, body: list[ast.stmt], nodes: _Nodes) -> None:
         self.body = body
-        self.lines = lines
         self.nodes = nodes
         self.memo: dict[tuple[int, int], frozenset[str]] = {}
+        self.by_line: dict[int, dict[int, frozenset[str]]] = {}  # per statement: line -> identifiers
 
     def any_of(self, identifiers: frozenset[str] | None, span: tuple[int, int]) -> bool:
         if identifiers is None:
@@ -169,13 +169,30 @@ class _SpanIdentifiers:
         return not identifiers.isdisjoint(found)
 
     def _spelled(self, first: int, last: int) -> frozenset[str]:
-        stmts = [s for s in self.body if s.lineno <= last and (s.end_lineno or s.lineno) >= first]
+        out: set[str] = set()
+        for stmt in self.body:
+            if stmt.lineno <= last and (stmt.end_lineno or stmt.lineno) >= first:
+                table = self._lines_of(stmt)
+                if last - first < len(table):
+                    out.update(*(table[line] for line in range(first, last + 1) if line in table))
+                else:
+                    out.update(*(found for line, found in table.items() if first <= line <= last))
+        return frozenset(out)
 
-        def within(stmt: ast.stmt) -> list[ast.AST]:
-            return [n for n in self.nodes(stmt) if first <= getattr(n, "lineno", first) <= last]
+    def _lines_of(self, stmt: ast.stmt) -> dict[int, frozenset[str]]:
+        """The identifiers of a module-level statement's nodes, by the line each starts on (once per statement).
 
-        text = b"".join(self.lines[first - 1 : last])
-        return Statement(text, stmts, within).identifiers()
+        Every node that spells an identifier (a name, an attribute, an import, a string) has a line.
+        """
+        table = self.by_line.get(id(stmt))
+        if table is None:
+            grouped: dict[int, list[ast.AST]] = {}
+            for node in self.nodes(stmt):
+                line = getattr(node, "lineno", None)
+                if line is not None:
+                    grouped.setdefault(line, []).append(node)
+            table = self.by_line[id(stmt)] = {line: spelled_identifiers(found) for line, found in grouped.items()}
+        return table
 
 
 def _reduced(
@@ -209,7 +226,7 @@ def _reduced(
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
     words = {name: [_words(text) for text in found] for name, found in texts.items()}
     nodes = _Nodes()
-    spelled_in = _SpanIdentifiers(tree.body, lines, nodes)
+    spelled_in = _SpanIdentifiers(tree.body, nodes)
     mentions: list[_Spelled] = []
     for rule in rules:
         bound = {n for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)}
