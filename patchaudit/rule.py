@@ -28,6 +28,9 @@ from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.analysis.guards import conjunction as guard_conjunction
+from patchaudit.analysis.guards import escapes as guard_escapes
+from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
@@ -48,6 +51,10 @@ __all__ = [
     "env_gated_exit",
     "guard_in",
     "swallowing_handler",
+    "guard_conjunction",
+    "guard_escapes",
+    "swallowed_by",
+    "swallowers",
     "Example",
     "Helper",
     "Inner",
