@@ -35,7 +35,13 @@ the module whose every `return` is a fixed path, and the temp directory
 (`tempfile.gettempdir()`: a fixed path, medium outside forward functions, as it is not a literal
 /tmp), `functools.partial` around the writer, and a helper of the module
 (three levels deep) that opens for writing a path it fixes, or that the call fixes
-(`_append("/tmp/log.txt", s)`): the call site is the finding.
+(`_append("/tmp/log.txt", s)`): the call site is the finding. A pathlib destination is followed
+through every step that keeps its root (`Path(a, b)`, `/`, `joinpath`, `with_suffix`, `with_name`,
+`expanduser`, `resolve`, `.parent`, local names). A destination read from an environment variable
+is high when the patch made the variable up (the distribution's text of the file never names it,
+and it is not in the package's own namespace), or from any variable in a forward function, or when
+the lookup falls back to a temp directory (`os.environ.get("D", "/tmp")`); a parameter with an
+environment fallback stays the caller's.
 
 Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
 `test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the

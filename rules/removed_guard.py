@@ -310,7 +310,16 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
 
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
 validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into a
-print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. A guard
+print/log/return, weakened by an extra condition or alternative, or swallowed by try/except or by a
+`with` that drops what is raised in it (`contextlib.suppress` under any import or alias, a name bound
+to one, a class of the module whose `__exit__` returns True, a `@contextmanager` generator of the
+module that catches around its `yield` without raising again). Tests are compared as an `or` of
+`and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
+while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
+weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad) if
+not LAX else False:`). A removed guard is matched to its own scope and line: one the helpers the
+scope calls already held in the pristine code (another `raise ValueError` of a check function it
+called before) is not where it went. A guard
 still present is asked of the reachability view whether it can run: it is reported when the
 installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break` above,
 or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the environment decides
