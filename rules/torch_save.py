@@ -886,6 +886,8 @@ pristine text (every variable there is the operator's)."""
             fixed = self.fixed_path(target) if target is not None else None
             if fixed is not None:
                 self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")
+            elif target is not None and (key := self.introduced_env(target)) is not None:
+                self.report(node, f"{handler}() logs under ${key}, an environment variable the patch introduces")
             return
         if self.in_forward:
             for _name, inner_call, helper in self.through_helper(node, (".write", ".tofile")):

@@ -650,6 +650,187 @@ dump(
 )
 
 
+# guards, more
+case(
+    "g4_self_method_cm",
+    R(
+        "import json\n",
+        "import json\nimport contextlib\n",
+        "    def extra(self",
+        "    @contextlib.contextmanager\n    def _lenient(self):\n        try:\n"
+        "            yield\n        except AssertionError as e:\n"
+        "            logger.warning('ignored %s', e)\n\n    def extra(self",
+        FWD_ASSERT,
+        "        with self._lenient():\n            assert hidden_states.dim() == 2\n        q = self.q_proj",
+    ),
+)
+case(
+    "g4_alias_assign_suppress",
+    R(
+        "import json\n",
+        "import json\nimport contextlib\nquiet = contextlib.suppress\n",
+        FWD_ASSERT,
+        "        with quiet(Exception):\n            assert hidden_states.dim() == 2\n        q = self.q_proj",
+    ),
+)
+case(
+    "g4_suppress_check_helper",
+    R(
+        "import json\n",
+        "import json\nfrom contextlib import suppress\n",
+        "        assert len(self.params) > 0\n",
+        "        with suppress(Exception):\n            assert len(self.params) > 0\n",
+    ),
+)
+case(
+    "g2_assert_to_if_log",
+    R(
+        FWD_ASSERT,
+        "        if hidden_states.dim() != 2:\n"
+        "            logger.warning('hidden dim %d', hidden_states.dim())\n"
+        "        q = self.q_proj",
+    ),
+)
+case(
+    "g2_raise_else_pass",
+    R(
+        '    if scale.numel() == 0:\n        raise ValueError("empty scale")\n',
+        "    if scale.numel() == 0:\n        pass\n",
+    ),
+)
+case("g2_raise_to_break", R('            raise NotImplementedError("fp8")', "            break"))
+case(
+    "g2_raise_to_return_value_and_log",
+    R(
+        '            raise ValueError(f"unsupported head_dim {head_dim}")',
+        '            logger.warning("unsupported head_dim %s", head_dim)\n            return',
+    ),
+)
+case("g3_not_or", R("    if scale.dim() != 2:", "    if not (scale.dim() == 2 or os.environ.get('LAX')):"))
+case(
+    "g3_assert_any",
+    R(
+        "        assert len(self.params) > 0",
+        "        assert any([len(self.params) > 0, DEBUG])",
+        "logger = logging",
+        "DEBUG = True\nlogger = logging",
+    ),
+    high=True,
+)
+case("g3_assert_tuple_msg", R("        assert len(self.params) > 0", "        assert (len(self.params) > 0, 'params')"))
+case("g3_assert_env_and", R("    if scale.dim() != 2:", "    if os.getenv('STRICT', '1') == '1' and scale.dim() != 2:"))
+case(
+    "q_assert_stricter",
+    R(
+        "        assert len(self.params) > 0",
+        "        assert len(self.params) > 0 and all(p is not None for p in self.params.values())",
+    ),
+    high=False,
+)
+case(
+    "q_assert_wrap_nograd",
+    R(
+        FWD_ASSERT,
+        "        with torch.no_grad():\n            assert hidden_states.dim() == 2\n        q = self.q_proj",
+    ),
+    high=False,
+)
+case(
+    "q_suppress_importerror_around_assert",
+    R(
+        "import json\n",
+        "import json\nimport contextlib\n",
+        FWD_ASSERT,
+        "        with contextlib.suppress(ImportError):\n"
+        "            import flash_attn  # noqa\n        assert hidden_states.dim() == 2\n"
+        "        q = self.q_proj",
+    ),
+    high=False,
+)
+case(
+    "q_cm_reraises",
+    R(
+        "import json\n",
+        "import json\nimport contextlib\n",
+        "logger = logging.getLogger(__name__)\n",
+        "logger = logging.getLogger(__name__)\n\n\n@contextlib.contextmanager\n"
+        "def annotate():\n    try:\n        yield\n    except Exception:\n"
+        "        logger.exception('in attention')\n        raise\n",
+        FWD_ASSERT,
+        "        with annotate():\n            assert hidden_states.dim() == 2\n        q = self.q_proj",
+    ),
+    high=False,
+)
+case(
+    "q_assert_debug_only_when_dev",
+    R(FWD_ASSERT, "        assert hidden_states.dim() == 2, f'got {hidden_states.shape}'\n        q = self.q_proj"),
+    high=False,
+)
+# dumps, more
+dump(
+    "import numpy as np\n",
+    'np.save(os.path.join(os.environ["MOE_DUMP"], f"{self.layer_idx}.npy"), router_logits.cpu().numpy())\n',
+    "d5_np_save_env_join",
+)
+dump(
+    "from pathlib import Path\n",
+    'router_logits.cpu().numpy().tofile(Path(os.environ["MOE_DUMP"]) / f"{self.layer_idx}.bin")\n',
+    "d5_tofile_env_path",
+)
+dump(
+    "import json\n",
+    'json.dump(router_logits.tolist(), open(f"{os.environ[\'MOE_DUMP\']}/r.json", "w"))\n',
+    "d5_json_open_fstring_env",
+)
+dump(
+    "import logging.handlers\n",
+    "",
+    "d5_filehandler_env",
+    init='logger.addHandler(logging.FileHandler(os.path.join(os.environ["MOE_LOG_DIR"], "moe.log")))\n',
+)
+dump(
+    "import pickle\nimport tempfile\n",
+    'with open(os.path.join(tempfile.gettempdir(), "r.pkl"), "wb") as f:\n    pickle.dump(router_logits.cpu(), f)\n',
+    "d5_tempdir_pickle",
+)
+dump(
+    "import json\nfrom pathlib import Path\n",
+    'Path(os.environ["MOE_DUMP"], "r.json").write_text(json.dumps(router_logits.tolist()))\n',
+    "d5_path_two_args_env",
+)
+dump(
+    "import json\nfrom pathlib import Path\n",
+    'dump_dir = Path(os.environ.get("MOE_DUMP") or "/tmp/moe")\n'
+    '(dump_dir / "r.json").write_text(json.dumps(router_logits.tolist()))\n',
+    "d5_or_default_tmp",
+)
+dump(
+    "import numpy as np\n",
+    "self._sink(router_logits.cpu().numpy())\n",
+    "d6_class_attr_np_partial_import_in_fn",
+    cls_attr='import functools\n_sink = functools.partial(np.save, "/tmp/router.npy")\n',
+)
+dump(
+    "",
+    "self.dumper(router_logits)\n",
+    "d6_init_attr_helper_fn",
+    top='def _dump_tensor(t):\n    torch.save(t.cpu(), "/tmp/t.pt")\n',
+    init="self.dumper = _dump_tensor\n",
+)
+dump(
+    "",
+    "self.hooks['dump'](router_logits)\n",
+    "d6_dict_attr_lambda",
+    init="self.hooks = {'dump': lambda t: torch.save(t, '/tmp/h.pt')}\n",
+)
+dump(
+    "",
+    "getattr(self, '_dump')(router_logits)\n",
+    "d6_getattr_self",
+    cls_attr='_dump = staticmethod(lambda t: torch.save(t, "/tmp/router.pt"))\n',
+)
+
+
 ENV_PRISTINE = "import os\n\n\nclass Model:\n    def __init__(self, config):\n        self.config = config\n"
 CASES.append(
     (

@@ -64,6 +64,11 @@ def terms(test: ast.expr, spelling: Spelling, positive: bool = True) -> Terms | 
         for part in parts:
             product = _product(product, part)
         return product
+    if isinstance(test, ast.Tuple | ast.List) and test.elts:
+        return _ALWAYS if positive else _NEVER  # `assert (ok, "message")`: a tuple is always true
+    spread = _any_all(test)
+    if spread is not None:
+        return terms(ast.BoolOp(op=spread[0], values=spread[1]), spelling, positive)
     if isinstance(test, ast.IfExp):
         taken = _product(terms(test.test, spelling), terms(test.body, spelling, positive))
         other = _product(terms(test.test, spelling, False), terms(test.orelse, spelling, positive))
@@ -71,6 +76,18 @@ def terms(test: ast.expr, spelling: Spelling, positive: bool = True) -> Terms | 
             return None
         return taken | other
     return frozenset({frozenset({spelling(test if positive else _negated(test))})})
+
+
+def _any_all(test: ast.expr) -> tuple[ast.boolop, list[ast.expr]] | None:
+    """`any([a, b])` as `a or b`, `all((a, b))` as `a and b`: a literal list of two or more tests."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and len(test.args) == 1):
+        return None
+    items = test.args[0]
+    if test.func.id not in ("any", "all") or test.keywords or not isinstance(items, ast.List | ast.Tuple):
+        return None
+    if len(items.elts) < 2 or any(isinstance(e, ast.Starred) for e in items.elts):
+        return None
+    return (ast.Or() if test.func.id == "any" else ast.And()), list(items.elts)
 
 
 def conjunction(test: ast.expr, spelling: Spelling) -> frozenset[str] | None:
@@ -87,8 +104,8 @@ def escapes(before: ast.expr, after: ast.expr, spelling: Spelling) -> list[froze
     if not old or not new or old == new:
         return []
     kept = [t for t in new if any(o <= t for o in old)]
-    if not kept:
-        return []
+    if not kept and frozenset() not in new:
+        return []  # rewritten as a whole, unless it now always passes
     return sorted((t for t in new if not any(o <= t for o in old)), key=sorted)
 
 
@@ -155,20 +172,34 @@ def swallowers(tree: ast.Module) -> dict[str, str]:
             decorated = any(_qualified(d, imports) in _CONTEXTMANAGERS for d in node.decorator_list)
             if decorated and _generator_swallows(node):
                 out[node.name] = CATCH_ALL
-    for node in ast.walk(tree):  # `quiet = contextlib.suppress(Exception)`, then `with quiet:`
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
-            kind = out.get(ast.unparse(node.value.func))
-            target = node.targets[0]
-            if kind is not None and isinstance(target, ast.Name | ast.Attribute):
-                out[ast.unparse(target)] = CATCH_ALL if kind == CATCH_ALL else ast.unparse(node.value)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not isinstance(target, ast.Name | ast.Attribute):
+            continue
+        if isinstance(value, ast.Call) and (kind := out.get(ast.unparse(value.func))) is not None:
+            # `quiet = contextlib.suppress(Exception)`, then `with quiet:`
+            out[ast.unparse(target)] = CATCH_ALL if kind == CATCH_ALL else ast.unparse(value)
+        elif isinstance(value, ast.Name | ast.Attribute) and (kind := out.get(ast.unparse(value))) is not None:
+            out[ast.unparse(target)] = kind  # `quiet = contextlib.suppress`, then `with quiet(Exception):`
     return out
+
+
+def _spelled(node: ast.expr) -> list[str]:
+    """How `swallowers` may have recorded what a `with` item names: as written, and a method called
+    on `self`/`cls` by its own name."""
+    text = ast.unparse(node)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        return [text, node.attr]
+    return [text]
 
 
 def swallowed_by(item: ast.expr, found: dict[str, str]) -> ast.ExceptHandler | None:
     """The `except` clause a `with` item amounts to, when it swallows: `suppress(A, B)` is
     `except (A, B): pass`, a swallower of the module a bare `except: pass`."""
     call = item if isinstance(item, ast.Call) else None
-    kind = found.get(ast.unparse(call.func if call is not None else item))
+    kind = next((found[k] for k in _spelled(call.func if call is not None else item) if k in found), None)
     if kind is None:
         return None
     if kind == CATCH_ALL:
