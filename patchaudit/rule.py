@@ -287,10 +287,6 @@ class Rule(cst.BatchableCSTVisitor):
     # True when a finding may hinge on a module or class constant (`N = 5`, then `== N`): a
     # statement naming one counts as matching the filters.
     CONSTANTS: ClassVar[bool] = False
-    # True when a statement naming a module-level alias of what the filters match is kept whatever
-    # statement_check says (`quiet = contextlib.suppress`, then `with quiet(Exception):`): the
-    # structural check reads spellings, the alias hides them.
-    ALIASES_KEEP: ClassVar[bool] = False
     # Names a finding's statement must spell (as a name, an attribute, an imported module or
     # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
     # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
@@ -353,7 +349,7 @@ class Rule(cst.BatchableCSTVisitor):
             return False
         if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
             return False
-        return (alias and cls.ALIASES_KEEP) or cls.statement_check(statement.nodes())
+        return cls.statement_check(statement.nodes())
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
