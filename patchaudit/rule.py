@@ -28,6 +28,10 @@ from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.analysis.guards import conjunction as guard_conjunction
+from patchaudit.analysis.guards import escapes as guard_escapes
+from patchaudit.analysis.guards import let_through as guard_lets_through
+from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
@@ -48,6 +52,11 @@ __all__ = [
     "env_gated_exit",
     "guard_in",
     "swallowing_handler",
+    "guard_conjunction",
+    "guard_escapes",
+    "guard_lets_through",
+    "swallowed_by",
+    "swallowers",
     "Example",
     "Helper",
     "Inner",
@@ -81,6 +90,7 @@ __all__ = [
 ]
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
+_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
 STEP_NAMES = re.compile(
     r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs)(?:_\w+)?$"
@@ -593,6 +603,31 @@ class Rule(cst.BatchableCSTVisitor):
                 keys.extend(_sinks.env_keys_ast(value, self._ast_names(where)))
         own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
         return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
+
+    def env_keys(self, node: cst.BaseExpression) -> list[str]:
+        """The environment variables `node` reads with no default, through local names."""
+        return list(_sinks.env_keys(node, self.resolves_to, self.values_of))
+
+    def env_temp_default(self, target: cst.BaseExpression, depth: int = 0) -> str | None:
+        """The temp directory an environment lookup falls back to, where the destination is built
+        from one (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), else None."""
+        if depth > 6:
+            return None
+        again = lambda n: self.env_temp_default(n, depth + 1)  # noqa: E731
+        if isinstance(target, cst.Name):
+            return next((f for f in map(again, reversed(self.values_of(target))) if f is not None), None)
+        if isinstance(target, cst.BinaryOperation):
+            return again(target.left)
+        if isinstance(target, cst.FormattedString):
+            first = target.parts[0] if target.parts else None
+            return again(first.expression) if isinstance(first, cst.FormattedStringExpression) else None
+        if not isinstance(target, cst.Call) or not target.args:
+            return None
+        if self.resolves_to(target, ("os.environ.get", "os.getenv")) is not None:
+            default = call_arg(target, 1, "default")
+            text = literal_string(default) if default is not None else None
+            return text if text is not None and text.startswith(_TEMP_DIRS) else None
+        return again(target.args[0].value)
 
     def _ast_names(self, scope: Scope) -> Callable[[ast.expr], frozenset[str]]:
         """What an `ast` expression of `scope` may name, canonical."""

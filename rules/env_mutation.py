@@ -1,5 +1,7 @@
 """env-mutation: library code that changes the process environment."""
 
+import re
+
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
@@ -16,6 +18,14 @@ MUTATORS = (
 )
 
 
+# How a module's own text changes the environment: a patch adding the first such change is a
+# setting forced from inside the package, not configuration the module already owned.
+MUTATES = re.compile(
+    rb"environ\s*\[[^\]\n]*\]\s*[-+|]?=(?!=)|putenv|unsetenv|del\s+[\w.]*environ\b"
+    rb"|environ\s*\.\s*(?:update|setdefault|pop|clear|__setitem__|__delitem__)\b"
+)
+
+
 class EnvMutation(Rule):
     ID = "env-mutation"
     SEVERITY = Severity.MEDIUM
@@ -29,6 +39,11 @@ attention-backend variables this way outlive the debugging session that needed t
 Shapes understood: `os.environ[...] = ...`, augmented assignment and `del` of an item, and the
 mutating calls the rule lists (`os.putenv`, `os.unsetenv` and the `os.environ` methods),
 however `os` or `environ` is imported.
+
+High when a patch brought the first change of the environment into a module of the package
+(its distribution's text of the file changes none, and it is neither a command nor a test): a
+setting forced from inside a model or runner file for every process that imports it. Medium in a
+module that already sets variables (its own configuration, patched further) and on `--all-files`.
 
 Knowingly not: environment changed by a subprocess's `env=` (that is the child's own), or through
 a helper in another module."""
@@ -54,7 +69,34 @@ a helper in another module."""
         Example(code="import os\ngetattr(os, 'putenv')('A', '1')\n", line=2),
         Example(code="__import__('os').environ.update({'A': '1'})\n", line=1),
         Example(code="from os import putenv as pe\n\ndef f():\n    pe('A', '1')\n", line=4),
+        # A model file that never set a variable, patched to force one: high.
+        Example(
+            code="import os\n\nclass Model:\n    def __init__(self, config):\n"
+            "        os.environ['NCCL_PROTO'] = 'Simple'\n        self.config = config\n",
+            pristine="import os\n\nclass Model:\n    def __init__(self, config):\n        self.config = config\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import os\nos.environ.update({'VLLM_MLA_DISABLE': '1'})\nDEFAULT = os.environ.get('X')\n",
+            pristine="import os\nDEFAULT = os.environ.get('X')\n",
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        # A module that sets variables of its own already: patched further, a look, not an alarm.
+        Example(
+            code="import os\nos.environ.setdefault('A', '1')\nos.environ['B'] = '2'\n",
+            pristine="import os\nos.environ.setdefault('A', '1')\n",
+            line=3,
+            severity=Severity.MEDIUM,
+        ),
     ]
+
+    def _changes(self, node: cst.CSTNode, message: str) -> None:
+        if self.new_to_module(MUTATES) and not self.in_main_guard:
+            self.report(node, f"{message}, in a module that never did (added by a patch)", severity=Severity.HIGH)
+            return
+        self.report(node, message)
 
     def _is_environ_item(self, target: cst.BaseExpression) -> bool:
         return isinstance(target, cst.Subscript) and self.resolves_to(target.value, "os.environ") is not None
@@ -62,19 +104,19 @@ a helper in another module."""
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if self._is_environ_item(target.target):
-                self.report(node, "sets an environment variable through os.environ")
+                self._changes(node, "sets an environment variable through os.environ")
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if self._is_environ_item(node.target):
-            self.report(node, "changes an environment variable through os.environ")
+            self._changes(node, "changes an environment variable through os.environ")
 
     def visit_Del(self, node: cst.Del) -> None:
         targets = node.target.elements if isinstance(node.target, cst.Tuple) else None
         items = [e.value for e in targets] if targets else [node.target]
         if any(self._is_environ_item(t) for t in items):
-            self.report(node, "deletes an environment variable from os.environ")
+            self._changes(node, "deletes an environment variable from os.environ")
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, MUTATORS)
         if name is not None:
-            self.report(node, f"{name}() changes the process environment")
+            self._changes(node, f"{name}() changes the process environment")

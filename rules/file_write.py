@@ -11,6 +11,8 @@ OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 WRITE_METHODS = ("write_text", "write_bytes")
+# pathlib methods that give another path under the same root.
+PATH_STEPS = ("joinpath", "with_suffix", "with_name", "with_stem", "expanduser", "resolve", "absolute")
 
 
 class FileWrite(Rule):
@@ -33,7 +35,13 @@ the module whose every `return` is a fixed path, and the temp directory
 (`tempfile.gettempdir()`: a fixed path, medium outside forward functions, as it is not a literal
 /tmp), `functools.partial` around the writer, and a helper of the module
 (three levels deep) that opens for writing a path it fixes, or that the call fixes
-(`_append("/tmp/log.txt", s)`): the call site is the finding.
+(`_append("/tmp/log.txt", s)`): the call site is the finding. A pathlib destination is followed
+through every step that keeps its root (`Path(a, b)`, `/`, `joinpath`, `with_suffix`, `with_name`,
+`expanduser`, `resolve`, `.parent`, local names). A destination read from an environment variable
+is high when the patch made the variable up (the distribution's text of the file never names it,
+and it is not in the package's own namespace), or from any variable in a forward function, or when
+the lookup falls back to a temp directory (`os.environ.get("D", "/tmp")`); a parameter with an
+environment fallback stays the caller's.
 
 Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
 `test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the
@@ -178,8 +186,10 @@ in other modules."""
     ]
 
     def _report(self, node: cst.Call, path: str, path_node: cst.BaseExpression | None = None) -> None:
-        hot = self.in_forward or path.startswith(TEMP_DIRS)
-        message = f"writes to the fixed path {path!r}" + (" in a forward function" if self.in_forward else "")
+        from_env = path.startswith("$") and path != "$TMPDIR"
+        hot = self.in_forward or path.startswith(TEMP_DIRS) or from_env
+        where = f"under {path}, an environment variable" if from_env else f"to the fixed path {path!r}"
+        message = f"writes {where}" + (" in a forward function" if self.in_forward else "")
         purpose = self.upstream_purpose(path_node, node) if hot else None
         if purpose is not None:
             self.report(node, f"{message} ({purpose})", severity=Severity.MEDIUM)
@@ -200,18 +210,48 @@ in other modules."""
                 self._report(node, path)
                 return
 
-    def _path_object(self, owner: cst.BaseExpression) -> str | None:
-        """The fixed path of a pathlib object expression (`Path("/tmp/x")`, `Path("/tmp") / n`)."""
+    def _path_object(self, owner: cst.BaseExpression, depth: int = 0) -> str | None:
+        """Where a pathlib object expression points when the code fixes it (`Path("/tmp/x")`,
+        `Path("/tmp") / n`, `Path(tempfile.gettempdir(), n)`, `.joinpath(n)`, `.with_suffix(s)`,
+        through local names), or the environment variable a patch made it up from."""
+        root = self._path_root(owner, depth)
+        if root is None:
+            return None
+        return self.fixed_path(owner) or self.fixed_path(root) or self._from_environment(root)
+
+    def _path_root(self, owner: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+        """The expression a pathlib object is built from: the first argument of `Path(...)`."""
+        if depth > 6:
+            return None
         if isinstance(owner, cst.Call) and owner.args and self.resolves_to(owner, PATH_CLASSES):
-            return self.fixed_path(owner)
+            return owner.args[0].value
         if isinstance(owner, cst.BinaryOperation) and isinstance(owner.operator, cst.Divide):
-            return self.fixed_path(owner) if self._path_object(owner.left) is not None else None
+            return self._path_root(owner.left, depth + 1)
+        func = owner.func if isinstance(owner, cst.Call) else None
+        if isinstance(func, cst.Attribute) and func.attr.value in PATH_STEPS:
+            return self._path_root(func.value, depth + 1)  # `.joinpath(n)`, `.with_suffix(".pt")`
+        if isinstance(owner, cst.Attribute) and owner.attr.value == "parent":
+            return self._path_root(owner.value, depth + 1)
         if isinstance(owner, cst.Name):
             for value in reversed(self.values_of(owner)):
-                found = self._path_object(value)
+                found = self._path_root(value, depth + 1)
                 if found is not None:
                     return found
         return None
+
+    def _from_environment(self, path: cst.BaseExpression) -> str | None:
+        """`$KEY` for a destination read from an environment variable the patch introduced, or
+        from any environment variable in a forward function (a dump on every step); the temp
+        directory an environment lookup falls back to (`os.environ.get("D", "/tmp")`)."""
+        if self.is_parameter(path):
+            return None  # the caller's path, even with an environment fallback
+        default = self.env_temp_default(path)
+        if default is not None:
+            return default
+        key = self.introduced_env(path)
+        if key is None and self.in_forward:
+            key = next(iter(self.env_keys(path)), None)
+        return f"${key}" if key is not None else None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = self.callee(node)
@@ -235,5 +275,7 @@ in other modules."""
             return
         path_node = call_arg(node, 0, "file")
         path = self.fixed_path(path_node) if path_node is not None else None
+        if path is None and path_node is not None:
+            path = self._from_environment(path_node)
         if path is not None:
             self._report(node, path, path_node)

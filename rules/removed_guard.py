@@ -4,6 +4,7 @@ import ast
 import builtins
 import difflib
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -14,12 +15,17 @@ from patchaudit.rule import (
     Siblings,
     TextRule,
     blocked_lines,
+    guard_conjunction,
+    guard_escapes,
+    guard_lets_through,
     imported_names,
     line_opcodes,
     neutered,
     never_fires,
     off_by_default,
     source_lines,
+    swallowed_by,
+    swallowers,
 )
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
@@ -72,6 +78,34 @@ def _parts(node: ast.expr, op: type) -> frozenset[str]:
     return frozenset({_norm(node)})
 
 
+def _conjuncts(test: ast.expr) -> frozenset[str]:
+    """The parts of an `if` test that must all hold for its body to run: its `and` operands, or
+    those of the one way a conditional expression or a folded constant leaves it
+    (`(bad) if not LAX else False` is `not LAX and bad`)."""
+    return guard_conjunction(test, _norm) or _parts(test, ast.And)
+
+
+def _escape(before: _Guard, after: _Guard) -> str | None:
+    """The ways an assert's new test passes without its old test (`assert ok and b or DEBUG`,
+    `assert ok if not SKIP else True`), spelled as its extra alternatives."""
+    if before.kind != "assert" or after.kind != "assert" or before.test is None or after.test is None:
+        return None
+    found = guard_escapes(before.test, after.test, _norm)
+    return " or ".join(" and ".join(sorted(t)) or "True" for t in found) or None
+
+
+def _lets_through(before: _Guard, after: _Guard) -> str | None:
+    """Values the guard now accepts that the pristine one rejected, by a literal membership test
+    edited in place (`if h not in (64, 128): raise` to `(64, 128, 192)`; `assert d in ("bf16",)` to
+    `("bf16", "fp8")`)."""
+    if before.test is None or after.test is None or before.kind != after.kind or before.kind == "check":
+        return None
+    # A raise fires when its `if` holds: it rejects what is `in` a collection its test names with
+    # `in`. An assert fails when its test does not hold: it rejects what is `in` a `not in` one.
+    passed = guard_lets_through(before.test, after.test, fails_on_in=before.kind == "raise")
+    return ", ".join(map(repr, passed)) or None
+
+
 def _raises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
@@ -103,6 +137,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     their guards and the conditions around them, all inside them, are the same.
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
+    quiet_with = swallowers(tree)
 
     def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:
@@ -117,7 +152,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
-                inside, other = _parts(stmt.test, ast.And), f"not ({_norm(stmt.test)})"
+                inside, other = _conjuncts(stmt.test), f"not ({_norm(stmt.test)})"
                 line = stmt.test.lineno
                 walk(stmt.body, scope, conds | inside, swallowed, (*at, *((c, line) for c in inside), ("", stmt)))
                 walk(stmt.orelse, scope, conds | {other}, swallowed, (*at, (other, line), ("", None)))
@@ -128,7 +163,11 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     walk(handler.body, scope, conds, swallowed, at)
                 walk(stmt.orelse, scope, conds, swallowed, at)
                 walk(stmt.finalbody, scope, conds, swallowed, at)
-            elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                # `with suppress(ValueError):`, `with quiet():` of a swallowing context manager.
+                kept = (swallowed_by(item.context_expr, quiet_with) for item in stmt.items)
+                walk(stmt.body, scope, conds, swallowed + tuple(h for h in kept if h is not None), at)
+            elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
                 walk(stmt.body, scope, conds, swallowed, at)
                 walk(getattr(stmt, "orelse", []), scope, conds, swallowed, at)
             elif isinstance(stmt, ast.Match):
@@ -284,7 +323,18 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
 
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
 validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into a
-print/log/return, weakened by an extra condition or alternative, or swallowed by try/except. A guard
+print/log/return, weakened by an extra condition or alternative, or swallowed by try/except or by a
+`with` that drops what is raised in it (`contextlib.suppress` under any import or alias, a name bound
+to one, a class of the module whose `__exit__` returns True, a `@contextmanager` generator of the
+module that catches around its `yield` without raising again). Tests are compared as an `or` of
+`and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
+while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
+weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad) if
+not LAX else False:`). A literal membership test edited in place to accept more (`if h not in (64,
+128): raise` to `(64, 128, 256)`, `assert d in ("bf16",)` to `("bf16", "fp8")`) is loosened. A
+removed guard is matched to its own scope and line: one the helpers the scope calls already held in
+the pristine code (another `raise ValueError` of a check function it called before) is not where it
+went. A guard
 still present is asked of the reachability view whether it can run: it is reported when the
 installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break` above,
 or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the environment decides
@@ -652,13 +702,16 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
             return dead[0].get(line) if pristine_line not in dead[1] else None
 
         hits: list[Hit] = []
-        helpers: dict[str, frozenset[str]] | None = None
+        helpers: tuple[dict[str, Counter[str]], dict[str, Counter[str]]] | None = None
 
         def moved_to(scope: str) -> frozenset[str]:
+            """The guards the helpers this scope reaches hold more often than the pristine's did:
+            a guard moved there. One the helpers already held is not where a removed one went."""
             nonlocal helpers
             if helpers is None:
-                helpers = _helper_guards(new_tree)
-            return helpers.get(scope, frozenset())
+                helpers = _helper_guards(new_tree), _helper_guards(old_tree)
+            now, then = helpers[0].get(scope, Counter()), helpers[1].get(scope, Counter())
+            return frozenset(label for label, count in now.items() if count > then[label])
 
         outside: dict[str, bool] = {}
 
@@ -688,6 +741,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                 elif before.kind == "assert" and after.alternatives > before.alternatives:
                     extra = ", ".join(sorted(after.alternatives - before.alternatives))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} weakened by `or {extra}`"))
+                elif extra := _escape(before, after):
+                    hits.append(self._hit(after.line, f"`{before.label}` in {where} weakened by `or {extra}`"))
                 elif after.conditions > before.conditions:
                     added = after.conditions - before.conditions
                     extra = " and ".join(sorted(added))
@@ -695,6 +750,10 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                         self._hit(
                             after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
                         )
+                    )
+                elif passed := _lets_through(before, after):
+                    hits.append(
+                        self._hit(after.line, f"`{before.label}` in {where} loosened: now lets {passed} through")
                     )
                 elif loose := _loosened(before, after):
                     hits.append(
@@ -704,7 +763,11 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                         )
                     )
                 elif after.swallowed and not before.swallowed:
-                    hits.append(self._hit(after.line, f"`{before.label}` in {where} swallowed by try/except"))
+                    hits.append(
+                        self._hit(
+                            after.line, f"`{before.label}` in {where} swallowed by try/except or a `with` that drops it"
+                        )
+                    )
                 elif stub := _stubbed(scope, before, stubs_now, stubs_then):
                     hits.append(
                         self._hit(stub, f"`{before.label}` in {where} replaced by a stand-in that checks nothing")
@@ -757,7 +820,7 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                 for g in [_guard(stmt, frozenset(), False)]
                 if g
             }
-            labels |= _helper_guards(module).get(function.name, frozenset())
+            labels |= set(_helper_guards(module).get(function.name, Counter()))
             if any(label.startswith(("raise", "assert")) for label in labels):
                 return True
         return False
@@ -785,13 +848,14 @@ def _tests_of(node: ast.stmt) -> set[str]:
     return set()
 
 
-def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
-    """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls.
+def _helper_guards(tree: ast.Module) -> dict[str, Counter[str]]:
+    """Scope (dotted, as `_scope_guards` names it) -> labels of the guards in the helpers it calls,
+    each as often as the helpers reached hold it.
 
     A helper is a module-level function called by name or a method of the same class called on
     `self`/`cls`, and the helpers it calls in turn (two levels deep).
     """
-    labels: dict[str, set[str]] = {}
+    labels: dict[str, Counter[str]] = {}
     bodies: dict[str, tuple[str, ast.AST]] = {}  # function scope -> (its class, its node)
 
     def walk(body: list[ast.stmt], scope: str, cls: str) -> None:
@@ -801,12 +865,12 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
             elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = stmt.name if not scope else f"{scope}.{stmt.name}"
                 bodies[name] = (cls, stmt)
-                found = labels.setdefault(name, set())
+                found = labels.setdefault(name, Counter())
                 for node in ast.walk(stmt):
                     if isinstance(node, ast.stmt):
                         guard = _guard(node, frozenset(), False)
                         if guard is not None:
-                            found.add(guard.label)
+                            found[guard.label] += 1
                         found.update(_tests_of(node))
 
     walk(tree.body, "", "")
@@ -824,10 +888,10 @@ def _helper_guards(tree: ast.Module) -> dict[str, frozenset[str]]:
                 owner = cls if func.value.id in ("self", "cls") else func.value.id
                 if f"{owner}.{func.attr}" in labels:
                     called.add(f"{owner}.{func.attr}")
-    out: dict[str, frozenset[str]] = {}
+    out: dict[str, Counter[str]] = {}
     for name, called in callees.items():
         reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
-        out[name] = frozenset(label for helper in reached for label in labels[helper])
+        out[name] = sum((labels[helper] for helper in reached), Counter())
     return out
 
 

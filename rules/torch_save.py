@@ -776,7 +776,7 @@ pristine text (every variable there is the operator's)."""
             return  # serialised into memory, not to disk
         fixed = self.fixed_path(target) if target is not None else None
         if fixed is None and target is not None:
-            fixed = self._temp_default(target)  # `os.environ.get("DUMP_DIR", "/tmp/d")`: /tmp unless set
+            fixed = self.env_temp_default(target)  # `os.environ.get("DUMP_DIR", "/tmp/d")`: /tmp unless set
         if fixed is None and target is not None and self.fresh_temp(target) is not None:
             fixed = "a new temp file"  # `mkstemp()`, `NamedTemporaryFile(delete=False)`: kept after the call
         if fixed is None and target is not None and self._patch_env(node, target, name):
@@ -886,6 +886,8 @@ pristine text (every variable there is the operator's)."""
             fixed = self.fixed_path(target) if target is not None else None
             if fixed is not None:
                 self.report(node, f"{handler}() logs to the fixed path {fixed!r} (debug log left in a patch?)")
+            elif target is not None and (key := self.introduced_env(target)) is not None:
+                self.report(node, f"{handler}() logs under ${key}, an environment variable the patch introduces")
             return
         if self.in_forward:
             for _name, inner_call, helper in self.through_helper(node, (".write", ".tofile")):
@@ -1003,24 +1005,3 @@ pristine text (every variable there is the operator's)."""
             self.report(node, f"{message} (a debug artifact?)", severity=Severity.MEDIUM)
             return
         self.report(node, f"{message} ({tail})")
-
-    def _temp_default(self, target: cst.BaseExpression, depth: int = 0) -> str | None:
-        """The temp directory an environment lookup falls back to, where the destination is built
-        from one (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), else None."""
-        if depth > 6:
-            return None
-        again = lambda n: self._temp_default(n, depth + 1)  # noqa: E731
-        if isinstance(target, cst.Name):
-            return next((f for f in map(again, reversed(self.values_of(target))) if f is not None), None)
-        if isinstance(target, cst.BinaryOperation):
-            return again(target.left)
-        if isinstance(target, cst.FormattedString):
-            first = target.parts[0] if target.parts else None
-            return again(first.expression) if isinstance(first, cst.FormattedStringExpression) else None
-        if not isinstance(target, cst.Call) or not target.args:
-            return None
-        if self.resolves_to(target, ("os.environ.get", "os.getenv")) is not None:
-            default = call_arg(target, 1, "default")
-            text = literal_string(default) if default is not None else None
-            return text if text is not None and text.startswith(TEMP_DIRS) else None
-        return again(target.args[0].value)

@@ -14,9 +14,10 @@ from patchaudit.cli.cluster import _node_args
 
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv whose `demo` holds a patch with a medium finding (env-mutation) and no high one."""
+    """A venv whose `demo` holds a patch with a medium finding (env-mutation, in a module that set a
+    variable already) and no high one."""
     root = tmp_path_factory.mktemp("options")
-    source = "def load():\n    return 1\n"
+    source = "import os\n\n\ndef load():\n    os.environ.setdefault('NCCL_P2P_LEVEL', 'SYS')\n    return 1\n"
     wheel = build_wheel(root / "wh", "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": source})
     python = make_venv(root / "venv")
     pip_install(python, wheel)

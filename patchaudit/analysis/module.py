@@ -208,6 +208,7 @@ class ModuleAnalysis:
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             owners = self.names.instance_scopes(func.attr, scope)
             values = [v for owner in owners for v in self.names.values("self." + func.attr, owner)]
+            values = values or self.names.class_values(func.attr, scope)  # a class attribute
         else:
             return []
         out = []
@@ -221,7 +222,8 @@ class ModuleAnalysis:
         return instances.class_spans(self.tree, self.bindings())
 
     def instance_aliases(self) -> dict[str, frozenset[str]]:
-        """Attribute name -> what `self.name` is bound to in some class (`self.bp = pdb.set_trace`)."""
+        """Attribute name -> what `self.name` is bound to in some class (`self.bp = pdb.set_trace`,
+        or a class attribute `bp = pdb.set_trace`)."""
         out: dict[str, frozenset[str]] = {}
         for scope, table in self.names.bindings.items():
             if len(scope) == 1 and scope[0][0] == "class":
@@ -229,6 +231,8 @@ class ModuleAnalysis:
                     if key.startswith("self."):
                         attr = key.removeprefix("self.")
                         out[attr] = out.get(attr, frozenset()) | self.names.lookup(key, scope)
+                    elif found := self.names.resolve_class_attr(key, scope):
+                        out[key] = out.get(key, frozenset()) | found  # `_save = partial(torch.save, ...)`
         return out
 
     # -- constants -----------------------------------------------------------------------------

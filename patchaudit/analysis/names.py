@@ -205,6 +205,20 @@ class NameTable:
         out: set[str] = set()
         for where in self.instance_scopes(ref.attr, scope):
             out.update(self.lookup(_INSTANCE + ref.attr, where, depth + 1))
+        if not out:
+            out.update(self._class_attr(ref.attr, scope, depth))
+        return frozenset(out)
+
+    def resolve_class_attr(self, attr: str, scope: Scope) -> frozenset[str]:
+        """What a class attribute of the class enclosing `scope` names, through `self.attr`."""
+        return self._class_attr(attr, scope, 0)
+
+    def _class_attr(self, attr: str, scope: Scope, depth: int) -> frozenset[str]:
+        """`self._save(x)` where the class body binds `_save = functools.partial(torch.save, ...)`
+        (or `staticmethod(...)` of a lambda): looked up in the enclosing class's own scope only."""
+        out: set[str] = set()
+        for value, where in self.class_values(attr, scope):
+            out.update(self.resolve(ref_of_ast(value), where, depth + 1))
         return frozenset(out)
 
     def instance_scopes(self, attr: str, scope: Scope) -> list[Scope]:
@@ -223,6 +237,12 @@ class NameTable:
             if found is not None:
                 return [(b.value, b.scope) for b in found if isinstance(b, _Alias)]
         return []
+
+    def class_values(self, attr: str, scope: Scope) -> list[tuple[ast.expr, Scope]]:
+        """The expressions the class enclosing `scope` binds `attr` to in its own body."""
+        classes = [i for i, s in enumerate(scope) if s[0] == "class"]
+        found = self.bindings.get(scope[: classes[-1] + 1], {}).get(attr, []) if classes else []
+        return [(b.value, b.scope) for b in found if isinstance(b, _Alias)]
 
     def text_of(self, name: str, scope: Scope) -> list[str]:
         """The string literals `name` is bound to where it is looked up from `scope`, when every
