@@ -30,7 +30,6 @@ from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, 
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.guards import conjunction as guard_conjunction
 from patchaudit.analysis.guards import escapes as guard_escapes
-from patchaudit.analysis.guards import let_through as guard_lets_through
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -54,7 +53,6 @@ __all__ = [
     "swallowing_handler",
     "guard_conjunction",
     "guard_escapes",
-    "guard_lets_through",
     "swallowed_by",
     "swallowers",
     "Example",

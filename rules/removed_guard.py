@@ -17,7 +17,6 @@ from patchaudit.rule import (
     blocked_lines,
     guard_conjunction,
     guard_escapes,
-    guard_lets_through,
     imported_names,
     line_opcodes,
     neutered,
@@ -92,18 +91,6 @@ def _escape(before: _Guard, after: _Guard) -> str | None:
         return None
     found = guard_escapes(before.test, after.test, _norm)
     return " or ".join(" and ".join(sorted(t)) or "True" for t in found) or None
-
-
-def _lets_through(before: _Guard, after: _Guard) -> str | None:
-    """Values the guard now accepts that the pristine one rejected, by a literal membership test
-    edited in place (`if h not in (64, 128): raise` to `(64, 128, 192)`; `assert d in ("bf16",)` to
-    `("bf16", "fp8")`)."""
-    if before.test is None or after.test is None or before.kind != after.kind or before.kind == "check":
-        return None
-    # A raise fires when its `if` holds: it rejects what is `in` a collection its test names with
-    # `in`. An assert fails when its test does not hold: it rejects what is `in` a `not in` one.
-    passed = guard_lets_through(before.test, after.test, fails_on_in=before.kind == "raise")
-    return ", ".join(map(repr, passed)) or None
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -330,11 +317,9 @@ module that catches around its `yield` without raising again). Tests are compare
 `and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
 while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
 weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad) if
-not LAX else False:`). A literal membership test edited in place to accept more (`if h not in (64,
-128): raise` to `(64, 128, 256)`, `assert d in ("bf16",)` to `("bf16", "fp8")`) is loosened. A
-removed guard is matched to its own scope and line: one the helpers the scope calls already held in
-the pristine code (another `raise ValueError` of a check function it called before) is not where it
-went. A guard
+not LAX else False:`). A removed guard is matched to its own scope and line: one the helpers the
+scope calls already held in the pristine code (another `raise ValueError` of a check function it
+called before) is not where it went. A guard
 still present is asked of the reachability view whether it can run: it is reported when the
 installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break` above,
 or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the environment decides
@@ -750,10 +735,6 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                         self._hit(
                             after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
                         )
-                    )
-                elif passed := _lets_through(before, after):
-                    hits.append(
-                        self._hit(after.line, f"`{before.label}` in {where} loosened: now lets {passed} through")
                     )
                 elif loose := _loosened(before, after):
                     hits.append(

@@ -766,21 +766,6 @@ case(
     R(FWD_ASSERT, "        assert hidden_states.dim() == 2, f'got {hidden_states.shape}'\n        q = self.q_proj"),
     high=False,
 )
-case(
-    "g3_notin_widened",
-    R("        if head_dim not in (64, 128, 192):", "        if head_dim not in (64, 128, 192, 256):"),
-)
-HD = R(
-    "        assert num_heads % 8 == 0, ",
-    '        assert head_dim in (64, 128), "hd"\n        assert num_heads % 8 == 0, ',
-)
-case("g3_assert_in_widened", HD.replace("(64, 128), ", "(64, 128, 96), "), pristine=HD)
-case("q_assert_added_in", HD, high=False)
-case(
-    "q_notin_narrowed",
-    R("        if head_dim not in (64, 128, 192):", "        if head_dim not in (64, 128):"),
-    high=False,
-)
 # dumps, more
 dump(
     "import numpy as np\n",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-__all__ = ["Terms", "conjunction", "escapes", "let_through", "swallowers", "swallowed_by", "terms"]
+__all__ = ["Terms", "conjunction", "escapes", "swallowers", "swallowed_by", "terms"]
 
 Terms = frozenset[frozenset[str]]  # or of ands of atoms' spellings
 Spelling = Callable[[ast.expr], str]
@@ -107,42 +107,6 @@ def escapes(before: ast.expr, after: ast.expr, spelling: Spelling) -> list[froze
     if not kept and frozenset() not in new:
         return []  # rewritten as a whole, unless it now always passes
     return sorted((t for t in new if not any(o <= t for o in old)), key=sorted)
-
-
-def _members(node: ast.expr) -> frozenset[object] | None:
-    """The values of a literal tuple, list or set of constants, else None."""
-    if not isinstance(node, ast.Tuple | ast.List | ast.Set):
-        return None
-    if not all(isinstance(e, ast.Constant) for e in node.elts):
-        return None
-    return frozenset(e.value for e in node.elts)  # type: ignore[attr-defined]
-
-
-def _memberships(test: ast.expr) -> dict[tuple[str, bool], frozenset[object]]:
-    """(operand, `in` or `not in`) -> the literal collection each membership test of `test` checks."""
-    out = {}
-    for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
-            members = _members(node.comparators[0])
-            if members is not None:
-                out[(ast.unparse(node.left), isinstance(node.ops[0], ast.In))] = members
-    return out
-
-
-def let_through(before: ast.expr, after: ast.expr, fails_on_in: bool) -> list[object]:
-    """Values a check accepts now that it rejected before, by an edit of a literal membership
-    test in place: `if h not in (64, 128): raise` to `(64, 128, 192)` lets 192 through. With
-    `fails_on_in` the check fails on `in` (`if d in BAD: raise`): a value dropped from it passes."""
-    old, new = _memberships(before), _memberships(after)
-    out: list[object] = []
-    for key, members in old.items():
-        now = new.get(key)
-        if now is None or now == members:
-            continue
-        fails_on = key[1] == fails_on_in
-        passed = members - now if fails_on else now - members
-        out.extend(sorted(passed, key=repr))
-    return out
 
 
 # -- context managers that swallow ------------------------------------------------------------
