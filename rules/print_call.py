@@ -6,7 +6,6 @@ import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
 
-
 # The distribution's own text of a module that prints already (a tool, a module with a CLI).
 NEW_PRINT = re.compile(rb"\bprint\s*\(")
 
