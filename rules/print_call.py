@@ -1,13 +1,8 @@
 """print-call: print() in library code."""
 
-import re
-
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity
-
-# The distribution's own text of a module that prints already (a tool, a module with a CLI).
-NEW_PRINT = re.compile(rb"\bprint\s*\(")
 
 
 class PrintCall(Rule):
@@ -22,10 +17,6 @@ costs a host round-trip per call. `print` in `__main__.py` or under
 
 Shapes understood: `print(...)` however reached (aliases such as `p = print`, imports of
 `builtins`).
-
-High when a patch brings the first `print` into a module of the package and puts it in a forward
-or step path (a forward, `execute_model`, `schedule`, a sampler): output on every step of serving,
-and a device sync for each tensor printed. Low elsewhere, and in a module that printed already.
 
 Knowingly not: `sys.stdout.write`, logging configured to print; `__main__.py` and
 `if __name__ == "__main__":` blocks are deliberately quiet."""
@@ -50,27 +41,10 @@ Knowingly not: `sys.stdout.write`, logging configured to print; `__main__.py` an
         Example(code="class M:\n    def load(self):\n        print(f'{self}')\n", line=3),
         Example(code="out = [print(x) for x in xs]\n", line=1),
         Example(code="if DEBUG:\n    print('debug', x)\n", line=2),
-        Example(
-            code="class M:\n    def forward(self, x):\n        print('x', x.shape)\n        return x\n",
-            pristine="class M:\n    def forward(self, x):\n        return x\n",
-            line=3,
-            severity=Severity.HIGH,
-        ),
-        Example(
-            code="class M:\n    def load(self, x):\n        print('x', x.shape)\n        return x\n",
-            pristine="class M:\n    def load(self, x):\n        return x\n",
-            line=3,
-            severity=Severity.LOW,
-        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.in_main_guard or self.context.path.endswith("__main__.py"):
             return
-        if not self.resolves_to(node, "builtins.print"):
-            return
-        if self.in_step_path and self.new_to_module(NEW_PRINT):
-            message = "print() on every step (in a forward/step path) of a module that never printed"
-            self.report(node, message, severity=Severity.HIGH)
-            return
-        self.report(node)
+        if self.resolves_to(node, "builtins.print"):
+            self.report(node)
