@@ -95,6 +95,19 @@ def _describe(pid: int) -> str:
     return f"{pid} {state} {line[:120]}"
 
 
+def _left_behind(pgid: int) -> list[str]:
+    """What of process group `pgid` is still there once its leader was reaped, described; each is then
+    killed and, if this process adopted it, reaped, so nothing outlives the test."""
+    group = _group(pgid)
+    left = [_describe(pid) for pid in group]
+    if group:
+        os.killpg(pgid, signal.SIGKILL)
+        for pid in group:  # the orphans this process adopted
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return left
+
+
 def _wait_for_handlers(proc: subprocess.Popen[bytes]) -> None:
     """Until the run catches SIGTERM: the interpreter's own start (before any code of patchaudit runs,
     its signals are Python's) is over."""
@@ -135,13 +148,7 @@ def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None =
         proc.communicate()
         pytest.fail(f"{cmd[3:5]} still running 10 s after {signal.Signals(signum).name}")
     took = time.monotonic() - sent
-    group = _group(proc.pid)
-    left = [_describe(pid) for pid in group]
-    if left:
-        os.killpg(proc.pid, signal.SIGKILL)
-        for pid in group:  # the orphans this process adopted
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+    left = _left_behind(proc.pid)
     assert not left, f"{cmd[3:5]}: processes left after {signal.Signals(signum).name} at {delay:.2f}s: {left}"
     assert b"Traceback" not in err, err.decode()
     return proc.returncode, took
@@ -286,9 +293,7 @@ def test_a_signal_during_the_warm_gates_forked_stat_pass_leaves_no_process(tmp_p
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             pytest.fail(f"the gate still runs 10 s after {signal.Signals(signum).name}")
-        left = [_describe(pid) for pid in _group(proc.pid)]
-        if left:
-            os.killpg(proc.pid, signal.SIGKILL)
+        left = _left_behind(proc.pid)
         assert not left, f"processes left after {signal.Signals(signum).name}: {left}"
         assert proc.returncode == 128 + signum, (signal.Signals(signum).name, proc.returncode, err.decode())
         assert b"Traceback" not in err, err.decode()
@@ -333,11 +338,5 @@ def test_no_child_outlives_the_run_counted_or_not(
         proc.send_signal(signum)
     _out, err = proc.communicate(timeout=120)  # the helper, left alive, would hold stderr 30 s
     assert proc.returncode in ((128 + signum,) if signum else (0, 1)), err.decode()
-    group = _group(proc.pid)
-    left = [_describe(pid) for pid in group]
-    if group:
-        os.killpg(proc.pid, signal.SIGKILL)
-        for pid in group:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+    left = _left_behind(proc.pid)
     assert not left, f"processes left after the run: {left}"
