@@ -164,6 +164,8 @@ def _probe_ahead(args: list[str]) -> None:
 
     python = sys.executable
     for i, arg in enumerate(args):
+        if arg == "--":  # what follows is arguments, not options
+            break
         name, eq, value = arg.partition("=")
         if name in _NOT_RUN:
             return
