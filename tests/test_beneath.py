@@ -186,7 +186,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "parallel/cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
     "target/dpkg.py": (6, "dpkg's own database under /var/lib/dpkg (root's), for Debian's own packages"),
     "target/environment.py": (
-        8,
+        5,
         "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
     ),
     "check/errata.py": (3, "the errata file shipped with patchaudit, or one the user names"),
@@ -270,8 +270,9 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "pristine/wheelhouse.py": (1, "a wheelhouse directory the user names"),
     "pristine/zipwheel.py": (2, "a wheel file already chosen and hashed; WHEEL safefs-bounded"),
     "target/probe.py": (
-        3,
-        "pyvenv.cfg and the interpreter the user names, before running it (run only when root's alone)",
+        6,
+        "pyvenv.cfg and the interpreter the user names (or the venv directory holding it), before running it"
+        " (run only when root's alone)",
     ),
     "procs/assess.py": (
         7,

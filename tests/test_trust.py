@@ -94,6 +94,21 @@ def test_world_writable_pyvenv_cfg_is_never_run(tmp_path: Path) -> None:
     assert env.site_dirs == (site_packages(python),)
 
 
+def test_scan_runs_a_root_owned_interpreter_once_and_reports_as_before(tmp_path: Path) -> None:
+    """`scan` starts the interpreter's probe before it loads its own modules (after the same owner checks
+    as from_python): the interpreter runs once, and the report is the one a probe run later gives."""
+    runs = tmp_path / "runs"
+    python = _planted_venv(tmp_path, tmp_path / "interpreter-ran")
+    python.write_text(python.read_text().replace("touch ", "echo ran >> "))
+    proc = patchaudit("scan", "--python", python, "--no-hazards", "--format", "json")
+    (tmp_path / "interpreter-ran").rename(runs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert runs.read_text() == "ran\n", "the interpreter was asked more than once"
+    report = json.loads(proc.stdout)
+    assert report["target"]["paths"] == [str(site_packages(python))]
+    assert [(d["name"], d["status"]) for d in report["distributions"]] == [("planted", "clean")]
+
+
 def test_venv_in_a_directory_anyone_may_rename_into_is_never_run(tmp_path: Path) -> None:
     open_dir = tmp_path / "shared"
     open_dir.mkdir()

@@ -29,7 +29,7 @@ from patchaudit.check.ownership import (
 from patchaudit.check.pieces import WALK_TASKS, Checked, Piece, Shared, absolute_path, pieces, run_task
 from patchaudit.errors import UnsafePath
 from patchaudit.fs.beneath import DirCache, stat_below
-from patchaudit.parallel.hashing import POOL_MIN_FILES, FileState, hash_file, pool_size, to_state
+from patchaudit.parallel.hashing import BIG_FILE, POOL_MIN_FILES, FileState, hash_file, pool_size, to_state
 from patchaudit.parallel.statcache import StatCache, StatKey
 from patchaudit.parallel.workers import Pool
 from patchaudit.report import (
@@ -106,7 +106,11 @@ def verify(
     with_data = [d for d in dists if raw[d.meta_dir] is not None]
     records = [(str(d.location), raw[d.meta_dir] or b"") for d in with_data]
     walks = [roots[i::WALK_TASKS] for i in range(min(WALK_TASKS, len(roots)))]
-    tasks: list[Piece | list[tuple[Path, str]]] = [*walks, *pieces(records)]
+    # The largest file is the one task no number of workers shortens: it goes to the first worker
+    # started, ahead of the walks, so that it is hashed from the first instant.
+    cut = pieces(records)
+    lead = cut[:1] if cut and cut[0].largest >= BIG_FILE else []
+    tasks: list[Piece | list[tuple[Path, str]]] = [*lead, *walks, *cut[len(lead) :]]
     work = Shared(records=records, cache=cache)
     lines = _lines(records, POOL_MIN_FILES)
     done = 0
@@ -130,7 +134,9 @@ def verify(
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
-        by_root = {root: f for i, walk in enumerate(walks) for root, f in zip(walk, pool.result(i), strict=True)}
+        by_root = {
+            root: f for i, walk in enumerate(walks, len(lead)) for root, f in zip(walk, pool.result(i), strict=True)
+        }
         walked = {root: by_root[root] for root in roots}
         found_by = _collect(pool, tasks, with_data, cache)
     for meta_dir, of_pieces in found_by.items():

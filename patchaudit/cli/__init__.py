@@ -138,6 +138,8 @@ def _main(args: list[str], argv: list[str] | None) -> Any:
         code = fast_gate(list(args[1:]))
         if code is not None:
             _gate_done(code, command)
+    if args[:1] == ["scan"]:
+        _probe_ahead(args[1:])
     from patchaudit.cli.common import run
     from patchaudit.cli.group import cli
 
@@ -148,6 +150,31 @@ def _main(args: list[str], argv: list[str] | None) -> Any:
     except SystemExit as exc:
         _gate_done(exc.code if isinstance(exc.code, int) else 2, command)
     return None
+
+
+# Options of `scan` that read the target without running its interpreter (or print help instead)
+_NOT_RUN = frozenset({"--path", "--root", "--pid", "--image", "--help"})
+
+
+def _probe_ahead(args: list[str]) -> None:
+    """`scan` asks its interpreter (--python, else patchaudit's own) where its environment lives: that
+    interpreter is started now (target.environment.probe_ahead), and starts up while click and the
+    scan's modules load here. Not with an option that reads the target another way."""
+    from pathlib import Path
+
+    python = sys.executable
+    for i, arg in enumerate(args):
+        if arg == "--":  # what follows is arguments, not options
+            break
+        name, eq, value = arg.partition("=")
+        if name in _NOT_RUN:
+            return
+        if name == "--python":
+            python = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+    if python:
+        from patchaudit.target.environment import probe_ahead
+
+        probe_ahead(Path(python))
 
 
 def _gate_done(code: int, command: list[str] | None) -> None:

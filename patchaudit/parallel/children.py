@@ -19,6 +19,7 @@ import signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterator, Sequence
     from multiprocessing.process import BaseProcess
 
@@ -133,6 +134,12 @@ def reaped(pid: int) -> None:
 def run_child(argv: Sequence[str], *, timeout: float) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of a short-lived command, counted while it runs (a signal kills
     it). Raises OSError, subprocess.TimeoutExpired (the child killed and reaped)."""
+    return finish_child(start_child(argv), timeout=timeout)
+
+
+def start_child(argv: Sequence[str]) -> subprocess.Popen[str]:
+    """A short-lived command started and counted (a signal kills it); finish_child() waits for it.
+    Raises OSError."""
     import subprocess
 
     with signals_held():
@@ -140,6 +147,12 @@ def run_child(argv: Sequence[str], *, timeout: float) -> tuple[int, str, str]:
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         live[child.pid] = None
+    return child
+
+
+def finish_child(child: subprocess.Popen[str], *, timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a child start_child() started, waited for up to `timeout`
+    seconds. Raises subprocess.TimeoutExpired (the child killed and reaped)."""
     try:
         out, err = child.communicate(timeout=timeout)
     except BaseException:

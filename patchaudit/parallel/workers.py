@@ -7,7 +7,10 @@ wait with it. Each worker takes the next task number from a pipe filled before i
 one 4-byte number from a pipe is atomic, so the workers share no lock, and one that dies holds none)
 and sends each result back on a pipe of its own as soon as the task is done.
 
-Without fork (threads are running), the workers are spawned and `shared` is pickled to each.
+The workers are forked with os.fork, and send results on pipes of their own framing (a length, then a
+pickle): multiprocessing, its connections (tempfile, socket, lzma) and its process objects cost the
+main process 10-20 ms before the first worker started. Without fork (threads are running), the
+workers are spawned by multiprocessing and `shared` is pickled to each.
 
 Every worker any pool starts is counted in patchaudit.parallel.children, so a signal kills them all.
 """
@@ -38,14 +41,20 @@ R = TypeVar("R")
 _NUMBER = 4  # bytes per task number in the pipe
 
 
+def can_fork() -> bool:
+    """Whether workers may be forked: fork exists and this process runs one thread (a thread's locks
+    would be copied held)."""
+    import sys
+
+    threading = sys.modules.get("threading")  # not imported: no thread was ever started
+    return hasattr(os, "fork") and (threading is None or threading.active_count() == 1)
+
+
 def pool_context() -> multiprocessing.context.BaseContext:
-    """fork while this process has one thread (cheapest: nothing to import again); else forkserver."""
+    """Where workers cannot be forked (can_fork): forkserver, else spawn."""
     import multiprocessing
-    import threading
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
@@ -82,8 +91,8 @@ def _serve(
     fn: Callable[[Any, Any], Any],
     tasks: Sequence[Any],
     shared: Any,
-    numbers: Connection,
-    out: Connection,
+    numbers: Connection | int,
+    out: Connection | _Writer,
     inherited: Sequence[int],
 ) -> None:
     """A worker: run tasks until the pipe of task numbers is empty; one message per task."""
@@ -94,7 +103,7 @@ def _serve(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
     for fd in inherited:  # read ends of the result pipes, forked with it: held here, a write to a
         os.close(fd)  # pipe whose parent is gone would block for ever instead of failing
-    fd = numbers.fileno()
+    fd = numbers if isinstance(numbers, int) else numbers.fileno()
     while raw := os.read(fd, _NUMBER):
         index = int.from_bytes(raw, "little")
         try:
@@ -103,6 +112,117 @@ def _serve(
             message = (index, False, _portable(exc))
         out.send(message)
     out.close()
+
+
+_LENGTH = 8  # bytes of a message's length, before its pickle
+
+
+class _Writer:
+    """A forked worker's end of its result pipe: each message its length, then its pickle."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def send(self, message: object) -> None:
+        import pickle
+
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(_LENGTH, "little") + data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _Reader:
+    """This process's end of a forked worker's result pipe (what _Writer sends, one message a call)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise OSError("closed")
+        return self._fd
+
+    def _exactly(self, size: int) -> bytes:
+        parts: list[bytes] = []
+        while size:
+            part = os.read(self.fileno(), size)
+            if not part:  # the worker is gone (half-way through a message, or between two)
+                raise EOFError
+            parts.append(part)
+            size -= len(part)
+        return b"".join(parts)
+
+    def recv(self) -> Any:
+        import pickle
+
+        size = int.from_bytes(self._exactly(_LENGTH), "little")
+        return pickle.loads(self._exactly(size))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _Forked:
+    """A worker forked here (os.fork), with the part of multiprocessing's Process that Pool uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid: int | None = pid
+        self.exitcode: int | None = None
+
+    def _reap(self, flags: int) -> None:
+        if self.exitcode is not None or self.pid is None:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped already (children.stop_all, after a signal)
+            self.exitcode = -signal.SIGKILL
+            return
+        if pid:
+            self.exitcode = os.waitstatus_to_exitcode(status)
+
+    def is_alive(self) -> bool:
+        self._reap(os.WNOHANG)
+        return self.exitcode is None
+
+    def terminate(self) -> None:
+        if self.pid is not None and self.exitcode is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGTERM)
+
+    def join(self) -> None:
+        self._reap(0)
+
+
+def _fork_worker(
+    fn: Callable[[Any, Any], Any], tasks: Sequence[Any], shared: Any, numbers: int, inherited: Sequence[int]
+) -> tuple[_Reader, _Forked]:
+    """One worker forked (and counted in children.live before a signal can come); its result pipe."""
+    read_fd, write_fd = os.pipe()
+    try:
+        with signals_held():
+            pid = os.fork()
+            if pid == 0:  # the worker: it never returns into the caller's frames
+                code = 0
+                try:
+                    os.close(read_fd)
+                    _serve(fn, tasks, shared, numbers, _Writer(write_fd), inherited)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            live[pid] = None
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # the worker's copy is the only one left: its exit is this pipe's end
+    return _Reader(read_fd), _Forked(pid)
 
 
 def _portable(exc: Exception) -> Exception:
@@ -138,7 +258,7 @@ class Pool(Generic[S, T, R]):
         self._tasks = tasks
         self._shared = shared
         self._results: dict[int, tuple[bool, Any]] = {}
-        self._pipes: dict[Connection, BaseProcess] = {}
+        self._pipes: dict[Connection | _Reader, BaseProcess | _Forked] = {}
         self._poll: select.poll | None = None
         self._died: int | None = None
         self.workers = min(workers, len(tasks))
@@ -146,25 +266,47 @@ class Pool(Generic[S, T, R]):
             self.workers = 1
 
     def _start(self) -> bool:
-        from multiprocessing import Pipe
-        from multiprocessing.connection import Connection
-
         read_fd = _fill(len(self._tasks))
         if read_fd is None:
             return False
+        try:
+            if can_fork():
+                self._fork(read_fd)
+            else:
+                self._spawn(read_fd)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(read_fd)
+        return True
+
+    def _fork(self, numbers: int) -> None:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice by a worker
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        gc.freeze()  # what this process holds now is out of every worker's garbage collection
+        try:
+            for _ in range(self.workers):
+                inherited = [r.fileno() for r in self._pipes]
+                reader, process = _fork_worker(self._fn, self._tasks, self._shared, numbers, inherited)
+                self._pipes[reader] = process
+        finally:
+            gc.unfreeze()
+
+    def _spawn(self, numbers_fd: int) -> None:
+        from multiprocessing import Pipe
+        from multiprocessing.connection import Connection
+
         context = pool_context()
-        forked = context.get_start_method() == "fork"
-        numbers = Connection(read_fd, writable=False)
-        if forked:  # what this process holds now is out of every worker's garbage collection (gc.freeze)
-            gc.freeze()
+        numbers = Connection(os.dup(numbers_fd), writable=False)
         try:
             for _ in range(self.workers):
                 reader, writer = Pipe(duplex=False)
-                inherited = [r.fileno() for r in (*self._pipes, reader)] if forked else []
                 process = context.Process(  # type: ignore[attr-defined]
-                    target=_serve,
-                    args=(self._fn, self._tasks, self._shared, numbers, writer, inherited),
-                    daemon=True,
+                    target=_serve, args=(self._fn, self._tasks, self._shared, numbers, writer, []), daemon=True
                 )
                 self._pipes[reader] = process
                 try:
@@ -173,16 +315,10 @@ class Pool(Generic[S, T, R]):
                         live[process.pid] = process
                 finally:
                     writer.close()  # the worker's copy is the only one left: its exit is this pipe's end
-        except BaseException:
-            self.close()
-            raise
         finally:
             numbers.close()
-            if forked:
-                gc.unfreeze()
-        return True
 
-    def _waiting(self, timeout: float | None) -> list[Connection]:
+    def _waiting(self, timeout: float | None) -> list[Connection | _Reader]:
         """The result pipes with something to read (or closed), after up to `timeout` seconds.
 
         One poll object for the pool's life: asked between every two RECORDs, a selector made and

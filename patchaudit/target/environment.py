@@ -63,18 +63,11 @@ def from_python(python: Path, *, tree_only: bool = False) -> Environment:
     """
     from patchaudit.target import layout, probe, trust
 
-    exe = python if python.is_absolute() else Path.cwd() / python
-    if exe.is_dir():
-        for candidate in (exe / "bin" / "python", exe / "bin" / "python3"):
-            if candidate.exists():
-                exe = candidate
-                break
-    if not exe.exists():
-        raise EnvironmentNotFound(f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python")
+    exe = probe.interpreter(python)
     not_executed = None
     if tree_only:
         not_executed = "the caller asked for the layout without running the interpreter"
-    elif trust.running_as_root():
+    elif trust.running_as_root() and not probe.started(exe):  # started: probe_ahead() decided the same
         not_executed = layout.foreign_input(exe, layout.version_hint(exe))
     answer = probe.ask(exe, python) if not_executed is None else layout.derive(exe, python)
     paths = {k: v for k, v in answer.paths.items() if k in SCHEME_KEYS}
@@ -92,6 +85,21 @@ def from_python(python: Path, *, tree_only: bool = False) -> Environment:
         borrowed=borrowed,
         not_executed=not_executed,
     )
+
+
+def probe_ahead(python: Path) -> None:
+    """Start asking the interpreter `python` names where its environment lives (probe.ahead), for
+    from_python() to take the answer. As root only an interpreter no other user could have replaced or
+    edited is started, as from_python() decides (and, finding it started, need not decide again)."""
+    from patchaudit.target import layout, probe, trust
+
+    try:
+        exe = probe.interpreter(python)
+    except EnvironmentNotFound:
+        return
+    if trust.running_as_root() and layout.foreign_input(exe, layout.version_hint(exe)) is not None:
+        return
+    probe.ahead(exe)
 
 
 def from_path(site_dir: Path) -> Environment:

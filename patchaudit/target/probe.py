@@ -73,13 +73,55 @@ def _check_venv_cfg(exe: Path, shown: Path) -> None:
             raise EnvironmentNotFound(f"{cfg} is not a regular file: {shown} would wait on it, so it is not run")
 
 
-def ask(exe: Path, shown: Path) -> Answer:
-    """Run the probe in `exe` (one isolated subprocess); `shown` is the name the user gave."""
-    _check_venv_cfg(exe, shown)
-    from patchaudit.parallel.children import run_child
+def interpreter(python: Path) -> Path:
+    """The interpreter `python` names: itself (relative to the working directory), or the bin/python of a
+    directory; EnvironmentNotFound when there is none."""
+    exe = python if python.is_absolute() else Path.cwd() / python
+    if exe.is_dir():
+        for candidate in (exe / "bin" / "python", exe / "bin" / "python3"):
+            if candidate.exists():
+                exe = candidate
+                break
+    if not exe.exists():
+        raise EnvironmentNotFound(f"no interpreter at {python}", hint="pass --python /path/to/venv/bin/python")
+    return exe
+
+
+_ahead: dict[str, subprocess.Popen[str]] = {}  # interpreter -> its probe, started before ask() was called
+
+
+def ahead(exe: Path) -> None:
+    """Start the probe of `exe` now, for ask() to take its answer: the command line starts it before it
+    loads the rest of itself, and the interpreter starts up meanwhile. The caller has decided that `exe`
+    may run (environment.probe_ahead). Nothing is raised here: ask() runs the probe again and says what
+    is wrong."""
+    from patchaudit.parallel.children import start_child
 
     try:
-        status, stdout, stderr = run_child([str(exe), "-I", "-S", "-c", _PROBE], timeout=30)
+        _check_venv_cfg(exe, exe)
+        _ahead[str(exe)] = start_child(_command(exe))
+    except (EnvironmentNotFound, OSError):
+        pass
+
+
+def started(exe: Path) -> bool:
+    """Whether ahead() started the probe of `exe` and ask() has not taken its answer yet."""
+    return str(exe) in _ahead
+
+
+def _command(exe: Path) -> list[str]:
+    return [str(exe), "-I", "-S", "-c", _PROBE]
+
+
+def ask(exe: Path, shown: Path) -> Answer:
+    """Run the probe in `exe` (one isolated subprocess), or take the answer of the one ahead() started;
+    `shown` is the name the user gave."""
+    _check_venv_cfg(exe, shown)
+    from patchaudit.parallel.children import finish_child, start_child
+
+    try:
+        child = _ahead.pop(str(exe), None) or start_child(_command(exe))
+        status, stdout, stderr = finish_child(child, timeout=30)
     except subprocess.TimeoutExpired:
         raise EnvironmentNotFound(f"{shown} did not answer within 30 s") from None
     except OSError as exc:
