@@ -15,7 +15,7 @@ import packaging
 import pytest
 import rich
 
-from patchaudit.hazards import walk
+from patchaudit.analysis import walk
 from patchaudit.hazards.engine import _Batched, _BatchedAttributes
 from patchaudit.hazards.loading import load_rules
 from patchaudit.hazards.tracker import Tracker
@@ -150,3 +150,13 @@ def test_a_deep_expression_walks_where_libcst_does() -> None:
     module = cst.parse_module(("x = " + "(" * depth + "1" + ")" * depth + "\n").encode())
     theirs, ours = _both(module, ["visit_Integer", "leave_Assign"])
     assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    "kinds", [None, (cst.Name,), (cst.Call,), (cst.NamedExpr,), (cst.Attribute, cst.Name), (cst.Comment,)]
+)
+def test_nodes_of_a_type_are_libcsts_in_its_order(kinds) -> None:
+    for source in [SHAPES.encode()] + [path.read_bytes() for path in _files()[:12]]:
+        module = cst.parse_module(source)
+        for root in [module, *module.body[:20]]:
+            assert [id(n) for n in walk.nodes(root, kinds)] == [id(n) for n in walk._visited(root, kinds)]

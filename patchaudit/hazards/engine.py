@@ -12,11 +12,11 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
+from patchaudit.analysis.walk import walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
 from patchaudit.hazards.source import SourceFile
 from patchaudit.hazards.tracker import Tracker
-from patchaudit.hazards.walk import walker
 from patchaudit.report import Finding
 from patchaudit.rule import FileContext, Hit, Pending, Rule, Statement, spelled_identifiers
 

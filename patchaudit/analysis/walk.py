@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import libcst as cst
 from libcst import MaybeSentinel
 
-__all__ = ["Walker", "walker"]
+__all__ = ["Walker", "nodes", "walker"]
 
 Hook = Callable[[cst.CSTNode], None]
 
@@ -57,7 +57,7 @@ def _concrete(base: type) -> Iterator[type]:
             yield kind
 
 
-def _order(kind: type) -> tuple[tuple[str, bool], ...]:
+def _order(kind: type[cst.CSTNode]) -> tuple[tuple[str, bool], ...]:
     """(field, silent when None) in the order `kind._visit_and_replace_children` visits them.
 
     A field is silent when None where the method calls no visit helper for a None value (an
@@ -71,14 +71,15 @@ def _order(kind: type) -> tuple[tuple[str, bool], ...]:
     last = body.pop()
     if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == "self":
         return ()  # a leaf: nothing below it is visited
+    named = body[-1] if body else None
     if (  # `ret = Node(...)` then `return ret`
         isinstance(last, ast.Return)
         and isinstance(last.value, ast.Name)
-        and body
-        and isinstance(body[-1], ast.Assign)
-        and [ast.dump(t) for t in body[-1].targets] == [ast.dump(ast.Name(last.value.id, ast.Store()))]
+        and isinstance(named, ast.Assign)
+        and [ast.dump(t) for t in named.targets] == [ast.dump(ast.Name(last.value.id, ast.Store()))]
     ):
-        last = ast.Return(body.pop().value)
+        last = ast.Return(named.value)
+        body.pop()
     aliases: dict[str, str] = {}
     for stmt in body:  # `names = self.names`
         if not (
@@ -106,9 +107,7 @@ def _order(kind: type) -> tuple[tuple[str, bool], ...]:
             if not _visits_field(call, keyword.arg, aliases):
                 raise _Unreadable(kind.__name__)
         value = keyword.value
-        silent = (
-            isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant) and value.orelse.value is None
-        )
+        silent = isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant) and value.orelse.value is None
         if not (silent or isinstance(value, ast.Call) or (isinstance(value, ast.IfExp) and len(calls) == 2)):
             raise _Unreadable(kind.__name__)
         fields.append((typing.cast(str, keyword.arg), silent))
@@ -167,6 +166,11 @@ class _Table:
                 found = _classes(hints[name]) if hints is not None and name in hints else None
                 self.admits[kind, name] = frozenset(found) if found is not None else None
         self.unseen: dict[frozenset[str], frozenset[type]] = {}
+
+    def passed_over(self, kind: type, field: str, hidden: frozenset[type]) -> bool:
+        """Whether everything `field` of `kind` admits is hidden."""
+        admitted = self.admits[kind, field]
+        return admitted is not None and admitted <= hidden
 
     def hidden(self, names: frozenset[str]) -> frozenset[type]:
         """The node types under which no type named in `names` can occur (nor they themselves)."""
@@ -241,15 +245,11 @@ class Walker:
         plan = _Plan(
             visits=tuple(self.methods.get(f"visit_{name}", ())),
             leaves=tuple(self.methods.get(f"leave_{name}", ())),
-            fields=tuple(field for field, _ in order if not self._passed_over(kind, field)),
+            fields=tuple(field for field, _ in order if not self.table.passed_over(kind, field, self.skip)),
             hooked=hooked,
         )
         self.plans[kind] = plan
         return plan
-
-    def _passed_over(self, kind: type, field: str) -> bool:
-        admitted = self.table.admits[kind, field]
-        return admitted is not None and admitted <= self.skip
 
     def walk(self, root: cst.CSTNode) -> None:
         plans = self.plans
@@ -299,3 +299,58 @@ def walker(methods: Mapping[str, Sequence[Hook]]) -> Walker | None:
     """A walker for these hooks, or None where libcst's node types could not be read."""
     table = _table()
     return Walker(table, methods) if table is not None else None
+
+
+_UNDER: dict[frozenset[type] | None, tuple[dict[type, tuple[str, ...]], frozenset[type]]] = {}
+
+
+def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None) -> list[cst.CSTNode]:
+    """The nodes of these types under `root`, itself included, in the order `root.visit` meets them
+    (every node where kinds is None); subtrees that cannot hold one are not entered."""
+    table = _table()
+    if table is None:
+        return _visited(root, kinds)
+    key = frozenset(kinds) if kinds is not None else None
+    plan = _UNDER.get(key)
+    if plan is None:
+        hidden = table.hidden(frozenset(kind.__name__ for kind in (kinds if kinds is not None else table.orders)))
+        fields = {
+            kind: tuple(f for f, _ in order if not table.passed_over(kind, f, hidden))
+            for kind, order in table.orders.items()
+        }
+        plan = _UNDER[key] = (fields, hidden)
+    fields, hidden = plan
+    out: list[cst.CSTNode] = []
+    wanted = kinds if kinds is not None else cst.CSTNode
+    sentinel = MaybeSentinel.DEFAULT
+
+    def visit(node: cst.CSTNode) -> None:
+        if isinstance(node, wanted):
+            out.append(node)
+        for field in fields[node.__class__]:
+            child = getattr(node, field)
+            kind = child.__class__
+            if kind is tuple or kind is list:
+                for each in child:
+                    if each.__class__ not in hidden:
+                        visit(each)
+            elif child is not None and child is not sentinel and kind not in hidden:
+                visit(child)
+
+    visit(root)
+    return out
+
+
+def _visited(root: cst.CSTNode, kinds: tuple[type, ...] | None) -> list[cst.CSTNode]:
+    """`nodes` through libcst's own traversal."""
+    out: list[cst.CSTNode] = []
+    wanted = kinds if kinds is not None else cst.CSTNode
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, wanted):
+                out.append(node)
+            return True
+
+    root.visit(_All())
+    return out
