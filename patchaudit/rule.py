@@ -38,6 +38,7 @@ from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
+from patchaudit.analysis.walk import nodes as nodes_under
 from patchaudit.report import Severity
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "UNKNOWN",
     "call_arg",
     "subexpressions",
+    "nodes_under",
     "const_value",
     "literal_string",
     "line_opcodes",

@@ -20,6 +20,7 @@ from patchaudit.rule import (
     element_count,
     literal_string,
     made_up,
+    nodes_under,
     padding,
     shape_compared,
 )
@@ -458,14 +459,7 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _named(test: cst.BaseExpression) -> list[cst.NamedExpr]:
     """Every `name := value` in a test."""
-    out: list[cst.NamedExpr] = []
-
-    class _Walrus(cst.CSTVisitor):
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            out.append(node)
-
-    test.visit(_Walrus())
-    return out
+    return nodes_under(test, (cst.NamedExpr,))  # type: ignore[return-value]
 
 
 def _magic(node: cst.BaseExpression) -> int | None:

@@ -25,6 +25,7 @@ import libcst as cst
 
 from patchaudit.analysis.omits import calls_kernel, omitted
 from patchaudit.analysis.values import Resolves, ValuesOf
+from patchaudit.analysis.walk import nodes
 
 __all__ = [
     "Change",
@@ -183,27 +184,12 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
 
 
 def _names(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(name.value)
-
-    node.visit(_Names())
-    return found
+    return {name.value for name in nodes(node, (cst.Name,))}  # type: ignore[attr-defined]
 
 
 def _calls(node: cst.CSTNode) -> bool:
     """Whether `node` is or holds a call (libcst.matchers would answer too, at a third of a second's import)."""
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> bool:
-            found.append(call)
-            return False
-
-    node.visit(_Calls())
-    return bool(found)
+    return bool(nodes(node, (cst.Call,)))
 
 
 def _empty_test(test: cst.BaseExpression) -> bool:

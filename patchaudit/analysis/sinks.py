@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 from patchaudit.analysis.values import Resolves, ValuesOf, call_arg, literal_string
+from patchaudit.analysis.walk import nodes
 
 __all__ = [
     "SETTINGS_PREFIXES",
@@ -240,12 +241,4 @@ def _last(node: cst.Attribute | cst.Name) -> str:
 
 def subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Every node under `node`, itself included, in visiting order."""
-    out: list[cst.CSTNode] = []
-
-    class _All(cst.CSTVisitor):
-        def on_visit(self, sub: cst.CSTNode) -> bool:
-            out.append(sub)
-            return True
-
-    node.visit(_All())
-    return out
+    return nodes(node)

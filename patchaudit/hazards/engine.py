@@ -12,6 +12,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
+from patchaudit.analysis.walk import walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
 from patchaudit.hazards.source import SourceFile
@@ -450,11 +451,15 @@ class _BatchedAttributes(_Batched):
 
 
 def _visit(module: cst.Module, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
-    """cst.visit_batched, the same calls in the same order."""
+    """cst.visit_batched, the same calls in the same order: walked without rebuilding a node where it can be."""
     methods: dict[str, list[Callable[[cst.CSTNode], None]]] = {}
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             methods.setdefault(name, []).append(method)
+    walking = walker(methods)
+    if walking is not None:
+        walking.walk(module)
+        return
     plain = all(isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods)
     module.visit(_Batched(methods) if plain else _BatchedAttributes(methods))
 
