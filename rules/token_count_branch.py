@@ -485,11 +485,25 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
 
 
 def _exits(block: cst.BaseSuite | None) -> bool:
-    """A block that only leaves: `return`, `return x`, `continue`."""
-    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+    """A block that only leaves (`return`, `return x`, `continue`, `break`), after a log line or a
+    print at most (`logger.info("skipping"); break`)."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
         return False
-    line = block.body[0]
-    return isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], cst.Return | cst.Continue)
+    *before, line = block.body
+    if not (isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], _EXITS)):
+        return False
+    if not all(isinstance(b, cst.SimpleStatementLine) for b in before):
+        return False
+    smalls = [s for b in before for s in b.body] + list(line.body[:-1])  # type: ignore[attr-defined]
+    return all(isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) for s in smalls)
+
+
+_EXITS = (cst.Return, cst.Continue, cst.Break)
+
+
+def _exit_of(block: cst.BaseSuite) -> cst.BaseSmallStatement:
+    """The statement an `_exits` block leaves by."""
+    return block.body[-1].body[-1]  # type: ignore[attr-defined,no-any-return]
 
 
 def _leaves(block: cst.BaseSuite) -> bool:
@@ -1238,6 +1252,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.other: cst.CSTNode | None = None  # the way the test does not take (its work may be skipped)
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
+        self._loops: set[int] = set()  # the bodies of loops (a `break` there skips every later pass)
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
@@ -1588,6 +1603,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
+            exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[attr-defined]
+            if id(node) in self._loops and isinstance(_exit_of(exit_block), cst.Break):
+                # `if n <= 4: break` in a loop over layers: every later pass is skipped, the
+                # statements above the test too.
+                rest = node.with_changes(body=[*node.body[:index], *node.body[index + 1 :]])
             if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
@@ -1631,8 +1651,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
         before work: the window skips what follows."""
         exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
-        line = exit_block.body[0]  # type: ignore[attr-defined]
-        leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
+        leave = _exit_of(exit_block)
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
         test = self.expanded(stmt.test, before)
@@ -1664,7 +1683,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self._report(node, cst.Raise(), *window)
 
     def visit_While(self, node: cst.While) -> None:
+        self._loops.add(id(node.body))
         self._check(node.test, node.body, node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loops.add(id(node.body))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""

@@ -48,6 +48,7 @@ class Change(StrEnum):
     SKIPPED = "skips the layer's forward"
     CAPTURE = "keeps tensors in a list that outlives the call"
     OMITTED = "skips the work the other path does"
+    REWRITE = "rewrites a tensor's values on the spot"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -262,6 +263,8 @@ class _Changes(cst.CSTVisitor):
             given = node.args[0].value
             if (method == "mul_" and _constant(given, self.resolves)) or made_up(given, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x.mul_(0)`, `x.copy_(torch.zeros_like(x))`
+        elif method in _REWRITES_IN_PLACE:
+            self._add(Change.REWRITE, node)  # `x.nan_to_num_()`, `x.div_(x.norm())`
         elif method in _CAPTURES and node.args and self._outlives(func.value):
             self._add(Change.CAPTURE, node)
 
@@ -288,6 +291,8 @@ class _Changes(cst.CSTVisitor):
                 self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
             if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
+            elif isinstance(item, cst.Name) and _rewritten(item, node.value, self.resolves):
+                self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
             if isinstance(item, cst.Subscript) and padding(item):
                 continue  # `out[n:] = 0`: the padding past the batch, not its data
             if isinstance(item, cst.Subscript) and self._fills(node.value):
@@ -378,6 +383,64 @@ def _kept_name(value: cst.BaseExpression) -> str | None:
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
         value = value.func.value
     return value.value if isinstance(value, cst.Name) else None
+
+
+# Calls that rewrite a tensor's values though no kernel computes them: what a debug session does to
+# the data for a few token counts (`x = torch.nan_to_num(x)`, `x = F.normalize(x)`).
+_REWRITES = ("torch.nan_to_num", "torch.nn.functional.normalize", "torch.round", "torch.detach")
+_REWRITES_IN_PLACE = frozenset({"nan_to_num_", "round_", "detach_", "renorm_"})
+_REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm"})
+# Casts to another precision: two of them in a row are a round trip (`x.half().to(x.dtype)`).
+_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type"})
+# A copy that stands for the tensor (`residual = residual.clone()`): the caller's buffer is let go.
+_COPIES = frozenset({"clone", "detach"})
+_NORMS = frozenset({"norm", "abs", "max", "amax", "std", "sum"})
+
+
+def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> bool:
+    """`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`,
+    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x.detach()`, `x = x.clone()`: the name given its
+    own values changed on the spot, by no kernel."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide):
+        divisor = value.right
+        return (
+            _kept_name(value.left) == name.value
+            and isinstance(divisor, cst.Call)
+            and isinstance(divisor.func, cst.Attribute)
+            and divisor.func.attr.value in _NORMS
+            and name.value in _names(divisor)
+        )  # `x / x.norm(dim=-1, keepdim=True)`: re-normalised
+    if not isinstance(value, cst.Call):
+        return False
+    if resolves(value, _REWRITES) is not None:
+        return bool(value.args) and _kept_name(value.args[0].value) == name.value
+    casts, node = 0, value
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if method in _REWRITE_METHODS or (method in _COPIES and node is value and not node.args):
+            return _kept_name(node.func.value) == name.value
+        if method not in _AS_IS:
+            return False
+        casts += method in _CASTS and not _device(node)
+        node = node.func.value
+    return casts >= 2 and isinstance(node, cst.Name) and node.value == name.value
+
+
+def _device(call: cst.Call) -> bool:
+    """`x.to("cuda")`, `x.to(device=d)`, `x.to(x.device)`: a move, not a cast."""
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value in ("device", "non_blocking", "copy"):
+                continue
+            return False
+        spelled = cst.helpers.get_full_name_for_node(arg.value) or _literal(arg.value) or ""
+        if not ("device" in spelled or "cuda" in spelled or "cpu" in spelled):
+            return False
+    return bool(call.args)
+
+
+def _literal(node: cst.BaseExpression) -> str | None:
+    return node.evaluated_value if isinstance(node, cst.SimpleString) else None  # type: ignore[return-value]
 
 
 def padding(target: cst.BaseExpression) -> bool:

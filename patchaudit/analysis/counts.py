@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
@@ -124,6 +125,13 @@ def count_of(
         inner, shown = through
         found = again(inner)
         return shown.format(found) if found is not None else None
+    view = _views.viewed(node, value_of, _fixed_size) if depth < 8 else None
+    if view is _views.FIXED:
+        return None  # `q.shape[1]` of `x.view(-1, 16, 128)`: heads
+    if view is not None:
+        found = again(view)
+        if found is not None:
+            return f"{found} (viewed as {_shown(_views.asked(node)[0])})"  # type: ignore[index]
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
         return _summed(node) or _aggregate(node, again, value_of)
     tallied = _tallied(node, resolves, value_of) if isinstance(node, cst.Call) else None
@@ -182,6 +190,15 @@ def count_of(
 
 # Offsets into a batch (`cu_seqlens_q`, `query_start_loc`): one more than the requests they bound.
 OFFSETS = re.compile(r"^cu_|start_loc|offsets$|indptr", re.IGNORECASE)
+
+
+def _fixed_size(node: cst.BaseExpression) -> bool:
+    """A size a view gives that the model fixes (`self.num_heads`, `head_dim`, `x.shape[-1]`)."""
+    spelled = cst.helpers.get_full_name_for_node(node) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    if spelled and FEATURE_NAME.search(last) and not COUNT_NAME.match(last):
+        return True
+    return isinstance(node, cst.Subscript) and _fixed_dim(node)
 
 
 def _of_offsets(node: cst.BaseExpression) -> bool:
@@ -395,24 +412,67 @@ def dim(shape: cst.BaseExpression, index: int) -> cst.Subscript:
     return cst.Subscript(value=shape, slice=[cst.SubscriptElement(slice=cst.Index(value=number))])
 
 
+def _sliced(value: cst.BaseExpression) -> tuple[cst.BaseExpression, int, int | None] | None:
+    """The shape a value holds, with the slice of it taken (`x.shape[-2:]`: (x.shape, -2, None);
+    `x.shape[:-1]`: (x.shape, 0, -1); `x.shape`: (x.shape, 0, None))."""
+    if isinstance(value, cst.NamedExpr):
+        return _sliced(value.value)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list"):
+        return _sliced(value.args[0].value) if len(value.args) == 1 else None
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+        part = value.slice[0].slice
+        whole = _dims(value.value)
+        if not (isinstance(part, cst.Slice) and part.step is None and whole is not None):
+            return None
+        lower, upper = _integer(part.lower), _integer(part.upper)
+        if (part.lower is not None and lower is None) or (part.upper is not None and upper is None):
+            return None
+        return whole, lower or 0, upper
+    whole = _dims(value)
+    return (whole, 0, None) if whole is not None else None
+
+
+def _integer(node: cst.BaseExpression | None) -> int | None:
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _integer(node.expression)
+        return -inner if inner is not None else None
+    return None
+
+
 def unpacked(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
     """The names a tuple target binds and what each holds: `n, _ = x.shape` binds n to `x.shape[0]`,
-    `a, b = p, q` binds a to p."""
+    `*_, n, d = x.shape` n to `x.shape[-2]`, `n, d = x.shape[-2:]` n to `x.shape[-2]`, `a, b = p, q`
+    binds a to p."""
     if not isinstance(target, cst.Tuple | cst.List):
         return []
-    names = [e.value for e in target.elements]
-    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+    elements = list(target.elements)
+    stars = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+    if isinstance(value, cst.Tuple | cst.List) and not stars and len(value.elements) == len(elements):
+        pairs = [(e.value, v.value) for e, v in zip(elements, value.elements, strict=True)]
+        return [(n.value, v) for n, v in pairs if isinstance(n, cst.Name)]
+    found = _sliced(value)
+    if found is None or len(stars) > 1:
         return []
-    if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == len(names):
-        pairs = [(n, e.value) for n, e in zip(names, value.elements, strict=True)]
-    else:
-        shape = _dims(value)
-        if shape is None:
-            return []
-        pairs = [(n, dim(shape, i)) for i, n in enumerate(names)]
-        if shape is value and len(names) >= 2:
-            pairs[-1] = (names[-1], dim(shape, -1))  # `T, D = x.shape`: D is the last dimension
-    return [(n.value, v) for n, v in pairs if isinstance(n, cst.Name)]
+    shape, lower, upper = found
+    if lower < 0 and upper is not None and upper >= 0:
+        return []
+    star = stars[0] if stars else len(elements)
+    out: list[tuple[str, cst.BaseExpression]] = []
+    for i, element in enumerate(elements):
+        if i == star or not isinstance(element.value, cst.Name):
+            continue
+        if i < star:
+            index = lower + i
+            if not stars and len(elements) >= 2 and i == len(elements) - 1 and lower == 0 and upper is None:
+                index = -1  # `T, D = x.shape`: D is the last dimension
+        else:
+            index = (upper if upper is not None else 0) - (len(elements) - i)
+            if upper is not None and upper > 0 and index < 0:
+                continue
+        out.append((element.value.value, dim(shape, index)))
+    return out
 
 
 def shape_compared(shape: cst.BaseExpression, literal: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:
