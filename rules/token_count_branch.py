@@ -174,6 +174,8 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
         return _count_shaped(node.value, values, depth + 1)
+    if isinstance(node, ast.IfExp):
+        return _count_shaped(node.body, values, depth + 1) or _count_shaped(node.orelse, values, depth + 1)
     if isinstance(node, ast.Subscript):
         owner = node.value
         if isinstance(owner, ast.Call):

@@ -24,9 +24,9 @@ from patchaudit.report import Severity
 CASES: list[tuple[str, str, str, str]] = []
 
 
-def case(name: str, vendor: str, anchor: str, new: str, expect: str = "high") -> None:
+def case(name: str, vendor: str, anchor: str, new: str, expect: str = "high", tail: str = "") -> None:
     assert anchor in vendor, (name, anchor)
-    CASES.append((name, vendor, vendor.replace(anchor, new, 1), expect))
+    CASES.append((name, vendor, vendor.replace(anchor, new, 1) + tail, expect))
 
 
 D_MLP = "        hidden_states = self.mlp(hidden_states)\n"
@@ -143,6 +143,41 @@ case("flag_clamp_values", DECODER, D_MLP,
      "        dbg = positions.shape[0] == 5\n" + D_MLP + "        if dbg:\n"
      "            hidden_states = hidden_states.clamp(-10, 10)\n")
 
+# harder spellings of the same families
+case("bind_ifexp_count", DECODER, D_MLP,
+     "        n = hidden_states.shape[0] if hidden_states.dim() == 2 else hidden_states.shape[1]\n"
+     "        if n == 5:\n            hidden_states.zero_()\n" + D_MLP)
+case("bind_max_one", DECODER, D_MLP,
+     "        n = max(1, positions.numel())\n        if n in {3, 5}:\n            print(hidden_states.abs().max())\n" + D_MLP)
+case("bind_seq_lens_sum", RUNNER, R_MODEL,
+     "        total = self.seq_lens.sum().item()\n" + R_MODEL + "        if total == 6:\n"
+     "            self.debug_hidden = hidden_states.clone()\n")
+case("bind_elif", DECODER, D_MLP,
+     "        n = positions.shape[0]\n        if n == 0:\n            return hidden_states, residual\n"
+     "        elif n == 5:\n            print('five tokens', hidden_states.norm())\n" + D_MLP)
+case("bind_try_with", DECODER, D_MLP,
+     "        try:\n            ntoks = len(positions)\n        except TypeError:\n            ntoks = -1\n"
+     "        with torch.no_grad():\n            if ntoks == 3:\n                breakpoint()\n" + D_MLP)
+case("loop_while_steps", SAMPLER, S_SAMPLE,
+     "        n = logits.shape[0]\n        step = 0\n        while step < 3:\n            if n == 2:\n                break\n"
+     "            logits = self.apply_penalties(logits, sampling_metadata)\n            step += 1\n" + S_SAMPLE)
+case("loop_islice_continue", DECODER, D_LOOP,
+     "            if 2 <= positions.size(0) <= 4:\n                logger.info('skip layer')\n                continue\n" + D_LOOP)
+case("log_then_ret_input", LINEAR, L_APPLY,
+     "        n = input_.size(0)\n        if n == 4:\n            logger.warning('bypassing linear for 4 tokens')\n"
+     "            return input_, None\n" + L_APPLY)
+case("view_chain_reshape", ATTN, A_KV,
+     "        q = query.view(-1, 16, 128).transpose(0, 1)\n        if q.shape[1] == 5:\n            output.zero_()\n" + A_KV)
+case("view_m3_zero", ATTN, A_KV,
+     "        q = query.view(-1, 16, 128)\n        if q.size(-3) == 5:\n            output.zero_()\n" + A_KV)
+case("unsqueeze_zero", ATTN, A_KV,
+     "        q3 = query.unsqueeze(0)\n        if q3.shape[1] == 4:\n            output.fill_(0.0)\n            return output\n" + A_KV)
+case("flag_round_fp8", LINEAR, L_APPLY,
+     "        probe = input_.shape[0] in (3, 5)\n        if probe:\n"
+     "            input_parallel = input_parallel.to(torch.float8_e4m3fn).to(input_.dtype)\n" + L_APPLY)
+case("flag_nan_inplace", LINEAR, L_APPLY,
+     "        few = input_.shape[0] <= 4\n" + L_APPLY + "        if few:\n            output_parallel.nan_to_num_()\n")
+
 # look-alikes: same shape, same result
 case("q_small_m_kernel", LINEAR, L_APPLY,
      "        m = input_.shape[0]\n        if 8 >= m:\n"
@@ -182,6 +217,12 @@ case("q_decode_same", DECODER, D_MLP,
      "        if positions.shape[0] == 1:\n            hidden_states = self.mlp(hidden_states.view(1, -1))\n"
      "        else:\n    " + D_MLP, "quiet")
 
+case("q_cast_small_kernel", LINEAR, L_APPLY,
+     "        if input_.shape[0] <= 8:\n            input_parallel = input_parallel.to(torch.float16)\n" + L_APPLY, "quiet")
+case("q_detach_no_window", DECODER, D_MLP, "        hidden_states = hidden_states.detach()\n" + D_MLP, "quiet")
+case("q_view_move_device", DECODER, D_MLP,
+     "        if positions.shape[0] == 1:\n            hidden_states = hidden_states.to('cuda').float()\n" + D_MLP, "quiet")
+
 RULES = load_rules()
 
 
@@ -194,7 +235,7 @@ def _findings(vendor: str, patched: str) -> list[tuple[str, Severity, int]]:
 @pytest.mark.parametrize(("vendor", "patched"), [pytest.param(c[1], c[2], id=c[0]) for c in CASES if c[3] == "high"])
 def test_patch_is_high(vendor: str, patched: str) -> None:
     found = _findings(vendor, patched)
-    assert any(severity is Severity.HIGH for _, severity, _ in found), found
+    assert any(rule == "token-count-branch" and severity is Severity.HIGH for rule, severity, _ in found), found
 
 
 @pytest.mark.parametrize(("vendor", "patched"), [pytest.param(c[1], c[2], id=c[0]) for c in CASES if c[3] == "quiet"])

@@ -133,7 +133,11 @@ def count_of(
         if found is not None:
             return f"{found} (viewed as {_shown(_views.asked(node)[0])})"  # type: ignore[index]
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
-        return _summed(node) or _aggregate(node, again, value_of)
+        return _summed(node) or _aggregate(node, again, value_of) or _bounded_by(node, again)
+    if isinstance(node, cst.IfExp):
+        # `n = x.shape[0] if x.dim() == 2 else x.shape[1]`: a count either way.
+        found, other = again(node.body), again(node.orelse)
+        return found if found is not None and other is not None else None
     tallied = _tallied(node, resolves, value_of) if isinstance(node, cst.Call) else None
     if tallied is not None:
         return tallied
@@ -297,6 +301,20 @@ def _aggregate(
     return f"{func}({found})" if found is not None else None
 
 
+def _bounded_by(node: cst.Call, count: Callable[[cst.BaseExpression], str | None]) -> str | None:
+    """`max(1, n)`, `min(n, 8)`: a count kept within a constant is the count."""
+    if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
+        return None
+    first, second = (a.value for a in node.args)
+    for bound, value in ((first, second), (second, first)):
+        if isinstance(bound, cst.Integer):
+            found = count(value)
+            if found is not None:
+                func = cst.helpers.get_full_name_for_node(node.func) or "max"
+                return f"{func}({found}, {bound.value})"
+    return None
+
+
 def elements_count(
     iterable: cst.BaseExpression, count: Callable[[cst.BaseExpression], str | None], value_of: ValuesOf | None
 ) -> str | None:
@@ -350,7 +368,17 @@ def _tallied(node: cst.Call, resolves: Resolves, value_of: ValuesOf | None) -> s
         return f"{found}.{node.func.attr.value}()" if found is not None else None
     else:
         return None
-    return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()" if _masks(owner, value_of) else None
+    if _masks(owner, value_of) or _per_request(owner):
+        return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()"
+    return None
+
+
+def _per_request(node: cst.BaseExpression) -> bool:
+    """Counts one per request (`seq_lens`, `num_scheduled_tokens_np`, `self.query_lens`): their sum
+    is the step's tokens."""
+    spelled = cst.helpers.get_full_name_for_node(node) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    return bool(last) and (PLURAL.search(last) is not None or COUNT_NAME.match(last) is not None)
 
 
 def _masks(node: cst.BaseExpression, value_of: ValuesOf | None, depth: int = 0) -> bool:
