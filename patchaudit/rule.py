@@ -738,6 +738,10 @@ class Rule(cst.BatchableCSTVisitor):
         analysis.changes.conditional_assign)."""
         return _changes.conditional_assign(node, self.resolves_to)
 
+    def function_facts(self) -> _changes.Function:
+        """What the enclosing function takes, returns, assigns and declares global (see analysis.changes)."""
+        return self._function_facts()
+
     def _function_facts(self) -> _changes.Function:
         """What the enclosing function takes, returns and assigns (once per function)."""
         scope, analysis = tuple(self.context.scope), self.context.analysis

@@ -478,12 +478,20 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     visitor = _SideEffects(rule, returns)
     body.visit(visitor)
     found = visitor.found
+    if returns and found is not None and _logs(found):
+        # `logger.info("capturing"); self.captured = x`: the change after the log line decides.
+        found = next((e for e in visitor.seen if not _logs(e)), found)
     if found is None and returns:
         change = rule.data_change(body, rule.alone, rule.other)
         found = change.shown() if change is not None else None
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
     return None if not returns and found is not None and ".warning" in found else found
+
+
+def _logs(effect: str) -> bool:
+    """A log line (`logger.info()`, `logging.warning`)."""
+    return effect.startswith("logging.") or ("log" in effect.lower() and effect.endswith("()") and "." in effect)
 
 
 def _exits(block: cst.BaseSuite | None) -> bool:
@@ -533,6 +541,11 @@ class _SideEffects(cst.CSTVisitor):
         self.rule = rule
         self.returns = returns
         self.found: str | None = None
+        self.seen: list[str] = []  # every effect, in order (a log line first, a change of state after)
+
+    def _note(self, name: str) -> None:
+        self.seen.append(name)
+        self.found = self.found or name
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.rule.resolves_to(node, SIDE_EFFECT_CALLS)
@@ -552,42 +565,54 @@ class _SideEffects(cst.CSTVisitor):
         fills = self.rule.through_helper(node, _HELPER_FILLS) if name is None else []
         if any(not _pads(inner.callee) for _, inner, _ in fills):
             name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
-        if name and self.found is None:
-            self.found = name.removeprefix("builtins.")
+        if name:
+            self._note(name.removeprefix("builtins."))
 
     def visit_Global(self, node: cst.Global) -> None:
-        self.found = self.found or "global state"
+        self._note("global state")
 
     def visit_Raise(self, node: cst.Raise) -> None:
         # A check of the input raises what callers catch (`ValueError`); a trap stops the run.
         raised = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
         name = cst.helpers.get_full_name_for_node(raised) if raised is not None else None
         if name is None or name.rsplit(".", 1)[-1] not in _VALIDATION:
-            self.found = self.found or "raise"
+            self._note("raise")
 
     def visit_Return(self, node: cst.Return) -> None:
         # Data made up for this case (`return x * 0`, `return torch.zeros_like(x)`), not another
         # computation chosen for a shape (`return x.permute(1, 0)`).
         if self.returns and node.value is not None and made_up(node.value, self.rule.resolves_to):
-            self.found = self.found or "a return of made-up data"
+            self._note("a return of made-up data")
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Attribute | cst.Subscript):
-            self.found = self.found or "object state"
+            self._note("object state")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a function defined in the branch runs only when called
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.found = self.found or "enclosing state"
+        self._note("enclosing state")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             item = target.target
             if isinstance(item, cst.Subscript) and self.rule.resolves_to(item.value, "os.environ"):
-                self.found = self.found or "os.environ"
+                self._note("os.environ")
             if isinstance(item, cst.Attribute):
-                self.found = self.found or "object state"  # `self.captured = x`
+                self._note("object state")  # `self.captured = x`
+            elif self._module_state(item):
+                self._note("global state")  # `_LAST = x` under `global _LAST`, `_DEBUG["q"] = q`
+
+    def _module_state(self, item: cst.BaseExpression) -> bool:
+        """A store that outlives the call: to a name the function declares global, or into a
+        collection of the module (`_DEBUG["q"] = q`: no local, no parameter)."""
+        if isinstance(item, cst.Name):
+            return item.value in self.rule.function_facts().shared
+        if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name)):
+            return False
+        owner = item.value
+        return not (self.rule.values_of(owner) or self.rule.is_parameter(owner) or owner.value == "self")
 
 
 class TokenCountBranch(Rule):

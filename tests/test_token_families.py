@@ -108,6 +108,21 @@ case("ret_fallback", LINEAR, L_APPLY,
 case("ret_sampler_greedy", SAMPLER, S_SAMPLE,
      "        if logits.shape[0] == 2:\n            print('forcing greedy')\n"
      "            return SamplerOutput(sampled_token_ids=logits.argmax(-1, keepdim=True))\n" + S_SAMPLE)
+# logs first, then changes state, in a window that reaches 0 or 1
+case("few_log_then_self_state", DECODER, D_MLP,
+     "        if positions.shape[0] <= 4:\n            logger.info('capturing small step')\n"
+     "            self.captured = hidden_states.detach().cpu()\n" + D_MLP)
+case("few_log_then_global", DECODER, D_MLP,
+     "        global _LAST_SMALL\n        n = positions.numel()\n        if n < 3:\n"
+     "            logger.debug('small step %d', n)\n            _LAST_SMALL = hidden_states\n" + D_MLP)
+case("few_log_then_module_dict", ATTN, A_KV,
+     "        if num_actual_tokens <= 3:\n            logger.info('stash q')\n"
+     "            _DEBUG['q'] = query.detach().cpu()\n" + A_KV)
+case("few_log_then_counter", SAMPLER, S_SAMPLE,
+     "        if logits.shape[0] < 4:\n            logger.warning('tiny batch')\n            self.tiny_batches += 1\n"
+     + S_SAMPLE)
+case("few_log_then_slice_zero", DECODER, D_MLP,
+     "        if positions.shape[0] <= 2:\n            logger.info('zero first rows')\n            hidden_states[:2] = 0\n" + D_MLP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)

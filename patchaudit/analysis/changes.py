@@ -75,6 +75,7 @@ class Function:
     assignments: Mapping[str, int] = field(default_factory=dict)  # how often it assigns each name
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
+    shared: frozenset[str] = frozenset()  # names it declares `global` or `nonlocal`: stores outlive the call
 
 
 def function_facts(
@@ -100,6 +101,7 @@ def function_facts(
         assignments=dict(names),
         forward=forward,
         samples=_samples(node, usual),
+        shared=frozenset(n for g in ast.walk(node) if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
     )
 
 
