@@ -131,7 +131,7 @@ def count_of(
     if view is not None:
         found = again(view)
         if found is not None:
-            return f"{found} (viewed as {_shown(_views.asked(node)[0])})"  # type: ignore[index]
+            return f"{found} (reshaped)"
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
         return _summed(node) or _aggregate(node, again, value_of) or _bounded_by(node, again)
     if isinstance(node, cst.IfExp):

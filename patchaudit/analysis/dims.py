@@ -33,26 +33,30 @@ def _integer(node: cst.BaseExpression | None) -> int | None:
     return None
 
 
-def asked(node: cst.BaseExpression) -> tuple[cst.Name, int] | None:
-    """(the tensor, the index) a count reads: `q.shape[i]`, `q.size(i)`, `q.size()[i]`, `len(q)`."""
+def asked(node: cst.BaseExpression) -> tuple[cst.Name | cst.Call, int] | None:
+    """(the tensor, the index) a count reads: `q.shape[i]`, `q.size(i)`, `q.size()[i]`, `len(q)`;
+    the tensor a local or a call (`x.view(-1, d).shape[0]`)."""
     if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
         index = _integer(node.slice[0].slice.value)
         owner = node.value
         if isinstance(owner, cst.Call) and not owner.args and isinstance(owner.func, cst.Attribute):
             owner = owner.func if owner.func.attr.value == "size" else owner
         if isinstance(owner, cst.Attribute) and owner.attr.value in ("shape", "size"):
-            return (owner.value, index) if isinstance(owner.value, cst.Name) and index is not None else None
+            return (owner.value, index) if isinstance(owner.value, _OWNERS) and index is not None else None
         return None
     if not isinstance(node, cst.Call):
         return None
     func = node.func
     if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(node.args) == 1:
         index = _integer(node.args[0].value)
-        return (func.value, index) if isinstance(func.value, cst.Name) and index is not None else None
+        return (func.value, index) if isinstance(func.value, _OWNERS) and index is not None else None
     if isinstance(func, cst.Name) and func.value == "len" and len(node.args) == 1:
         owner = node.args[0].value
-        return (owner, 0) if isinstance(owner, cst.Name) else None
+        return (owner, 0) if isinstance(owner, _OWNERS) else None
     return None
+
+
+_OWNERS = (cst.Name, cst.Call)
 
 
 def _shape_of(base: cst.BaseExpression, index: int) -> cst.Subscript:
@@ -123,7 +127,7 @@ def viewed(
     if found is None or values_of is None:
         return None
     owner, index = found
-    values = values_of(owner)
+    values = values_of(owner) if isinstance(owner, cst.Name) else [owner]
     if not values or not isinstance(values[-1], cst.Call):
         return None
     where = _through(values[-1], index)
@@ -131,7 +135,7 @@ def viewed(
         return None
     if isinstance(where, tuple):
         base, j = where
-        if isinstance(base, cst.Name) and base.value == owner.value and j == index:
+        if isinstance(base, cst.Name) and base.deep_equals(owner) and j == index:
             return None  # `x = x.contiguous()`: the same dimension of the same name
         return _shape_of(base, j)
     literal = _integer(where)
