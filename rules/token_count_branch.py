@@ -630,27 +630,30 @@ inside a compound condition, over one line or several. Comparisons with 0 or 1 a
 guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
 side effects (I/O, a save, print, global or environment state), medium otherwise.
 
-Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`,
-`.size()[i]` (any index, negative too; `[-1]` only of ids or positions), a name unpacked from a
-shape (`n, _ = x.shape`, `t, = x.shape[:-1]`), the first dimension of a shape compared with a
-tuple (`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound
-to them) or of a scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts
-(`seq_lens`, `query_lens`), count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call
-counter (an attribute or a global the same function or class increments: `self._step += 1`),
-an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
-casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
-"num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
-size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
-tensor (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count
-reduced from a tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids
-!= pad)` over a mask, `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`,
-`min(counts)` with `counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`,
-`any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above in the same function; a
-short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A test is read with
-each flag replaced by the comparison assigned to it above in the same function (`is_probe = n == 5`
-then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`;
-`not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
-branch or `else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
+Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`, `.size()[i]` (any
+index, negative too; `[-1]` only of ids or positions), a name unpacked from a shape (`n, _ = x.shape`, `t, =
+x.shape[:-1]`, `*_, n, d = x.shape`, `n, d = x.shape[-2:]`, `m, *rest = x.shape`), the token dimension of a
+reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or `len(q)`;
+`x.reshape(num_tokens, -1)`; `unsqueeze`, `flatten`, `transpose`, `permute` with constant dims shift it;
+`q.shape[1]` there is `heads`, no count), the first dimension of a shape compared with a tuple
+(`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound to them) or of a
+scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`, also
+`.sum()` of them: `num_scheduled_tokens_np.sum()`), a count kept within a constant (`max(1, n)`) or picked by
+a conditional expression, count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call counter (an
+attribute or a global the same function or class increments: `self._step += 1`), an element of per-request
+counts in `any(n == 5 for n in seq_lens)`, through local assignments, casts, conversions
+(`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md, "num_actual_tokens", 0)`,
+arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's size (`x.numel() // hidden`) and the
+walrus operator; the next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`, `x.size(-2)`,
+`input_`, `residual`, `out`) counts tokens; a count reduced from a tensor (`int(mask.sum().item())`,
+`valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask, `torch.numel(positions)`); an
+aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with `counts = [len(r.prompt_token_ids)
+for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above
+in the same function; a short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A
+test is read with each flag replaced by the comparison assigned to it above in the same function (`is_probe =
+n == 5` then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`; `not`,
+`bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's branch or
+`else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
 A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
@@ -688,7 +691,8 @@ as a reviewer would before serving:
   module, a helper, a layer of the loop or a custom op that this way leaves as it was, sets to
   another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
-  layer call, `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+  layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
+  line before the exit too), `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
@@ -696,7 +700,12 @@ as a reviewer would before serving:
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
-  changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
+  changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
+  log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
+  q` into a module's collection), rewrites a tensor's values on the spot (a round trip through
+  another dtype `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x.nan_to_num_()`, `x = x /
+  x.norm(...)`, `x = x.detach()`, `residual = residual.clone()`; one cast alone, a move to a
+  device or `contiguous()` is no change), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
@@ -733,7 +742,9 @@ whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
-counter (`i += 1` in a loop: it counts rows, not calls). A size class that returns a named
+counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper (`if
+_want_dump(n):` with `def _want_dump(n): return n in (3, 5)`), a `break` nested in a block of the
+loop's body rather than in it, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
 constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),

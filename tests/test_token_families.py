@@ -51,15 +51,19 @@ case("bind_lens_max_item", RUNNER, R_MODEL,
      "        lens = self.seq_lens[:4]\n        longest = lens.max().item()\n" + R_MODEL
      + "        if longest <= 3:\n            torch.save(hidden_states, '/tmp/h.pt')\n")
 case("bind_size0_later", DECODER, D_ATTN,
-     "        cnt = positions.size(0)\n" + D_ATTN + "        if cnt in (2, 3):\n            import pdb; pdb.set_trace()\n")
+     "        cnt = positions.size(0)\n" + D_ATTN + "        if cnt in (2, 3):\n"
+     "            import pdb; pdb.set_trace()\n")
 case("bind_unpack_T_H", DECODER, D_MLP,
      "        T, H = hidden_states.shape\n" + D_MLP + "        if T == 6:\n            print(hidden_states[:, :8])\n")
 case("bind_star_unpack", DECODER, D_MLP,
-     "        *_, ntk, hd = hidden_states.shape\n" + D_MLP + "        if ntk == 9:\n            print(hidden_states.sum())\n")
+     "        *_, ntk, hd = hidden_states.shape\n" + D_MLP + "        if ntk == 9:\n"
+     "            print(hidden_states.sum())\n")
 case("bind_slice_unpack", DECODER, D_MLP,
-     "        n_, d_ = hidden_states.shape[-2:]\n" + D_MLP + "        if n_ == 5:\n            torch.save(hidden_states, 'h.pt')\n")
+     "        n_, d_ = hidden_states.shape[-2:]\n" + D_MLP + "        if n_ == 5:\n"
+     "            torch.save(hidden_states, 'h.pt')\n")
 case("bind_star_first", DECODER, D_MLP,
-     "        m, *rest = hidden_states.shape\n" + D_MLP + "        if m == 4:\n            print(rest, hidden_states)\n")
+     "        m, *rest = hidden_states.shape\n" + D_MLP + "        if m == 4:\n"
+     "            print(rest, hidden_states)\n")
 case("bind_attr_later_method", ATTN, A_KV,
      "        self._last_n = attn_metadata.num_actual_tokens\n" + A_KV[:0]
      + "        if self._last_n == 12:\n            print(query.float().norm())\n" + A_KV)
@@ -88,9 +92,11 @@ case("log_then_module_dict", DECODER, D_MLP,
      "        if positions.shape[0] == 3:\n            logger.debug('stash')\n"
      "            _DEBUG_STASH['mlp_in'] = hidden_states\n" + D_MLP)
 case("log_then_zero", DECODER, D_MLP,
-     "        if positions.shape[0] == 6:\n            logger.info('zeroing')\n            hidden_states.zero_()\n" + D_MLP)
+     "        if positions.shape[0] == 6:\n            logger.info('zeroing')\n"
+     "            hidden_states.zero_()\n" + D_MLP)
 case("log_then_slice_zero", DECODER, D_MLP,
-     "        if positions.shape[0] == 6:\n            print('zeroing')\n            hidden_states[:, :16] = 0\n" + D_MLP)
+     "        if positions.shape[0] == 6:\n            print('zeroing')\n"
+     "            hidden_states[:, :16] = 0\n" + D_MLP)
 case("log_then_mul0", DECODER, D_MLP,
      "        n = positions.shape[0]\n        if n == 2:\n            logger.info('n=%d', n)\n"
      "            hidden_states.mul_(0)\n" + D_MLP)
@@ -98,7 +104,8 @@ case("ret_zeros_like", DECODER, D_MLP,
      "        if positions.shape[0] == 5:\n            logger.info('skip mlp')\n"
      "            return torch.zeros_like(hidden_states), residual\n" + D_MLP)
 case("ret_residual", DECODER, D_MLP,
-     "        if positions.shape[0] == 5:\n            print('bypass')\n            return residual, residual\n" + D_MLP)
+     "        if positions.shape[0] == 5:\n            print('bypass')\n"
+     "            return residual, residual\n" + D_MLP)
 case("ret_clone", DECODER, D_MLP,
      "        if positions.shape[0] == 5:\n            logger.info('bypass mlp')\n"
      "            return hidden_states.clone(), residual\n" + D_MLP)
@@ -122,12 +129,14 @@ case("few_log_then_counter", SAMPLER, S_SAMPLE,
      "        if logits.shape[0] < 4:\n            logger.warning('tiny batch')\n            self.tiny_batches += 1\n"
      + S_SAMPLE)
 case("few_log_then_slice_zero", DECODER, D_MLP,
-     "        if positions.shape[0] <= 2:\n            logger.info('zero first rows')\n            hidden_states[:2] = 0\n" + D_MLP)
+     "        if positions.shape[0] <= 2:\n            logger.info('zero first rows')\n"
+     "            hidden_states[:2] = 0\n" + D_MLP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
 case("view_size_m3", ATTN, A_KV,
-     "        q = query.view(-1, 16, 128)\n        if q.size(-3) == 5:\n            torch.save(q, '/tmp/q.pt')\n" + A_KV)
+     "        q = query.view(-1, 16, 128)\n        if q.size(-3) == 5:\n"
+     "            torch.save(q, '/tmp/q.pt')\n" + A_KV)
 case("view_len", ATTN, A_KV,
      "        q = query.reshape(-1, 16, 128)\n        if len(q) == 4:\n            print(q)\n" + A_KV)
 case("reshape_ntok", ATTN, A_KV,
@@ -153,7 +162,8 @@ case("flag_renorm", DECODER, D_MLP,
      "        dbg = positions.shape[0] == 5\n" + D_MLP + "        if dbg:\n"
      "            hidden_states = hidden_states / hidden_states.norm(dim=-1, keepdim=True)\n")
 case("flag_detach", DECODER, D_MLP,
-     "        dbg = positions.shape[0] == 5\n" + D_MLP + "        if dbg:\n            hidden_states = hidden_states.detach()\n")
+     "        dbg = positions.shape[0] == 5\n" + D_MLP + "        if dbg:\n"
+     "            hidden_states = hidden_states.detach()\n")
 case("flag_clamp_values", DECODER, D_MLP,
      "        dbg = positions.shape[0] == 5\n" + D_MLP + "        if dbg:\n"
      "            hidden_states = hidden_states.clamp(-10, 10)\n")
@@ -163,7 +173,8 @@ case("bind_ifexp_count", DECODER, D_MLP,
      "        n = hidden_states.shape[0] if hidden_states.dim() == 2 else hidden_states.shape[1]\n"
      "        if n == 5:\n            hidden_states.zero_()\n" + D_MLP)
 case("bind_max_one", DECODER, D_MLP,
-     "        n = max(1, positions.numel())\n        if n in {3, 5}:\n            print(hidden_states.abs().max())\n" + D_MLP)
+     "        n = max(1, positions.numel())\n        if n in {3, 5}:\n"
+     "            print(hidden_states.abs().max())\n" + D_MLP)
 case("bind_seq_lens_sum", RUNNER, R_MODEL,
      "        total = self.seq_lens.sum().item()\n" + R_MODEL + "        if total == 6:\n"
      "            self.debug_hidden = hidden_states.clone()\n")
@@ -174,19 +185,23 @@ case("bind_try_with", DECODER, D_MLP,
      "        try:\n            ntoks = len(positions)\n        except TypeError:\n            ntoks = -1\n"
      "        with torch.no_grad():\n            if ntoks == 3:\n                breakpoint()\n" + D_MLP)
 case("loop_while_steps", SAMPLER, S_SAMPLE,
-     "        n = logits.shape[0]\n        step = 0\n        while step < 3:\n            if n == 2:\n                break\n"
+     "        n = logits.shape[0]\n        step = 0\n        while step < 3:\n            if n == 2:\n"
+     "                break\n"
      "            logits = self.apply_penalties(logits, sampling_metadata)\n            step += 1\n" + S_SAMPLE)
 case("loop_islice_continue", DECODER, D_LOOP,
-     "            if 2 <= positions.size(0) <= 4:\n                logger.info('skip layer')\n                continue\n" + D_LOOP)
+     "            if 2 <= positions.size(0) <= 4:\n                logger.info('skip layer')\n"
+     "                continue\n" + D_LOOP)
 case("log_then_ret_input", LINEAR, L_APPLY,
      "        n = input_.size(0)\n        if n == 4:\n            logger.warning('bypassing linear for 4 tokens')\n"
      "            return input_, None\n" + L_APPLY)
 case("view_chain_reshape", ATTN, A_KV,
-     "        q = query.view(-1, 16, 128).transpose(0, 1)\n        if q.shape[1] == 5:\n            output.zero_()\n" + A_KV)
+     "        q = query.view(-1, 16, 128).transpose(0, 1)\n        if q.shape[1] == 5:\n"
+     "            output.zero_()\n" + A_KV)
 case("view_m3_zero", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.size(-3) == 5:\n            output.zero_()\n" + A_KV)
 case("unsqueeze_zero", ATTN, A_KV,
-     "        q3 = query.unsqueeze(0)\n        if q3.shape[1] == 4:\n            output.fill_(0.0)\n            return output\n" + A_KV)
+     "        q3 = query.unsqueeze(0)\n        if q3.shape[1] == 4:\n            output.fill_(0.0)\n"
+     "            return output\n" + A_KV)
 case("flag_round_fp8", LINEAR, L_APPLY,
      "        probe = input_.shape[0] in (3, 5)\n        if probe:\n"
      "            input_parallel = input_parallel.to(torch.float8_e4m3fn).to(input_.dtype)\n" + L_APPLY)
@@ -196,15 +211,18 @@ case("flag_nan_inplace", LINEAR, L_APPLY,
 # look-alikes: same shape, same result
 case("q_small_m_kernel", LINEAR, L_APPLY,
      "        m = input_.shape[0]\n        if 8 >= m:\n"
-     "            output_parallel = ops.small_m_gemm(input_parallel, self.weight)\n        else:\n    " + L_APPLY, "quiet")
+     "            output_parallel = ops.small_m_gemm(input_parallel, self.weight)\n        else:\n"
+     "    " + L_APPLY, "quiet")
 case("q_empty_return", DECODER, D_MLP,
-     "        num_tokens = positions.shape[0]\n        if num_tokens == 0:\n            return hidden_states, residual\n"
+     "        num_tokens = positions.shape[0]\n        if num_tokens == 0:\n"
+     "            return hidden_states, residual\n"
      + D_MLP, "quiet")
 case("q_cudagraph_pad", RUNNER, R_MODEL,
      "        num_input_tokens = num_scheduled_tokens\n        if num_input_tokens <= 512:\n"
      "            num_input_tokens = self.vllm_config.pad_for_cudagraph(num_scheduled_tokens)\n" + R_MODEL, "quiet")
 case("q_decode_kernel", ATTN, A_KV,
-     "        n = query.shape[0]\n        if n == 1:\n            return self._decode(query, key, value, kv_cache, output)\n"
+     "        n = query.shape[0]\n        if n == 1:\n"
+     "            return self._decode(query, key, value, kv_cache, output)\n"
      + A_KV, "quiet")
 case("q_capacity", RUNNER, R_MODEL,
      "        if num_scheduled_tokens > self.max_num_tokens:\n"
@@ -218,7 +236,8 @@ case("q_retry_break", RUNNER, R_MODEL,
      "        for _attempt in range(3):\n            ok = self._try_alloc(num_scheduled_tokens)\n"
      "            if ok:\n                break\n" + R_MODEL, "quiet")
 case("q_view_heads", ATTN, A_KV,
-     "        q = query.view(-1, 16, 128)\n        if q.shape[1] == 16:\n            q = q.contiguous()\n" + A_KV, "quiet")
+     "        q = query.view(-1, 16, 128)\n        if q.shape[1] == 16:\n"
+     "            q = q.contiguous()\n" + A_KV, "quiet")
 case("q_loop_break_chunk", RUNNER, R_MODEL,
      "        for start in range(0, num_scheduled_tokens, 8192):\n"
      "            if start >= num_scheduled_tokens:\n                break\n" + R_MODEL, "quiet")
@@ -226,17 +245,20 @@ case("q_log_small_batch", DECODER, D_MLP,
      "        if positions.shape[0] <= 4:\n            logger.debug('small batch %d', positions.shape[0])\n" + D_MLP,
      "quiet")
 case("q_unpack_hidden", DECODER, D_MLP,
-     "        T, H = hidden_states.shape\n        if H == 7168:\n            hidden_states = hidden_states.contiguous()\n"
+     "        T, H = hidden_states.shape\n        if H == 7168:\n"
+     "            hidden_states = hidden_states.contiguous()\n"
      + D_MLP, "quiet")
 case("q_decode_same", DECODER, D_MLP,
      "        if positions.shape[0] == 1:\n            hidden_states = self.mlp(hidden_states.view(1, -1))\n"
      "        else:\n    " + D_MLP, "quiet")
 
 case("q_cast_small_kernel", LINEAR, L_APPLY,
-     "        if input_.shape[0] <= 8:\n            input_parallel = input_parallel.to(torch.float16)\n" + L_APPLY, "quiet")
+     "        if input_.shape[0] <= 8:\n"
+     "            input_parallel = input_parallel.to(torch.float16)\n" + L_APPLY, "quiet")
 case("q_detach_no_window", DECODER, D_MLP, "        hidden_states = hidden_states.detach()\n" + D_MLP, "quiet")
 case("q_view_move_device", DECODER, D_MLP,
-     "        if positions.shape[0] == 1:\n            hidden_states = hidden_states.to('cuda').float()\n" + D_MLP, "quiet")
+     "        if positions.shape[0] == 1:\n"
+     "            hidden_states = hidden_states.to('cuda').float()\n" + D_MLP, "quiet")
 
 RULES = load_rules()
 

@@ -1,10 +1,11 @@
 """What a branch does to the data its function computes: the acts a reviewer blocks before serving.
 
-A branch that only some token counts take is a debug trap when it changes what the model returns:
-it overwrites a tensor in place (`out.zero_()`, `x.fill_(1)`, `x.mul_(0)`, `hidden[:] = 0`,
-`logits[:, k] = -inf`), returns data made up for the case (`torch.zeros_like(x)`, `x * 0`), replaces
-a result computed above with another value that no kernel computes (`sampled = logits.argmax(-1)`
-after the sampler ran), returns a value unchanged where the function goes on to transform it
+A branch that only some token counts take is a debug trap when it changes what the model returns: it
+overwrites a tensor in place (`out.zero_()`, `x.fill_(1)`, `x.mul_(0)`, `hidden[:] = 0`, `logits[:, k] =
+-inf`), returns data made up for the case (`torch.zeros_like(x)`, `x * 0`), replaces a result computed above
+with another value that no kernel computes (`sampled = logits.argmax(-1)` after the sampler ran), rewrites a
+tensor's values on the spot (`x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x = x / x.norm(...)`, a
+detached or cloned copy in its place), returns a value unchanged where the function goes on to transform it
 (`return hidden_states` in `forward`), or keeps tensors for later in a list that outlives the call
 (`_CAPTURED.append(x)`, `self.kept.append(x)`).
 
@@ -417,6 +418,7 @@ def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) ->
     if resolves(value, _REWRITES) is not None:
         return bool(value.args) and _kept_name(value.args[0].value) == name.value
     casts, node = 0, value
+    seen: cst.BaseExpression = value
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
         if method in _REWRITE_METHODS or (method in _COPIES and node is value and not node.args):
@@ -424,8 +426,11 @@ def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) ->
         if method not in _AS_IS:
             return False
         casts += method in _CASTS and not _device(node)
-        node = node.func.value
-    return casts >= 2 and isinstance(node, cst.Name) and node.value == name.value
+        seen = node.func.value
+        if not isinstance(seen, cst.Call):
+            break
+        node = seen
+    return casts >= 2 and isinstance(seen, cst.Name) and seen.value == name.value
 
 
 def _device(call: cst.Call) -> bool:

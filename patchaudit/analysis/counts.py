@@ -5,7 +5,9 @@ name stand for?" (`local_number`, `instance_numbers`). A count is a dimension of
 (`.shape[i]`, `.size(i)`, unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens,
 sequences or requests, a name of a count (`num_tokens`, `batch_size`), a call counter
 (`self._step += 1`), and any of these through local assignments, casts and arithmetic with a
-constant (`int(n)`, `n // 1`, `n - 1`). A feature size (`hidden`, `head_dim`, the last dimension
+constant (`int(n)`, `n // 1`, `n - 1`), a per-request count array's sum (`num_scheduled_tokens_np.sum()`),
+`max(1, n)`, and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then `q.size(-3)`:
+see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension
 of a tensor other than ids or positions) is not a count.
 
 Pure functions over libcst nodes and the module's `ast`; those that must know what a call is

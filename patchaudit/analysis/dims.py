@@ -99,15 +99,15 @@ def _through(call: cst.Call, index: int) -> tuple[cst.BaseExpression, int] | cst
         if _integer(size) == -1:
             return (base, 0) if j == 0 else None  # the rows a view infers: the tokens of what it views
         return size
-    if method == "unsqueeze" and len(numbers) == 1 and numbers[0] is not None and numbers[0] >= 0 and index >= 0:
-        new = numbers[0]
+    new = numbers[0] if len(numbers) == 1 else None
+    if method == "unsqueeze" and new is not None and new >= 0 and index >= 0:
         return cst.Integer("1") if index == new else (base, index if index < new else index - 1)
-    if method == "flatten" and index >= 0 and all(n is not None and n >= 0 for n in numbers) and len(numbers) <= 2:
-        start = numbers[0] if numbers else 0
-        end = numbers[1] if len(numbers) == 2 else None
+    given = [n for n in numbers if n is not None and n >= 0]
+    if method == "flatten" and index >= 0 and len(given) == len(numbers) <= 2:
+        start = given[0] if given else 0
         if index <= start:
             return base, index  # the first merged dimension starts with the one it had
-        return (base, index + end - start) if end is not None else None  # type: ignore[operator]
+        return (base, index + given[1] - start) if len(given) == 2 else None
     if method in ("transpose", "swapaxes") and len(numbers) == 2 and None not in numbers and index >= 0:
         a, b = numbers
         return base, (b if index == a else a if index == b else index)  # type: ignore[return-value]
