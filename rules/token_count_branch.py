@@ -524,6 +524,15 @@ def _leaves(block: cst.BaseSuite) -> bool:
     return False
 
 
+def _returns_value(block: cst.BaseSuite) -> bool:
+    """A block that ends in `return <value>`."""
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else block
+    if not isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+        return False
+    leave = last.body[-1]
+    return isinstance(leave, cst.Return) and leave.value is not None
+
+
 def _exit_branch(node: cst.If) -> bool | None:
     """Which outcome of the test leaves the block early (True: `if n != 5: return`; False:
     `if n == 5: pass / else: return`), else None."""
@@ -1290,7 +1299,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.other: cst.CSTNode | None = None  # the way the test does not take (its work may be skipped)
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
-        self._loops: set[int] = set()  # the bodies of loops (a `break` there skips every later pass)
+        self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
+        self._after: dict[int, cst.IndentedBlock] = {}  # an `if` that returns -> the rest of its block
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
@@ -1493,8 +1503,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
+        # `if n == 5: return self.fallback(x)`: what the rest of the block computes is the other way.
+        after = self._after.get(id(where)) if orelse is None else None
         candidates = [
-            (self._window(test), body, _way(orelse)),
+            (self._window(test), body, after if after is not None else _way(orelse)),
             (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
         ]
         found = []
@@ -1637,15 +1649,21 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
+            if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_value(stmt.body):
+                self._after[id(stmt)] = node.with_changes(body=node.body[index + 1 :])
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
             exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[attr-defined]
-            if id(node) in self._loops and isinstance(_exit_of(exit_block), cst.Break):
+            if self._loops and isinstance(_exit_of(exit_block), cst.Break):
                 # `if n <= 4: break` in a loop over layers: every later pass is skipped, the
-                # statements above the test too.
-                rest = node.with_changes(body=[*node.body[:index], *node.body[index + 1 :]])
+                # statements above the test too (the whole body, where the test sits deeper).
+                loop = self._loops[-1]
+                if loop is node:
+                    rest = node.with_changes(body=[*node.body[:index], *node.body[index + 1 :]])
+                elif isinstance(loop, cst.IndentedBlock):
+                    rest = loop
             if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
@@ -1721,11 +1739,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self._report(node, cst.Raise(), *window)
 
     def visit_While(self, node: cst.While) -> None:
-        self._loops.add(id(node.body))
+        self._loops.append(node.body)
         self._check(node.test, node.body, node)
 
+    def leave_While(self, original_node: cst.While) -> None:
+        self._loops.pop()
+
     def visit_For(self, node: cst.For) -> None:
-        self._loops.add(id(node.body))
+        self._loops.append(node.body)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._loops.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""
