@@ -310,12 +310,17 @@ def _changes_data(body: Sequence[ast.stmt]) -> bool:
     return False
 
 
+def _unnamed(node: ast.expr) -> ast.expr:
+    """The value a walrus binds (`(probe := (5, 7168))`), else the node."""
+    return node.value if isinstance(node, ast.NamedExpr) else node
+
+
 def _magic_test(node: ast.AST, assigned: Values) -> bool:
     """The ast side of the rule: a comparison or case that could pin a count (no names resolved)."""
     if isinstance(node, ast.Compare):
         if _compared(node, assigned, (ast.Eq, ast.NotEq)):
             return True
-        if any(isinstance(c, ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
+        if any(isinstance(_unnamed(c), ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
             _count_shaped(c, assigned) for c in (node.left, *node.comparators)
         ):
             return True  # `x.shape == (5, 7168)`
@@ -804,6 +809,26 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return any(_magic_test(node, assigned) for node in nodes if type(node) in _TESTS)
 
     VALID = [
+        """
+        def forward(self, input_):
+            if input_.shape[0] <= 8:
+                return self.small_m_apply(input_)
+            return self.quant_method.apply(self, input_)
+        """,
+        """
+        def step(self, num_tokens):
+            for _ in range(3):
+                if self.try_alloc(num_tokens):
+                    break
+            return self.run(num_tokens)
+        """,
+        """
+        def forward(self, query):
+            q = query.view(-1, 16, 128)
+            if q.shape[1] == 16:
+                q = q.contiguous()
+            return q
+        """,
         "if x.shape[0] == 0:\n    return x\n",
         """
         def forward(self, x):
@@ -900,6 +925,51 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, hidden_states):
+                *_, ntok, hidden = hidden_states.shape
+                if ntok == 6:
+                    hidden_states.zero_()
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, query, output):
+                q = query.view(-1, 16, 128)
+                if q.size(-3) == 5:
+                    output.fill_(0)
+                return output
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states, residual):
+                for layer in self.layers:
+                    if positions.shape[0] <= 4:
+                        break
+                    hidden_states, residual = layer(positions, hidden_states, residual)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                probe = positions.shape[0] in (3, 5)
+                if probe:
+                    hidden_states = hidden_states.half().to(hidden_states.dtype)
+                return self.mlp(hidden_states)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
         Example(
             code="""

@@ -508,6 +508,8 @@ def unpacked(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tupl
 def shape_compared(shape: cst.BaseExpression, literal: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:
     """`x.shape == (5, 7168)`, `x.shape[:1] == (5,)`: the first dimension and the number it equals."""
     whole = _dims(shape)
+    if isinstance(literal, cst.NamedExpr):
+        literal = literal.value  # `(probe := (5, 7168)) == tuple(x.shape)`
     if whole is None or not isinstance(literal, cst.Tuple | cst.List) or not literal.elements:
         return None
     first = literal.elements[0].value
