@@ -134,10 +134,12 @@ case("few_log_then_slice_zero", DECODER, D_MLP,
 case("ret_fallback_silent", LINEAR, L_APPLY,
      "        if input_.shape[0] == 3:\n            return self.fallback(input_), None\n" + L_APPLY)
 case("ret_other_kernel_window", DECODER, D_MLP,
-     "        if 3 <= positions.shape[0] < 6:\n            return self.post_attention_layernorm(hidden_states), residual\n"
+     "        if 3 <= positions.shape[0] < 6:\n"
+     "            return self.post_attention_layernorm(hidden_states), residual\n"
      + D_MLP)
 case("loop_break_nested", DECODER, D_LOOP,
-     "            with torch.no_grad():\n                if positions.shape[0] <= 4:\n                    break\n" + D_LOOP)
+     "            with torch.no_grad():\n                if positions.shape[0] <= 4:\n"
+     "                    break\n" + D_LOOP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
@@ -268,9 +270,11 @@ case("q_view_move_device", DECODER, D_MLP,
      "            hidden_states = hidden_states.to('cuda').float()\n" + D_MLP, "quiet")
 
 case("q_small_m_return_kernel", LINEAR, L_APPLY,
-     "        if input_.shape[0] <= 8:\n            return self.small_m_apply(input_parallel), None\n" + L_APPLY, "quiet")
+     "        if input_.shape[0] <= 8:\n"
+     "            return self.small_m_apply(input_parallel), None\n" + L_APPLY, "quiet")
 case("q_decode_return_kernel", ATTN, A_KV,
-     "        if query.shape[0] == 1:\n            return self.decode_attention(query, kv_cache, output)\n" + A_KV, "quiet")
+     "        if query.shape[0] == 1:\n"
+     "            return self.decode_attention(query, kv_cache, output)\n" + A_KV, "quiet")
 case("q_break_nested_found", RUNNER, R_MODEL,
      "        for req in self.requests:\n            if req.done:\n                if num_scheduled_tokens > 0:\n"
      "                    break\n            self.pending = req\n" + R_MODEL, "quiet")
