@@ -140,6 +140,19 @@ case("ret_other_kernel_window", DECODER, D_MLP,
 case("loop_break_nested", DECODER, D_LOOP,
      "            with torch.no_grad():\n                if positions.shape[0] <= 4:\n"
      "                    break\n" + D_LOOP)
+case("flag_half_exact", DECODER, D_MLP,
+     "        if positions.shape[0] == 7:\n            hidden_states = hidden_states.half()\n" + D_MLP)
+case("flag_renorm_eps", DECODER, D_MLP,
+     "        probe = 2 < positions.numel() < 6\n" + D_MLP + "        if probe:\n"
+     "            hidden_states = hidden_states / (hidden_states.norm(dim=-1, keepdim=True) + 1e-6)\n")
+case("flag_rsqrt", DECODER, D_MLP,
+     "        if positions.shape[0] <= 3:\n"
+     "            hidden_states = hidden_states * torch.rsqrt(hidden_states.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
+     + D_MLP)
+case("loop_layers_ifexp_cut", DECODER,
+     "        for layer in self.layers[self.start_layer:self.end_layer]:\n",
+     "        n = positions.shape[0]\n        layers = self.layers[:2] if n <= 4 else self.layers\n"
+     "        for layer in layers:\n")
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
@@ -278,6 +291,11 @@ case("q_decode_return_kernel", ATTN, A_KV,
 case("q_break_nested_found", RUNNER, R_MODEL,
      "        for req in self.requests:\n            if req.done:\n                if num_scheduled_tokens > 0:\n"
      "                    break\n            self.pending = req\n" + R_MODEL, "quiet")
+
+case("q_clone_small_batch", DECODER, D_MLP,
+     "        if positions.shape[0] <= 4:\n            residual = residual.clone()\n" + D_MLP, "quiet")
+case("q_trim_to_count", ATTN, A_KV,
+     "        q = query[:num_actual_tokens] if num_actual_tokens < 8 else query\n" + A_KV, "quiet")
 
 RULES = load_rules()
 

@@ -50,6 +50,7 @@ class Change(StrEnum):
     CAPTURE = "keeps tensors in a list that outlives the call"
     OMITTED = "skips the work the other path does"
     REWRITE = "rewrites a tensor's values on the spot"
+    CAST = "replaces a tensor with a cast or a copy of it"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -296,6 +297,8 @@ class _Changes(cst.CSTVisitor):
                 self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
             elif isinstance(item, cst.Name) and _rewritten(item, node.value, self.resolves):
                 self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
+            elif isinstance(item, cst.Name) and _casts(node.value) == item.value:
+                self._add(Change.CAST, node)  # `x = x.half()`, `residual = residual.clone()`: for an exact few counts
             if isinstance(item, cst.Subscript) and padding(item):
                 continue  # `out[n:] = 0`: the padding past the batch, not its data
             if isinstance(item, cst.Subscript) and self._fills(node.value):
@@ -396,23 +399,28 @@ _REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm"})
 # Casts to another precision: two of them in a row are a round trip (`x.half().to(x.dtype)`).
 _CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type"})
 # A copy that stands for the tensor (`residual = residual.clone()`): the caller's buffer is let go.
+# Weighed with the casts: a change for an exact few counts, not for a small-batch path.
 _COPIES = frozenset({"clone", "detach"})
 _NORMS = frozenset({"norm", "abs", "max", "amax", "std", "sum"})
 
 
+_SCALED_BY = re.compile(r"\.(?:norm|abs|amax|max|std|sum|mean)\(|rsqrt\(|\bnorm\(")
+
+
 def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> bool:
     """`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`,
-    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x.detach()`, `x = x.clone()`: the name given its
-    own values changed on the spot, by no kernel."""
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide):
-        divisor = value.right
+    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x * torch.rsqrt(...)`: the name given its own
+    values changed on the spot, by no kernel."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide | cst.Multiply):
+        # `x / x.norm(dim=-1, keepdim=True)`, `(x - x.mean(-1)) / (x.std(-1) + eps)`: re-normalised.
+        scale = value.right
+        spelled = cst.Module([]).code_for_node(scale)
         return (
-            _kept_name(value.left) == name.value
-            and isinstance(divisor, cst.Call)
-            and isinstance(divisor.func, cst.Attribute)
-            and divisor.func.attr.value in _NORMS
-            and name.value in _names(divisor)
-        )  # `x / x.norm(dim=-1, keepdim=True)`: re-normalised
+            name.value in _names(value.left)
+            and name.value in _names(scale)
+            and _SCALED_BY.search(spelled) is not None
+            and not calls_kernel(scale, resolves, lambda n: True)
+        )
     if not isinstance(value, cst.Call):
         return False
     if resolves(value, _REWRITES) is not None:
@@ -421,7 +429,7 @@ def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) ->
     seen: cst.BaseExpression = value
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
-        if method in _REWRITE_METHODS or (method in _COPIES and node is value and not node.args):
+        if method in _REWRITE_METHODS:
             return _kept_name(node.func.value) == name.value
         if method not in _AS_IS:
             return False
@@ -431,6 +439,17 @@ def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) ->
             break
         node = seen
     return casts >= 2 and isinstance(seen, cst.Name) and seen.value == name.value
+
+
+def _casts(value: cst.BaseExpression) -> str | None:
+    """The name `value` casts to another precision or copies as it is (`x.half()`, `x.to(torch.float16)`,
+    `x.float().contiguous()`, `x.clone()`, `x.detach()`), else None; a move to a device is neither."""
+    casts = 0
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
+        method = value.func.attr.value
+        casts += method in _COPIES or (method in _CASTS and not _device(value))
+        value = value.func.value
+    return value.value if casts and isinstance(value, cst.Name) else None
 
 
 def _device(call: cst.Call) -> bool:
@@ -533,6 +552,17 @@ def conditional_assign(
     return None
 
 
+def _cut_of(value: cst.BaseExpression, whole: cst.BaseExpression) -> bool:
+    """`x[:2]`, `self.layers[1:3]` of `x`, `self.layers`: a slice with fixed bounds of the other value."""
+    if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and value.value.deep_equals(whole)):
+        return False
+    part = value.slice[0].slice
+    if not isinstance(part, cst.Slice):
+        return False
+    bounds = [b for b in (part.lower, part.upper) if b is not None]
+    return bool(bounds) and all(isinstance(b, cst.Integer | cst.UnaryOperation) for b in bounds)
+
+
 def data_change(
     body: cst.CSTNode,
     resolves: Resolves,
@@ -550,7 +580,10 @@ def data_change(
     out (see analysis.omits).
     """
     if isinstance(body, cst.BaseExpression):
-        return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
+        if made_up(body, resolves):
+            return Found(Change.MADE_UP, body)
+        # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
+        return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
     visitor = _Changes(resolves, value_of, function, alone)
     visitor.short = _short(body)
     body.visit(visitor)
