@@ -1370,7 +1370,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
-        self._after: dict[int, cst.IndentedBlock] = {}  # an `if` that returns -> the rest of its block
+        self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
@@ -1574,9 +1574,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         # `if n == 5: return self.fallback(x)`: what the rest of the block computes is the other way.
-        after = self._after.get(id(where)) if orelse is None else None
+        window = self._window(test)
+        block, index = self._after.get(id(where), (None, 0)) if orelse is None and window else (None, 0)
+        after = block.with_changes(body=block.body[index + 1 :]) if block is not None else None
         candidates = [
-            (self._window(test), body, after if after is not None else _way(orelse)),
+            (window, body, after if after is not None else _way(orelse)),
             (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
         ]
         found = []
@@ -1722,7 +1724,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
             if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_value(stmt.body):
-                self._after[id(stmt)] = node.with_changes(body=node.body[index + 1 :])
+                self._after[id(stmt)] = (node, index)
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
                 continue
