@@ -153,6 +153,8 @@ case("loop_layers_ifexp_cut", DECODER,
      "        for layer in self.layers[self.start_layer:self.end_layer]:\n",
      "        n = positions.shape[0]\n        layers = self.layers[:2] if n <= 4 else self.layers\n"
      "        for layer in layers:\n")
+case("loop_return_early", DECODER, D_LOOP,
+     "            if positions.shape[0] <= 4:\n                return hidden_states\n" + D_LOOP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
