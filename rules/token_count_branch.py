@@ -17,6 +17,7 @@ from patchaudit.rule import (
     FileContext,
     Rule,
     Severity,
+    Statement,
     element_count,
     literal_string,
     made_up,
@@ -195,6 +196,17 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             return any(_count_shaped(a, values, depth + 1) for a in node.args)  # `max(n, 1) == 1`
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
+
+
+def _asks_helper(node: ast.If | ast.IfExp) -> bool:
+    """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`: a test that is a call, not of a
+    builtin, given a count."""
+    test = node.test.operand if isinstance(node.test, ast.UnaryOp) else node.test
+    if not (isinstance(test, ast.Call) and test.args):
+        return False
+    if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
+        return False
+    return any(_count_shaped(a, {}) for a in test.args)
 
 
 def _count_name(name: str) -> bool:
@@ -802,6 +814,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if isinstance(value, frozenset):
             return any(v >= 2 for v in value)
         return type(value) is int and value >= 2
+
+    @classmethod
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
+        # statement names a helper of the module the filters match).
+        if alias and any(_asks_helper(node) for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)):
+            return True
+        return super().keeps(statement, alias)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:

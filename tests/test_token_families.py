@@ -31,6 +31,8 @@ def case(name: str, vendor: str, anchor: str, new: str, expect: str = "high", ta
 
 D_MLP = "        hidden_states = self.mlp(hidden_states)\n"
 D_ATTN = "        hidden_states = self.self_attn(positions=positions, hidden_states=hidden_states)\n"
+D_FWD = "    def forward(self, positions, hidden_states, residual):\n"
+D_PROBE = "    def _skip_probe(self, n):\n        return n != 5\n\n"
 D_LOOP = "            hidden_states, residual = layer(positions, hidden_states, residual)\n"
 A_KV = "        key_cache, value_cache"
 L_APPLY = "        output_parallel = self.quant_method.apply(self, input_parallel, bias=bias_)\n"
@@ -155,6 +157,11 @@ case("loop_layers_ifexp_cut", DECODER,
      "        for layer in layers:\n")
 case("loop_return_early", DECODER, D_LOOP,
      "            if positions.shape[0] <= 4:\n                return hidden_states\n" + D_LOOP)
+case("helper_predicate", DECODER, D_MLP,
+     "        if _want_dump(positions.shape[0]):\n            hidden_states.zero_()\n" + D_MLP,
+     tail="\n\ndef _want_dump(n):\n    return n in (3, 5)\n")
+case("helper_predicate_method", DECODER.replace(D_FWD, D_PROBE + D_FWD), D_MLP,
+     "        if not self._skip_probe(positions.numel()):\n            print(hidden_states)\n" + D_MLP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
@@ -298,6 +305,14 @@ case("q_clone_small_batch", DECODER, D_MLP,
      "        if positions.shape[0] <= 4:\n            residual = residual.clone()\n" + D_MLP, "quiet")
 case("q_trim_to_count", ATTN, A_KV,
      "        q = query[:num_actual_tokens] if num_actual_tokens < 8 else query\n" + A_KV, "quiet")
+
+case("q_helper_small_kernel", LINEAR, L_APPLY,
+     "        if _use_small_m(input_.shape[0]):\n"
+     "            output_parallel = ops.small_m_gemm(input_parallel, self.weight)\n        else:\n    " + L_APPLY,
+     "quiet", tail="\n\ndef _use_small_m(m):\n    return m <= 8\n")
+case("q_helper_decode", ATTN, A_KV,
+     "        if _is_decode(query.shape[0]):\n            query = query.contiguous()\n" + A_KV,
+     "quiet", tail="\n\ndef _is_decode(n):\n    return n == 1\n")
 
 RULES = load_rules()
 
