@@ -676,10 +676,12 @@ walrus operator; the next-to-last dimension of a token-major tensor (`hidden_sta
 aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with `counts = [len(r.prompt_token_ids)
 for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above
 in the same function; a short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A
-test is read with each flag replaced by the comparison assigned to it above in the same function (`is_probe =
-n == 5` then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`; `not`,
-`bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's branch or
-`else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
+test is read with each call of a short predicate helper of the module replaced by what it returns (`if
+_want_dump(n):` with `def _want_dump(k): return k in (3, 5)`, `self._probe(n)`), and each flag replaced by the
+comparison assigned to it above in the same function (`is_probe = n == 5` then `if is_probe:`; `hit = n <= 4
+and ...` then `if hit and step > 3:`; `self._probe = ...`; `not`, `bool(...)`, a walrus and a flag of a flag
+too; a flag set to `True` or `False` in a window's branch or `else:` stands for the window: `probe = False` /
+`if n == 5: probe = True` / `if probe:`).
 A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default
@@ -768,9 +770,8 @@ whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
-counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper (`if
-_want_dump(n):` with `def _want_dump(n): return n in (3, 5)`), a `break` nested in a block of the
-loop's body rather than in it, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
+counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper of more than 3
+statements, an `elif` that leaves a loop, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
 constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
