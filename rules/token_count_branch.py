@@ -720,7 +720,8 @@ as a reviewer would before serving:
   another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
-  line before the exit too), `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+  line before the exit too), a branch that logs or prints and then returns another computation
+  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
@@ -737,8 +738,9 @@ as a reviewer would before serving:
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
-  a test whose branch returns its own result (`if n > 4 or ...: return self.fallback(x)`: the
-  rest is the other way, not work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
+  a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
+  return self.fallback(x)`, `if n == 3: return self.fallback(x)`: the rest is the other way, not
+  work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
   `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
@@ -1594,10 +1596,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
-        # `if n == 5: return self.fallback(x)`: what the rest of the block computes is the other way.
         window = self._window(test)
-        block, index = self._after.get(id(where), (None, 0)) if orelse is None and window else (None, 0)
-        after = block.with_changes(body=block.body[index + 1 :]) if block is not None else None
+        after = self._rest_after(where, body) if orelse is None and window else None
         candidates = [
             (window, body, after if after is not None else _way(orelse)),
             (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
@@ -1620,6 +1620,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _rest_after(self, where: cst.CSTNode, body: cst.CSTNode) -> cst.IndentedBlock | None:
+        """What the rest of the block computes, as the way not taken by a branch that logs or
+        prints and then returns something else (`logger.info("bypass"); return self.fallback(x)`):
+        the log line tells a debug bypass from a kernel picked for a size."""
+        block, index = self._after.get(id(where), (None, 0))
+        if block is None:
+            return None
+        effects = _SideEffects(self)
+        body.visit(effects)
+        if not any(_logs(e) or e == "print" for e in effects.seen):
+            return None
+        return block.with_changes(body=block.body[index + 1 :])
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1670,8 +1683,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
+            window = self._window(test)
+            after = self._rest_after(where, body) if orelse is None and window else None
             for window, branch, alone, other in (
-                (self._window(test), body, orelse is None, _way(orelse)),
+                (window, body, orelse is None, after if after is not None else _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (
                     self._inverted(test),

@@ -133,12 +133,12 @@ case("few_log_then_counter", SAMPLER, S_SAMPLE,
 case("few_log_then_slice_zero", DECODER, D_MLP,
      "        if positions.shape[0] <= 2:\n            logger.info('zero first rows')\n"
      "            hidden_states[:2] = 0\n" + D_MLP)
-case("ret_fallback_silent", LINEAR, L_APPLY,
-     "        if input_.shape[0] == 3:\n            return self.fallback(input_), None\n" + L_APPLY)
-case("ret_other_kernel_window", DECODER, D_MLP,
-     "        if 3 <= positions.shape[0] < 6:\n"
-     "            return self.post_attention_layernorm(hidden_states), residual\n"
-     + D_MLP)
+case("few_log_then_fallback", LINEAR, L_APPLY,
+     "        if input_.shape[0] <= 4:\n            logger.info('bypass quant for a small step')\n"
+     "            return self.fallback(input_), None\n" + L_APPLY)
+case("few_print_then_other_norm", DECODER, D_MLP,
+     "        if positions.shape[0] < 3:\n            print('skip mlp')\n"
+     "            return self.post_attention_layernorm(hidden_states), residual\n" + D_MLP)
 case("loop_break_nested", DECODER, D_LOOP,
      "            with torch.no_grad():\n                if positions.shape[0] <= 4:\n"
      "                    break\n" + D_LOOP)
@@ -313,6 +313,11 @@ case("q_helper_small_kernel", LINEAR, L_APPLY,
 case("q_helper_decode", ATTN, A_KV,
      "        if _is_decode(query.shape[0]):\n            query = query.contiguous()\n" + A_KV,
      "quiet", tail="\n\ndef _is_decode(n):\n    return n == 1\n")
+
+case("q_ret_fallback_exact", LINEAR, L_APPLY,
+     "        if input_.shape[0] == 3:\n            return self.fallback(input_), None\n" + L_APPLY, "quiet")
+case("q_ret_pair_schedule", RUNNER, R_MODEL,
+     "        if num_scheduled_tokens == 2:\n            return self._pair_step(scheduler_output)\n" + R_MODEL, "quiet")
 
 RULES = load_rules()
 
