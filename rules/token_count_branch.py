@@ -721,7 +721,8 @@ as a reviewer would before serving:
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a branch that logs or prints and then returns another computation
-  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken),
+  `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
@@ -1683,10 +1684,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
-            window = self._window(test)
-            after = self._rest_after(where, body) if orelse is None and window else None
+            holds = self._window(test)
+            after = self._rest_after(where, body) if orelse is None and holds else None
             for window, branch, alone, other in (
-                (window, body, orelse is None, after if after is not None else _way(orelse)),
+                (holds, body, orelse is None, after if after is not None else _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (
                     self._inverted(test),
