@@ -25,6 +25,7 @@ from enum import StrEnum
 import libcst as cst
 
 from patchaudit.analysis.omits import calls_kernel, omitted
+from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -188,10 +189,6 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
 
 
-def _names(node: cst.CSTNode) -> set[str]:
-    return {name.value for name in nodes(node, (cst.Name,))}  # type: ignore[attr-defined]
-
-
 def _calls(node: cst.CSTNode) -> bool:
     """Whether `node` is or holds a call (libcst.matchers would answer too, at a third of a second's import)."""
     return bool(nodes(node, (cst.Call,)))
@@ -267,7 +264,7 @@ class _Changes(cst.CSTVisitor):
             given = node.args[0].value
             if (method == "mul_" and _constant(given, self.resolves)) or made_up(given, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x.mul_(0)`, `x.copy_(torch.zeros_like(x))`
-        elif method in _REWRITES_IN_PLACE:
+        elif method in REWRITES_IN_PLACE:
             self._add(Change.REWRITE, node)  # `x.nan_to_num_()`, `x.div_(x.norm())`
         elif method in _CAPTURES and node.args and self._outlives(func.value):
             self._add(Change.CAPTURE, node)
@@ -295,9 +292,9 @@ class _Changes(cst.CSTVisitor):
                 self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
             if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
-            elif isinstance(item, cst.Name) and _rewritten(item, node.value, self.resolves):
+            elif isinstance(item, cst.Name) and rewritten(item, node.value, self.resolves):
                 self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
-            elif isinstance(item, cst.Name) and _casts(node.value) == item.value:
+            elif isinstance(item, cst.Name) and cast_of(node.value) == item.value:
                 self._add(Change.CAST, node)  # `x = x.half()`, `residual = residual.clone()`: for an exact few counts
             if isinstance(item, cst.Subscript) and padding(item):
                 continue  # `out[n:] = 0`: the padding past the batch, not its data
@@ -317,14 +314,14 @@ class _Changes(cst.CSTVisitor):
         torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
         if not _computed(self.value_of(name)):
             return
-        kept = _kept_name(value)
+        kept = kept_name(value)
         if self.function.forward and kept is not None and kept != name.value and self._local(cst.Name(kept)):
             self._add(Change.OVERRIDE, node)  # `hidden_states = residual`: the layer's output dropped
         elif self.function.samples and _constant(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `sampled = 13` after the sampler ran, for a batch of one
         elif made_up(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
-        elif _calls(value) and name.value not in _names(value) and not self._kernel(value):
+        elif _calls(value) and name.value not in names_in(value) and not self._kernel(value):
             self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
 
     def _kernel(self, node: cst.CSTNode) -> bool:
@@ -361,7 +358,7 @@ class _Changes(cst.CSTVisitor):
         usual = self.function.usual
         if usual is None:
             return False
-        kept = _kept_name(value)
+        kept = kept_name(value)
         if kept is not None and kept != usual:
             return self._local(cst.Name(kept))  # the input or a local computed above, not a constant or a flag
         elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
@@ -376,97 +373,6 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
-
-
-# Methods that hand a tensor on as it is, in another dtype, device or layout.
-_AS_IS = frozenset(
-    {"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "view_as", "reshape", "type"}
-)
-
-
-def _kept_name(value: cst.BaseExpression) -> str | None:
-    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
-        value = value.func.value
-    return value.value if isinstance(value, cst.Name) else None
-
-
-# Calls that rewrite a tensor's values though no kernel computes them: what a debug session does to
-# the data for a few token counts (`x = torch.nan_to_num(x)`, `x = F.normalize(x)`).
-_REWRITES = ("torch.nan_to_num", "torch.nn.functional.normalize", "torch.round", "torch.detach")
-_REWRITES_IN_PLACE = frozenset({"nan_to_num_", "round_", "detach_", "renorm_"})
-_REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm"})
-# Casts to another precision: two of them in a row are a round trip (`x.half().to(x.dtype)`).
-_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type"})
-# A copy that stands for the tensor (`residual = residual.clone()`): the caller's buffer is let go.
-# Weighed with the casts: a change for an exact few counts, not for a small-batch path.
-_COPIES = frozenset({"clone", "detach"})
-_NORMS = frozenset({"norm", "abs", "max", "amax", "std", "sum"})
-
-
-_SCALED_BY = re.compile(r"\.(?:norm|abs|amax|max|std|sum|mean)\(|rsqrt\(|\bnorm\(")
-
-
-def _rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> bool:
-    """`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`,
-    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x * torch.rsqrt(...)`: the name given its own
-    values changed on the spot, by no kernel."""
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide | cst.Multiply):
-        # `x / x.norm(dim=-1, keepdim=True)`, `(x - x.mean(-1)) / (x.std(-1) + eps)`: re-normalised.
-        scale = value.right
-        spelled = cst.Module([]).code_for_node(scale)
-        return (
-            name.value in _names(value.left)
-            and name.value in _names(scale)
-            and _SCALED_BY.search(spelled) is not None
-            and not calls_kernel(scale, resolves, lambda n: True)
-        )
-    if not isinstance(value, cst.Call):
-        return False
-    if resolves(value, _REWRITES) is not None:
-        return bool(value.args) and _kept_name(value.args[0].value) == name.value
-    casts, node = 0, value
-    seen: cst.BaseExpression = value
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        method = node.func.attr.value
-        if method in _REWRITE_METHODS:
-            return _kept_name(node.func.value) == name.value
-        if method not in _AS_IS:
-            return False
-        casts += method in _CASTS and not _device(node)
-        seen = node.func.value
-        if not isinstance(seen, cst.Call):
-            break
-        node = seen
-    return casts >= 2 and isinstance(seen, cst.Name) and seen.value == name.value
-
-
-def _casts(value: cst.BaseExpression) -> str | None:
-    """The name `value` casts to another precision or copies as it is (`x.half()`, `x.to(torch.float16)`,
-    `x.float().contiguous()`, `x.clone()`, `x.detach()`), else None; a move to a device is neither."""
-    casts = 0
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
-        method = value.func.attr.value
-        casts += method in _COPIES or (method in _CASTS and not _device(value))
-        value = value.func.value
-    return value.value if casts and isinstance(value, cst.Name) else None
-
-
-def _device(call: cst.Call) -> bool:
-    """`x.to("cuda")`, `x.to(device=d)`, `x.to(x.device)`: a move, not a cast."""
-    for arg in call.args:
-        if arg.keyword is not None:
-            if arg.keyword.value in ("device", "non_blocking", "copy"):
-                continue
-            return False
-        spelled = cst.helpers.get_full_name_for_node(arg.value) or _literal(arg.value) or ""
-        if not ("device" in spelled or "cuda" in spelled or "cpu" in spelled):
-            return False
-    return bool(call.args)
-
-
-def _literal(node: cst.BaseExpression) -> str | None:
-    return node.evaluated_value if isinstance(node, cst.SimpleString) else None  # type: ignore[return-value]
 
 
 def padding(target: cst.BaseExpression) -> bool:
