@@ -69,6 +69,9 @@ case("bind_star_first", DECODER, D_MLP,
 case("bind_attr_later_method", ATTN, A_KV,
      "        self._last_n = attn_metadata.num_actual_tokens\n" + A_KV[:0]
      + "        if self._last_n == 12:\n            print(query.float().norm())\n" + A_KV)
+case("bind_offsets_end", ATTN, A_KV,
+     "        total = int(attn_metadata.query_start_loc[-1].item())\n        if total in (4, 6):\n"
+     "            output.zero_()\n" + A_KV)
 # (2) a loop over layers left early for a few tokens
 case("loop_break_layers", DECODER, D_LOOP,
      "            if hidden_states.shape[0] <= 4:\n                break\n" + D_LOOP)
@@ -318,6 +321,9 @@ case("q_ret_fallback_exact", LINEAR, L_APPLY,
      "        if input_.shape[0] == 3:\n            return self.fallback(input_), None\n" + L_APPLY, "quiet")
 case("q_ret_pair_schedule", RUNNER, R_MODEL,
      "        if num_scheduled_tokens == 2:\n            return self._pair_step(scheduler_output)\n" + R_MODEL, "quiet")
+
+case("q_offsets_one_request", ATTN, A_KV,
+     "        if attn_metadata.query_start_loc.numel() == 2:\n            query = query.contiguous()\n" + A_KV, "quiet")
 
 RULES = load_rules()
 

@@ -127,6 +127,9 @@ def count_of(
         inner, shown = through
         found = again(inner)
         return shown.format(found) if found is not None else None
+    total = _offsets_end(node)
+    if total is not None:
+        return total
     view = _views.viewed(node, value_of, _fixed_size) if depth < 8 else None
     if view is _views.FIXED:
         return None  # `q.shape[1]` of `x.view(-1, 16, 128)`: heads
@@ -218,6 +221,19 @@ def _of_offsets(node: cst.BaseExpression) -> bool:
         owner = node.value.value if node.value.attr.value == "shape" else None
     spelled = cst.helpers.get_full_name_for_node(owner) if owner is not None else None
     return spelled is not None and OFFSETS.search(spelled.rsplit(".", 1)[-1]) is not None
+
+
+def _offsets_end(node: cst.BaseExpression) -> str | None:
+    """`query_start_loc[-1]`, `cu_seqlens_q[num_reqs]`: the last offset into a batch is its tokens."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    index = node.slice[0].slice.value
+    last = isinstance(index, cst.UnaryOperation) and isinstance(index.expression, cst.Integer)
+    last = last and index.expression.value == "1"  # type: ignore[attr-defined]
+    spelled = cst.helpers.get_full_name_for_node(node.value) or ""
+    if not (last or (isinstance(index, cst.Name) and COUNT_NAME.match(index.value))):
+        return None
+    return f"{spelled}[-1]" if spelled and OFFSETS.search(spelled.rsplit(".", 1)[-1]) else None
 
 
 def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpression, str] | None:
