@@ -664,24 +664,24 @@ reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or
 `q.shape[1]` there is `heads`, no count), the first dimension of a shape compared with a tuple
 (`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound to them) or of a
 scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`, also
-`.sum()` of them: `num_scheduled_tokens_np.sum()`), a count kept within a constant (`max(1, n)`) or picked by
-a conditional expression, count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call counter (an
-attribute or a global the same function or class increments: `self._step += 1`), an element of per-request
-counts in `any(n == 5 for n in seq_lens)`, through local assignments, casts, conversions
-(`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md, "num_actual_tokens", 0)`,
-arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's size (`x.numel() // hidden`) and the
-walrus operator; the next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`, `x.size(-2)`,
-`input_`, `residual`, `out`) counts tokens; a count reduced from a tensor (`int(mask.sum().item())`,
-`valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask, `torch.numel(positions)`); an
-aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with `counts = [len(r.prompt_token_ids)
-for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above
-in the same function; a short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A
-test is read with each call of a short predicate helper of the module replaced by what it returns (`if
-_want_dump(n):` with `def _want_dump(k): return k in (3, 5)`, `self._probe(n)`), and each flag replaced by the
-comparison assigned to it above in the same function (`is_probe = n == 5` then `if is_probe:`; `hit = n <= 4
-and ...` then `if hit and step > 3:`; `self._probe = ...`; `not`, `bool(...)`, a walrus and a flag of a flag
-too; a flag set to `True` or `False` in a window's branch or `else:` stands for the window: `probe = False` /
-`if n == 5: probe = True` / `if probe:`).
+`.sum()` of them: `num_scheduled_tokens_np.sum()`), the last offset into a batch (`query_start_loc[-1]`), a
+count kept within a constant (`max(1, n)`) or picked by a conditional expression, count names (`num_tokens`,
+`num_decodes`, `max_query_len`, `bs`), a call counter (an attribute or a global the same function or class
+increments: `self._step += 1`), an element of per-request counts in `any(n == 5 for n in seq_lens)`, through
+local assignments, casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`),
+`getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
+size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major tensor
+(`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count reduced from a
+tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask,
+`torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with
+`counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in
+lens)`); `self._n` bound to a count above in the same function; a short helper of the module that returns one
+(`def _ntok(x): return x.shape[0]`). A test is read with each call of a short predicate helper of the module
+replaced by what it returns (`if _want_dump(n):` with `def _want_dump(k): return k in (3, 5)`,
+`self._probe(n)`), and each flag replaced by the comparison assigned to it above in the same function
+(`is_probe = n == 5` then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe =
+...`; `not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
+branch or `else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
 A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
 (`self.debug_len = 5` in `__init__`), or an environment variable's default

@@ -6,7 +6,7 @@ name stand for?" (`local_number`, `instance_numbers`). A count is a dimension of
 sequences or requests, a name of a count (`num_tokens`, `batch_size`), a call counter
 (`self._step += 1`), and any of these through local assignments, casts and arithmetic with a
 constant (`int(n)`, `n // 1`, `n - 1`), a per-request count array's sum (`num_scheduled_tokens_np.sum()`),
-`max(1, n)`, and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then `q.size(-3)`:
+`max(1, n)`, the last offset into a batch (`query_start_loc[-1]`), and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then `q.size(-3)`:
 see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension
 of a tensor other than ids or positions) is not a count.
 
