@@ -1,14 +1,14 @@
 """Token, batch and sequence counts: which values are counts, and which small sets a test pins them to.
 
-Rules ask two questions: "is this expression a count?" (`count_of`) and "what number does this
-name stand for?" (`local_number`, `instance_numbers`). A count is a dimension of a tensor
-(`.shape[i]`, `.size(i)`, unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens,
-sequences or requests, a name of a count (`num_tokens`, `batch_size`), a call counter
-(`self._step += 1`), and any of these through local assignments, casts and arithmetic with a
-constant (`int(n)`, `n // 1`, `n - 1`), a per-request count array's sum (`num_scheduled_tokens_np.sum()`),
-`max(1, n)`, the last offset into a batch (`query_start_loc[-1]`), and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then `q.size(-3)`:
-see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension
-of a tensor other than ids or positions) is not a count.
+Rules ask two questions: "is this expression a count?" (`count_of`) and "what number does this name stand
+for?" (`local_number`, `instance_numbers`). A count is a dimension of a tensor (`.shape[i]`, `.size(i)`,
+unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens, sequences or requests, a name of a
+count (`num_tokens`, `batch_size`), a call counter (`self._step += 1`), and any of these through local
+assignments, casts and arithmetic with a constant (`int(n)`, `n // 1`, `n - 1`), a per-request count
+array's sum (`num_scheduled_tokens_np.sum()`), `max(1, n)`, the last offset into a batch
+(`query_start_loc[-1]`), and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then
+`q.size(-3)`: see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension of a tensor
+other than ids or positions) is not a count.
 
 Pure functions over libcst nodes and the module's `ast`; those that must know what a call is
 take `resolves` and `value_of` as `analysis.values` does.
