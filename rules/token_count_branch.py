@@ -511,6 +511,14 @@ def _logs(effect: str) -> bool:
     return effect.startswith("logging.") or ("log" in effect.lower() and effect.endswith("()") and "." in effect)
 
 
+def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    return []
+
+
 def _exits(block: cst.BaseSuite | None) -> bool:
     """A block that only leaves (`return`, `return x`, `continue`, `break`), after a log line or a
     print at most (`logger.info("skipping"); break`)."""
@@ -568,6 +576,7 @@ class _SideEffects(cst.CSTVisitor):
         self.returns = returns
         self.found: str | None = None
         self.seen: list[str] = []  # every effect, in order (a log line first, a change of state after)
+        self.bound: set[str] = set()  # the names the branch binds itself (`padded = ...` above `padded[:n] = x`)
 
     def _note(self, name: str) -> None:
         self.seen.append(name)
@@ -629,6 +638,7 @@ class _SideEffects(cst.CSTVisitor):
                 self._note("object state")  # `self.captured = x`
             elif self._module_state(item):
                 self._note("global state")  # `_LAST = x` under `global _LAST`, `_DEBUG["q"] = q`
+            self.bound.update(n.value for n in _bound_names(item))
 
     def _module_state(self, item: cst.BaseExpression) -> bool:
         """A store that outlives the call: to a name the function declares global, or into a
@@ -638,7 +648,8 @@ class _SideEffects(cst.CSTVisitor):
         if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name)):
             return False
         owner = item.value
-        return not (self.rule.values_of(owner) or self.rule.is_parameter(owner) or owner.value == "self")
+        local = owner.value in self.bound or self.rule.values_of(owner) or self.rule.is_parameter(owner)
+        return not (local or owner.value == "self")
 
 
 class TokenCountBranch(Rule):

@@ -165,6 +165,12 @@ case("helper_predicate", DECODER, D_MLP,
      tail="\n\ndef _want_dump(n):\n    return n in (3, 5)\n")
 case("helper_predicate_method", DECODER.replace(D_FWD, D_PROBE + D_FWD), D_MLP,
      "        if not self._skip_probe(positions.numel()):\n            print(hidden_states)\n" + D_MLP)
+case("few_tuple_made_up", ATTN, A_KV,
+     "        cos, sin = query.chunk(2, dim=-1)\n        if num_actual_tokens < 6:\n"
+     "            cos, sin = torch.ones_like(cos), torch.zeros_like(sin)\n" + A_KV)
+case("few_force_column", DECODER, D_MLP,
+     "        logits = self.gate(hidden_states)\n        if hidden_states.shape[-2] <= 4:\n"
+     "            logits[:, 0] = logits.max() + 1.0\n" + D_MLP)
 # (4) the token dimension of a reshaped tensor
 case("view_shape0", ATTN, A_KV,
      "        q = query.view(-1, 16, 128)\n        if q.shape[0] == 5:\n            print(q[0])\n" + A_KV)
@@ -324,6 +330,13 @@ case("q_ret_pair_schedule", RUNNER, R_MODEL,
 
 case("q_offsets_one_request", ATTN, A_KV,
      "        if attn_metadata.query_start_loc.numel() == 2:\n            query = query.contiguous()\n" + A_KV, "quiet")
+
+case("q_small_batch_splits", ATTN, A_KV,
+     "        B = query.shape[0]\n        if B <= 4:\n            num_kv_splits = 1\n        else:\n"
+     "            num_kv_splits = _compute_num_kv_splits(attn_metadata.max_seq_len, self._sm_count)\n" + A_KV, "quiet")
+case("q_pad_buffer_small", ATTN, A_KV,
+     "        if num_actual_tokens < 8:\n            padded = torch.zeros(8, query.shape[1])\n"
+     "            padded[:num_actual_tokens] = query\n            query = padded\n" + A_KV, "quiet")
 
 RULES = load_rules()
 

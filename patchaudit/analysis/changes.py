@@ -209,6 +209,19 @@ def _empty_test(test: cst.BaseExpression) -> bool:
     )
 
 
+Pair = tuple[cst.BaseExpression, cst.BaseExpression]
+
+
+def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[Pair]:
+    """`a, b = x, y` as `a = x` and `b = y`; any other assignment as it is."""
+    if not (isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List)):
+        return [(target, value)]
+    elements = (*target.elements, *value.elements)
+    if len(target.elements) != len(value.elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return [(target, value)]
+    return [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+
+
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
     """A name a call computed so far (not only a literal, a default or a copy of another name); a
     slice of it after (`out = out[:num_tokens]`) keeps what the call computed."""
@@ -287,23 +300,37 @@ class _Changes(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            item = target.target
-            if isinstance(item, cst.Name) and _calls(node.value):
-                self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
-            if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
-                self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
-            elif isinstance(item, cst.Name) and rewritten(item, node.value, self.resolves):
-                self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
-            elif isinstance(item, cst.Name) and cast_of(node.value) == item.value:
-                self._add(Change.CAST, node)  # `x = x.half()`, `residual = residual.clone()`: for an exact few counts
-            if isinstance(item, cst.Subscript) and padding(item):
-                continue  # `out[n:] = 0`: the padding past the batch, not its data
-            if isinstance(item, cst.Subscript) and self._fills(node.value):
-                self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
-            elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
-                self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
-            elif isinstance(item, cst.Name) and self.alone and self.short:
-                self._override(item, node.value, node)
+            for item, value in _pairs(target.target, node.value):
+                self._assigned(item, value, node)
+
+    def _assigned(self, item: cst.BaseExpression, value: cst.BaseExpression, node: cst.Assign) -> None:
+        """One target given one value (`cos, sin = a, b` is two of them)."""
+        if isinstance(item, cst.Name) and _calls(value):
+            self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
+        if isinstance(item, cst.Name) and _blanked(value, self.resolves):
+            self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
+        elif isinstance(item, cst.Name) and rewritten(item, value, self.resolves):
+            self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
+        elif isinstance(item, cst.Name) and cast_of(value) == item.value:
+            self._add(Change.CAST, node)  # `x = x.half()`, `residual = residual.clone()`: for an exact few counts
+        if isinstance(item, cst.Subscript) and padding(item):
+            return  # `out[n:] = 0`: the padding past the batch, not its data
+        if isinstance(item, cst.Subscript) and self._fills(value):
+            self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
+        elif isinstance(item, cst.Subscript) and self._forced(item, value):
+            self._add(Change.REWRITE, node)  # `router_logits[:, 0] = router_logits.max() + 1.0`
+        elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(value):
+            self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
+        elif isinstance(item, cst.Name) and self.alone and self.short:
+            self._override(item, value, node)
+
+    def _forced(self, item: cst.Subscript, value: cst.BaseExpression) -> bool:
+        """Part of a tensor computed above overwritten, on the spot, with a value made from its own
+        (`logits[:, 0] = logits.max() + 1.0`); not a buffer filled from another tensor."""
+        owner = item.value
+        if not (isinstance(owner, cst.Name) and _computed(self.value_of(owner))):
+            return False
+        return owner.value in names_in(value) and not self._kernel(value)
 
     def _fills(self, value: cst.BaseExpression) -> bool:
         return _constant(value, self.resolves) or made_up(value, self.resolves)
