@@ -745,14 +745,18 @@ as a reviewer would before serving:
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
   q` into a module's collection), rewrites a tensor's values on the spot (a round trip through
   another dtype `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x.nan_to_num_()`, `x = x /
-  x.norm(...)`, `x = x.detach()`, `residual = residual.clone()`; one cast alone, a move to a
-  device or `contiguous()` is no change), or calls a
+  x.norm(...)`, `x = x * torch.rsqrt(...)`, part of it set from its own values `logits[:, 0] =
+  logits.max() + 1`; a tuple assignment counts pair by pair: `cos, sin = torch.ones_like(cos),
+  torch.zeros_like(sin)`), or, for an exact few counts only (`n == 5`, not `n <= 4`), replaces it
+  with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
+  residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
   return self.fallback(x)`, `if n == 3: return self.fallback(x)`: the rest is the other way, not
-  work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
+  work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`, a number picked for a
+  kernel's size: `if B <= 4: num_kv_splits = 1` / `else: num_kv_splits = _compute(...)`),
   `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
