@@ -534,12 +534,14 @@ class Rule(cst.BatchableCSTVisitor):
 
     def expanded(self, test: cst.BaseExpression, before: Sequence[cst.BaseStatement] = ()) -> cst.BaseExpression:
         """`test` with each flag it reads (`is_probe`, `self._hit`) replaced by the comparison
-        assigned to it above in the same function (see analysis.conditions); `before`: the
+        assigned to it above in the same function, and each call of a short predicate helper of
+        the module by what it returns (see analysis.conditions); `before`: the
         statements above it in a block not yet walked (their assignments count too)."""
         if not before:
-            return _conditions.expanded(test, self._flag_values)
+            return _conditions.expanded(test, self._flag_values, inline=self.inlined)
         local = _conditions.assigned_in(before)
-        return _conditions.expanded(test, lambda n: local.get(_conditions.key(n)) or self._flag_values(n))
+        flags = lambda n: local.get(_conditions.key(n)) or self._flag_values(n)  # noqa: E731
+        return _conditions.expanded(test, flags, inline=self.inlined)
 
     def _flag_values(self, node: cst.Name | cst.Attribute) -> Sequence[cst.BaseExpression]:
         return self.values_of(node) if isinstance(node, cst.Name) else self.attribute_values(node)
@@ -702,7 +704,7 @@ class Rule(cst.BatchableCSTVisitor):
         if found is None:
             return None
         helper, value = found
-        params = helper.params[1:] if helper.is_method else helper.params
+        params = helper.params  # without `self`: the call passes the rest
         given = {p: a.value for p, a in zip(params, node.args, strict=False) if a.keyword is None and not a.star}
         given |= {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         if id(value) not in self._returned:
@@ -737,6 +739,10 @@ class Rule(cst.BatchableCSTVisitor):
         """`s = a if test else s`, `s = torch.where(test, a, s)`: a branch spelled as a value (see
         analysis.changes.conditional_assign)."""
         return _changes.conditional_assign(node, self.resolves_to)
+
+    def function_facts(self) -> _changes.Function:
+        """What the enclosing function takes, returns, assigns and declares global (see analysis.changes)."""
+        return self._function_facts()
 
     def _function_facts(self) -> _changes.Function:
         """What the enclosing function takes, returns and assigns (once per function)."""

@@ -17,6 +17,7 @@ from patchaudit.rule import (
     FileContext,
     Rule,
     Severity,
+    Statement,
     element_count,
     literal_string,
     made_up,
@@ -174,6 +175,8 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return _count_shaped(node.left, values, depth + 1) or _count_shaped(node.right, values, depth + 1)
     if isinstance(node, ast.NamedExpr):
         return _count_shaped(node.value, values, depth + 1)
+    if isinstance(node, ast.IfExp):
+        return _count_shaped(node.body, values, depth + 1) or _count_shaped(node.orelse, values, depth + 1)
     if isinstance(node, ast.Subscript):
         owner = node.value
         if isinstance(owner, ast.Call):
@@ -193,6 +196,17 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             return any(_count_shaped(a, values, depth + 1) for a in node.args)  # `max(n, 1) == 1`
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
+
+
+def _asks_helper(node: ast.If | ast.IfExp) -> bool:
+    """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`: a test that is a call, not of a
+    builtin, given a count."""
+    test = node.test.operand if isinstance(node.test, ast.UnaryOp) else node.test
+    if not (isinstance(test, ast.Call) and test.args):
+        return False
+    if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
+        return False
+    return any(_count_shaped(a, {}) for a in test.args)
 
 
 def _count_name(name: str) -> bool:
@@ -308,12 +322,17 @@ def _changes_data(body: Sequence[ast.stmt]) -> bool:
     return False
 
 
+def _unnamed(node: ast.expr) -> ast.expr:
+    """The value a walrus binds (`(probe := (5, 7168))`), else the node."""
+    return node.value if isinstance(node, ast.NamedExpr) else node
+
+
 def _magic_test(node: ast.AST, assigned: Values) -> bool:
     """The ast side of the rule: a comparison or case that could pin a count (no names resolved)."""
     if isinstance(node, ast.Compare):
         if _compared(node, assigned, (ast.Eq, ast.NotEq)):
             return True
-        if any(isinstance(c, ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
+        if any(isinstance(_unnamed(c), ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
             _count_shaped(c, assigned) for c in (node.left, *node.comparators)
         ):
             return True  # `x.shape == (5, 7168)`
@@ -476,6 +495,9 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     visitor = _SideEffects(rule, returns)
     body.visit(visitor)
     found = visitor.found
+    if returns and found is not None and _logs(found):
+        # `logger.info("capturing"); self.captured = x`: the change after the log line decides.
+        found = next((e for e in visitor.seen if not _logs(e)), found)
     if found is None and returns:
         change = rule.data_change(body, rule.alone, rule.other)
         found = change.shown() if change is not None else None
@@ -484,12 +506,39 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     return None if not returns and found is not None and ".warning" in found else found
 
 
+def _logs(effect: str) -> bool:
+    """A log line (`logger.info()`, `logging.warning`)."""
+    return effect.startswith("logging.") or ("log" in effect.lower() and effect.endswith("()") and "." in effect)
+
+
+def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    return []
+
+
 def _exits(block: cst.BaseSuite | None) -> bool:
-    """A block that only leaves: `return`, `return x`, `continue`."""
-    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+    """A block that only leaves (`return`, `return x`, `continue`, `break`), after a log line or a
+    print at most (`logger.info("skipping"); break`)."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
         return False
-    line = block.body[0]
-    return isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], cst.Return | cst.Continue)
+    *before, line = block.body
+    if not (isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[-1], _EXITS)):
+        return False
+    if not all(isinstance(b, cst.SimpleStatementLine) for b in before):
+        return False
+    smalls = [s for b in before for s in b.body] + list(line.body[:-1])  # type: ignore[attr-defined]
+    return all(isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) for s in smalls)
+
+
+_EXITS = (cst.Return, cst.Continue, cst.Break)
+
+
+def _exit_of(block: cst.BaseSuite) -> cst.BaseSmallStatement:
+    """The statement an `_exits` block leaves by."""
+    return block.body[-1].body[-1]  # type: ignore[attr-defined,no-any-return]
 
 
 def _leaves(block: cst.BaseSuite) -> bool:
@@ -498,6 +547,15 @@ def _leaves(block: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
         return isinstance(last.body[-1], cst.Return | cst.Raise | cst.Continue | cst.Break)
     return False
+
+
+def _returns_value(block: cst.BaseSuite) -> bool:
+    """A block that ends in `return <value>`."""
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else block
+    if not isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+        return False
+    leave = last.body[-1]
+    return isinstance(leave, cst.Return) and leave.value is not None
 
 
 def _exit_branch(node: cst.If) -> bool | None:
@@ -517,6 +575,12 @@ class _SideEffects(cst.CSTVisitor):
         self.rule = rule
         self.returns = returns
         self.found: str | None = None
+        self.seen: list[str] = []  # every effect, in order (a log line first, a change of state after)
+        self.bound: set[str] = set()  # the names the branch binds itself (`padded = ...` above `padded[:n] = x`)
+
+    def _note(self, name: str) -> None:
+        self.seen.append(name)
+        self.found = self.found or name
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.rule.resolves_to(node, SIDE_EFFECT_CALLS)
@@ -536,42 +600,56 @@ class _SideEffects(cst.CSTVisitor):
         fills = self.rule.through_helper(node, _HELPER_FILLS) if name is None else []
         if any(not _pads(inner.callee) for _, inner, _ in fills):
             name = "made-up data"  # `_poison(out)`, a helper of the module that zeroes what it is given
-        if name and self.found is None:
-            self.found = name.removeprefix("builtins.")
+        if name:
+            self._note(name.removeprefix("builtins."))
 
     def visit_Global(self, node: cst.Global) -> None:
-        self.found = self.found or "global state"
+        self._note("global state")
 
     def visit_Raise(self, node: cst.Raise) -> None:
         # A check of the input raises what callers catch (`ValueError`); a trap stops the run.
         raised = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
         name = cst.helpers.get_full_name_for_node(raised) if raised is not None else None
         if name is None or name.rsplit(".", 1)[-1] not in _VALIDATION:
-            self.found = self.found or "raise"
+            self._note("raise")
 
     def visit_Return(self, node: cst.Return) -> None:
         # Data made up for this case (`return x * 0`, `return torch.zeros_like(x)`), not another
         # computation chosen for a shape (`return x.permute(1, 0)`).
         if self.returns and node.value is not None and made_up(node.value, self.rule.resolves_to):
-            self.found = self.found or "a return of made-up data"
+            self._note("a return of made-up data")
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Attribute | cst.Subscript):
-            self.found = self.found or "object state"
+            self._note("object state")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a function defined in the branch runs only when called
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.found = self.found or "enclosing state"
+        self._note("enclosing state")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             item = target.target
             if isinstance(item, cst.Subscript) and self.rule.resolves_to(item.value, "os.environ"):
-                self.found = self.found or "os.environ"
+                self._note("os.environ")
             if isinstance(item, cst.Attribute):
-                self.found = self.found or "object state"  # `self.captured = x`
+                self._note("object state")  # `self.captured = x`
+            elif self._module_state(item):
+                self._note("global state")  # `_LAST = x` under `global _LAST`, `_DEBUG["q"] = q`
+            self.bound.update(n.value for n in _bound_names(item))
+
+    def _module_state(self, item: cst.BaseExpression) -> bool:
+        """A store that outlives the call: to a name the function declares global, or into a
+        collection of the module (`_DEBUG["q"] = q`: no local, no parameter)."""
+        if isinstance(item, cst.Name):
+            return item.value in self.rule.function_facts().shared
+        if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name)):
+            return False
+        owner = item.value
+        local = owner.value in self.bound or self.rule.values_of(owner) or self.rule.is_parameter(owner)
+        return not (local or owner.value == "self")
 
 
 class TokenCountBranch(Rule):
@@ -589,26 +667,31 @@ inside a compound condition, over one line or several. Comparisons with 0 or 1 a
 guards (an empty batch, a squeeze) and are not flagged. The finding is high when the branch has
 side effects (I/O, a save, print, global or environment state), medium otherwise.
 
-Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`,
-`.size()[i]` (any index, negative too; `[-1]` only of ids or positions), a name unpacked from a
-shape (`n, _ = x.shape`, `t, = x.shape[:-1]`), the first dimension of a shape compared with a
-tuple (`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound
-to them) or of a scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts
-(`seq_lens`, `query_lens`), count names (`num_tokens`, `num_decodes`, `max_query_len`, `bs`), a call
-counter (an attribute or a global the same function or class increments: `self._step += 1`),
-an element of per-request counts in `any(n == 5 for n in seq_lens)`, through local assignments,
-casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`), `getattr(md,
-"num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
-size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major
-tensor (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count
-reduced from a tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids
-!= pad)` over a mask, `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`,
-`min(counts)` with `counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`,
-`any(...)`/`all(n == 5 for n in lens)`); `self._n` bound to a count above in the same function; a
-short helper of the module that returns one (`def _ntok(x): return x.shape[0]`). A test is read with
-each flag replaced by the comparison assigned to it above in the same function (`is_probe = n == 5`
-then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe = ...`;
-`not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
+Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`, `.size()[i]` (any
+index, negative too; `[-1]` only of ids or positions), a name unpacked from a shape (`n, _ = x.shape`, `t, =
+x.shape[:-1]`, `*_, n, d = x.shape`, `n, d = x.shape[-2:]`, `m, *rest = x.shape`), the token dimension of a
+reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or `len(q)`;
+`x.reshape(num_tokens, -1)`; `unsqueeze`, `flatten`, `transpose`, `permute` with constant dims shift it;
+`q.shape[1]` there is `heads`, no count), the first dimension of a shape compared with a tuple
+(`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound to them) or of a
+scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`, also
+`.sum()` of them: `num_scheduled_tokens_np.sum()`), the last offset into a batch (`query_start_loc[-1]`), a
+count kept within a constant (`max(1, n)`) or picked by a conditional expression, count names (`num_tokens`,
+`num_decodes`, `max_query_len`, `bs`), a call counter (an attribute or a global the same function or class
+increments: `self._step += 1`), an element of per-request counts in `any(n == 5 for n in seq_lens)`, through
+local assignments, casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`),
+`getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
+size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major tensor
+(`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count reduced from a
+tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask,
+`torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with
+`counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in
+lens)`); `self._n` bound to a count above in the same function; a short helper of the module that returns one
+(`def _ntok(x): return x.shape[0]`). A test is read with each call of a short predicate helper of the module
+replaced by what it returns (`if _want_dump(n):` with `def _want_dump(k): return k in (3, 5)`,
+`self._probe(n)`), and each flag replaced by the comparison assigned to it above in the same function
+(`is_probe = n == 5` then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe =
+...`; `not`, `bool(...)`, a walrus and a flag of a flag too; a flag set to `True` or `False` in a window's
 branch or `else:` stands for the window: `probe = False` / `if n == 5: probe = True` / `if probe:`).
 A bound is a
 literal, a module or class constant, a local or a `self.` attribute bound to one integer only
@@ -647,7 +730,10 @@ as a reviewer would before serving:
   module, a helper, a layer of the loop or a custom op that this way leaves as it was, sets to
   another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
-  layer call, `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
+  layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
+  line before the exit too), a branch that logs or prints and then returns another computation
+  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken),
+  `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
@@ -655,12 +741,22 @@ as a reviewer would before serving:
   data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
-  changes object or global state (a counter that triggers once: `self.calls += 1`), or calls a
+  changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
+  log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
+  q` into a module's collection), rewrites a tensor's values on the spot (a round trip through
+  another dtype `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x.nan_to_num_()`, `x = x /
+  x.norm(...)`, `x = x * torch.rsqrt(...)`, part of it set from its own values `logits[:, 0] =
+  logits.max() + 1`; a tuple assignment counts pair by pair: `cos, sin = torch.ones_like(cos),
+  torch.zeros_like(sin)`), or, for an exact few counts only (`n == 5`, not `n <= 4`), replaces it
+  with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
+  residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
-  a test whose branch returns its own result (`if n > 4 or ...: return self.fallback(x)`: the
-  rest is the other way, not work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`),
+  a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
+  return self.fallback(x)`, `if n == 3: return self.fallback(x)`: the rest is the other way, not
+  work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`, a number picked for a
+  kernel's size: `if B <= 4: num_kv_splits = 1` / `else: num_kv_splits = _compute(...)`),
   `if n <= 0: raise`, `if n < 4: out =
   self.gemv(out)` (a kernel chosen for small batches), `if x.shape[0] == 1: out =
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
@@ -692,7 +788,8 @@ whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
 (`hidden == 7168`, `head_dim in (64, 128, 256)`) or any dimension of a weight, cache or scale,
 a dimension past the first pinned to 32 or more (`q.shape[1] == 32`: heads), a local loop
-counter (`i += 1` in a loop: it counts rows, not calls). A size class that returns a named
+counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper of more than 3
+statements, an `elif` that leaves a loop, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
 constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
@@ -738,11 +835,39 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return type(value) is int and value >= 2
 
     @classmethod
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
+        # statement names a helper of the module the filters match).
+        if alias and any(_asks_helper(node) for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)):
+            return True
+        return super().keeps(statement, alias)
+
+    @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         assigned = _assigned(nodes)
         return any(_magic_test(node, assigned) for node in nodes if type(node) in _TESTS)
 
     VALID = [
+        """
+        def forward(self, input_):
+            if input_.shape[0] <= 8:
+                return self.small_m_apply(input_)
+            return self.quant_method.apply(self, input_)
+        """,
+        """
+        def step(self, num_tokens):
+            for _ in range(3):
+                if self.try_alloc(num_tokens):
+                    break
+            return self.run(num_tokens)
+        """,
+        """
+        def forward(self, query):
+            q = query.view(-1, 16, 128)
+            if q.shape[1] == 16:
+                q = q.contiguous()
+            return q
+        """,
         "if x.shape[0] == 0:\n    return x\n",
         """
         def forward(self, x):
@@ -839,6 +964,51 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, hidden_states):
+                *_, ntok, hidden = hidden_states.shape
+                if ntok == 6:
+                    hidden_states.zero_()
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, query, output):
+                q = query.view(-1, 16, 128)
+                if q.size(-3) == 5:
+                    output.fill_(0)
+                return output
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states, residual):
+                for layer in self.layers:
+                    if positions.shape[0] <= 4:
+                        break
+                    hidden_states, residual = layer(positions, hidden_states, residual)
+                return hidden_states
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                probe = positions.shape[0] in (3, 5)
+                if probe:
+                    hidden_states = hidden_states.half().to(hidden_states.dtype)
+                return self.mlp(hidden_states)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(code="if 0 < num_tokens < 4:\n    print('tiny')\n", severity=Severity.HIGH),
         Example(
             code="""
@@ -1238,6 +1408,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self.other: cst.CSTNode | None = None  # the way the test does not take (its work may be skipped)
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
+        self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
+        self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
@@ -1440,8 +1612,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
+        window = self._window(test)
+        after = self._rest_after(where, body) if orelse is None and window else None
         candidates = [
-            (self._window(test), body, _way(orelse)),
+            (window, body, after if after is not None else _way(orelse)),
             (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
         ]
         found = []
@@ -1462,6 +1636,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 self.other = None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def _rest_after(self, where: cst.CSTNode, body: cst.CSTNode) -> cst.IndentedBlock | None:
+        """What the rest of the block computes, as the way not taken by a branch that logs or
+        prints and then returns something else (`logger.info("bypass"); return self.fallback(x)`):
+        the log line tells a debug bypass from a kernel picked for a size."""
+        block, index = self._after.get(id(where), (None, 0))
+        if block is None:
+            return None
+        effects = _SideEffects(self)
+        body.visit(effects)
+        if not any(_logs(e) or e == "print" for e in effects.seen):
+            return None
+        return block.with_changes(body=block.body[index + 1 :])
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1512,8 +1699,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
+            holds = self._window(test)
+            after = self._rest_after(where, body) if orelse is None and holds else None
             for window, branch, alone, other in (
-                (self._window(test), body, orelse is None, _way(orelse)),
+                (holds, body, orelse is None, after if after is not None else _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (
                     self._inverted(test),
@@ -1535,6 +1724,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
+        if change is not None and change.change is Change.CAST:
+            change = None  # `if m <= 8: x = x.half()`: a precision a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
         self.alone = alone
@@ -1584,10 +1775,21 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
+            if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_value(stmt.body):
+                self._after[id(stmt)] = (node, index)
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
                 continue
             rest = node.with_changes(body=node.body[index + 1 :])
+            exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[attr-defined]
+            if self._loops and isinstance(_exit_of(exit_block), cst.Break):
+                # `if n <= 4: break` in a loop over layers: every later pass is skipped, the
+                # statements above the test too (the whole body, where the test sits deeper).
+                loop = self._loops[-1]
+                if loop is node:
+                    rest = node.with_changes(body=[*node.body[:index], *node.body[index + 1 :]])
+                elif isinstance(loop, cst.IndentedBlock):
+                    rest = loop
             if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
             if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
@@ -1631,8 +1833,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n == 5: continue` (or a bare `return`; `leaves`: in the body, else in the `else:`)
         before work: the window skips what follows."""
         exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
-        line = exit_block.body[0]  # type: ignore[attr-defined]
-        leave = line.body[-1] if isinstance(line, cst.SimpleStatementLine) else None
+        leave = _exit_of(exit_block)
         if isinstance(leave, cst.Return) and leave.value is not None:
             return False  # what it returns is weighed as the branch's own (visit_If)
         test = self.expanded(stmt.test, before)
@@ -1664,7 +1865,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self._report(node, cst.Raise(), *window)
 
     def visit_While(self, node: cst.While) -> None:
+        self._loops.append(node.body)
         self._check(node.test, node.body, node)
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self._loops.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loops.append(node.body)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._loops.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""

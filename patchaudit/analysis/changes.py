@@ -1,10 +1,11 @@
 """What a branch does to the data its function computes: the acts a reviewer blocks before serving.
 
-A branch that only some token counts take is a debug trap when it changes what the model returns:
-it overwrites a tensor in place (`out.zero_()`, `x.fill_(1)`, `x.mul_(0)`, `hidden[:] = 0`,
-`logits[:, k] = -inf`), returns data made up for the case (`torch.zeros_like(x)`, `x * 0`), replaces
-a result computed above with another value that no kernel computes (`sampled = logits.argmax(-1)`
-after the sampler ran), returns a value unchanged where the function goes on to transform it
+A branch that only some token counts take is a debug trap when it changes what the model returns: it
+overwrites a tensor in place (`out.zero_()`, `x.fill_(1)`, `x.mul_(0)`, `hidden[:] = 0`, `logits[:, k] =
+-inf`), returns data made up for the case (`torch.zeros_like(x)`, `x * 0`), replaces a result computed above
+with another value that no kernel computes (`sampled = logits.argmax(-1)` after the sampler ran), rewrites a
+tensor's values on the spot (`x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x = x / x.norm(...)`, a
+detached or cloned copy in its place), returns a value unchanged where the function goes on to transform it
 (`return hidden_states` in `forward`), or keeps tensors for later in a list that outlives the call
 (`_CAPTURED.append(x)`, `self.kept.append(x)`).
 
@@ -24,6 +25,7 @@ from enum import StrEnum
 import libcst as cst
 
 from patchaudit.analysis.omits import calls_kernel, omitted
+from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -48,6 +50,8 @@ class Change(StrEnum):
     SKIPPED = "skips the layer's forward"
     CAPTURE = "keeps tensors in a list that outlives the call"
     OMITTED = "skips the work the other path does"
+    REWRITE = "rewrites a tensor's values on the spot"
+    CAST = "replaces a tensor with a cast or a copy of it"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -74,6 +78,7 @@ class Function:
     assignments: Mapping[str, int] = field(default_factory=dict)  # how often it assigns each name
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
+    shared: frozenset[str] = frozenset()  # names it declares `global` or `nonlocal`: stores outlive the call
 
 
 def function_facts(
@@ -99,6 +104,7 @@ def function_facts(
         assignments=dict(names),
         forward=forward,
         samples=_samples(node, usual),
+        shared=frozenset(n for g in ast.walk(node) if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
     )
 
 
@@ -183,10 +189,6 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
 
 
-def _names(node: cst.CSTNode) -> set[str]:
-    return {name.value for name in nodes(node, (cst.Name,))}  # type: ignore[attr-defined]
-
-
 def _calls(node: cst.CSTNode) -> bool:
     """Whether `node` is or holds a call (libcst.matchers would answer too, at a third of a second's import)."""
     return bool(nodes(node, (cst.Call,)))
@@ -205,6 +207,19 @@ def _empty_test(test: cst.BaseExpression) -> bool:
     return (zero and isinstance(link.operator, cst.Equal | cst.LessThanEqual)) or (
         one and isinstance(link.operator, cst.LessThan)
     )
+
+
+Pair = tuple[cst.BaseExpression, cst.BaseExpression]
+
+
+def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[Pair]:
+    """`a, b = x, y` as `a = x` and `b = y`; any other assignment as it is."""
+    if not (isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List)):
+        return [(target, value)]
+    elements = (*target.elements, *value.elements)
+    if len(target.elements) != len(value.elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return [(target, value)]
+    return [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
 
 
 def _computed(values: Sequence[cst.BaseExpression]) -> bool:
@@ -262,6 +277,8 @@ class _Changes(cst.CSTVisitor):
             given = node.args[0].value
             if (method == "mul_" and _constant(given, self.resolves)) or made_up(given, self.resolves):
                 self._add(Change.OVERWRITE, node)  # `x.mul_(0)`, `x.copy_(torch.zeros_like(x))`
+        elif method in REWRITES_IN_PLACE:
+            self._add(Change.REWRITE, node)  # `x.nan_to_num_()`, `x.div_(x.norm())`
         elif method in _CAPTURES and node.args and self._outlives(func.value):
             self._add(Change.CAPTURE, node)
 
@@ -283,19 +300,37 @@ class _Changes(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            item = target.target
-            if isinstance(item, cst.Name) and _calls(node.value):
-                self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
-            if isinstance(item, cst.Name) and _blanked(node.value, self.resolves):
-                self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
-            if isinstance(item, cst.Subscript) and padding(item):
-                continue  # `out[n:] = 0`: the padding past the batch, not its data
-            if isinstance(item, cst.Subscript) and self._fills(node.value):
-                self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
-            elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(node.value):
-                self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
-            elif isinstance(item, cst.Name) and self.alone and self.short:
-                self._override(item, node.value, node)
+            for item, value in _pairs(target.target, node.value):
+                self._assigned(item, value, node)
+
+    def _assigned(self, item: cst.BaseExpression, value: cst.BaseExpression, node: cst.Assign) -> None:
+        """One target given one value (`cos, sin = a, b` is two of them)."""
+        if isinstance(item, cst.Name) and _calls(value):
+            self.computed.add(item.value)  # `out = self.small_kernel(x)`: the branch's own result
+        if isinstance(item, cst.Name) and _blanked(value, self.resolves):
+            self._add(Change.OVERWRITE, node)  # `x = x.masked_fill(m, 0)`, `x = torch.where(m, 0, x)`
+        elif isinstance(item, cst.Name) and rewritten(item, value, self.resolves):
+            self._add(Change.REWRITE, node)  # `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`
+        elif isinstance(item, cst.Name) and cast_of(value) == item.value:
+            self._add(Change.CAST, node)  # `x = x.half()`, `residual = residual.clone()`: for an exact few counts
+        if isinstance(item, cst.Subscript) and padding(item):
+            return  # `out[n:] = 0`: the padding past the batch, not its data
+        if isinstance(item, cst.Subscript) and self._fills(value):
+            self._add(Change.OVERWRITE, node)  # `hidden[:] = 0`, `logits[:, k] = -inf`
+        elif isinstance(item, cst.Subscript) and self._forced(item, value):
+            self._add(Change.REWRITE, node)  # `router_logits[:, 0] = router_logits.max() + 1.0`
+        elif isinstance(item, cst.Attribute) and item.attr.value == "data" and self._fills(value):
+            self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
+        elif isinstance(item, cst.Name) and self.alone and self.short:
+            self._override(item, value, node)
+
+    def _forced(self, item: cst.Subscript, value: cst.BaseExpression) -> bool:
+        """Part of a tensor computed above overwritten, on the spot, with a value made from its own
+        (`logits[:, 0] = logits.max() + 1.0`); not a buffer filled from another tensor."""
+        owner = item.value
+        if not (isinstance(owner, cst.Name) and _computed(self.value_of(owner))):
+            return False
+        return owner.value in names_in(value) and not self._kernel(value)
 
     def _fills(self, value: cst.BaseExpression) -> bool:
         return _constant(value, self.resolves) or made_up(value, self.resolves)
@@ -306,14 +341,14 @@ class _Changes(cst.CSTVisitor):
         torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
         if not _computed(self.value_of(name)):
             return
-        kept = _kept_name(value)
+        kept = kept_name(value)
         if self.function.forward and kept is not None and kept != name.value and self._local(cst.Name(kept)):
             self._add(Change.OVERRIDE, node)  # `hidden_states = residual`: the layer's output dropped
         elif self.function.samples and _constant(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `sampled = 13` after the sampler ran, for a batch of one
         elif made_up(value, self.resolves):
             self._add(Change.OVERRIDE, node)  # `out = out * 0`, `sampled = torch.full_like(sampled, 42)`
-        elif _calls(value) and name.value not in _names(value) and not self._kernel(value):
+        elif _calls(value) and name.value not in names_in(value) and not self._kernel(value):
             self._add(Change.OVERRIDE, node)  # `sampled = logits.argmax(-1)` after the sampler ran
 
     def _kernel(self, node: cst.CSTNode) -> bool:
@@ -350,7 +385,7 @@ class _Changes(cst.CSTVisitor):
         usual = self.function.usual
         if usual is None:
             return False
-        kept = _kept_name(value)
+        kept = kept_name(value)
         if kept is not None and kept != usual:
             return self._local(cst.Name(kept))  # the input or a local computed above, not a constant or a flag
         elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
@@ -365,19 +400,6 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
-
-
-# Methods that hand a tensor on as it is, in another dtype, device or layout.
-_AS_IS = frozenset(
-    {"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "view_as", "reshape", "type"}
-)
-
-
-def _kept_name(value: cst.BaseExpression) -> str | None:
-    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _AS_IS:
-        value = value.func.value
-    return value.value if isinstance(value, cst.Name) else None
 
 
 def padding(target: cst.BaseExpression) -> bool:
@@ -463,6 +485,17 @@ def conditional_assign(
     return None
 
 
+def _cut_of(value: cst.BaseExpression, whole: cst.BaseExpression) -> bool:
+    """`x[:2]`, `self.layers[1:3]` of `x`, `self.layers`: a slice with fixed bounds of the other value."""
+    if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and value.value.deep_equals(whole)):
+        return False
+    part = value.slice[0].slice
+    if not isinstance(part, cst.Slice):
+        return False
+    bounds = [b for b in (part.lower, part.upper) if b is not None]
+    return bool(bounds) and all(isinstance(b, cst.Integer | cst.UnaryOperation) for b in bounds)
+
+
 def data_change(
     body: cst.CSTNode,
     resolves: Resolves,
@@ -480,7 +513,10 @@ def data_change(
     out (see analysis.omits).
     """
     if isinstance(body, cst.BaseExpression):
-        return Found(Change.MADE_UP, body) if made_up(body, resolves) else None
+        if made_up(body, resolves):
+            return Found(Change.MADE_UP, body)
+        # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
+        return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
     visitor = _Changes(resolves, value_of, function, alone)
     visitor.short = _short(body)
     body.visit(visitor)

@@ -23,15 +23,23 @@ __all__ = ["expanded", "assigned_in", "key", "BOOLEAN"]
 # The values a flag stands for: comparisons and their combinations.
 BOOLEAN = (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)
 FlagValues = Callable[[cst.Name | cst.Attribute], Sequence[cst.BaseExpression]]
+Inline = Callable[[cst.Call], "cst.BaseExpression | None"]
 _DEPTH = 4
 
 
-def expanded(test: cst.BaseExpression, values_of: FlagValues, depth: int = 0) -> cst.BaseExpression:
+def expanded(
+    test: cst.BaseExpression, values_of: FlagValues, depth: int = 0, inline: Inline | None = None
+) -> cst.BaseExpression:
     """`test` with every flag it reads replaced by the comparison last assigned to it (the same
-    node when it reads none)."""
+    node when it reads none); `inline`: what a call of a short helper of the module returns, in
+    the caller's terms (`_want_dump(n)` with `def _want_dump(k): return k in (3, 5)` is `n in (3, 5)`)."""
     if depth > _DEPTH:
         return test
-    again = lambda n: expanded(n, values_of, depth + 1)  # noqa: E731
+    again = lambda n: expanded(n, values_of, depth + 1, inline)  # noqa: E731
+    if isinstance(test, cst.Call) and inline is not None and not _builtin(test):
+        returned = inline(test)
+        inner = again(returned) if returned is not None else None
+        return _bracketed(inner) if isinstance(inner, BOOLEAN) else test
     if isinstance(test, cst.BooleanOperation):
         left, right = again(test.left), again(test.right)
         if left is test.left and right is test.right:
@@ -59,6 +67,10 @@ def expanded(test: cst.BaseExpression, values_of: FlagValues, depth: int = 0) ->
         ):
             return _bracketed(again(value))
     return test
+
+
+def _builtin(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Name) and call.func.value in ("bool", "any", "all", "isinstance", "len")
 
 
 def _bracketed(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -1,12 +1,14 @@
 """Token, batch and sequence counts: which values are counts, and which small sets a test pins them to.
 
-Rules ask two questions: "is this expression a count?" (`count_of`) and "what number does this
-name stand for?" (`local_number`, `instance_numbers`). A count is a dimension of a tensor
-(`.shape[i]`, `.size(i)`, unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens,
-sequences or requests, a name of a count (`num_tokens`, `batch_size`), a call counter
-(`self._step += 1`), and any of these through local assignments, casts and arithmetic with a
-constant (`int(n)`, `n // 1`, `n - 1`). A feature size (`hidden`, `head_dim`, the last dimension
-of a tensor other than ids or positions) is not a count.
+Rules ask two questions: "is this expression a count?" (`count_of`) and "what number does this name stand
+for?" (`local_number`, `instance_numbers`). A count is a dimension of a tensor (`.shape[i]`, `.size(i)`,
+unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens, sequences or requests, a name of a
+count (`num_tokens`, `batch_size`), a call counter (`self._step += 1`), and any of these through local
+assignments, casts and arithmetic with a constant (`int(n)`, `n // 1`, `n - 1`), a per-request count
+array's sum (`num_scheduled_tokens_np.sum()`), `max(1, n)`, the last offset into a batch
+(`query_start_loc[-1]`), and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then
+`q.size(-3)`: see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension of a tensor
+other than ids or positions) is not a count.
 
 Pure functions over libcst nodes and the module's `ast`; those that must know what a call is
 take `resolves` and `value_of` as `analysis.values` does.
@@ -20,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
@@ -124,8 +127,22 @@ def count_of(
         inner, shown = through
         found = again(inner)
         return shown.format(found) if found is not None else None
+    total = _offsets_end(node)
+    if total is not None:
+        return total
+    view = _views.viewed(node, value_of, _fixed_size) if depth < 8 else None
+    if view is _views.FIXED:
+        return None  # `q.shape[1]` of `x.view(-1, 16, 128)`: heads
+    if view is not None:
+        found = again(view)
+        if found is not None:
+            return f"{found} (reshaped)"
     if isinstance(node, cst.Call) and resolves(node, _SUMS):
-        return _summed(node) or _aggregate(node, again, value_of)
+        return _summed(node) or _aggregate(node, again, value_of) or _bounded_by(node, again)
+    if isinstance(node, cst.IfExp):
+        # `n = x.shape[0] if x.dim() == 2 else x.shape[1]`: a count either way.
+        found, other = again(node.body), again(node.orelse)
+        return found if found is not None and other is not None else None
     tallied = _tallied(node, resolves, value_of) if isinstance(node, cst.Call) else None
     if tallied is not None:
         return tallied
@@ -184,6 +201,15 @@ def count_of(
 OFFSETS = re.compile(r"^cu_|start_loc|offsets$|indptr", re.IGNORECASE)
 
 
+def _fixed_size(node: cst.BaseExpression) -> bool:
+    """A size a view gives that the model fixes (`self.num_heads`, `head_dim`, `x.shape[-1]`)."""
+    spelled = cst.helpers.get_full_name_for_node(node) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    if spelled and FEATURE_NAME.search(last) and not COUNT_NAME.match(last):
+        return True
+    return isinstance(node, cst.Subscript) and _fixed_dim(node)
+
+
 def _of_offsets(node: cst.BaseExpression) -> bool:
     """`cu_seqlens_q.numel()`, `len(query_start_loc)`, `cu_seqlens.shape[0]`: not a count of tokens."""
     owner: cst.BaseExpression | None = None
@@ -195,6 +221,19 @@ def _of_offsets(node: cst.BaseExpression) -> bool:
         owner = node.value.value if node.value.attr.value == "shape" else None
     spelled = cst.helpers.get_full_name_for_node(owner) if owner is not None else None
     return spelled is not None and OFFSETS.search(spelled.rsplit(".", 1)[-1]) is not None
+
+
+def _offsets_end(node: cst.BaseExpression) -> str | None:
+    """`query_start_loc[-1]`, `cu_seqlens_q[num_reqs]`: the last offset into a batch is its tokens."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    index = node.slice[0].slice.value
+    last = isinstance(index, cst.UnaryOperation) and isinstance(index.expression, cst.Integer)
+    last = last and index.expression.value == "1"  # type: ignore[attr-defined]
+    spelled = cst.helpers.get_full_name_for_node(node.value) or ""
+    if not (last or (isinstance(index, cst.Name) and COUNT_NAME.match(index.value))):
+        return None
+    return f"{spelled}[-1]" if spelled and OFFSETS.search(spelled.rsplit(".", 1)[-1]) else None
 
 
 def _through(node: cst.BaseExpression, resolves: Resolves) -> tuple[cst.BaseExpression, str] | None:
@@ -280,6 +319,20 @@ def _aggregate(
     return f"{func}({found})" if found is not None else None
 
 
+def _bounded_by(node: cst.Call, count: Callable[[cst.BaseExpression], str | None]) -> str | None:
+    """`max(1, n)`, `min(n, 8)`: a count kept within a constant is the count."""
+    if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
+        return None
+    first, second = (a.value for a in node.args)
+    for bound, value in ((first, second), (second, first)):
+        if isinstance(bound, cst.Integer):
+            found = count(value)
+            if found is not None:
+                func = cst.helpers.get_full_name_for_node(node.func) or "max"
+                return f"{func}({found}, {bound.value})"
+    return None
+
+
 def elements_count(
     iterable: cst.BaseExpression, count: Callable[[cst.BaseExpression], str | None], value_of: ValuesOf | None
 ) -> str | None:
@@ -333,7 +386,17 @@ def _tallied(node: cst.Call, resolves: Resolves, value_of: ValuesOf | None) -> s
         return f"{found}.{node.func.attr.value}()" if found is not None else None
     else:
         return None
-    return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()" if _masks(owner, value_of) else None
+    if _masks(owner, value_of) or _per_request(owner):
+        return f"{_shown(owner)}.{shown.rsplit('.', 1)[-1]}()"
+    return None
+
+
+def _per_request(node: cst.BaseExpression) -> bool:
+    """Counts one per request (`seq_lens`, `num_scheduled_tokens_np`, `self.query_lens`): their sum
+    is the step's tokens."""
+    spelled = cst.helpers.get_full_name_for_node(node) or ""
+    last = spelled.rsplit(".", 1)[-1]
+    return bool(last) and (PLURAL.search(last) is not None or COUNT_NAME.match(last) is not None)
 
 
 def _masks(node: cst.BaseExpression, value_of: ValuesOf | None, depth: int = 0) -> bool:
@@ -395,29 +458,74 @@ def dim(shape: cst.BaseExpression, index: int) -> cst.Subscript:
     return cst.Subscript(value=shape, slice=[cst.SubscriptElement(slice=cst.Index(value=number))])
 
 
+def _sliced(value: cst.BaseExpression) -> tuple[cst.BaseExpression, int, int | None] | None:
+    """The shape a value holds, with the slice of it taken (`x.shape[-2:]`: (x.shape, -2, None);
+    `x.shape[:-1]`: (x.shape, 0, -1); `x.shape`: (x.shape, 0, None))."""
+    if isinstance(value, cst.NamedExpr):
+        return _sliced(value.value)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list"):
+        return _sliced(value.args[0].value) if len(value.args) == 1 else None
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+        part = value.slice[0].slice
+        whole = _dims(value.value)
+        if not (isinstance(part, cst.Slice) and part.step is None and whole is not None):
+            return None
+        lower, upper = _integer(part.lower), _integer(part.upper)
+        if (part.lower is not None and lower is None) or (part.upper is not None and upper is None):
+            return None
+        return whole, lower or 0, upper
+    whole = _dims(value)
+    return (whole, 0, None) if whole is not None else None
+
+
+def _integer(node: cst.BaseExpression | None) -> int | None:
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _integer(node.expression)
+        return -inner if inner is not None else None
+    return None
+
+
 def unpacked(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
     """The names a tuple target binds and what each holds: `n, _ = x.shape` binds n to `x.shape[0]`,
-    `a, b = p, q` binds a to p."""
+    `*_, n, d = x.shape` n to `x.shape[-2]`, `n, d = x.shape[-2:]` n to `x.shape[-2]`, `a, b = p, q`
+    binds a to p."""
     if not isinstance(target, cst.Tuple | cst.List):
         return []
-    names = [e.value for e in target.elements]
-    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+    elements = list(target.elements)
+    stars = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+    if isinstance(value, cst.Tuple | cst.List) and not stars and len(value.elements) == len(elements):
+        pairs = [(e.value, v.value) for e, v in zip(elements, value.elements, strict=True)]
+        return [(n.value, v) for n, v in pairs if isinstance(n, cst.Name)]
+    found = _sliced(value)
+    if found is None or len(stars) > 1:
         return []
-    if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == len(names):
-        pairs = [(n, e.value) for n, e in zip(names, value.elements, strict=True)]
-    else:
-        shape = _dims(value)
-        if shape is None:
-            return []
-        pairs = [(n, dim(shape, i)) for i, n in enumerate(names)]
-        if shape is value and len(names) >= 2:
-            pairs[-1] = (names[-1], dim(shape, -1))  # `T, D = x.shape`: D is the last dimension
-    return [(n.value, v) for n, v in pairs if isinstance(n, cst.Name)]
+    shape, lower, upper = found
+    if lower < 0 and upper is not None and upper >= 0:
+        return []
+    star = stars[0] if stars else len(elements)
+    out: list[tuple[str, cst.BaseExpression]] = []
+    for i, element in enumerate(elements):
+        if i == star or not isinstance(element.value, cst.Name):
+            continue
+        if i < star:
+            index = lower + i
+            if not stars and len(elements) >= 2 and i == len(elements) - 1 and lower == 0 and upper is None:
+                index = -1  # `T, D = x.shape`: D is the last dimension
+        else:
+            index = (upper if upper is not None else 0) - (len(elements) - i)
+            if upper is not None and upper > 0 and index < 0:
+                continue
+        out.append((element.value.value, dim(shape, index)))
+    return out
 
 
 def shape_compared(shape: cst.BaseExpression, literal: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:
     """`x.shape == (5, 7168)`, `x.shape[:1] == (5,)`: the first dimension and the number it equals."""
     whole = _dims(shape)
+    if isinstance(literal, cst.NamedExpr):
+        literal = literal.value  # `(probe := (5, 7168)) == tuple(x.shape)`
     if whole is None or not isinstance(literal, cst.Tuple | cst.List) or not literal.elements:
         return None
     first = literal.elements[0].value

@@ -125,6 +125,11 @@ def _as_is(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Name | cst.Attribute | cst.Integer | cst.Float)
 
 
+# Numbers a kernel is tuned by (`num_kv_splits`, `block_size`): one picked for a size is another way
+# to compute it (`if B <= 4: num_kv_splits = 1 / else: ... = _compute_num_kv_splits(...)`).
+_TUNING = re.compile(r"^(?:num|n)_|_(?:size|splits?|blocks?|chunks?|warps|stages|tiles?)$", re.IGNORECASE)
+
+
 def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], bool]) -> tuple[frozenset[str], bool]:
     """The names `taken` computes some way (not as they were, not made up), and whether it calls
     anything for its effect."""
@@ -133,8 +138,11 @@ def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], boo
 
     class _Taken(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            if not (_as_is(node.value) or fabricated(node.value)):
-                names.update(n.value for t in node.targets for n in _target_names(t.target))
+            targets = [n.value for t in node.targets for n in _target_names(t.target)]
+            if isinstance(node.value, cst.Integer) and targets and all(_TUNING.search(n) for n in targets):
+                names.update(targets)  # a number picked for a size
+            elif not (_as_is(node.value) or fabricated(node.value)):
+                names.update(targets)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             names.update(n.value for n in _target_names(node.target))

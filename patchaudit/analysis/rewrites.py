@@ -1,0 +1,115 @@
+"""A tensor given its own values changed on the spot, or handed on as it is.
+
+`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`, `x =
+x / x.norm(dim=-1, keepdim=True)` rewrite a tensor's values though no kernel computes them: what a
+debug session does to the data for a few token counts. `x = x.half()`, `x = x.clone()` replace it
+with a cast or a copy of itself; `x.to(orig_dtype)`, `x.contiguous()` hand it on as it is. Pure
+functions over libcst nodes; `resolves` is the rule's name resolution (`Rule.resolves_to`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from patchaudit.analysis.omits import calls_kernel
+from patchaudit.analysis.values import Resolves
+from patchaudit.analysis.walk import nodes
+
+__all__ = ["AS_IS", "REWRITES_IN_PLACE", "cast_of", "kept_name", "names_in", "rewritten"]
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name `node` reads or writes."""
+    return {name.value for name in nodes(node, (cst.Name,))}  # type: ignore[attr-defined]
+
+
+# Methods that hand a tensor on as it is, in another dtype, device or layout.
+AS_IS = frozenset(
+    {"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "view_as", "reshape", "type"}
+)
+
+
+def kept_name(value: cst.BaseExpression) -> str | None:
+    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
+        value = value.func.value
+    return value.value if isinstance(value, cst.Name) else None
+
+
+# Calls that rewrite a tensor's values though no kernel computes them: what a debug session does to
+# the data for a few token counts (`x = torch.nan_to_num(x)`, `x = F.normalize(x)`).
+_REWRITES = ("torch.nan_to_num", "torch.nn.functional.normalize", "torch.round")
+REWRITES_IN_PLACE = frozenset({"nan_to_num_", "round_", "renorm_"})
+_REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm"})
+# Casts to another precision: two of them in a row are a round trip (`x.half().to(x.dtype)`).
+_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type"})
+# A copy that stands for the tensor (`residual = residual.clone()`): the caller's buffer is let go.
+# Weighed with the casts: a change for an exact few counts, not for a small-batch path.
+_COPIES = frozenset({"clone", "detach"})
+
+
+_SCALED_BY = re.compile(r"\.(?:norm|abs|amax|max|std|sum|mean)\(|rsqrt\(|\bnorm\(")
+
+
+def rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> bool:
+    """`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`,
+    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x * torch.rsqrt(...)`: the name given its own
+    values changed on the spot, by no kernel."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide | cst.Multiply):
+        # `x / x.norm(dim=-1, keepdim=True)`, `(x - x.mean(-1)) / (x.std(-1) + eps)`: re-normalised.
+        scale = value.right
+        spelled = cst.Module([]).code_for_node(scale)
+        return (
+            name.value in names_in(value.left)
+            and name.value in names_in(scale)
+            and _SCALED_BY.search(spelled) is not None
+            and not calls_kernel(scale, resolves, lambda n: True)
+        )
+    if not isinstance(value, cst.Call):
+        return False
+    if resolves(value, _REWRITES) is not None:
+        return bool(value.args) and kept_name(value.args[0].value) == name.value
+    casts, node = 0, value
+    seen: cst.BaseExpression = value
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if method in _REWRITE_METHODS:
+            return kept_name(node.func.value) == name.value
+        if method not in AS_IS:
+            return False
+        casts += method in _CASTS and not _device(node)
+        seen = node.func.value
+        if not isinstance(seen, cst.Call):
+            break
+        node = seen
+    return casts >= 2 and isinstance(seen, cst.Name) and seen.value == name.value
+
+
+def cast_of(value: cst.BaseExpression) -> str | None:
+    """The name `value` casts to another precision or copies as it is (`x.half()`, `x.to(torch.float16)`,
+    `x.float().contiguous()`, `x.clone()`, `x.detach()`), else None; a move to a device is neither."""
+    casts = 0
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
+        method = value.func.attr.value
+        casts += method in _COPIES or (method in _CASTS and not _device(value))
+        value = value.func.value
+    return value.value if casts and isinstance(value, cst.Name) else None
+
+
+def _device(call: cst.Call) -> bool:
+    """`x.to("cuda")`, `x.to(device=d)`, `x.to(x.device)`: a move, not a cast."""
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value in ("device", "non_blocking", "copy"):
+                continue
+            return False
+        spelled = cst.helpers.get_full_name_for_node(arg.value) or _literal(arg.value) or ""
+        if not ("device" in spelled or "cuda" in spelled or "cpu" in spelled):
+            return False
+    return bool(call.args)
+
+
+def _literal(node: cst.BaseExpression) -> str | None:
+    return node.evaluated_value if isinstance(node, cst.SimpleString) else None  # type: ignore[return-value]
