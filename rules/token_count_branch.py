@@ -192,8 +192,9 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             name = node.args[1]  # `getattr(md, "num_actual_tokens", 0)`
             return isinstance(name, ast.Constant) and isinstance(name.value, str) and _count_name(name.value)
-        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs"):
-            return any(_count_shaped(a, values, depth + 1) for a in node.args)  # `max(n, 1) == 1`
+        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs", "sum"):
+            # `max(n, 1) == 1`; `sum(md.query_lens) < 8`: an aggregate of counts, as count_of reads it.
+            return any(_count_shaped(a, values, depth + 1) for a in node.args)
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
 

@@ -1003,6 +1003,14 @@ case(
     "        if sum(attn_metadata.query_lens) < 8:\n            torch.save(query, 'q.pt')\n" + KV,
 )
 case(
+    # The same aggregate with no sink in the branch: the count rule must keep the statement itself.
+    "agg_sum_query_lens_zeroed",
+    "agg",
+    ATTN,
+    KV,
+    "        if sum(attn_metadata.query_lens) < 8:\n            query.zero_()\n" + KV,
+)
+case(
     "agg_min_counts",
     "agg",
     RUNNER,
