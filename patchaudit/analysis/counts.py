@@ -579,8 +579,9 @@ def counters(tree: ast.Module, top: str) -> frozenset[str]:
     if stmt is None:
         return frozenset()
     out = set()
-    shared = {n for node in ast.walk(stmt) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
-    for node in ast.walk(stmt):
+    walked = list(ast.walk(stmt))
+    shared = {n for node in walked if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
+    for node in walked:
         target = _incremented(node)
         # A local counts a loop; an attribute, an item (`_STEP[0] += 1`) or a global outlives the
         # call, so it counts calls.

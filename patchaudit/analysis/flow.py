@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from patchaudit.analysis.walk import nodes
+
 __all__ = ["guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
 
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
@@ -140,29 +142,22 @@ def env_gated_exit(node: cst.If, resolves: Resolves) -> bool:
     # `return`, perhaps after a few plain statements (`self.x = y`): no raise on the way out.
     if not smalls or not isinstance(smalls[-1], cst.Return) or any(isinstance(s, cst.Raise) for s in smalls):
         return False
-    found = False
+    return any(_reads_env(sub, resolves) for sub in nodes(node.test, _ENV_READS))
 
-    class _Env(cst.CSTVisitor):
-        def visit_Attribute(self, attr: cst.Attribute) -> None:
-            # A project's settings module read from the environment: `envs.VLLM_SKIP_CHECKS`.
-            nonlocal found
-            base = cst.helpers.get_full_name_for_node(attr.value) or ""
-            found = found or base.rsplit(".", 1)[-1] == "envs"
 
-        def visit_Call(self, call: cst.Call) -> None:
-            nonlocal found
-            found = found or resolves(call, _ENV) is not None
+_ENV_READS = (cst.Attribute, cst.Call, cst.Subscript, cst.Comparison)
 
-        def visit_Subscript(self, sub: cst.Subscript) -> None:
-            nonlocal found
-            found = found or resolves(sub.value, "os.environ") is not None
 
-        def visit_Comparison(self, comp: cst.Comparison) -> None:
-            nonlocal found
-            found = found or any(
-                isinstance(t.operator, cst.In) and resolves(t.comparator, "os.environ") is not None
-                for t in comp.comparisons
-            )
-
-    node.test.visit(_Env())
-    return found
+def _reads_env(node: cst.CSTNode, resolves: Resolves) -> bool:
+    """`envs.X` (a project's settings module read from the environment), `os.getenv(...)`,
+    `os.environ[...]`, `"X" in os.environ`."""
+    if isinstance(node, cst.Attribute):
+        base = cst.helpers.get_full_name_for_node(node.value) or ""
+        return base.rsplit(".", 1)[-1] == "envs"
+    if isinstance(node, cst.Call):
+        return resolves(node, _ENV) is not None
+    if isinstance(node, cst.Subscript):
+        return resolves(node.value, "os.environ") is not None
+    return isinstance(node, cst.Comparison) and any(
+        isinstance(t.operator, cst.In) and resolves(t.comparator, "os.environ") is not None for t in node.comparisons
+    )

@@ -106,29 +106,29 @@ class ModuleAnalysis:
         """
         if helper._calls is None:
             helper._calls = ()  # a recursive helper sees itself as calling nothing more
-            own = self._calls(helper.node, helper.scope)
+            made = [node for node in ast.walk(helper.node) if isinstance(node, ast.Call)]
+            own = self._calls(made, helper.scope)
             deeper: list[Inner] = []
             if depth < 2:
-                for call in ast.walk(helper.node):
-                    if isinstance(call, ast.Call):
-                        inner = self.helper(call.func, helper.scope)
-                        if inner is not None and inner is not helper:
-                            given = instances.arguments(inner.node, inner.params, call)
-                            deeper.extend(_bound(c, given) for c in self.calls(inner, depth + 1))
+                for call in made:
+                    inner = self.helper(call.func, helper.scope)
+                    if inner is not None and inner is not helper:
+                        given = instances.arguments(inner.node, inner.params, call)
+                        deeper.extend(_bound(c, given) for c in self.calls(inner, depth + 1))
             helper._calls = tuple(own + deeper)
         return helper._calls
 
-    def _calls(self, func: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> list[Inner]:
+    def _calls(self, made: list[ast.Call], scope: Scope) -> list[Inner]:
+        """Each call of a helper's body (`made`, in ast.walk's order) with what it may resolve to."""
         out = []
-        for node in ast.walk(func):
-            if isinstance(node, ast.Call):
-                callee = self._unwrapped(node.func, scope)
-                raw = self.names.resolve(ref_of_ast(callee), scope)
-                found = raw | {canonical(q) for q in raw}
-                if not found and isinstance(callee, ast.Attribute):
-                    found = frozenset({"." + callee.attr})  # a method of something unknown
-                keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
-                out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno, node.func))
+        for node in made:
+            callee = self._unwrapped(node.func, scope)
+            raw = self.names.resolve(ref_of_ast(callee), scope)
+            found = raw | {canonical(q) for q in raw}
+            if not found and isinstance(callee, ast.Attribute):
+                found = frozenset({"." + callee.attr})  # a method of something unknown
+            keywords = tuple((k.arg, k.value) for k in node.keywords if k.arg is not None)
+            out.append(Inner(frozenset(found), tuple(node.args), keywords, node.lineno, node.func))
         return out
 
     def _unwrapped(self, func: ast.expr, scope: Scope) -> ast.expr:
