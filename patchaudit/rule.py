@@ -958,6 +958,12 @@ def _ast_ref(node: cst.CSTNode) -> ast.expr | None:
     if isinstance(node, cst.Attribute):
         base = _ast_ref(node.value)
         return ast.Attribute(value=base, attr=node.attr.value, ctx=ast.Load()) if base is not None else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("super", "type"):
+        # `super()`, `type(self)`: what an attribute of it is looked up on (the class and its bases)
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        given = [r for a in args if (r := _ast_ref(a)) is not None]
+        if len(given) == len(args) == len(node.args):
+            return ast.Call(func=ast.Name(id=node.func.value, ctx=ast.Load()), args=given, keywords=[])
     return None
 
 

@@ -71,7 +71,7 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
 FROM_ENVIRONMENT = ("os.environ.get()", "os.getenv()")
-SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
+SWITCH_NAME = re.compile(r"dump|debug|record", re.IGNORECASE)
 
 
 # Calls that take a function and run it later (its arguments beside it, or in `args=`).
@@ -904,6 +904,10 @@ pristine text (every variable there is the operator's)."""
             given = self.given_for(node, helper, target)
             if fixed is None and given is not None and self.fresh_temp(given) is not None:
                 fixed = "a new temp file"  # `_save(t, path)` with `fd, path = mkstemp()` here
+            if fixed is None and self.in_forward and any(self._switches):
+                message = f"{helper.name}() runs {saver}() in a forward function, behind a switch the operator sets"
+                self.report(node, message, severity=Severity.MEDIUM)
+                return
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")

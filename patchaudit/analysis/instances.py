@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 
 from patchaudit.analysis.names import NameTable, Scope
 
-__all__ = ["Bindings", "arguments", "class_of", "method", "bound_value", "default_of", "class_spans"]
+__all__ = [
+    "Bindings",
+    "arguments",
+    "class_of",
+    "method",
+    "bound_value",
+    "default_of",
+    "class_spans",
+    "is_self_like",
+]
 
 
 @dataclass(slots=True)
@@ -65,6 +74,18 @@ def _bind_body(body: list[ast.stmt], into: dict[str, list[ast.expr | None]]) -> 
 
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def is_self_like(node: ast.expr) -> bool:
+    """`self`, `cls`, `super()`, `type(self)` or `self.__class__`: an attribute of it is looked up
+    on the enclosing class and its bases."""
+    if _is_self(node):
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if node.func.id == "super":
+            return True
+        return node.func.id == "type" and len(node.args) == 1 and is_self_like(node.args[0])
+    return isinstance(node, ast.Attribute) and node.attr == "__class__" and is_self_like(node.value)
 
 
 def _once(values: list[ast.expr | None] | None) -> ast.expr | None:

@@ -146,9 +146,8 @@ class ModuleAnalysis:
             found = self.helpers().get((), {}).get(func.id)
             if found is not None:
                 return found
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            classes = [s for s in scope if s[0] == "class"]
-            found = self.helpers().get((classes[-1],), {}).get(func.attr) if classes else None
+        if isinstance(func, ast.Attribute) and instances.is_self_like(func.value):
+            found = self.method_of(scope, func.attr)
             if found is not None:
                 return found
         # A class of the module, an instance of one, or an instance's method.
@@ -156,7 +155,13 @@ class ModuleAnalysis:
         if found_method is None:
             return None
         owner, name = found_method
-        return self.helpers().get((("class", owner),), {}).get(name)
+        return self.method_of((("class", owner),), name)
+
+    def method_of(self, scope: Scope, name: str) -> Helper | None:
+        """The method `name` that `self.name` runs in `scope`: the enclosing class's own, else the
+        first of its bases in this module that defines it."""
+        table = self.helpers()
+        return next((h for c in self.names.class_chain(scope) if (h := table.get(c, {}).get(name))), None)
 
     def bound_path(self, node: ast.expr, scope: Scope, depth: int = 0) -> str | None:
         """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once,
