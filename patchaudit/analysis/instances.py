@@ -146,12 +146,14 @@ def bound_value(names: NameTable, bindings: Bindings, node: ast.expr, scope: Sco
     if isinstance(node, ast.Name) and not _hidden(names, node.id, scope):
         return _once(bindings.module.get(node.id))
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        owner = _class_in(scope) if _is_self(node.value) else node.value.id
-        if owner is not None:
+        own = (("class", node.value.id),) if not _is_self(node.value) else scope
+        for where in names.class_chain(own):
+            owner = where[0][1]
             value = _once(bindings.members.get(owner, {}).get(node.attr))
             if value is None and _is_self(node.value):
                 value = _once(bindings.instance.get(owner, {}).get(node.attr))
-            return value
+            if value is not None or node.attr in bindings.members.get(owner, {}):
+                return value
     return None
 
 

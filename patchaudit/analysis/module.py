@@ -65,6 +65,7 @@ class ModuleAnalysis:
     _helpers: dict[Scope, dict[str, Helper]] | None = None
     _constants: dict[Scope, dict[str, object]] | None = None
     _bindings: instances.Bindings | None = None
+    _constructions: dict[str, list[ast.Call]] | None = None
 
     @classmethod
     def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
@@ -171,7 +172,47 @@ class ModuleAnalysis:
         value = instances.bound_value(self.names, self.bindings(), node, scope)
         if value is None or depth > 4:
             return None
-        return fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
+        found = fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
+        if found is None and isinstance(value, ast.Name) and isinstance(node, ast.Attribute):
+            found = self.constructed_path(value.id, scope, depth)  # `self.path = path` in `__init__`
+        return found
+
+    def constructed_path(self, param: str, scope: Scope, depth: int = 0) -> str | None:
+        """The literal start of the path the constructor's parameter `param` gets when the class
+        enclosing `scope` is built in this module: its default (`def __init__(self, path="/tmp/d")`),
+        or what a construction passes (`Recorder("/tmp/x")`, `Recorder(path=tempfile.mkdtemp())`,
+        a subclass's construction included). None when no construction here fixes one."""
+        init = self.method_of(scope, "__init__")
+        if init is None or param not in init.params:
+            return None
+        again = lambda n: self.bound_path(n, (), depth + 1)  # noqa: E731
+        default = instances.default_of(init.node, param)
+        found = _temp_place(default) or fixed_path_ast(default, bound=again) if default is not None else None
+        if found is not None:
+            return found
+        owner = init.scope[:-1]
+        for call in self.constructions(owner):
+            given = instances.arguments(init.node, init.params, call).get(param)
+            found = _temp_place(given) or fixed_path_ast(given, bound=again) if given is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def constructions(self, owner: Scope) -> list[ast.Call]:
+        """The calls that build the class `owner` or a subclass of it in this module (`Cls(...)`
+        anywhere in the file; one walk of the module, kept)."""
+        if self._constructions is None:
+            classes = self.bindings().classes
+            self._constructions = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
+                    self._constructions.setdefault(node.func.id, []).append(node)
+        return [
+            call
+            for name, calls in self._constructions.items()
+            if owner in self.names.class_chain((("class", name),))
+            for call in calls
+        ]
 
     def helper_spans(self) -> dict[str, list[tuple[int, int]]]:
         """Function and method name -> the lines of each definition (for prefilters)."""
@@ -340,6 +381,11 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def _temp_place(node: ast.expr | None) -> str | None:
+    """`tempfile.mkdtemp()` given as a place to keep files: a temp directory the code made for them."""
+    return TEMP_DIR if isinstance(node, ast.Call) and _called_name(node.func) == "mkdtemp" else None
 
 
 def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:
