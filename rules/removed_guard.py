@@ -17,6 +17,8 @@ from patchaudit.rule import (
     blocked_lines,
     guard_conjunction,
     guard_escapes,
+    guard_fails_alike,
+    guard_narrowed,
     imported_names,
     line_opcodes,
     neutered,
@@ -91,6 +93,22 @@ def _escape(before: _Guard, after: _Guard) -> str | None:
         return None
     found = guard_escapes(before.test, after.test, _norm)
     return " or ".join(" and ".join(sorted(t)) or "True" for t in found) or None
+
+
+def _fails_alike(check: _Guard, other: _Guard) -> bool:
+    """An assert and a raise (`other`) whose `if` fails on what the assert did."""
+    if other.kind != "raise" or check.test is None or other.test is None:
+        return False
+    return guard_fails_alike(check.test, other.test, _norm)
+
+
+def _narrowed(before: _Guard, after: _Guard) -> tuple[int, str] | None:
+    """The line of a check's test rewritten to let more through (its shape flipped, or atoms of it
+    dropped), and how."""
+    if before.kind != after.kind or before.test is None or after.test is None or before.kind == "check":
+        return None
+    how = guard_narrowed(before.test, after.test, _norm, raising=before.kind == "raise")
+    return (after.test.lineno, how) if how is not None else None
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -719,6 +737,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
+                if after is None and before.kind == "assert" and any(_fails_alike(before, g) for g in now):
+                    continue  # the same, its test compared as logic (`a and b` as `not a or not b`)
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -736,6 +756,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                             after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
                         )
                     )
+                elif narrow := _narrowed(before, after):
+                    hits.append(self._hit(narrow[0], f"`{before.label}` in {where} narrowed: {narrow[1]}"))
                 elif loose := _loosened(before, after):
                     hits.append(
                         self._hit(
@@ -759,7 +781,9 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
-                elif any(never_fires(c) for c in after.conditions - before.conditions):
+                elif any(never_fires(c) for c in after.conditions - before.conditions) and not any(
+                    never_fires(c) for c in before.conditions - after.conditions
+                ):
                     never = [c for c in after.conditions - before.conditions if never_fires(c)]
                     narrowed = " and ".join(sorted(never))
                     hits.append(

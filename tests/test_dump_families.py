@@ -1,0 +1,391 @@
+"""Dumps reached through base classes, constructor-bound destinations, the standard library's temp
+places and qualified sink names, and guards narrowed by flipping the shape of their test:
+engine-level, each case one module against its pristine.
+
+Written as a hurried engineer debugging a large MoE model writes them: a `_snap` helper on a mixin
+the model now inherits, a `Recorder("/tmp/x")` built at module level, `tempfile.gettempdir()`
+joined to a name, `safetensors.torch.save_file`, `envs.VLLM_X or "/tmp/y"`, and `if x != expected:
+raise` turned into `if x == some_bad: raise`. Each look-alike of the same shape stays below high.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from patchaudit.hazards import SourceFile, check_file, load_rules
+from patchaudit.report import Severity
+
+P = textwrap.dedent("""
+import os
+import logging
+
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+class DeepseekV2MoE(nn.Module):
+    def __init__(self, config, layer_idx, head_dim):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        if head_dim not in (64, 128, 192):
+            raise ValueError(f"unsupported head_dim {head_dim}")
+        self.head_dim = head_dim
+        self.gate = nn.Linear(8, 8)
+
+    def forward(self, hidden_states):
+        router_logits = self.gate(hidden_states)
+        if router_logits.shape[-1] != self.config.n_routed_experts:
+            raise ValueError("router width")
+        assert hidden_states is not None and hidden_states.is_contiguous()
+        out = self.experts(hidden_states, router_logits)
+        return out
+
+    def load_weights(self, weights):
+        for name, w in weights:
+            if w.dtype not in (torch.bfloat16, torch.float8_e4m3fn):
+                raise NotImplementedError(f"dtype {w.dtype}")
+            if w.numel() > 1 << 30:
+                raise ValueError("too large")
+        return weights
+""").lstrip()
+
+CLS = "class DeepseekV2MoE(nn.Module):\n"
+FWD = "        router_logits = self.gate(hidden_states)\n"
+TOP = "logger = logging.getLogger(__name__)\n"
+IMP = "import os\n"
+CASES: list[tuple[str, str, bool]] = []
+
+
+def R(*pairs: str) -> str:
+    out = P
+    for old, new in zip(pairs[::2], pairs[1::2], strict=True):
+        assert old in out, old
+        out = out.replace(old, new, 1)
+    return out
+
+
+def case(name: str, patched: str, high: bool = True) -> None:
+    CASES.append((name, patched, high))
+
+
+def dump(name: str, imports: str, body: str, top: str = "", base: str = "", high: bool = True) -> None:
+    """A patch that adds `imports`, module-level `top`, a class `base` above the model (the model
+    then inherits it when `base` defines a class) and `body` after the router logits."""
+    pairs = [IMP, IMP + imports, FWD, FWD + textwrap.indent(textwrap.dedent(body), "        ")]
+    if top:
+        pairs += [TOP, TOP + textwrap.dedent(top)]
+    if base:
+        base = textwrap.dedent(base)
+        first = base.split("class ", 1)[1].split("(", 1)[0].split(":", 1)[0]
+        pairs += [CLS, base + "\n\n" + CLS.replace("(nn.Module)", f"({first}, nn.Module)")]
+    case(name, R(*pairs), high)
+
+
+# (1) a dumping callable on a base class of the module, reached from the subclass
+SNAP = """
+class _DumpMixin:
+    def _snap(self, t, tag):
+        torch.save(t.cpu(), f"/tmp/dsv2_{tag}_{self.layer_idx}.pt")
+"""
+dump("a_base_method", "", 'self._snap(router_logits, "router")\n', base=SNAP)
+dump(
+    "a_base_staticmethod_lambda",
+    "",
+    "self._dump(router_logits)\n",
+    base='class _Dbg:\n    _dump = staticmethod(lambda t: torch.save(t, "/tmp/router.pt"))\n',
+)
+dump(
+    "a_base_partial",
+    "import functools\n",
+    "self._save(router_logits)\n",
+    base='class _Dbg:\n    _save = functools.partial(torch.save, f="/tmp/router.pt")\n',
+)
+dump(
+    "a_base_classmethod_np",
+    "import numpy as np\n",
+    "type(self)._dump(router_logits.float().cpu().numpy())\n",
+    base='class _Dbg:\n    @classmethod\n    def _dump(cls, a):\n        np.save(f"/tmp/{cls.__name__}.npy", a)\n',
+)
+dump("a_super_call", "", 'super()._snap(router_logits, "r")\n', base=SNAP)
+dump(
+    "a_two_levels",
+    "",
+    'self._snap(router_logits, "r")\n',
+    base=SNAP + "\n\nclass _Base(_DumpMixin):\n    pass\n",
+)
+dump(
+    "a_base_debugger",
+    "",
+    "self._bp()\n",
+    base="class _Dbg:\n    def _bp(self):\n        import pdb\n\n        pdb.set_trace()\n",
+)
+dump(
+    "a_base_pickle_helper",
+    "import pickle\n",
+    "self.record(router_logits)\n",
+    base='class _Rec:\n    def record(self, t):\n        with open("/tmp/rec.pkl", "ab") as f:\n'
+    "            pickle.dump(t.cpu(), f)\n",
+)
+PSNAP = """
+class _DumpMixin:
+    def _snap(self, t, path):
+        torch.save(t.detach().cpu(), path)
+"""
+LW = "        for name, w in weights:\n"
+
+
+def loader(name: str, imports: str, body: str, top: str = "", base: str = "", high: bool = True) -> None:
+    """Like `dump`, with `body` at the top of `load_weights` (not a forward function)."""
+    pairs = [IMP, IMP + imports, LW, textwrap.indent(textwrap.dedent(body), "        ") + LW]
+    if top:
+        pairs += [TOP, TOP + textwrap.dedent(top)]
+    if base:
+        base = textwrap.dedent(base)
+        first = base.split("class ", 1)[1].split("(", 1)[0].split(":", 1)[0]
+        pairs += [CLS, base + "\n\n" + CLS.replace("(nn.Module)", f"({first}, nn.Module)")]
+    case(name, R(*pairs), high)
+
+
+dump("a_base_param_path_fwd", "", 'self._snap(router_logits, f"/tmp/r{self.layer_idx}.pt")\n', base=PSNAP)
+loader("a_base_param_path_load", "", 'self._snap(weights, "/tmp/weights.pt")\n', base=PSNAP)
+loader("a_super_param_path_load", "", 'super()._snap(weights, "/tmp/weights.pt")\n', base=PSNAP)
+loader(
+    "a_two_levels_param_path",
+    "",
+    'self._snap(weights, "/tmp/weights.pt")\n',
+    base=PSNAP + "\n\nclass _Base(_DumpMixin):\n    pass\n",
+)
+loader(
+    "a_base_partial_load",
+    "import functools\n",
+    "self._save(weights)\n",
+    base='class _Dbg:\n    _save = functools.partial(torch.save, f="/tmp/w.pt")\n',
+)
+loader(
+    "a_base_classmethod_param",
+    "import numpy as np\n",
+    'type(self)._dump(np.zeros(3), "/tmp/w.npy")\n',
+    base="class _Dbg:\n    @classmethod\n    def _dump(cls, a, path):\n        np.save(path, a)\n",
+)
+loader(
+    "a_base_init_attr_saver",
+    "",
+    'self.saver(weights, "/tmp/w.pt")\n',
+    base="class _Dbg:\n    def __init__(self):\n        self.saver = torch.save\n",
+)
+loader("q_base_param_config_load", "", "self._snap(weights, self.config.weights_dump)\n", base=PSNAP, high=False)
+dump(
+    "q_base_save_param",
+    "",
+    "",
+    base='class _Io:\n    def save(self, t, path):\n        """Write `t` to `path`."""\n        torch.save(t, path)\n',
+    high=False,
+)
+dump(
+    "q_base_config_path",
+    "",
+    "if self.config.dump_router:\n    self.save(router_logits, self.config.dump_path)\n",
+    base='class _Io:\n    def save(self, t, path):\n        """Write `t` to `path`."""\n        torch.save(t, path)\n',
+    high=False,
+)
+
+# (2) a destination bound in a constructor
+REC = """
+class Recorder:
+    def __init__(self, path{default}):
+        self.path = path
+        self.n = 0
+
+    def record(self, t):
+        self.n += 1
+        torch.save(t.cpu(), os.path.join(self.path, f"{{self.n}}.pt"))
+"""
+dump("b_module_instance", "", "_REC.record(router_logits)\n", top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n')
+dump(
+    "b_keyword_mkdtemp",
+    "import tempfile\n",
+    "_REC.record(router_logits)\n",
+    top=REC.format(default="") + "\n\n_REC = Recorder(path=tempfile.mkdtemp())\n",
+)
+dump("b_default_arg", "", "_REC.record(router_logits)\n", top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n")
+case(
+    "b_init_instance_method",
+    R(
+        TOP,
+        TOP + textwrap.dedent(REC.format(default="")),
+        "        self.head_dim = head_dim\n",
+        '        self.head_dim = head_dim\n        self.rec = Recorder(f"/tmp/moe_{layer_idx}")\n',
+        FWD,
+        FWD + "        self.rec.record(router_logits)\n",
+    ),
+)
+case(
+    "b_self_out_dir",
+    R(
+        "        self.head_dim = head_dim\n",
+        '        self.head_dim = head_dim\n        self.out_dir = "/tmp/moe"\n',
+        FWD,
+        FWD + '        torch.save(router_logits, f"{self.out_dir}/{self.layer_idx}.pt")\n',
+    ),
+)
+loader("b_module_instance_load", "", "_REC.record(weights)\n", top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n')
+loader(
+    "b_keyword_mkdtemp_load",
+    "import tempfile\n",
+    "_REC.record(weights)\n",
+    top=REC.format(default="") + "\n\n_REC = Recorder(path=tempfile.mkdtemp())\n",
+)
+loader("b_default_arg_load", "", "_REC.record(weights)\n", top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n")
+loader("b_inline_instance_load", "", 'Recorder("/tmp/w").record(weights)\n', top=REC.format(default=""))
+case(
+    "b_init_instance_load",
+    R(
+        TOP,
+        TOP + textwrap.dedent(REC.format(default="")),
+        "        self.head_dim = head_dim\n",
+        '        self.head_dim = head_dim\n        self.rec = Recorder(f"/tmp/moe_{layer_idx}")\n',
+        LW,
+        "        self.rec.record(weights)\n" + LW,
+    ),
+)
+case(
+    "b_self_out_dir_load",
+    R(
+        "        self.head_dim = head_dim\n",
+        '        self.head_dim = head_dim\n        self.out_dir = "/tmp/moe"\n',
+        LW,
+        '        torch.save(weights, f"{self.out_dir}/{self.layer_idx}.pt")\n' + LW,
+    ),
+)
+case(
+    "b_init_param_default",
+    R(
+        "    def __init__(self, config, layer_idx, head_dim):\n",
+        '    def __init__(self, config, layer_idx, head_dim, dump_dir="/tmp/moe"):\n',
+        "        self.head_dim = head_dim\n",
+        "        self.head_dim = head_dim\n        self.dump_dir = dump_dir\n",
+        LW,
+        '        torch.save(weights, os.path.join(self.dump_dir, "w.pt"))\n' + LW,
+    ),
+)
+loader(
+    "q_recorder_param_load",
+    "",
+    "Recorder(self.config.record_dir).record(weights)\n",
+    top=REC.format(default=""),
+    high=False,
+)
+dump(
+    "q_recorder_config_path",
+    "",
+    "if self.config.record_router:\n    _recorder.record(router_logits)\n",
+    top=REC.format(default="") + "\n\n_recorder = Recorder(os.environ['VLLM_ROUTER_RECORD_DIR'])\n",
+    high=False,
+)
+dump("q_recorder_never_built", "", "", top=REC.format(default=""), high=False)
+
+# (3) temp destinations of the standard library and raw writers
+for name, imports, body in [
+    ("c_gettempdir_join", "import tempfile\n", 'torch.save(router_logits, os.path.join(tempfile.gettempdir(), "r.pt"))\n'),
+    ("c_mkdtemp_join_np", "import tempfile\nimport numpy as np\n",
+     'np.save(os.path.join(tempfile.mkdtemp(), "r.npy"), router_logits.cpu().numpy())\n'),
+    ("c_ntf_name", "import tempfile\n",
+     'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt", delete=False).name)\n'),
+    ("c_ntf_name_default_delete", "import tempfile\n",
+     'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt").name)\n'),
+    ("c_path_gettempdir_write_bytes", "import tempfile\nfrom pathlib import Path\n",
+     '(Path(tempfile.gettempdir()) / f"{self.layer_idx}.bin").write_bytes(router_logits.cpu().numpy().tobytes())\n'),
+    ("c_tofile_literal", "", 'router_logits.float().cpu().numpy().tofile(f"/tmp/r_{self.layer_idx}.bin")\n'),
+    ("c_open_ab_write", "", 'open("/tmp/r.bin", "ab").write(router_logits.cpu().numpy().tobytes())\n'),
+    ("c_tofile_gettempdir", "import tempfile\n",
+     'arr = router_logits.cpu().numpy()\narr.tofile(os.path.join(tempfile.gettempdir(), "r.bin"))\n'),
+    ("c_mkdtemp_var_fstring", "import tempfile\n",
+     'd = tempfile.mkdtemp(prefix="dsv2_")\ntorch.save(router_logits, f"{d}/r.pt")\n'),
+    ("c_gettempdir_var", "import tempfile\n",
+     'tmp = tempfile.gettempdir()\ntorch.save(router_logits, tmp + "/r.pt")\n'),
+    ("c_inline_import_tempfile", "",
+     'import tempfile as _tf\ntorch.save(router_logits, os.path.join(_tf.gettempdir(), "r.pt"))\n'),
+]:
+    dump(name, imports, body)
+
+# (4) qualified and aliased sink names, environment destinations with a temp fallback
+for name, imports, body in [
+    ("d_serialization_save", "import torch.serialization\n", 'torch.serialization.save(router_logits, "/tmp/r.pt")\n'),
+    ("d_ser_alias", "import torch.serialization as ser\n", 'ser.save(router_logits, "/tmp/r.pt")\n'),
+    ("d_safetensors_save_file", "import safetensors.torch\n",
+     'safetensors.torch.save_file({"r": router_logits}, "/tmp/r.safetensors")\n'),
+    ("d_safetensors_from_alias", "from safetensors.torch import save_file as sf\n",
+     'sf({"r": router_logits.contiguous()}, f"/tmp/r{self.layer_idx}.safetensors")\n'),
+    ("d_np_write_array", "import numpy\n",
+     'numpy.lib.format.write_array(open("/tmp/r.npy", "wb"), router_logits.cpu().numpy())\n'),
+    ("d_pickler_dump", "import pickle\n", 'pickle.Pickler(open("/tmp/r.pkl", "wb")).dump(router_logits)\n'),
+    ("d_envs_or_tmp", "import vllm.envs as envs\n",
+     'torch.save(router_logits, envs.VLLM_ROUTER_DUMP or "/tmp/router.pt")\n'),
+    ("d_getenv_default_tmp", "", 'torch.save(router_logits, os.getenv("VLLM_DUMP_PATH", "/tmp/router.pt"))\n'),
+    ("d_environ_get_or_tmpdir", "import tempfile\n",
+     'where = os.environ.get("VLLM_DUMP_DIR") or tempfile.gettempdir()\n'
+     'torch.save(router_logits, os.path.join(where, "r.pt"))\n'),
+    ("d_np_savez", "import numpy as np\n", 'np.savez("/tmp/r.npz", r=router_logits.cpu().numpy())\n'),
+    ("d_torch_serialization_from", "from torch.serialization import save as tsave\n",
+     'tsave(router_logits, "/tmp/r.pt")\n'),
+]:
+    dump(name, imports, body)
+dump(
+    "q_envs_no_fallback",
+    "import vllm.envs as envs\n",
+    "if envs.VLLM_ROUTER_DUMP:\n    torch.save(router_logits, envs.VLLM_ROUTER_DUMP)\n",
+    high=False,
+)
+
+# (5) a raise/assert narrowed by flipping its shape
+RW = "        if router_logits.shape[-1] != self.config.n_routed_experts:\n"
+HD = "        if head_dim not in (64, 128, 192):\n"
+DT = "            if w.dtype not in (torch.bfloat16, torch.float8_e4m3fn):\n"
+AS = "        assert hidden_states is not None and hidden_states.is_contiguous()\n"
+case("e_ne_to_eq_bad", R(RW, "        if router_logits.shape[-1] == 0:\n"))
+case("e_not_in_to_in_one", R(HD, "        if head_dim in (96,):\n"))
+case("e_not_in_to_in_set", R(DT, "            if w.dtype in {torch.float16}:\n"))
+case("e_not_in_to_eq", R(HD, "        if head_dim == 96:\n"))
+case("e_assert_drop_conjunct", R(AS, "        assert hidden_states is not None\n"))
+case("e_ne_to_is_none", R(RW, "        if router_logits is None:\n"))
+case("q_widen_head_dim", R(HD, "        if head_dim not in (64, 128, 192, 256):\n"), high=False)
+case("q_threshold_edit", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 31:\n"), high=False)
+case(
+    "q_dtype_list_edit",
+    R(DT, "            if w.dtype not in (torch.bfloat16, torch.float8_e4m3fn, torch.float16):\n"),
+    high=False,
+)
+case("q_assert_to_if_raise", R(AS, "        if hidden_states is None or not hidden_states.is_contiguous():\n"
+                                   "            raise ValueError('hidden')\n"), high=False)
+case("q_message_change", R('raise ValueError("router width")', 'raise ValueError(f"router width {router_logits.shape}")'),
+     high=False)
+case(
+    "q_guard_into_helper",
+    R(
+        RW + '            raise ValueError("router width")\n',
+        "        self._check_router(router_logits)\n",
+        "    def load_weights(self, weights):\n",
+        "    def _check_router(self, router_logits):\n" + RW.replace("        ", "    ", 1)
+        + '            raise ValueError("router width")\n\n    def load_weights(self, weights):\n',
+    ),
+    high=False,
+)
+case("q_except_importerror", R(IMP, IMP + "try:\n    import flashinfer\nexcept ImportError:\n    pass\n"), high=False)
+
+RULES = load_rules()
+
+
+def highs(patched: str) -> list[tuple[str, int]]:
+    file = SourceFile(path="vllm/model_executor/models/deepseek_v2.py", installed=patched.encode(), pristine=P.encode())
+    return [(f.rule, f.line) for f in check_file(file, RULES) if f.severity is Severity.HIGH and f.in_change]
+
+
+@pytest.mark.parametrize(("name", "patched", "high"), CASES, ids=[c[0] for c in CASES])
+def test_family(name: str, patched: str, high: bool) -> None:
+    found = highs(patched)
+    assert bool(found) == high, (name, found)
