@@ -9,7 +9,7 @@ from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
 
 OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
-TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")  # `$TMPDIR`: `tempfile.gettempdir()`
 WRITE_METHODS = ("write_text", "write_bytes")
 # pathlib methods that give another path under the same root.
 PATH_STEPS = ("joinpath", "with_suffix", "with_name", "with_stem", "expanduser", "resolve", "absolute")

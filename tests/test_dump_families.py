@@ -280,6 +280,58 @@ loader(
     top=REC.format(default=""),
     high=False,
 )
+loader(
+    "a_base_lambda_param",
+    "",
+    'self._dump(weights, "/tmp/w.pt")\n',
+    base="class _Dbg:\n    _dump = staticmethod(lambda t, p: torch.save(t, p))\n",
+)
+case(
+    "a_base_class_const_dir",
+    R(
+        CLS,
+        'class _Paths:\n    DUMP_DIR = "/tmp/dsv2"\n\n\n' + CLS.replace("(nn.Module)", "(_Paths, nn.Module)"),
+        LW,
+        '        torch.save(weights, os.path.join(self.DUMP_DIR, "w.pt"))\n' + LW,
+    ),
+)
+loader(
+    "b_subclass_construct",
+    "",
+    "_R.record(weights)\n",
+    top=REC.format(default="") + '\n\nclass _DumpRec(Recorder):\n    pass\n\n\n_R = _DumpRec("/tmp/x")\n',
+)
+REC_OR = REC.replace("        self.path = path\n", '        self.path = path or "/tmp/rec"\n')
+loader("b_init_or_fallback", "", "_R.record(weights)\n", top=REC_OR.format(default="=None") + "\n\n_R = Recorder()\n")
+case(
+    "b_init_getenv_default",
+    R(
+        "        self.head_dim = head_dim\n",
+        '        self.head_dim = head_dim\n        self.dump_path = os.getenv("VLLM_MOE_DUMP", "/tmp/moe.pt")\n',
+        LW,
+        "        torch.save(weights, self.dump_path)\n" + LW,
+    ),
+)
+loader(
+    "c_module_const_gettempdir",
+    "import tempfile\n",
+    'torch.save(weights, f"{_DUMP}/w.pt")\n',
+    top='_DUMP = os.path.join(tempfile.gettempdir(), "dsv2")\n',
+)
+loader(
+    "q_recorder_built_from_param",
+    "",
+    "",
+    top=REC.format(default="") + "\n\ndef make_recorder(path):\n    return Recorder(path)\n",
+    high=False,
+)
+loader(
+    "q_recorder_built_from_config",
+    "",
+    "",
+    top=REC.format(default="") + "\n\ndef make_recorder(cfg):\n    return Recorder(path=cfg.record_dir)\n",
+    high=False,
+)
 dump(
     "q_recorder_config_path",
     "",
@@ -311,7 +363,7 @@ for name, imports, body in [
     ("c_inline_import_tempfile", "",
      'import tempfile as _tf\ntorch.save(router_logits, os.path.join(_tf.gettempdir(), "r.pt"))\n'),
 ]:
-    dump(name, imports, body)
+    loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 
 # (4) qualified and aliased sink names, environment destinations with a temp fallback
 for name, imports, body in [
@@ -334,11 +386,24 @@ for name, imports, body in [
     ("d_torch_serialization_from", "from torch.serialization import save as tsave\n",
      'tsave(router_logits, "/tmp/r.pt")\n'),
 ]:
-    dump(name, imports, body)
+    loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 dump(
     "q_envs_no_fallback",
     "import vllm.envs as envs\n",
     "if envs.VLLM_ROUTER_DUMP:\n    torch.save(router_logits, envs.VLLM_ROUTER_DUMP)\n",
+    high=False,
+)
+loader(
+    "q_envs_no_fallback_load",
+    "import vllm.envs as envs\n",
+    'if envs.VLLM_WEIGHTS_DUMP:\n    torch.save(weights, os.path.join(envs.VLLM_WEIGHTS_DUMP, "w.pt"))\n',
+    high=False,
+)
+loader(
+    "q_cache_dir_fallback_home",
+    "",
+    'where = os.environ.get("VLLM_CACHE_ROOT") or os.path.expanduser("~/.cache/vllm")\n'
+    'torch.save(weights, os.path.join(where, "w.pt"))\n',
     high=False,
 )
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 
-__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "NOT_CONSTANT"]
+__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "temp_only", "NOT_CONSTANT"]
 
 NOT_CONSTANT = object()
 
@@ -66,6 +66,7 @@ class ModuleAnalysis:
     _constants: dict[Scope, dict[str, object]] | None = None
     _bindings: instances.Bindings | None = None
     _constructions: dict[str, list[ast.Call]] | None = None
+    _lambdas: dict[int, Helper] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
@@ -154,9 +155,38 @@ class ModuleAnalysis:
         # A class of the module, an instance of one, or an instance's method.
         found_method = instances.method(self.names, self.bindings(), func, scope) if func is not None else None
         if found_method is None:
-            return None
+            return self._lambda(func, scope) if func is not None else None
         owner, name = found_method
         return self.method_of((("class", owner),), name)
+
+    def _lambda(self, func: ast.expr, scope: Scope) -> Helper | None:
+        """A lambda a name or a class attribute is bound to (`_dump = lambda t, p: torch.save(t, p)`,
+        `_dump = staticmethod(lambda ...)`), as a helper whose body returns the lambda's."""
+        if isinstance(func, ast.Name):
+            values = self.names.values(func.id, scope)
+        elif isinstance(func, ast.Attribute) and instances.is_self_like(func.value):
+            values = self.names.class_values(func.attr, scope)
+        else:
+            return None
+        for value, where in values:
+            method = True
+            if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+                value, method = value.args[0], False
+            if isinstance(value, ast.Lambda):
+                return self._lambda_helper(value, where, method and bool(where) and where[-1][0] == "class")
+        return None
+
+    def _lambda_helper(self, node: ast.Lambda, where: Scope, is_method: bool) -> Helper:
+        found = self._lambdas.get(id(node))
+        if found is None:
+            body = ast.copy_location(ast.Return(value=node.body), node.body)
+            func = ast.FunctionDef(name="<lambda>", args=node.args, body=[body], decorator_list=[], returns=None)
+            func = ast.copy_location(func, node)
+            a = node.args
+            params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+            found = Helper("<lambda>", params[1:] if is_method else params, is_method, func, where + (("lambda", ""),))
+            self._lambdas[id(node)] = found
+        return found
 
     def method_of(self, scope: Scope, name: str) -> Helper | None:
         """The method `name` that `self.name` runs in `scope`: the enclosing class's own, else the
@@ -222,6 +252,15 @@ class ModuleAnalysis:
                 node = helper.node
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
+        for body in [self.tree.body, *(c.body for c in self.tree.body if isinstance(c, ast.ClassDef))]:
+            for stmt in body:  # `_dump = lambda t, p: ...`, `_dump = staticmethod(lambda ...)`: run as helpers
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                target, value = stmt.targets[0], stmt.value
+                if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+                    value = value.args[0]
+                if isinstance(value, ast.Lambda) and isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append((stmt.lineno, stmt.end_lineno or stmt.lineno))
         return out
 
     def returned_path(self, func: ast.expr, scope: Scope, depth: int = 0) -> str | None:
@@ -348,6 +387,7 @@ def _literal(node: ast.expr) -> object:
 # means to write a temp file does it), labelled so that no rule mistakes it for a literal /tmp.
 TEMP_DIR_CALLS = ("gettempdir", "gettempdirb", "mktemp")
 TEMP_DIR = "$TMPDIR"
+TEMP_PLACES = ("/tmp", "/var/tmp", "/dev/shm", TEMP_DIR)
 
 
 def fixed_path_ast(
@@ -371,6 +411,11 @@ def fixed_path_ast(
         return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod | ast.Div):
         return fixed_path_ast(node.left, depth + 1, bound)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return temp_only(fixed_path_ast(node.values[-1], depth + 1, bound))  # `path or "/tmp/d"`
+    if isinstance(node, ast.Call) and _called_name(node.func) in ("getenv", "get") and len(node.args) == 2:
+        if _called_name(node.func) == "getenv" or "environ" in ast.unparse(node.func):
+            return temp_only(fixed_path_ast(node.args[1], depth + 1))  # `os.getenv("D", "/tmp/d")`
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
@@ -381,6 +426,13 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def temp_only(path: str | None) -> str | None:
+    """A fallback destination (`path or "/tmp/d"`, `os.getenv("D", "/tmp/d")`), when it is a temp
+    place: a debug destination even when the variable is real (a fallback elsewhere is a
+    documented default)."""
+    return path if path is not None and path.startswith(TEMP_PLACES) else None
 
 
 def _temp_place(node: ast.expr | None) -> str | None:
