@@ -864,8 +864,9 @@ pristine text (every variable there is the operator's)."""
         func = self.callee(node)
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if method == "tofile" and node.args:
+            # Raw array bytes, a format no serving code keeps: a dump wherever a step runs it.
             fixed = self.fixed_path(node.args[0].value)
-            if fixed is not None or self.in_forward:
+            if fixed is not None or self.in_step_path:
                 where = f"the fixed path {fixed!r}" if fixed is not None else "disk on every step"
                 self.report(node, f"ndarray.tofile() writes raw array bytes to {where} (debug dump left in a patch?)")
             return
