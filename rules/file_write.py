@@ -32,8 +32,7 @@ Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `wr
 `write_bytes`, `open("a")`, fixed paths as listed above, also through module and class constants
 (`LOG = "/tmp/x.log"`), an instance attribute bound once (`self.log_path = "/tmp/x"`), a helper of
 the module whose every `return` is a fixed path, and the temp directory
-(`tempfile.gettempdir()`: a fixed path, medium outside forward functions, as it is not a literal
-/tmp), `functools.partial` around the writer, and a helper of the module
+(`tempfile.gettempdir()`: a temp place like a literal /tmp, high), `functools.partial` around the writer, and a helper of the module
 (three levels deep) that opens for writing a path it fixes, or that the call fixes
 (`_append("/tmp/log.txt", s)`): the call site is the finding. A pathlib destination is followed
 through every step that keeps its root (`Path(a, b)`, `/`, `joinpath`, `with_suffix`, `with_name`,

@@ -335,7 +335,13 @@ module that catches around its `yield` without raising again). Tests are compare
 `and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
 while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
 weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad) if
-not LAX else False:`). A removed guard is matched to its own scope and line: one the helpers the
+not LAX else False:`). A test rewritten to a flipped shape is narrowed: one that rejected everything
+outside a set now rejects only values it names (`if x != expected:` to `if x == bad:` or `if x is
+None:`, `not in allowed` to `in {bad}` or `== bad`, `assert d in (a, b)` to `assert d != c`, Yoda
+order and `not (...)` folded), and so is one that is the old test less some of its atoms (`assert x
+is not None and ok(x)` to `assert x is not None`, `if a or b: raise` to `if a: raise`); a set
+widened or a bound moved in place keeps its shape and is not (`not in (64, 128)` to `not in (64,
+128, 256)`, a constant hoisted, `> 1 << 30` to `> 1 << 31`). A removed guard is matched to its own scope and line: one the helpers the
 scope calls already held in the pristine code (another `raise ValueError` of a check function it
 called before) is not where it went. A guard
 still present is asked of the reachability view whether it can run: it is reported when the
@@ -361,7 +367,8 @@ of another module of the same top-level package that the scope now calls and did
 vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
 hop away): that module is read where it is installed, bounded and below the distribution's
 directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
-`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), in place or
+`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`; `a and b` as
+`not a or not b`, compared as logic), in place or
 in a helper the scope calls (the helper's test must be the assert's, negated: the same names). The
 other way round (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
@@ -370,7 +377,9 @@ Knowingly not: a guard moved into another package's module, or into a module tha
 a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
 condition was rewritten to something equivalent but different in text (reported as weakened when it
 gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
-switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`)."""
+switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`); a
+flip between operands of different names (`if x != n: raise` to `if y == 0: raise`: a rewrite, not a
+narrowing)."""
     NEEDS_PRISTINE = True
 
     VALID = [

@@ -106,13 +106,17 @@ Shapes understood: every import form and alias (`import torch as t`, `from torch
 s`, `__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module
 or local string constant, `save = torch.save`, `sys.modules["torch"]`, an
 import inside the function), `functools.partial(torch.save, ...)` (a destination it binds counts),
-a lambda whose body saves, `self.dump = torch.save` (or a partial of it) bound in a method, a
-function or method of the same module that saves (three levels of calls deep: the call site is
-the finding, high when it passes a fixed path, leaves a fixed default in place, or sits in a
-forward function), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump =
+a lambda whose body saves (bound to a name or a class attribute, `staticmethod(lambda ...)`
+too: a path passed at the call site counts), `self.dump = torch.save` (or a partial of it) bound
+in a method, a function or method of the same module that saves (three levels of calls deep: the
+call site is the finding, high when it passes a fixed path, leaves a fixed default in place, or
+sits in a forward function; medium there behind a switch the operator sets), a method, partial,
+lambda or class attribute of a base class of the module reached as `self.x`, `cls.x`,
+`super().x` or `type(self).x` (looked up along the module's own bases, depth first), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump =
 Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
 dill, joblib, numpy (`save`, `savez`, `savez_compressed`, `savetxt`, `ndarray.dump`) and
-safetensors, `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
+safetensors, `ndarray.tofile()` to a fixed path or in a step function (forward, `execute_model`,
+a sampler: behind a switch too, no serving code keeps raw array bytes), `fh.write(x.tobytes())` in
 forward, `logging.FileHandler` (and the rotating and watched handlers),
 `logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
@@ -123,8 +127,12 @@ memory maps opened for writing at a fixed path, CUDA memory snapshots
 these tools are high in a temp directory or a forward function and medium elsewhere (upstream
 ships profilers that write beside the process).
 `torch.jit.save`, `torch.onnx.export` and `dill.dump` are savers like `torch.save`. A destination
-is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
-(`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
+is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`, of a base
+class too), an instance attribute bound once (`self.dump_dir = "/tmp/d"` in `__init__`), one bound
+to a constructor parameter when the class (or a subclass) is built in this module with a fixed
+path or `mkdtemp()` or the parameter's default is one (`Recorder("/tmp/r")`, `def __init__(self,
+path="/tmp/r")`), a fallback to a temp place (`envs.X or "/tmp/d"`, `os.getenv("X", "/tmp/d")`,
+`path or tempfile.gettempdir()`: a debug destination even when the variable is real), a helper of the module whose every `return` is a
 fixed path, and the shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()`
 or `mkstemp()`, a fresh place each call). Such writes in a test module, or whose path is handed
 on, are medium.
@@ -151,7 +159,8 @@ or a `BytesIO`'s `getvalue()` to a file from `open`, `io.FileIO`, `codecs.open`,
 `mmap` of a file (also through a `with ... as fh` or a local name): high to a fixed path, a new
 temp file, or from a forward function; the process's own `sys.stdout.buffer` is not a file. A
 save into a new temp file that outlives the call (`tempfile.mkstemp()`, an item of it, its
-`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, `os.path.join(mkdtemp(), ...)`)
+`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, the `.name` of a
+`NamedTemporaryFile(...)` not kept, `os.path.join(mkdtemp(), ...)`)
 is a fixed destination, unless the call is given a `dir` its caller chose (a parameter, a
 lower-case name, an attribute: a spill handed on, as IPC does), not a literal or an upper-case
 constant. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
@@ -172,7 +181,10 @@ its parameter (its callers decide), a path an enclosing function's parameter fix
 other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
 name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
 to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
-(`VLLM_MY_DUMP`, indistinguishable here from a documented one), and files scanned without their
+(`VLLM_MY_DUMP`, indistinguishable here from a documented one), bases imported from other modules
+or nested classes (only the module's own top-level classes are followed), a constructor parameter
+bound under another name or through a container (`self.cfg = {"path": path}`), a fallback outside
+a temp place (`path or "~/.cache/x"`: a documented default), and files scanned without their
 pristine text (every variable there is the operator's)."""
     PREFILTER = (
         b"save",

@@ -42,6 +42,7 @@ class DeepseekV2MoE(nn.Module):
         if router_logits.shape[-1] != self.config.n_routed_experts:
             raise ValueError("router width")
         assert hidden_states is not None and hidden_states.is_contiguous()
+        assert hidden_states.dtype in (torch.bfloat16, torch.float16)
         out = self.experts(hidden_states, router_logits)
         return out
 
@@ -179,6 +180,21 @@ loader(
     base="class _Dbg:\n    def __init__(self):\n        self.saver = torch.save\n",
 )
 loader("q_base_param_config_load", "", "self._snap(weights, self.config.weights_dump)\n", base=PSNAP, high=False)
+# a debugger reached through a base class
+loader("a_dbg_base_staticmethod", "import pdb\n", "self._bp()\n", base="class _Dbg:\n    _bp = staticmethod(pdb.set_trace)\n")
+loader("a_dbg_base_attr", "import pdb\n", "super()._bp()\n", base="class _Dbg:\n    _bp = pdb.set_trace\n")
+loader(
+    "a_dbg_base_init_pdb",
+    "import pdb\n",
+    "self._dbg.set_trace()\n",
+    base="class _Dbg:\n    def __init__(self):\n        self._dbg = pdb.Pdb()\n",
+)
+loader(
+    "a_dbg_base_breakpoint_alias",
+    "",
+    "type(self)._stop()\n",
+    base="class _Dbg:\n    _stop = staticmethod(breakpoint)\n",
+)
 dump(
     "q_base_save_param",
     "",
@@ -418,6 +434,32 @@ case("e_not_in_to_in_set", R(DT, "            if w.dtype in {torch.float16}:\n")
 case("e_not_in_to_eq", R(HD, "        if head_dim == 96:\n"))
 case("e_assert_drop_conjunct", R(AS, "        assert hidden_states is not None\n"))
 case("e_ne_to_is_none", R(RW, "        if router_logits is None:\n"))
+case("e_not_eq_to_eq", R(RW, "        if not router_logits.shape[-1] == 0:\n".replace("not ", "")))
+DA = "        assert hidden_states.dtype in (torch.bfloat16, torch.float16)\n"
+case("e_assert_in_to_not_in", R(DA, "        assert hidden_states.dtype not in (torch.float64,)\n"))
+case("e_assert_in_to_ne", R(DA, "        assert hidden_states.dtype != torch.float64\n"))
+case("q_assert_in_widened", R(DA, "        assert hidden_states.dtype in (torch.bfloat16, torch.float16, torch.float32)\n"), high=False)
+case(
+    "q_raise_stricter_or",
+    R(RW, "        if router_logits is None or router_logits.shape[-1] != self.config.n_routed_experts:\n"),
+    high=False,
+)
+case(
+    "e_yoda_flip",
+    R(HD, "        if 96 == head_dim:\n"),
+)
+case(
+    "q_hoist_supported_const",
+    R(HD, "        if head_dim not in _SUPPORTED_HEAD_DIMS:\n", TOP, TOP + "_SUPPORTED_HEAD_DIMS = (64, 128, 192)\n"),
+    high=False,
+)
+case(
+    "q_rewrite_same_shape",
+    R(RW, "        if router_logits.size(-1) != self.config.n_routed_experts:\n"),
+    high=False,
+)
+case("q_outside_to_outside_set", R(DT, "            if w.dtype not in _OK_DTYPES:\n", TOP, TOP + "_OK_DTYPES = {torch.bfloat16}\n"), high=False)
+case("q_eq_to_le", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 30 or w.numel() <= 0:\n"), high=False)
 case("q_widen_head_dim", R(HD, "        if head_dim not in (64, 128, 192, 256):\n"), high=False)
 case("q_threshold_edit", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 31:\n"), high=False)
 case(
