@@ -348,6 +348,26 @@ loader(
     top=REC.format(default="") + "\n\ndef make_recorder(cfg):\n    return Recorder(path=cfg.record_dir)\n",
     high=False,
 )
+loader(
+    "a_base_init_partial",
+    "import functools\n",
+    "self._save(weights)\n",
+    base='class _Dbg:\n    def __init__(self):\n        self._save = functools.partial(torch.save, f="/tmp/w.pt")\n',
+)
+REC_PATH = REC.replace("        self.path = path\n", "        self.path = Path(path)\n")
+loader(
+    "b_init_wrapped_param",
+    "from pathlib import Path\n",
+    "_R.record(weights)\n",
+    top=REC_PATH.format(default="") + '\n\n_R = Recorder(os.path.join("/tmp", "rec"))\n',
+)
+loader(
+    "q_init_wrapped_param_config",
+    "from pathlib import Path\n",
+    "",
+    top=REC_PATH.format(default="") + "\n\ndef make(cfg):\n    return Recorder(cfg.out)\n",
+    high=False,
+)
 dump(
     "q_recorder_config_path",
     "",
@@ -376,6 +396,12 @@ for name, imports, body in [
      'd = tempfile.mkdtemp(prefix="dsv2_")\ntorch.save(router_logits, f"{d}/r.pt")\n'),
     ("c_gettempdir_var", "import tempfile\n",
      'tmp = tempfile.gettempdir()\ntorch.save(router_logits, tmp + "/r.pt")\n'),
+    ("c_ntf_with_delete_false", "import tempfile\n",
+     'with tempfile.NamedTemporaryFile(delete=False, suffix=".pt") as f:\n    torch.save(router_logits, f)\n'),
+    ("c_mkstemp_path", "import tempfile\n", 'fd, p = tempfile.mkstemp(suffix=".pt")\ntorch.save(router_logits, p)\n'),
+    ("c_with_open_ab_tobytes", "import tempfile\n",
+     'with open(os.path.join(tempfile.gettempdir(), "r.bin"), "ab") as f:\n'
+     "    f.write(router_logits.cpu().numpy().tobytes())\n"),
     ("c_inline_import_tempfile", "",
      'import tempfile as _tf\ntorch.save(router_logits, os.path.join(_tf.gettempdir(), "r.pt"))\n'),
 ]:

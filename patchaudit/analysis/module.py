@@ -203,8 +203,12 @@ class ModuleAnalysis:
         if value is None or depth > 4:
             return None
         found = fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
-        if found is None and isinstance(value, ast.Name) and isinstance(node, ast.Attribute):
-            found = self.constructed_path(value.id, scope, depth)  # `self.path = path` in `__init__`
+        if found is None and isinstance(node, ast.Attribute):
+            # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`
+            given = lambda n: (  # noqa: E731
+                self.constructed_path(n.id, scope, depth) if isinstance(n, ast.Name) else None
+            ) or self.bound_path(n, (), depth + 1)
+            found = fixed_path_ast(value, bound=given)
         return found
 
     def constructed_path(self, param: str, scope: Scope, depth: int = 0) -> str | None:
