@@ -493,6 +493,19 @@ narrowing)."""
     ]
     INVALID = [
         Example(
+            code="def f(h):\n    if h == 96:\n        raise ValueError(f'head size {h}')\n    return h\n",
+            pristine="def f(h):\n    if h not in (64, 128, 192):\n        raise ValueError(f'head size {h}')\n"
+            "    return h\n",
+            line=2,
+            message="narrowed",
+        ),
+        Example(
+            code="def f(x):\n    assert x is not None\n    return x\n",
+            pristine="def f(x):\n    assert x is not None and x.is_contiguous()\n    return x\n",
+            line=2,
+            message="no longer checks",
+        ),
+        Example(
             code="def f(dtype):\n    if dtype == 'fp8':\n        pass\n    return dtype\n",
             pristine="def f(dtype):\n    if dtype == 'fp8':\n        raise NotImplementedError('fp8')\n"
             "    return dtype\n",

@@ -733,6 +733,44 @@ pristine text (every variable there is the operator's)."""
             line=5,
             message="environment variable the patch introduces",
         ),
+        Example(
+            code="""
+            import torch
+
+            class _Dbg:
+                def _snap(self, t, path):
+                    torch.save(t, path)
+
+            class Layer(_Dbg):
+                def load_weights(self, w):
+                    self._snap(w, "/tmp/w.pt")
+            """,
+            line=9,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Recorder:
+                def __init__(self, path):
+                    self.path = path
+
+                def record(self, t):
+                    torch.save(t, os.path.join(self.path, "t.pt"))
+
+            _REC = Recorder("/tmp/rec")
+            """,
+            line=9,
+            message="/tmp/rec",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import os\nimport torch\n\ndef dbg(t):\n    torch.save(t, os.getenv('VLLM_X') or '/tmp/t.pt')\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "default_of",
     "class_spans",
     "is_self_like",
+    "owner_of",
 ]
 
 
@@ -145,15 +146,27 @@ def bound_value(names: NameTable, bindings: Bindings, node: ast.expr, scope: Sco
     """The one value `NAME`, `Class.NAME` or `self.NAME` is bound to, else None."""
     if isinstance(node, ast.Name) and not _hidden(names, node.id, scope):
         return _once(bindings.module.get(node.id))
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        own = (("class", node.value.id),) if not _is_self(node.value) else scope
-        for where in names.class_chain(own):
-            owner = where[0][1]
-            value = _once(bindings.members.get(owner, {}).get(node.attr))
-            if value is None and _is_self(node.value):
-                value = _once(bindings.instance.get(owner, {}).get(node.attr))
-            if value is not None or node.attr in bindings.members.get(owner, {}):
-                return value
+    found = owner_of(names, bindings, node, scope)
+    return found[1] if found is not None else None
+
+
+def owner_of(
+    names: NameTable, bindings: Bindings, node: ast.expr, scope: Scope
+) -> tuple[Scope, ast.expr | None] | None:
+    """The class scope that binds `Class.NAME` or `self.NAME` (the enclosing class or a base of it;
+    for `self` outside any class, a function taking it, the first class of the module that binds
+    it), with the one value it is bound to there (None when bound more than once)."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    own = (("class", node.value.id),) if not _is_self(node.value) else scope
+    chain = names.class_chain(own) or ([(("class", c),) for c in sorted(bindings.classes)] if own == scope else [])
+    for where in chain:
+        owner = where[0][1]
+        members, assigned = bindings.members.get(owner, {}), bindings.instance.get(owner, {})
+        if node.attr in members:
+            return where, _once(members[node.attr])
+        if _is_self(node.value) and node.attr in assigned:
+            return where, _once(assigned[node.attr])
     return None
 
 

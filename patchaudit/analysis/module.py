@@ -190,9 +190,13 @@ class ModuleAnalysis:
 
     def method_of(self, scope: Scope, name: str) -> Helper | None:
         """The method `name` that `self.name` runs in `scope`: the enclosing class's own, else the
-        first of its bases in this module that defines it."""
+        first of its bases in this module that defines it (in a function outside any class that
+        takes `self`, a helper cut out of a method, the first class of the module defining it)."""
         table = self.helpers()
-        return next((h for c in self.names.class_chain(scope) if (h := table.get(c, {}).get(name))), None)
+        chain = self.names.class_chain(scope)
+        if not chain and any(kind == "def" for kind, _ in scope):
+            chain = [(("class", c),) for c in sorted(self.bindings().classes)]  # a function taking `self`
+        return next((h for c in chain if (h := table.get(c, {}).get(name))), None)
 
     def bound_path(self, node: ast.expr, scope: Scope, depth: int = 0) -> str | None:
         """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once,
@@ -203,10 +207,11 @@ class ModuleAnalysis:
         if value is None or depth > 4:
             return None
         found = fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
-        if found is None and isinstance(node, ast.Attribute):
+        owner = instances.owner_of(self.names, self.bindings(), node, scope) if found is None else None
+        if owner is not None:
             # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`
             given = lambda n: (  # noqa: E731
-                self.constructed_path(n.id, scope, depth) if isinstance(n, ast.Name) else None
+                self.constructed_path(n.id, owner[0], depth) if isinstance(n, ast.Name) else None
             ) or self.bound_path(n, (), depth + 1)
             found = fixed_path_ast(value, bound=given)
         return found
