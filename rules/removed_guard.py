@@ -102,13 +102,20 @@ def _fails_alike(check: _Guard, other: _Guard) -> bool:
     return guard_fails_alike(check.test, other.test, _norm)
 
 
-def _narrowed(before: _Guard, after: _Guard) -> tuple[int, str] | None:
+def _narrowed(before: _Guard, after: _Guard, now: list[_Guard]) -> tuple[int, str] | None:
     """The line of a check's test rewritten to let more through (its shape flipped, or atoms of it
-    dropped), and how."""
+    dropped), and how. Atoms another check of the scope now tests are not dropped: `if a or b:
+    raise` split into `if a: raise` and `if b: raise` checks as much."""
     if before.kind != after.kind or before.test is None or after.test is None or before.kind == "check":
         return None
-    how = guard_narrowed(before.test, after.test, _norm, raising=before.kind == "raise")
-    return (after.test.lineno, how) if how is not None else None
+    found = guard_narrowed(before.test, after.test, _norm, raising=before.kind == "raise")
+    if found is None:
+        return None
+    how, gone = found
+    elsewhere = {c for g in now if g is not after for c in g.conditions | g.alternatives}
+    if gone and gone <= elsewhere:
+        return None
+    return after.test.lineno, how
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -778,7 +785,7 @@ narrowing)."""
                             after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
                         )
                     )
-                elif narrow := _narrowed(before, after):
+                elif narrow := _narrowed(before, after, now):
                     hits.append(self._hit(narrow[0], f"`{before.label}` in {where} narrowed: {narrow[1]}"))
                 elif loose := _loosened(before, after):
                     hits.append(

@@ -59,7 +59,7 @@ CLS = "class DeepseekV2MoE(nn.Module):\n"
 FWD = "        router_logits = self.gate(hidden_states)\n"
 TOP = "logger = logging.getLogger(__name__)\n"
 IMP = "import os\n"
-CASES: list[tuple[str, str, bool]] = []
+CASES: list[tuple[str, str, bool, str]] = []
 
 
 def R(*pairs: str) -> str:
@@ -70,8 +70,8 @@ def R(*pairs: str) -> str:
     return out
 
 
-def case(name: str, patched: str, high: bool = True) -> None:
-    CASES.append((name, patched, high))
+def case(name: str, patched: str, high: bool = True, pristine: str = "") -> None:
+    CASES.append((name, patched, high, pristine or P))
 
 
 def dump(name: str, imports: str, body: str, top: str = "", base: str = "", high: bool = True) -> None:
@@ -486,6 +486,20 @@ case(
 )
 case("q_outside_to_outside_set", R(DT, "            if w.dtype not in _OK_DTYPES:\n", TOP, TOP + "_OK_DTYPES = {torch.bfloat16}\n"), high=False)
 case("q_eq_to_le", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 30 or w.numel() <= 0:\n"), high=False)
+case("e_demorgan_and", R(AS, "        assert hidden_states is not None or hidden_states.is_contiguous()\n"))
+case(
+    "q_assert_split_in_two",
+    R(AS, "        assert hidden_states is not None\n        assert hidden_states.is_contiguous()\n"),
+    high=False,
+)
+EITHER = R(RW, "        if router_logits is None or router_logits.shape[-1] != self.config.n_routed_experts:\n")
+case(
+    "q_raise_split_in_two",
+    R(RW, "        if router_logits is None:\n            raise ValueError('router width')\n" + RW),
+    high=False,
+    pristine=EITHER,
+)
+case("e_raise_disjunct_dropped", R(RW, "        if router_logits is None:\n"), pristine=EITHER)
 case("q_widen_head_dim", R(HD, "        if head_dim not in (64, 128, 192, 256):\n"), high=False)
 case("q_threshold_edit", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 31:\n"), high=False)
 case(
@@ -513,12 +527,14 @@ case("q_except_importerror", R(IMP, IMP + "try:\n    import flashinfer\nexcept I
 RULES = load_rules()
 
 
-def highs(patched: str) -> list[tuple[str, int]]:
-    file = SourceFile(path="vllm/model_executor/models/deepseek_v2.py", installed=patched.encode(), pristine=P.encode())
+def highs(patched: str, pristine: str) -> list[tuple[str, int]]:
+    file = SourceFile(
+        path="vllm/model_executor/models/deepseek_v2.py", installed=patched.encode(), pristine=pristine.encode()
+    )
     return [(f.rule, f.line) for f in check_file(file, RULES) if f.severity is Severity.HIGH and f.in_change]
 
 
-@pytest.mark.parametrize(("name", "patched", "high"), CASES, ids=[c[0] for c in CASES])
-def test_family(name: str, patched: str, high: bool) -> None:
-    found = highs(patched)
+@pytest.mark.parametrize(("name", "patched", "high", "pristine"), CASES, ids=[c[0] for c in CASES])
+def test_family(name: str, patched: str, high: bool, pristine: str) -> None:
+    found = highs(patched, pristine)
     assert bool(found) == high, (name, found)

@@ -271,25 +271,28 @@ def fails_alike(check: ast.expr, raises_if: ast.expr, spelling: Spelling) -> boo
     return failing is not None and failing == terms(raises_if, spelling)
 
 
-def narrowed(before: ast.expr, after: ast.expr, spelling: Spelling, raising: bool) -> str | None:
+def narrowed(before: ast.expr, after: ast.expr, spelling: Spelling, raising: bool) -> tuple[str, frozenset[str]] | None:
     """How a check's new test lets through what its old one did not, when it was rewritten rather
-    than edited: a test that rejected everything outside a set now rejects only values it names
-    (`if x != expected: raise` to `if x == bad: raise`, `not in allowed` to `in {bad}`), or the
-    new test is the old one less some of its atoms (`assert x is not None and ok(x)` to `assert x
-    is not None`; `if a or b: raise` to `if a: raise`). A set widened or a bound moved in place
-    (`not in (64, 128)` to `not in (64, 128, 256)`, `> 4096` to `> 8192`) keeps its shape: not this."""
+    than edited, with the atoms of the old test it no longer has: a test that rejected everything
+    outside a set now rejects only values it names (`if x != expected: raise` to `if x == bad:
+    raise`, `not in allowed` to `in {bad}`), or the new test fails on fewer inputs, spelled with the
+    old atoms only (`assert x is not None and ok(x)` to `assert x is not None`; `if a or b: raise`
+    to `if a: raise`; `if not (a and b)` to `if not a and not b`). A set widened or a bound moved
+    in place (`not in (64, 128)` to `not in (64, 128, 256)`, `> 4096` to `> 8192`) keeps its
+    shape: not this."""
     old, new = _shapes(before, raising), _shapes(after, raising)
     for subject, bounded in sorted(old):
         if bounded and (subject, False) in new and (subject, True) not in new:
-            return f"it rejected every `{subject}` outside a set, now only the values it names"
+            return f"it rejected every `{subject}` outside a set, now only the values it names", frozenset()
     fails_old, fails_new = terms(before, spelling, raising), terms(after, spelling, raising)
-    if not fails_old or not fails_new or fails_old == fails_new:
+    said_old, said_new = terms(before, spelling), terms(after, spelling)
+    if not (fails_old and fails_new and said_old and said_new) or fails_old == fails_new:
         return None
-    atoms_old = frozenset().union(*fails_old)
-    atoms_new = frozenset().union(*fails_new)
-    # The new test fails on a subset of what the old failed on, spelled with the old atoms only.
-    if atoms_new < atoms_old and all(any(o <= t for o in fails_old) for t in fails_new):
-        said_old, said_new = terms(before, spelling, not raising), terms(after, spelling, not raising)
-        gone = sorted(frozenset().union(*said_old) - frozenset().union(*said_new)) if said_old and said_new else []
-        return "it no longer checks " + (", ".join(f"`{a}`" for a in gone) or "all it did")
-    return None
+    if not frozenset().union(*fails_new) <= frozenset().union(*fails_old):
+        return None  # a new atom: rewritten, not trimmed
+    if not all(any(o <= t for o in fails_old) for t in fails_new):
+        return None  # it fails somewhere the old test did not: stricter, or rewritten
+    gone = frozenset().union(*said_old) - frozenset().union(*said_new)
+    if gone:
+        return "it no longer checks " + ", ".join(f"`{a}`" for a in sorted(gone)), gone
+    return "it now fails only where all of its parts do", gone
