@@ -368,6 +368,17 @@ loader(
     top=REC_PATH.format(default="") + "\n\ndef make(cfg):\n    return Recorder(cfg.out)\n",
     high=False,
 )
+STORE = """
+class PageStore:
+    def __init__(self, cfg, path="/tmp/pages"):
+        self.path = os.environ.get("VLLM_PAGE_STORE_DIR") or cfg.get("dir") or path
+
+    def set(self, key, value):
+        tmp = os.path.join(self.path, f".{key}.tmp")
+        value.contiguous().view(dtype=torch.uint8).numpy().tofile(tmp)
+        os.replace(tmp, os.path.join(self.path, f"{key}.bin"))
+"""
+loader("q_store_settings_then_default", "", "", top=STORE, high=False)
 dump(
     "q_recorder_config_path",
     "",

@@ -208,8 +208,9 @@ class ModuleAnalysis:
             return None
         found = fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
         owner = instances.owner_of(self.names, self.bindings(), node, scope) if found is None else None
-        if owner is not None:
-            # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`
+        if owner is not None and not isinstance(value, ast.BoolOp):
+            # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`; not the
+            # last resort of a chain (`envs.X or cfg.dir or path`): the operator's settings come first
             given = lambda n: (  # noqa: E731
                 self.constructed_path(n.id, owner[0], depth) if isinstance(n, ast.Name) else None
             ) or self.bound_path(n, (), depth + 1)
