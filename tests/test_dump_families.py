@@ -441,10 +441,55 @@ for name, imports, body in [
 ]:
     loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 dump(
-    "q_envs_no_fallback",
+    "d_documented_setting_new_to_file",
+    "import vllm.envs as envs\n",
+    'if envs.VLLM_DEBUG_DUMP_PATH:\n    torch.save(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r{self.layer_idx}.pt")\n',
+)
+dump(
+    "d_getattr_save_setting_local",
+    "import vllm.envs as envs\n",
+    'if envs.VLLM_DEBUG_DUMP_PATH:\n    _persist = getattr(torch, "save")\n'
+    '    where = envs.VLLM_DEBUG_DUMP_PATH\n    _persist(router_logits.cpu(), f"{where}/r.pt")\n',
+)
+dump(
+    "d_helper_behind_new_setting",
+    "import vllm.envs as envs\n",
+    'if envs.VLLM_DEBUG_DUMP_PATH:\n    _dump(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r.pt")\n',
+    top="\n\ndef _dump(t, path):\n    torch.save(t.detach().cpu(), path)\n",
+)
+dump(
+    "q_helper_behind_config",
+    "",
+    "if self.config.dump_router:\n    _dump(router_logits, self.config.dump_path)\n",
+    top="\n\ndef _dump(t, path):\n    torch.save(t.detach().cpu(), path)\n",
+    high=False,
+)
+dump(
+    "q_config_gated_forward",
+    "",
+    "if self.config.dump_router:\n"
+    '    torch.save(router_logits, os.path.join(self.config.dump_dir, f"{self.layer_idx}.pt"))\n',
+    high=False,
+)
+WITH_SETTING = R(
+    IMP, IMP + "import vllm.envs as envs\n",
+    "        self.head_dim = head_dim\n",
+    "        self.head_dim = head_dim\n        self.dump_dir = envs.VLLM_ROUTER_DUMP_DIR\n",
+)
+case(
+    "q_setting_the_file_read",
+    WITH_SETTING.replace(
+        FWD,
+        FWD + "        if envs.VLLM_ROUTER_DUMP_DIR:\n"
+        '            torch.save(router_logits, f"{envs.VLLM_ROUTER_DUMP_DIR}/{self.layer_idx}.pt")\n',
+    ),
+    high=False,
+    pristine=WITH_SETTING,
+)
+dump(
+    "d_envs_gated_new_to_file",
     "import vllm.envs as envs\n",
     "if envs.VLLM_ROUTER_DUMP:\n    torch.save(router_logits, envs.VLLM_ROUTER_DUMP)\n",
-    high=False,
 )
 loader(
     "q_envs_no_fallback_load",
