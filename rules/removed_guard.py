@@ -346,7 +346,9 @@ not LAX else False:`). A test rewritten to a flipped shape is narrowed: one that
 outside a set now rejects only values it names (`if x != expected:` to `if x == bad:` or `if x is
 None:`, `not in allowed` to `in {bad}` or `== bad`, `assert d in (a, b)` to `assert d != c`, Yoda
 order and `not (...)` folded), and so is one that is the old test less some of its atoms (`assert x
-is not None and ok(x)` to `assert x is not None`, `if a or b: raise` to `if a: raise`); a set
+is not None and ok(x)` to `assert x is not None`, `if a or b: raise` to `if a: raise`, `if not (a
+and b)` to `if not a and not b`; not when another check of the scope now tests what was dropped: a
+compound check split in two); a set
 widened or a bound moved in place keeps its shape and is not (`not in (64, 128)` to `not in (64,
 128, 256)`, a constant hoisted, `> 1 << 30` to `> 1 << 31`). A removed guard is matched to its own scope and line: one the helpers the
 scope calls already held in the pristine code (another `raise ValueError` of a check function it
