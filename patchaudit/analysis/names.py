@@ -146,6 +146,7 @@ class NameTable:
     strings: dict[Scope, dict[str, list[str]]] = field(default_factory=dict)
     # module-level class -> the names of its bases that are plain names (`class B(A, nn.Module)`: A, nn skipped).
     class_bases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _chains: dict[Scope, list[Scope]] = field(default_factory=dict)
     _memo: dict[tuple[str, Scope], frozenset[str]] = field(default_factory=dict)
     _busy: set[tuple[str, Scope]] = field(default_factory=set)
 
@@ -255,16 +256,17 @@ class NameTable:
         own = scope[: classes[-1] + 1]
         if len(own) != 1:
             return [own]  # a nested class: its bases are not looked up
-        out: list[Scope] = []
-        todo = [own[0][1]]
-        while todo and len(out) < _MAX_ITEMS:
-            name = todo.pop(0)
-            where: Scope = (("class", name),)
-            if where in out:
-                continue
-            out.append(where)
-            todo[:0] = [b for b in self.class_bases.get(name, ()) if b in self.class_bases]
-        return out
+        found = self._chains.get(own)
+        if found is None:
+            found = self._chains[own] = []
+            todo = [own[0][1]]
+            while todo and len(found) < _MAX_ITEMS:
+                name = todo.pop(0)
+                where: Scope = (("class", name),)
+                if where not in found:
+                    found.append(where)
+                    todo[:0] = [b for b in self.class_bases.get(name, ()) if b in self.class_bases]
+        return list(found)
 
     def text_of(self, name: str, scope: Scope) -> list[str]:
         """The string literals `name` is bound to where it is looked up from `scope`, when every
