@@ -102,59 +102,57 @@ the call sits in a forward function; medium elsewhere. Not flagged: a save into 
 (`io.BytesIO`), and a save function that writes where its caller says (the path is a
 parameter).
 
-Shapes understood: every import form and alias (`import torch as t`, `from torch import save as
-s`, `__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module
-or local string constant, `save = torch.save`, `sys.modules["torch"]`, an
-import inside the function), `functools.partial(torch.save, ...)` (a destination it binds counts),
-a lambda whose body saves (bound to a name or a class attribute, `staticmethod(lambda ...)`
-too: a path passed at the call site counts), `self.dump = torch.save` (or a partial of it) bound
-in a method, a function or method of the same module that saves (three levels of calls deep: the
-call site is the finding, high when it passes a fixed path, leaves a fixed default in place, or
-sits in a forward function; medium there behind a switch the operator sets), a method, partial,
-lambda or class attribute of a base class of the module reached as `self.x`, `cls.x`,
-`super().x` or `type(self).x` (looked up along the module's own bases, depth first), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump =
-Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
+Shapes understood: every import form and alias (`import torch as t`, `from torch import save as s`,
+`__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module or
+local string constant, `save = torch.save`, `sys.modules["torch"]`, an import inside the function),
+`functools.partial(torch.save, ...)` (a destination it binds counts), a lambda whose body saves
+(bound to a name or a class attribute, `staticmethod(lambda ...)` too: a path passed at the call
+site counts), `self.dump = torch.save` (or a partial of it) bound in a method, a function or method
+of the same module that saves (three levels of calls deep: the call site is the finding, high when
+it passes a fixed path, leaves a fixed default in place, or sits in a forward function; medium there
+behind a switch the operator sets), a method, partial, lambda or class attribute of a base class of
+the module reached as `self.x`, `cls.x`, `super().x` or `type(self).x` (looked up along the module's
+own bases, depth first), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump
+= Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
 dill, joblib, numpy (`save`, `savez`, `savez_compressed`, `savetxt`, `ndarray.dump`) and
-safetensors, `ndarray.tofile()` to a fixed path or in a step function (forward, `execute_model`,
-a sampler: behind a switch too, no serving code keeps raw array bytes), `fh.write(x.tobytes())` in
+safetensors, `ndarray.tofile()` to a fixed path or in a step function (forward, `execute_model`, a
+sampler: behind a switch too, no serving code keeps raw array bytes), `fh.write(x.tobytes())` in
 forward, `logging.FileHandler` (and the rotating and watched handlers),
 `logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
 memory maps opened for writing at a fixed path, CUDA memory snapshots
 (`torch.cuda.memory._dump_snapshot`), profiler traces (`export_chrome_trace`, `export_stacks`,
 `tensorboard_trace_handler`), and an object's own writer (`model.save_pretrained`, `plt.savefig`,
-`df.to_csv`) given a fixed path (not a bare `.save(...)`: too many objects name a method so);
-these tools are high in a temp directory or a forward function and medium elsewhere (upstream
-ships profilers that write beside the process).
-`torch.jit.save`, `torch.onnx.export` and `dill.dump` are savers like `torch.save`. A destination
-is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`, of a base
-class too), an instance attribute bound once (`self.dump_dir = "/tmp/d"` in `__init__`), one bound
-to a constructor parameter when the class (or a subclass) is built in this module with a fixed
-path or `mkdtemp()` or the parameter's default is one (`Recorder("/tmp/r")`, `def __init__(self,
-path="/tmp/r")`), a fallback to a temp place (`envs.X or "/tmp/d"`, `os.getenv("X", "/tmp/d")`,
-`path or tempfile.gettempdir()`: a debug destination even when the variable is real), a helper of the module whose every `return` is a
-fixed path, and the shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()`
-or `mkstemp()`, a fresh place each call). Such writes in a test module, or whose path is handed
-on, are medium.
+`df.to_csv`) given a fixed path (not a bare `.save(...)`: too many objects name a method so); these
+tools are high in a temp directory or a forward function and medium elsewhere (upstream ships
+profilers that write beside the process). `torch.jit.save`, `torch.onnx.export` and `dill.dump` are
+savers like `torch.save`. A destination is fixed through module and class constants (`DUMP_DIR =
+"/tmp/d"`, `Path("/tmp/d")`, of a base class too), an instance attribute bound once (`self.dump_dir
+= "/tmp/d"` in `__init__`), one bound to a constructor parameter when the class (or a subclass) is
+built in this module with a fixed path or `mkdtemp()` or the parameter's default is one
+(`Recorder("/tmp/r")`, `def __init__(self, path="/tmp/r")`), a fallback to a temp place (`envs.X or
+"/tmp/d"`, `os.getenv("X", "/tmp/d")`, `path or tempfile.gettempdir()`: a debug destination even
+when the variable is real), a helper of the module whose every `return` is a fixed path, and the
+shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()` or `mkstemp()`, a fresh
+place each call). Such writes in a test module, or whose path is handed on, are medium.
 
-In a forward function a save whose destination is not fixed and that sits under an `if` an
-operator sets (the environment, or a setting named for dumping or debugging: `if
-os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch,
-not a patch; unless the switch or the destination reads a setting the pristine file never named
-(an environment variable or a settings-module attribute, documented or not: `if
-envs.VLLM_DEBUG_DUMP_PATH:` brought into a forward function or a runner's `execute_model`), which
-is the patch's own knob: high, through a helper of the module too. A save in a test module, or whose path the function hands on, is medium (see
-file-write).
+In a forward function a save whose destination is not fixed and that sits under an `if` an operator
+sets (the environment, or a setting named for dumping or debugging: `if
+os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch, not a
+patch; unless the switch or the destination reads a setting the pristine file never named (an
+environment variable or a settings-module attribute, documented or not: `if
+envs.VLLM_DEBUG_DUMP_PATH:` brought into a forward function or a runner's `execute_model`), which is
+the patch's own knob: high, through a helper of the module too. A save in a test module, or whose
+path the function hands on, is medium (see file-write).
 
-Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the
-object's own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file
-object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path
-file-write judges).
+Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the object's
+own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file object of a
+`with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path file-write judges).
 
-Outside forward functions a destination the environment chooses through a module name
-(`DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged; one that falls
-back to a temp directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`)
-writes there by default, and is a fixed path.
+Outside forward functions a destination the environment chooses through a module name (`DUMP_DIR =
+os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged; one that falls back to a temp
+directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`) writes there by
+default, and is a fixed path.
 
 Serialised bytes written by hand are a dump like a save: `os.write(fd, pickle.dumps(t))` on an
 `os.open` descriptor opened for writing, `.write()` of `pickle.dumps`/`marshal.dumps`/`.tobytes()`
@@ -844,7 +842,9 @@ pristine text (every variable there is the operator's)."""
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
             return
         if target is not None and self.in_step_path and (key := self.new_setting(target)) is not None:
-            self.report(node, f"{name}() writes under {key}, a setting this file never read, on every step (debug dump?)")
+            self.report(
+                node, f"{name}() writes under {key}, a setting this file never read, on every step (debug dump?)"
+            )
             return
         if self.in_forward and any(self._switches):
             message = f"{name}() in a forward function, behind a switch the operator sets"

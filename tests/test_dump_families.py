@@ -181,7 +181,12 @@ loader(
 )
 loader("q_base_param_config_load", "", "self._snap(weights, self.config.weights_dump)\n", base=PSNAP, high=False)
 # a debugger reached through a base class
-loader("a_dbg_base_staticmethod", "import pdb\n", "self._bp()\n", base="class _Dbg:\n    _bp = staticmethod(pdb.set_trace)\n")
+loader(
+    "a_dbg_base_staticmethod",
+    "import pdb\n",
+    "self._bp()\n",
+    base="class _Dbg:\n    _bp = staticmethod(pdb.set_trace)\n",
+)
 loader("a_dbg_base_attr", "import pdb\n", "super()._bp()\n", base="class _Dbg:\n    _bp = pdb.set_trace\n")
 loader(
     "a_dbg_base_init_pdb",
@@ -221,14 +226,24 @@ class Recorder:
         self.n += 1
         torch.save(t.cpu(), os.path.join(self.path, f"{{self.n}}.pt"))
 """
-dump("b_module_instance", "", "_REC.record(router_logits)\n", top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n')
+dump(
+    "b_module_instance",
+    "",
+    "_REC.record(router_logits)\n",
+    top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n',
+)
 dump(
     "b_keyword_mkdtemp",
     "import tempfile\n",
     "_REC.record(router_logits)\n",
     top=REC.format(default="") + "\n\n_REC = Recorder(path=tempfile.mkdtemp())\n",
 )
-dump("b_default_arg", "", "_REC.record(router_logits)\n", top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n")
+dump(
+    "b_default_arg",
+    "",
+    "_REC.record(router_logits)\n",
+    top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n",
+)
 case(
     "b_init_instance_method",
     R(
@@ -249,14 +264,24 @@ case(
         FWD + '        torch.save(router_logits, f"{self.out_dir}/{self.layer_idx}.pt")\n',
     ),
 )
-loader("b_module_instance_load", "", "_REC.record(weights)\n", top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n')
+loader(
+    "b_module_instance_load",
+    "",
+    "_REC.record(weights)\n",
+    top=REC.format(default="") + '\n\n_REC = Recorder("/tmp/rec")\n',
+)
 loader(
     "b_keyword_mkdtemp_load",
     "import tempfile\n",
     "_REC.record(weights)\n",
     top=REC.format(default="") + "\n\n_REC = Recorder(path=tempfile.mkdtemp())\n",
 )
-loader("b_default_arg_load", "", "_REC.record(weights)\n", top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n")
+loader(
+    "b_default_arg_load",
+    "",
+    "_REC.record(weights)\n",
+    top=REC.format(default='="/tmp/dump"') + "\n\n_REC = Recorder()\n",
+)
 loader("b_inline_instance_load", "", 'Recorder("/tmp/w").record(weights)\n', top=REC.format(default=""))
 case(
     "b_init_instance_load",
@@ -390,31 +415,65 @@ dump("q_recorder_never_built", "", "", top=REC.format(default=""), high=False)
 
 # (3) temp destinations of the standard library and raw writers
 for name, imports, body in [
-    ("c_gettempdir_join", "import tempfile\n", 'torch.save(router_logits, os.path.join(tempfile.gettempdir(), "r.pt"))\n'),
-    ("c_mkdtemp_join_np", "import tempfile\nimport numpy as np\n",
-     'np.save(os.path.join(tempfile.mkdtemp(), "r.npy"), router_logits.cpu().numpy())\n'),
-    ("c_ntf_name", "import tempfile\n",
-     'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt", delete=False).name)\n'),
-    ("c_ntf_name_default_delete", "import tempfile\n",
-     'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt").name)\n'),
-    ("c_path_gettempdir_write_bytes", "import tempfile\nfrom pathlib import Path\n",
-     '(Path(tempfile.gettempdir()) / f"{self.layer_idx}.bin").write_bytes(router_logits.cpu().numpy().tobytes())\n'),
+    (
+        "c_gettempdir_join",
+        "import tempfile\n",
+        'torch.save(router_logits, os.path.join(tempfile.gettempdir(), "r.pt"))\n',
+    ),
+    (
+        "c_mkdtemp_join_np",
+        "import tempfile\nimport numpy as np\n",
+        'np.save(os.path.join(tempfile.mkdtemp(), "r.npy"), router_logits.cpu().numpy())\n',
+    ),
+    (
+        "c_ntf_name",
+        "import tempfile\n",
+        'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt", delete=False).name)\n',
+    ),
+    (
+        "c_ntf_name_default_delete",
+        "import tempfile\n",
+        'torch.save(router_logits, tempfile.NamedTemporaryFile(suffix=".pt").name)\n',
+    ),
+    (
+        "c_path_gettempdir_write_bytes",
+        "import tempfile\nfrom pathlib import Path\n",
+        '(Path(tempfile.gettempdir()) / f"{self.layer_idx}.bin").write_bytes(router_logits.cpu().numpy().tobytes())\n',
+    ),
     ("c_tofile_literal", "", 'router_logits.float().cpu().numpy().tofile(f"/tmp/r_{self.layer_idx}.bin")\n'),
     ("c_open_ab_write", "", 'open("/tmp/r.bin", "ab").write(router_logits.cpu().numpy().tobytes())\n'),
-    ("c_tofile_gettempdir", "import tempfile\n",
-     'arr = router_logits.cpu().numpy()\narr.tofile(os.path.join(tempfile.gettempdir(), "r.bin"))\n'),
-    ("c_mkdtemp_var_fstring", "import tempfile\n",
-     'd = tempfile.mkdtemp(prefix="dsv2_")\ntorch.save(router_logits, f"{d}/r.pt")\n'),
-    ("c_gettempdir_var", "import tempfile\n",
-     'tmp = tempfile.gettempdir()\ntorch.save(router_logits, tmp + "/r.pt")\n'),
-    ("c_ntf_with_delete_false", "import tempfile\n",
-     'with tempfile.NamedTemporaryFile(delete=False, suffix=".pt") as f:\n    torch.save(router_logits, f)\n'),
+    (
+        "c_tofile_gettempdir",
+        "import tempfile\n",
+        'arr = router_logits.cpu().numpy()\narr.tofile(os.path.join(tempfile.gettempdir(), "r.bin"))\n',
+    ),
+    (
+        "c_mkdtemp_var_fstring",
+        "import tempfile\n",
+        'd = tempfile.mkdtemp(prefix="dsv2_")\ntorch.save(router_logits, f"{d}/r.pt")\n',
+    ),
+    (
+        "c_gettempdir_var",
+        "import tempfile\n",
+        'tmp = tempfile.gettempdir()\ntorch.save(router_logits, tmp + "/r.pt")\n',
+    ),
+    (
+        "c_ntf_with_delete_false",
+        "import tempfile\n",
+        'with tempfile.NamedTemporaryFile(delete=False, suffix=".pt") as f:\n    torch.save(router_logits, f)\n',
+    ),
     ("c_mkstemp_path", "import tempfile\n", 'fd, p = tempfile.mkstemp(suffix=".pt")\ntorch.save(router_logits, p)\n'),
-    ("c_with_open_ab_tobytes", "import tempfile\n",
-     'with open(os.path.join(tempfile.gettempdir(), "r.bin"), "ab") as f:\n'
-     "    f.write(router_logits.cpu().numpy().tobytes())\n"),
-    ("c_inline_import_tempfile", "",
-     'import tempfile as _tf\ntorch.save(router_logits, os.path.join(_tf.gettempdir(), "r.pt"))\n'),
+    (
+        "c_with_open_ab_tobytes",
+        "import tempfile\n",
+        'with open(os.path.join(tempfile.gettempdir(), "r.bin"), "ab") as f:\n'
+        "    f.write(router_logits.cpu().numpy().tobytes())\n",
+    ),
+    (
+        "c_inline_import_tempfile",
+        "",
+        'import tempfile as _tf\ntorch.save(router_logits, os.path.join(_tf.gettempdir(), "r.pt"))\n',
+    ),
 ]:
     loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 
@@ -422,28 +481,47 @@ for name, imports, body in [
 for name, imports, body in [
     ("d_serialization_save", "import torch.serialization\n", 'torch.serialization.save(router_logits, "/tmp/r.pt")\n'),
     ("d_ser_alias", "import torch.serialization as ser\n", 'ser.save(router_logits, "/tmp/r.pt")\n'),
-    ("d_safetensors_save_file", "import safetensors.torch\n",
-     'safetensors.torch.save_file({"r": router_logits}, "/tmp/r.safetensors")\n'),
-    ("d_safetensors_from_alias", "from safetensors.torch import save_file as sf\n",
-     'sf({"r": router_logits.contiguous()}, f"/tmp/r{self.layer_idx}.safetensors")\n'),
-    ("d_np_write_array", "import numpy\n",
-     'numpy.lib.format.write_array(open("/tmp/r.npy", "wb"), router_logits.cpu().numpy())\n'),
+    (
+        "d_safetensors_save_file",
+        "import safetensors.torch\n",
+        'safetensors.torch.save_file({"r": router_logits}, "/tmp/r.safetensors")\n',
+    ),
+    (
+        "d_safetensors_from_alias",
+        "from safetensors.torch import save_file as sf\n",
+        'sf({"r": router_logits.contiguous()}, f"/tmp/r{self.layer_idx}.safetensors")\n',
+    ),
+    (
+        "d_np_write_array",
+        "import numpy\n",
+        'numpy.lib.format.write_array(open("/tmp/r.npy", "wb"), router_logits.cpu().numpy())\n',
+    ),
     ("d_pickler_dump", "import pickle\n", 'pickle.Pickler(open("/tmp/r.pkl", "wb")).dump(router_logits)\n'),
-    ("d_envs_or_tmp", "import vllm.envs as envs\n",
-     'torch.save(router_logits, envs.VLLM_ROUTER_DUMP or "/tmp/router.pt")\n'),
+    (
+        "d_envs_or_tmp",
+        "import vllm.envs as envs\n",
+        'torch.save(router_logits, envs.VLLM_ROUTER_DUMP or "/tmp/router.pt")\n',
+    ),
     ("d_getenv_default_tmp", "", 'torch.save(router_logits, os.getenv("VLLM_DUMP_PATH", "/tmp/router.pt"))\n'),
-    ("d_environ_get_or_tmpdir", "import tempfile\n",
-     'where = os.environ.get("VLLM_DUMP_DIR") or tempfile.gettempdir()\n'
-     'torch.save(router_logits, os.path.join(where, "r.pt"))\n'),
+    (
+        "d_environ_get_or_tmpdir",
+        "import tempfile\n",
+        'where = os.environ.get("VLLM_DUMP_DIR") or tempfile.gettempdir()\n'
+        'torch.save(router_logits, os.path.join(where, "r.pt"))\n',
+    ),
     ("d_np_savez", "import numpy as np\n", 'np.savez("/tmp/r.npz", r=router_logits.cpu().numpy())\n'),
-    ("d_torch_serialization_from", "from torch.serialization import save as tsave\n",
-     'tsave(router_logits, "/tmp/r.pt")\n'),
+    (
+        "d_torch_serialization_from",
+        "from torch.serialization import save as tsave\n",
+        'tsave(router_logits, "/tmp/r.pt")\n',
+    ),
 ]:
     loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 dump(
     "d_documented_setting_new_to_file",
     "import vllm.envs as envs\n",
-    'if envs.VLLM_DEBUG_DUMP_PATH:\n    torch.save(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r{self.layer_idx}.pt")\n',
+    "if envs.VLLM_DEBUG_DUMP_PATH:\n"
+    '    torch.save(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r{self.layer_idx}.pt")\n',
 )
 dump(
     "d_getattr_save_setting_local",
@@ -472,7 +550,8 @@ dump(
     high=False,
 )
 WITH_SETTING = R(
-    IMP, IMP + "import vllm.envs as envs\n",
+    IMP,
+    IMP + "import vllm.envs as envs\n",
     "        self.head_dim = head_dim\n",
     "        self.head_dim = head_dim\n        self.dump_dir = envs.VLLM_ROUTER_DUMP_DIR\n",
 )
@@ -520,7 +599,11 @@ case("e_not_eq_to_eq", R(RW, "        if not router_logits.shape[-1] == 0:\n".re
 DA = "        assert hidden_states.dtype in (torch.bfloat16, torch.float16)\n"
 case("e_assert_in_to_not_in", R(DA, "        assert hidden_states.dtype not in (torch.float64,)\n"))
 case("e_assert_in_to_ne", R(DA, "        assert hidden_states.dtype != torch.float64\n"))
-case("q_assert_in_widened", R(DA, "        assert hidden_states.dtype in (torch.bfloat16, torch.float16, torch.float32)\n"), high=False)
+case(
+    "q_assert_in_widened",
+    R(DA, "        assert hidden_states.dtype in (torch.bfloat16, torch.float16, torch.float32)\n"),
+    high=False,
+)
 case(
     "q_raise_stricter_or",
     R(RW, "        if router_logits is None or router_logits.shape[-1] != self.config.n_routed_experts:\n"),
@@ -540,8 +623,16 @@ case(
     R(RW, "        if router_logits.size(-1) != self.config.n_routed_experts:\n"),
     high=False,
 )
-case("q_outside_to_outside_set", R(DT, "            if w.dtype not in _OK_DTYPES:\n", TOP, TOP + "_OK_DTYPES = {torch.bfloat16}\n"), high=False)
-case("q_eq_to_le", R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 30 or w.numel() <= 0:\n"), high=False)
+case(
+    "q_outside_to_outside_set",
+    R(DT, "            if w.dtype not in _OK_DTYPES:\n", TOP, TOP + "_OK_DTYPES = {torch.bfloat16}\n"),
+    high=False,
+)
+case(
+    "q_eq_to_le",
+    R("        if w.numel() > 1 << 30:\n", "        if w.numel() > 1 << 30 or w.numel() <= 0:\n"),
+    high=False,
+)
 case("e_demorgan_and", R(AS, "        assert hidden_states is not None or hidden_states.is_contiguous()\n"))
 case(
     "q_assert_split_in_two",
@@ -563,17 +654,28 @@ case(
     R(DT, "            if w.dtype not in (torch.bfloat16, torch.float8_e4m3fn, torch.float16):\n"),
     high=False,
 )
-case("q_assert_to_if_raise", R(AS, "        if hidden_states is None or not hidden_states.is_contiguous():\n"
-                                   "            raise ValueError('hidden')\n"), high=False)
-case("q_message_change", R('raise ValueError("router width")', 'raise ValueError(f"router width {router_logits.shape}")'),
-     high=False)
+case(
+    "q_assert_to_if_raise",
+    R(
+        AS,
+        "        if hidden_states is None or not hidden_states.is_contiguous():\n"
+        "            raise ValueError('hidden')\n",
+    ),
+    high=False,
+)
+case(
+    "q_message_change",
+    R('raise ValueError("router width")', 'raise ValueError(f"router width {router_logits.shape}")'),
+    high=False,
+)
 case(
     "q_guard_into_helper",
     R(
         RW + '            raise ValueError("router width")\n',
         "        self._check_router(router_logits)\n",
         "    def load_weights(self, weights):\n",
-        "    def _check_router(self, router_logits):\n" + RW.replace("        ", "    ", 1)
+        "    def _check_router(self, router_logits):\n"
+        + RW.replace("        ", "    ", 1)
         + '            raise ValueError("router width")\n\n    def load_weights(self, weights):\n',
     ),
     high=False,

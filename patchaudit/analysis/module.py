@@ -211,9 +211,12 @@ class ModuleAnalysis:
         if owner is not None and not isinstance(value, ast.BoolOp):
             # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`; not the
             # last resort of a chain (`envs.X or cfg.dir or path`): the operator's settings come first
-            given = lambda n: (  # noqa: E731
-                self.constructed_path(n.id, owner[0], depth) if isinstance(n, ast.Name) else None
-            ) or self.bound_path(n, (), depth + 1)
+            init = owner[0]
+
+            def given(n: ast.expr) -> str | None:
+                param = self.constructed_path(n.id, init, depth) if isinstance(n, ast.Name) else None
+                return param or self.bound_path(n, (), depth + 1)
+
             found = fixed_path_ast(value, bound=given)
         return found
 
@@ -423,9 +426,8 @@ def fixed_path_ast(
         return fixed_path_ast(node.left, depth + 1, bound)
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
         return temp_only(fixed_path_ast(node.values[-1], depth + 1, bound))  # `path or "/tmp/d"`
-    if isinstance(node, ast.Call) and _called_name(node.func) in ("getenv", "get") and len(node.args) == 2:
-        if _called_name(node.func) == "getenv" or "environ" in ast.unparse(node.func):
-            return temp_only(fixed_path_ast(node.args[1], depth + 1))  # `os.getenv("D", "/tmp/d")`
+    if isinstance(node, ast.Call) and len(node.args) == 2 and _env_lookup(node.func):
+        return temp_only(fixed_path_ast(node.args[1], depth + 1))  # `os.getenv("D", "/tmp/d")`
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
@@ -436,6 +438,12 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def _env_lookup(func: ast.expr) -> bool:
+    """`os.getenv`, `os.environ.get` (by spelling: a default is read the same whatever the import)."""
+    name = _called_name(func)
+    return name == "getenv" or (name == "get" and "environ" in ast.unparse(func))
 
 
 def temp_only(path: str | None) -> str | None:

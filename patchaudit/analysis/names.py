@@ -319,8 +319,11 @@ def _is_self_ref(ref: Ref) -> bool:
     if isinstance(ref, CallRef) and isinstance(ref.func, NameRef):
         if ref.func.id == "super":
             return True
-        return ref.func.id == "type" and len(ref.args) == 1 and isinstance(ref.args[0], NameRef | AttrRef) and (
-            _is_self_ref(ref.args[0])
+        return (
+            ref.func.id == "type"
+            and len(ref.args) == 1
+            and isinstance(ref.args[0], NameRef | AttrRef)
+            and (_is_self_ref(ref.args[0]))
         )
     return isinstance(ref, AttrRef) and ref.attr == "__class__" and _is_self_ref(ref.base)
 
