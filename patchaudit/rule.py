@@ -610,26 +610,6 @@ class Rule(cst.BatchableCSTVisitor):
         own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
         return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
 
-    def new_setting(self, node: cst.BaseExpression) -> str | None:
-        """A setting `node` reads (an environment variable, or an attribute of a settings module
-        `envs.VLLM_X`, also through local names) that the distribution's text of this file never
-        names: a knob the patch brought into the file, documented or not. None without the
-        pristine text."""
-        pristine = self.context.pristine
-        if pristine is None:
-            return None
-        keys = self.env_keys(node)
-        todo, seen = [node], 0
-        while todo and seen < 32:
-            seen += 1
-            for sub in subexpressions(todo.pop()):
-                if isinstance(sub, cst.Attribute) and isinstance(sub.value, cst.Name | cst.Attribute):
-                    if any(q == "envs" or q.endswith(".envs") for q in self.qualified_names(sub.value)):
-                        keys.append(sub.attr.value)
-                elif isinstance(sub, cst.Name):
-                    todo.extend(self.values_of(sub))
-        return next((k for k in keys if k not in pristine), None)
-
     def env_keys(self, node: cst.BaseExpression) -> list[str]:
         """The environment variables `node` reads with no default, through local names."""
         return list(_sinks.env_keys(node, self.resolves_to, self.values_of))

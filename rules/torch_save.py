@@ -139,10 +139,9 @@ place each call). Such writes in a test module, or whose path is handed on, are 
 In a forward function a save whose destination is not fixed and that sits under an `if` an operator
 sets (the environment, or a setting named for dumping or debugging: `if
 os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch, not a
-patch; unless the switch or the destination reads a setting the pristine file never named (an
-environment variable or a settings-module attribute, documented or not: `if
-envs.VLLM_DEBUG_DUMP_PATH:` brought into a forward function or a runner's `execute_model`), which is
-the patch's own knob: high, through a helper of the module too. A save in a test module, or whose
+patch; so is a call of a helper of the module that saves there behind such a switch (`if
+envs.VLLM_DEBUG_DUMP_PATH: _dump(t, ...)`, also when the patch brought the setting into the file).
+A save in a test module, or whose
 path the function hands on, is medium (see file-write).
 
 Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the object's
@@ -779,8 +778,7 @@ pristine text (every variable there is the operator's)."""
         self._switches: list[bool] = []
 
     def visit_If_body(self, node: cst.If) -> None:
-        # A switch that reads a setting new to the file is the patch's own: it excuses nothing.
-        self._switches.append(self._is_switch(node.test) and self.new_setting(node.test) is None)
+        self._switches.append(self._is_switch(node.test))
 
     def leave_If_body(self, node: cst.If) -> None:
         self._switches.pop()
@@ -840,11 +838,6 @@ pristine text (every variable there is the operator's)."""
             return
         if fixed is not None:
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
-            return
-        if target is not None and self.in_step_path and (key := self.new_setting(target)) is not None:
-            self.report(
-                node, f"{name}() writes under {key}, a setting this file never read, on every step (debug dump?)"
-            )
             return
         if self.in_forward and any(self._switches):
             message = f"{name}() in a forward function, behind a switch the operator sets"

@@ -518,22 +518,25 @@ for name, imports, body in [
 ]:
     loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
 dump(
-    "d_documented_setting_new_to_file",
+    "q_documented_setting_new_to_file",
     "import vllm.envs as envs\n",
     "if envs.VLLM_DEBUG_DUMP_PATH:\n"
     '    torch.save(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r{self.layer_idx}.pt")\n',
+    high=False,
 )
 dump(
-    "d_getattr_save_setting_local",
+    "q_getattr_save_setting_local",
     "import vllm.envs as envs\n",
     'if envs.VLLM_DEBUG_DUMP_PATH:\n    _persist = getattr(torch, "save")\n'
     '    where = envs.VLLM_DEBUG_DUMP_PATH\n    _persist(router_logits.cpu(), f"{where}/r.pt")\n',
+    high=False,
 )
 dump(
-    "d_helper_behind_new_setting",
+    "q_helper_behind_new_setting",
     "import vllm.envs as envs\n",
     'if envs.VLLM_DEBUG_DUMP_PATH:\n    _dump(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r.pt")\n',
     top="\n\ndef _dump(t, path):\n    torch.save(t.detach().cpu(), path)\n",
+    high=False,
 )
 dump(
     "q_helper_behind_config",
@@ -566,9 +569,10 @@ case(
     pristine=WITH_SETTING,
 )
 dump(
-    "d_envs_gated_new_to_file",
+    "q_envs_gated_new_to_file",
     "import vllm.envs as envs\n",
     "if envs.VLLM_ROUTER_DUMP:\n    torch.save(router_logits, envs.VLLM_ROUTER_DUMP)\n",
+    high=False,
 )
 loader(
     "q_envs_no_fallback_load",
