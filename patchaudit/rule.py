@@ -30,6 +30,8 @@ from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, 
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.guards import conjunction as guard_conjunction
 from patchaudit.analysis.guards import escapes as guard_escapes
+from patchaudit.analysis.guards import fails_alike as guard_fails_alike
+from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
@@ -54,6 +56,8 @@ __all__ = [
     "swallowing_handler",
     "guard_conjunction",
     "guard_escapes",
+    "guard_fails_alike",
+    "guard_narrowed",
     "swallowed_by",
     "swallowers",
     "Example",
@@ -958,6 +962,12 @@ def _ast_ref(node: cst.CSTNode) -> ast.expr | None:
     if isinstance(node, cst.Attribute):
         base = _ast_ref(node.value)
         return ast.Attribute(value=base, attr=node.attr.value, ctx=ast.Load()) if base is not None else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("super", "type"):
+        # `super()`, `type(self)`: what an attribute of it is looked up on (the class and its bases)
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        given = [r for a in args if (r := _ast_ref(a)) is not None]
+        if len(given) == len(args) == len(node.args):
+            return ast.Call(func=ast.Name(id=node.func.value, ctx=ast.Load()), args=given, keywords=[])
     return None
 
 

@@ -9,7 +9,7 @@ from patchaudit.rule import Example, Rule, Severity, call_arg, literal_string
 
 OPENERS = ("builtins.open", "io.open", "codecs.open")
 PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
-TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")  # `$TMPDIR`: `tempfile.gettempdir()`
 WRITE_METHODS = ("write_text", "write_bytes")
 # pathlib methods that give another path under the same root.
 PATH_STEPS = ("joinpath", "with_suffix", "with_name", "with_stem", "expanduser", "resolve", "absolute")
@@ -31,26 +31,25 @@ Writes to paths from arguments are not flagged, nor are reads.
 Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `write_text`,
 `write_bytes`, `open("a")`, fixed paths as listed above, also through module and class constants
 (`LOG = "/tmp/x.log"`), an instance attribute bound once (`self.log_path = "/tmp/x"`), a helper of
-the module whose every `return` is a fixed path, and the temp directory
-(`tempfile.gettempdir()`: a fixed path, medium outside forward functions, as it is not a literal
-/tmp), `functools.partial` around the writer, and a helper of the module
-(three levels deep) that opens for writing a path it fixes, or that the call fixes
+the module whose every `return` is a fixed path, and the temp directory (`tempfile.gettempdir()`: a
+temp place like a literal /tmp, high), `functools.partial` around the writer, and a helper of the
+module (three levels deep) that opens for writing a path it fixes, or that the call fixes
 (`_append("/tmp/log.txt", s)`): the call site is the finding. A pathlib destination is followed
 through every step that keeps its root (`Path(a, b)`, `/`, `joinpath`, `with_suffix`, `with_name`,
-`expanduser`, `resolve`, `.parent`, local names). A destination read from an environment variable
-is high when the patch made the variable up (the distribution's text of the file never names it,
-and it is not in the package's own namespace), or from any variable in a forward function, or when
-the lookup falls back to a temp directory (`os.environ.get("D", "/tmp")`); a parameter with an
+`expanduser`, `resolve`, `.parent`, local names). A destination read from an environment variable is
+high when the patch made the variable up (the distribution's text of the file never names it, and it
+is not in the package's own namespace), or from any variable in a forward function, or when the
+lookup falls back to a temp directory (`os.environ.get("D", "/tmp")`); a parameter with an
 environment fallback stays the caller's.
 
 Upstream's own writes are medium, not high, even under a temp directory: in a test module (a
-`test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the
-function returns the path or passes it to a call that uses the file (a script it writes, then
-runs), or in a command (a main-guarded module) that tells its user the path. A path that is a
-parameter is the caller's, even with a fixed default (`if filename is None: filename = ...`).
+`test_*` function, a `Test*` class or a `...TestCase` subclass at module level), when the function
+returns the path or passes it to a call that uses the file (a script it writes, then runs), or in a
+command (a main-guarded module) that tells its user the path. A path that is a parameter is the
+caller's, even with a fixed default (`if filename is None: filename = ...`).
 
-Knowingly not: writes through file objects passed in, paths built in another function, helpers
-in other modules."""
+Knowingly not: writes through file objects passed in, paths built in another function, helpers in
+other modules."""
     PREFILTER = (
         b"write_text",
         b"write_bytes",

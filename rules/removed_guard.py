@@ -17,6 +17,8 @@ from patchaudit.rule import (
     blocked_lines,
     guard_conjunction,
     guard_escapes,
+    guard_fails_alike,
+    guard_narrowed,
     imported_names,
     line_opcodes,
     neutered,
@@ -91,6 +93,29 @@ def _escape(before: _Guard, after: _Guard) -> str | None:
         return None
     found = guard_escapes(before.test, after.test, _norm)
     return " or ".join(" and ".join(sorted(t)) or "True" for t in found) or None
+
+
+def _fails_alike(check: _Guard, other: _Guard) -> bool:
+    """An assert and a raise (`other`) whose `if` fails on what the assert did."""
+    if other.kind != "raise" or check.test is None or other.test is None:
+        return False
+    return guard_fails_alike(check.test, other.test, _norm)
+
+
+def _narrowed(before: _Guard, after: _Guard, now: list[_Guard]) -> tuple[int, str] | None:
+    """The line of a check's test rewritten to let more through (its shape flipped, or atoms of it
+    dropped), and how. Atoms another check of the scope now tests are not dropped: `if a or b:
+    raise` split into `if a: raise` and `if b: raise` checks as much."""
+    if before.kind != after.kind or before.test is None or after.test is None or before.kind == "check":
+        return None
+    found = guard_narrowed(before.test, after.test, _norm, raising=before.kind == "raise")
+    if found is None:
+        return None
+    how, gone = found
+    elsewhere = {c for g in now if g is not after for c in g.conditions | g.alternatives}
+    if gone and gone <= elsewhere:
+        return None
+    return after.test.lineno, how
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -311,48 +336,58 @@ type, swapped comparison operands. Needs the pristine bytes: without them the ru
 Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
 validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into a
 print/log/return, weakened by an extra condition or alternative, or swallowed by try/except or by a
-`with` that drops what is raised in it (`contextlib.suppress` under any import or alias, a name bound
-to one, a class of the module whose `__exit__` returns True, a `@contextmanager` generator of the
-module that catches around its `yield` without raising again). Tests are compared as an `or` of
+`with` that drops what is raised in it (`contextlib.suppress` under any import or alias, a name
+bound to one, a class of the module whose `__exit__` returns True, a `@contextmanager` generator of
+the module that catches around its `yield` without raising again). Tests are compared as an `or` of
 `and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
 while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
-weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad) if
-not LAX else False:`). A removed guard is matched to its own scope and line: one the helpers the
-scope calls already held in the pristine code (another `raise ValueError` of a check function it
-called before) is not where it went. A guard
-still present is asked of the reachability view whether it can run: it is reported when the
-installed code (and not the pristine) leaves before it (a `return`/`raise`/`continue`/`break` above,
-or a `with`/`if`/`try` all of whose ways out leave), takes an exit on a test the environment decides
-(`os.environ`, `os.getenv`, a settings module `envs.X`, a name imported from one or an alias of it,
-a local, attribute, class-level name or `global` bound to one, a module function or method that
-returns one, also through its own locals or a `functools.cache`) on either branch, sits under a test
-that folds to false (a literal, a name bound once to one, a local or `self.x` set to one in the
-lines above it (`supported = True` right before `if not supported: raise`), an and/or/not of those,
-`TYPE_CHECKING`-style) or in a loop over nothing, had its condition narrowed (or its assert
-loosened) to a bound no size reaches (`x > 1e9`, `n >= -(1 << 30)`), or sits in (or calls) a check
-replaced by a stand-in (`self._check = lambda *a: None`), or now fires only when a setting the
-pristine module never names is switched on (`if getattr(config, "strict_heads", False):`,
-`options.get("validate", False)` in place of the check). A raise is swallowed when a handler around
-it that does not raise again catches its class (the class itself, a builtin base of it, `Exception`,
-a bare `except:`): a patch that changes the raised class to one a quiet `except ImportError: pass`
-catches is reported. Of several identical guards the one the patch touched is named (unchanged lines
-pair first). A guard moved into a helper (a module function, a method of the same class on
-`self`/`cls`, or a method of a class of the module called on the class: `Layer._check(x)`), one or
-two calls down from the same scope, is not a removal, nor is a raise or assert moved into a function
-of another module of the same top-level package that the scope now calls and did not before (`from
-vllm.x.utils import validate_head`, relative, aliased, `utils.validate_head(...)`, a re-export one
-hop away): that module is read where it is installed, bounded and below the distribution's
-directory, and must raise or assert itself or in a helper of its own module it calls, nor is an
-`assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3` as `q.dim() != 3`), in place or
-in a helper the scope calls (the helper's test must be the assert's, negated: the same names). The
-other way round (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
+weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad)
+if not LAX else False:`). A test rewritten to a flipped shape is narrowed: one that rejected
+everything outside a set now rejects only values it names (`if x != expected:` to `if x == bad:` or
+`if x is None:`, `not in allowed` to `in {bad}` or `== bad`, `assert d in (a, b)` to `assert d !=
+c`, Yoda order and `not (...)` folded), and so is one that is the old test less some of its atoms
+(`assert x is not None and ok(x)` to `assert x is not None`, `if a or b: raise` to `if a: raise`,
+`if not (a and b)` to `if not a and not b`; not when another check of the scope now tests what was
+dropped: a compound check split in two); a set widened or a bound moved in place keeps its shape and
+is not (`not in (64, 128)` to `not in (64, 128, 256)`, a constant hoisted, `> 1 << 30` to `> 1 <<
+31`). A removed guard is matched to its own scope and line: one the helpers the scope calls already
+held in the pristine code (another `raise ValueError` of a check function it called before) is not
+where it went. A guard still present is asked of the reachability view whether it can run: it is
+reported when the installed code (and not the pristine) leaves before it (a
+`return`/`raise`/`continue`/`break` above, or a `with`/`if`/`try` all of whose ways out leave),
+takes an exit on a test the environment decides (`os.environ`, `os.getenv`, a settings module
+`envs.X`, a name imported from one or an alias of it, a local, attribute, class-level name or
+`global` bound to one, a module function or method that returns one, also through its own locals or
+a `functools.cache`) on either branch, sits under a test that folds to false (a literal, a name
+bound once to one, a local or `self.x` set to one in the lines above it (`supported = True` right
+before `if not supported: raise`), an and/or/not of those, `TYPE_CHECKING`-style) or in a loop over
+nothing, had its condition narrowed (or its assert loosened) to a bound no size reaches (`x > 1e9`,
+`n >= -(1 << 30)`), or sits in (or calls) a check replaced by a stand-in (`self._check = lambda *a:
+None`), or now fires only when a setting the pristine module never names is switched on (`if
+getattr(config, "strict_heads", False):`, `options.get("validate", False)` in place of the check). A
+raise is swallowed when a handler around it that does not raise again catches its class (the class
+itself, a builtin base of it, `Exception`, a bare `except:`): a patch that changes the raised class
+to one a quiet `except ImportError: pass` catches is reported. Of several identical guards the one
+the patch touched is named (unchanged lines pair first). A guard moved into a helper (a module
+function, a method of the same class on `self`/`cls`, or a method of a class of the module called on
+the class: `Layer._check(x)`), one or two calls down from the same scope, is not a removal, nor is a
+raise or assert moved into a function of another module of the same top-level package that the scope
+now calls and did not before (`from vllm.x.utils import validate_head`, relative, aliased,
+`utils.validate_head(...)`, a re-export one hop away): that module is read where it is installed,
+bounded and below the distribution's directory, and must raise or assert itself or in a helper of
+its own module it calls, nor is an `assert ok` rewritten as `if not ok: raise ...` (`q.dim() == 3`
+as `q.dim() != 3`; `a and b` as `not a or not b`, compared as logic), in place or in a helper the
+scope calls (the helper's test must be the assert's, negated: the same names). The other way round
+(`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
 a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
 condition was rewritten to something equivalent but different in text (reported as weakened when it
 gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
-switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`)."""
+switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`); a
+flip between operands of different names (`if x != n: raise` to `if y == 0: raise`: a rewrite, not a
+narrowing)."""
     NEEDS_PRISTINE = True
 
     VALID = [
@@ -465,6 +500,19 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
         ),
     ]
     INVALID = [
+        Example(
+            code="def f(h):\n    if h == 96:\n        raise ValueError(f'head size {h}')\n    return h\n",
+            pristine="def f(h):\n    if h not in (64, 128, 192):\n        raise ValueError(f'head size {h}')\n"
+            "    return h\n",
+            line=2,
+            message="narrowed",
+        ),
+        Example(
+            code="def f(x):\n    assert x is not None\n    return x\n",
+            pristine="def f(x):\n    assert x is not None and x.is_contiguous()\n    return x\n",
+            line=2,
+            message="no longer checks",
+        ),
         Example(
             code="def f(dtype):\n    if dtype == 'fp8':\n        pass\n    return dtype\n",
             pristine="def f(dtype):\n    if dtype == 'fp8':\n        raise NotImplementedError('fp8')\n"
@@ -719,6 +767,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                     continue  # moved into a function of another module of the package this scope calls
                 if after is None and any(g.kind == "raise" and before.negated & g.conditions for g in now):
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
+                if after is None and before.kind == "assert" and any(_fails_alike(before, g) for g in now):
+                    continue  # the same, its test compared as logic (`a and b` as `not a or not b`)
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -736,6 +786,8 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                             after.line_of(added), f"`{before.label}` in {where} weakened: now fires only if {extra}"
                         )
                     )
+                elif narrow := _narrowed(before, after, now):
+                    hits.append(self._hit(narrow[0], f"`{before.label}` in {where} narrowed: {narrow[1]}"))
                 elif loose := _loosened(before, after):
                     hits.append(
                         self._hit(
@@ -759,7 +811,9 @@ switch, not a bypass); a condition narrowed to a small but impossible bound (`he
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
-                elif any(never_fires(c) for c in after.conditions - before.conditions):
+                elif any(never_fires(c) for c in after.conditions - before.conditions) and not any(
+                    never_fires(c) for c in before.conditions - after.conditions
+                ):
                     never = [c for c in after.conditions - before.conditions if never_fires(c)]
                     narrowed = " and ".join(sorted(never))
                     hits.append(

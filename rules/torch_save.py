@@ -71,7 +71,7 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 # What an operator sets: the environment, or a setting whose name says it dumps or debugs.
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
 FROM_ENVIRONMENT = ("os.environ.get()", "os.getenv()")
-SWITCH_NAME = re.compile(r"dump|debug", re.IGNORECASE)
+SWITCH_NAME = re.compile(r"dump|debug|record", re.IGNORECASE)
 
 
 # Calls that take a function and run it later (its arguments beside it, or in `args=`).
@@ -102,48 +102,56 @@ the call sits in a forward function; medium elsewhere. Not flagged: a save into 
 (`io.BytesIO`), and a save function that writes where its caller says (the path is a
 parameter).
 
-Shapes understood: every import form and alias (`import torch as t`, `from torch import save as
-s`, `__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module
-or local string constant, `save = torch.save`, `sys.modules["torch"]`, an
-import inside the function), `functools.partial(torch.save, ...)` (a destination it binds counts),
-a lambda whose body saves, `self.dump = torch.save` (or a partial of it) bound in a method, a
-function or method of the same module that saves (three levels of calls deep: the call site is
-the finding, high when it passes a fixed path, leaves a fixed default in place, or sits in a
-forward function), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump =
-Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
+Shapes understood: every import form and alias (`import torch as t`, `from torch import save as s`,
+`__import__`, `getattr(torch, "save")`, `getattr(torch, NAME)` with `NAME = "save"` a module or
+local string constant, `save = torch.save`, `sys.modules["torch"]`, an import inside the function),
+`functools.partial(torch.save, ...)` (a destination it binds counts), a lambda whose body saves
+(bound to a name or a class attribute, `staticmethod(lambda ...)` too: a path passed at the call
+site counts), `self.dump = torch.save` (or a partial of it) bound in a method, a function or method
+of the same module that saves (three levels of calls deep: the call site is the finding, high when
+it passes a fixed path, leaves a fixed default in place, or sits in a forward function; medium there
+behind a switch the operator sets), a method, partial, lambda or class attribute of a base class of
+the module reached as `self.x`, `cls.x`, `super().x` or `type(self).x` (looked up along the module's
+own bases, depth first), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump
+= Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
 dill, joblib, numpy (`save`, `savez`, `savez_compressed`, `savetxt`, `ndarray.dump`) and
-safetensors, `ndarray.tofile()` to a fixed path or in forward, `fh.write(x.tobytes())` in
+safetensors, `ndarray.tofile()` to a fixed path or in a step function (forward, `execute_model`, a
+sampler: behind a switch too, no serving code keeps raw array bytes), `fh.write(x.tobytes())` in
 forward, `logging.FileHandler` (and the rotating and watched handlers),
 `logging.basicConfig(filename=...)` and `logging.config.dictConfig` with a `filename` on a fixed
 path, `shutil.copy`/`copy2`/`copyfile`/`copytree`/`move` to a fixed path, `h5py.File` and numpy
 memory maps opened for writing at a fixed path, CUDA memory snapshots
 (`torch.cuda.memory._dump_snapshot`), profiler traces (`export_chrome_trace`, `export_stacks`,
 `tensorboard_trace_handler`), and an object's own writer (`model.save_pretrained`, `plt.savefig`,
-`df.to_csv`) given a fixed path (not a bare `.save(...)`: too many objects name a method so);
-these tools are high in a temp directory or a forward function and medium elsewhere (upstream
-ships profilers that write beside the process).
-`torch.jit.save`, `torch.onnx.export` and `dill.dump` are savers like `torch.save`. A destination
-is fixed through module and class constants (`DUMP_DIR = "/tmp/d"`, `Path("/tmp/d")`), an instance attribute bound once
-(`self.dump_dir = "/tmp/d"` in `__init__`), a helper of the module whose every `return` is a
-fixed path, and the shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()`
-or `mkstemp()`, a fresh place each call). Such writes in a test module, or whose path is handed
-on, are medium.
+`df.to_csv`) given a fixed path (not a bare `.save(...)`: too many objects name a method so); these
+tools are high in a temp directory or a forward function and medium elsewhere (upstream ships
+profilers that write beside the process). `torch.jit.save`, `torch.onnx.export` and `dill.dump` are
+savers like `torch.save`. A destination is fixed through module and class constants (`DUMP_DIR =
+"/tmp/d"`, `Path("/tmp/d")`, of a base class too), an instance attribute bound once (`self.dump_dir
+= "/tmp/d"` in `__init__`), one bound to a constructor parameter when the class (or a subclass) is
+built in this module with a fixed path or `mkdtemp()` or the parameter's default is one
+(`Recorder("/tmp/r")`, `def __init__(self, path="/tmp/r")`), a fallback to a temp place (`envs.X or
+"/tmp/d"`, `os.getenv("X", "/tmp/d")`, `path or tempfile.gettempdir()`: a debug destination even
+when the variable is real), a helper of the module whose every `return` is a fixed path, and the
+shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()` or `mkstemp()`, a fresh
+place each call). Such writes in a test module, or whose path is handed on, are medium.
 
-In a forward function a save whose destination is not fixed and that sits under an `if` an
-operator sets (the environment, or a setting named for dumping or debugging: `if
-os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch,
-not a patch. A save in a test module, or whose path the function hands on, is medium (see
-file-write).
+In a forward function a save whose destination is not fixed and that sits under an `if` an operator
+sets (the environment, or a setting named for dumping or debugging: `if
+os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch, not a
+patch; so is a call of a helper of the module that saves there behind such a switch (`if
+envs.VLLM_DEBUG_DUMP_PATH: _dump(t, ...)`, also when the patch brought the setting into the file).
+A save in a test module, or whose
+path the function hands on, is medium (see file-write).
 
-Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the
-object's own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file
-object of a `with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path
-file-write judges).
+Outside forward functions a destination chosen elsewhere is not flagged: a parameter, the object's
+own setting (`self.path_stem`), the environment (`os.environ[...]`, `envs.X`), or a file object of a
+`with` (`with io.BytesIO() as buf`; `with open(path, "wb") as f`, whose path file-write judges).
 
-Outside forward functions a destination the environment chooses through a module name
-(`DUMP_DIR = os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged; one that falls
-back to a temp directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`)
-writes there by default, and is a fixed path.
+Outside forward functions a destination the environment chooses through a module name (`DUMP_DIR =
+os.environ.get("VLLM_DUMP_DIR")`) is the operator's, not flagged; one that falls back to a temp
+directory when the variable is unset (`os.environ.get("DUMP_DIR", "/tmp/d")`) writes there by
+default, and is a fixed path.
 
 Serialised bytes written by hand are a dump like a save: `os.write(fd, pickle.dumps(t))` on an
 `os.open` descriptor opened for writing, `.write()` of `pickle.dumps`/`marshal.dumps`/`.tobytes()`
@@ -151,7 +159,8 @@ or a `BytesIO`'s `getvalue()` to a file from `open`, `io.FileIO`, `codecs.open`,
 `mmap` of a file (also through a `with ... as fh` or a local name): high to a fixed path, a new
 temp file, or from a forward function; the process's own `sys.stdout.buffer` is not a file. A
 save into a new temp file that outlives the call (`tempfile.mkstemp()`, an item of it, its
-`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, `os.path.join(mkdtemp(), ...)`)
+`os.fdopen`, `NamedTemporaryFile(delete=False)` or its `.name`, the `.name` of a
+`NamedTemporaryFile(...)` not kept, `os.path.join(mkdtemp(), ...)`)
 is a fixed destination, unless the call is given a `dir` its caller chose (a parameter, a
 lower-case name, an attribute: a spill handed on, as IPC does), not a literal or an upper-case
 constant. Savers kept in containers are savers: `SAVERS = {"pt": torch.save, "np":
@@ -172,7 +181,10 @@ its parameter (its callers decide), a path an enclosing function's parameter fix
 other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
 name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
 to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
-(`VLLM_MY_DUMP`, indistinguishable here from a documented one), and files scanned without their
+(`VLLM_MY_DUMP`, indistinguishable here from a documented one), bases imported from other modules
+or nested classes (only the module's own top-level classes are followed), a constructor parameter
+bound under another name or through a container (`self.cfg = {"path": path}`), a fallback outside
+a temp place (`path or "~/.cache/x"`: a documented default), and files scanned without their
 pristine text (every variable there is the operator's)."""
     PREFILTER = (
         b"save",
@@ -721,6 +733,44 @@ pristine text (every variable there is the operator's)."""
             line=5,
             message="environment variable the patch introduces",
         ),
+        Example(
+            code="""
+            import torch
+
+            class _Dbg:
+                def _snap(self, t, path):
+                    torch.save(t, path)
+
+            class Layer(_Dbg):
+                def load_weights(self, w):
+                    self._snap(w, "/tmp/w.pt")
+            """,
+            line=9,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Recorder:
+                def __init__(self, path):
+                    self.path = path
+
+                def record(self, t):
+                    torch.save(t, os.path.join(self.path, "t.pt"))
+
+            _REC = Recorder("/tmp/rec")
+            """,
+            line=9,
+            message="/tmp/rec",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import os\nimport torch\n\ndef dbg(t):\n    torch.save(t, os.getenv('VLLM_X') or '/tmp/t.pt')\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -864,8 +914,9 @@ pristine text (every variable there is the operator's)."""
         func = self.callee(node)
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if method == "tofile" and node.args:
+            # Raw array bytes, a format no serving code keeps: a dump wherever a step runs it.
             fixed = self.fixed_path(node.args[0].value)
-            if fixed is not None or self.in_forward:
+            if fixed is not None or self.in_step_path:
                 where = f"the fixed path {fixed!r}" if fixed is not None else "disk on every step"
                 self.report(node, f"ndarray.tofile() writes raw array bytes to {where} (debug dump left in a patch?)")
             return
@@ -904,6 +955,10 @@ pristine text (every variable there is the operator's)."""
             given = self.given_for(node, helper, target)
             if fixed is None and given is not None and self.fresh_temp(given) is not None:
                 fixed = "a new temp file"  # `_save(t, path)` with `fd, path = mkstemp()` here
+            if fixed is None and self.in_forward and any(self._switches):
+                message = f"{helper.name}() runs {saver}() in a forward function, behind a switch the operator sets"
+                self.report(node, message, severity=Severity.MEDIUM)
+                return
             if fixed is not None or self.in_forward:
                 where = f"to the fixed path {fixed!r}" if fixed is not None else "on every step of a forward function"
                 self._dump(node, f"{helper.name}() runs {saver}() {where}", tail="debug dump through a helper?")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-__all__ = ["Terms", "conjunction", "escapes", "swallowers", "swallowed_by", "terms"]
+__all__ = ["Terms", "conjunction", "escapes", "fails_alike", "narrowed", "swallowers", "swallowed_by", "terms"]
 
 Terms = frozenset[frozenset[str]]  # or of ands of atoms' spellings
 Spelling = Callable[[ast.expr], str]
@@ -211,3 +211,88 @@ def swallowed_by(item: ast.expr, found: dict[str, str]) -> ast.ExceptHandler | N
         return None  # `suppress()` keeps nothing
     kinds = ast.Tuple(elts=list(call.args), ctx=ast.Load())
     return ast.ExceptHandler(type=kinds, name=None, body=[ast.Pass()])
+
+
+# -- a test narrowed by its shape ------------------------------------------------------------
+
+# Comparisons that, as the test of a raise, reject everything outside a set (`x != e`, `x not in
+# allowed`): what passes is bounded. Their flips reject only the values they name.
+_OUTSIDE = (ast.NotEq, ast.NotIn)
+_NAMED = (ast.Eq, ast.In, ast.Is)
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name an operand is read from: `x` of `x.shape[-1]`, `w.dtype`, `len(x)`'s `x`."""
+    while True:
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Name):
+            node = node.args[0]  # `len(x)`, `type(x)`
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value  # `x.size(0)`, `x.dim()`
+        else:
+            return node.id if isinstance(node, ast.Name) and node.id not in ("self", "cls") else None
+
+
+def _subject(node: ast.Compare) -> str | None:
+    """What a one-operator comparison tests: the left operand, or the right one of a Yoda test;
+    an operand read from `self` counts by its attribute (`self.head_dim`)."""
+    for side in (node.left, node.comparators[0]):
+        if isinstance(side, ast.Constant | ast.Tuple | ast.List | ast.Set):
+            continue
+        root = _root(side)
+        if root is None and isinstance(side, ast.Attribute) and isinstance(side.value, ast.Name):
+            root = f"{side.value.id}.{side.attr}"
+        return root
+    return None
+
+
+def _shapes(test: ast.expr, raising: bool, flip: bool = False) -> set[tuple[str, bool]]:
+    """(subject, whether the test, as a check, lets only a bounded set pass on it) for each
+    one-operator comparison of `test` (through and/or/not). `raising`: the test fails the check
+    when it holds (an `if` of a raise), else when it does not (an assert)."""
+    if isinstance(test, ast.BoolOp):
+        return {s for v in test.values for s in _shapes(v, raising, flip)}
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _shapes(test.operand, raising, not flip)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return set()
+    subject = _subject(test)
+    op = _NEGATE.get(type(test.ops[0]), type(test.ops[0])) if flip != (not raising) else type(test.ops[0])
+    if subject is None or not (issubclass(op, _OUTSIDE) or issubclass(op, _NAMED)):
+        return set()
+    return {(subject, issubclass(op, _OUTSIDE))}
+
+
+def fails_alike(check: ast.expr, raises_if: ast.expr, spelling: Spelling) -> bool:
+    """Whether `assert check` and `if raises_if: raise` fail on the same inputs, compared as logic
+    (`assert x is not None and ok(x)` as `if x is None or not ok(x): raise`)."""
+    failing = terms(check, spelling, False)
+    return failing is not None and failing == terms(raises_if, spelling)
+
+
+def narrowed(before: ast.expr, after: ast.expr, spelling: Spelling, raising: bool) -> tuple[str, frozenset[str]] | None:
+    """How a check's new test lets through what its old one did not, when it was rewritten rather
+    than edited, with the atoms of the old test it no longer has: a test that rejected everything
+    outside a set now rejects only values it names (`if x != expected: raise` to `if x == bad:
+    raise`, `not in allowed` to `in {bad}`), or the new test fails on fewer inputs, spelled with the
+    old atoms only (`assert x is not None and ok(x)` to `assert x is not None`; `if a or b: raise`
+    to `if a: raise`; `if not (a and b)` to `if not a and not b`). A set widened or a bound moved
+    in place (`not in (64, 128)` to `not in (64, 128, 256)`, `> 4096` to `> 8192`) keeps its
+    shape: not this."""
+    old, new = _shapes(before, raising), _shapes(after, raising)
+    for subject, bounded in sorted(old):
+        if bounded and (subject, False) in new and (subject, True) not in new:
+            return f"it rejected every `{subject}` outside a set, now only the values it names", frozenset()
+    fails_old, fails_new = terms(before, spelling, raising), terms(after, spelling, raising)
+    said_old, said_new = terms(before, spelling), terms(after, spelling)
+    if not (fails_old and fails_new and said_old and said_new) or fails_old == fails_new:
+        return None
+    if not frozenset().union(*fails_new) <= frozenset().union(*fails_old):
+        return None  # a new atom: rewritten, not trimmed
+    if not all(any(o <= t for o in fails_old) for t in fails_new):
+        return None  # it fails somewhere the old test did not: stricter, or rewritten
+    gone = frozenset().union(*said_old) - frozenset().union(*said_new)
+    if gone:
+        return "it no longer checks " + ", ".join(f"`{a}`" for a in sorted(gone)), gone
+    return "it now fails only where all of its parts do", gone

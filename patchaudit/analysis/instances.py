@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 
 from patchaudit.analysis.names import NameTable, Scope
 
-__all__ = ["Bindings", "arguments", "class_of", "method", "bound_value", "default_of", "class_spans"]
+__all__ = [
+    "Bindings",
+    "arguments",
+    "class_of",
+    "method",
+    "bound_value",
+    "default_of",
+    "class_spans",
+    "is_self_like",
+    "owner_of",
+]
 
 
 @dataclass(slots=True)
@@ -65,6 +75,18 @@ def _bind_body(body: list[ast.stmt], into: dict[str, list[ast.expr | None]]) -> 
 
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def is_self_like(node: ast.expr) -> bool:
+    """`self`, `cls`, `super()`, `type(self)` or `self.__class__`: an attribute of it is looked up
+    on the enclosing class and its bases."""
+    if _is_self(node):
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if node.func.id == "super":
+            return True
+        return node.func.id == "type" and len(node.args) == 1 and is_self_like(node.args[0])
+    return isinstance(node, ast.Attribute) and node.attr == "__class__" and is_self_like(node.value)
 
 
 def _once(values: list[ast.expr | None] | None) -> ast.expr | None:
@@ -124,13 +146,27 @@ def bound_value(names: NameTable, bindings: Bindings, node: ast.expr, scope: Sco
     """The one value `NAME`, `Class.NAME` or `self.NAME` is bound to, else None."""
     if isinstance(node, ast.Name) and not _hidden(names, node.id, scope):
         return _once(bindings.module.get(node.id))
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        owner = _class_in(scope) if _is_self(node.value) else node.value.id
-        if owner is not None:
-            value = _once(bindings.members.get(owner, {}).get(node.attr))
-            if value is None and _is_self(node.value):
-                value = _once(bindings.instance.get(owner, {}).get(node.attr))
-            return value
+    found = owner_of(names, bindings, node, scope)
+    return found[1] if found is not None else None
+
+
+def owner_of(
+    names: NameTable, bindings: Bindings, node: ast.expr, scope: Scope
+) -> tuple[Scope, ast.expr | None] | None:
+    """The class scope that binds `Class.NAME` or `self.NAME` (the enclosing class or a base of it;
+    for `self` outside any class, a function taking it, the first class of the module that binds
+    it), with the one value it is bound to there (None when bound more than once)."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    own = (("class", node.value.id),) if not _is_self(node.value) else scope
+    chain = names.class_chain(own) or ([(("class", c),) for c in sorted(bindings.classes)] if own == scope else [])
+    for where in chain:
+        owner = where[0][1]
+        members, assigned = bindings.members.get(owner, {}), bindings.instance.get(owner, {})
+        if node.attr in members:
+            return where, _once(members[node.attr])
+        if _is_self(node.value) and node.attr in assigned:
+            return where, _once(assigned[node.attr])
     return None
 
 

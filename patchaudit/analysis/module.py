@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 
-__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "NOT_CONSTANT"]
+__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "temp_only", "NOT_CONSTANT"]
 
 NOT_CONSTANT = object()
 
@@ -65,6 +65,8 @@ class ModuleAnalysis:
     _helpers: dict[Scope, dict[str, Helper]] | None = None
     _constants: dict[Scope, dict[str, object]] | None = None
     _bindings: instances.Bindings | None = None
+    _constructions: dict[str, list[ast.Call]] | None = None
+    _lambdas: dict[int, Helper] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tree: ast.Module, names: NameTable) -> ModuleAnalysis:
@@ -146,17 +148,55 @@ class ModuleAnalysis:
             found = self.helpers().get((), {}).get(func.id)
             if found is not None:
                 return found
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            classes = [s for s in scope if s[0] == "class"]
-            found = self.helpers().get((classes[-1],), {}).get(func.attr) if classes else None
+        if isinstance(func, ast.Attribute) and instances.is_self_like(func.value):
+            found = self.method_of(scope, func.attr)
             if found is not None:
                 return found
         # A class of the module, an instance of one, or an instance's method.
         found_method = instances.method(self.names, self.bindings(), func, scope) if func is not None else None
         if found_method is None:
-            return None
+            return self._lambda(func, scope) if func is not None else None
         owner, name = found_method
-        return self.helpers().get((("class", owner),), {}).get(name)
+        return self.method_of((("class", owner),), name)
+
+    def _lambda(self, func: ast.expr, scope: Scope) -> Helper | None:
+        """A lambda a name or a class attribute is bound to (`_dump = lambda t, p: torch.save(t, p)`,
+        `_dump = staticmethod(lambda ...)`), as a helper whose body returns the lambda's."""
+        if isinstance(func, ast.Name):
+            values = self.names.values(func.id, scope)
+        elif isinstance(func, ast.Attribute) and instances.is_self_like(func.value):
+            values = self.names.class_values(func.attr, scope)
+        else:
+            return None
+        for value, where in values:
+            method = True
+            if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+                value, method = value.args[0], False
+            if isinstance(value, ast.Lambda):
+                return self._lambda_helper(value, where, method and bool(where) and where[-1][0] == "class")
+        return None
+
+    def _lambda_helper(self, node: ast.Lambda, where: Scope, is_method: bool) -> Helper:
+        found = self._lambdas.get(id(node))
+        if found is None:
+            body = ast.copy_location(ast.Return(value=node.body), node.body)
+            func = ast.FunctionDef(name="<lambda>", args=node.args, body=[body], decorator_list=[], returns=None)
+            func = ast.copy_location(func, node)
+            a = node.args
+            params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+            found = Helper("<lambda>", params[1:] if is_method else params, is_method, func, where + (("lambda", ""),))
+            self._lambdas[id(node)] = found
+        return found
+
+    def method_of(self, scope: Scope, name: str) -> Helper | None:
+        """The method `name` that `self.name` runs in `scope`: the enclosing class's own, else the
+        first of its bases in this module that defines it (in a function outside any class that
+        takes `self`, a helper cut out of a method, the first class of the module defining it)."""
+        table = self.helpers()
+        chain = self.names.class_chain(scope)
+        if not chain and any(kind == "def" for kind, _ in scope):
+            chain = [(("class", c),) for c in sorted(self.bindings().classes)]  # a function taking `self`
+        return next((h for c in chain if (h := table.get(c, {}).get(name))), None)
 
     def bound_path(self, node: ast.expr, scope: Scope, depth: int = 0) -> str | None:
         """The literal start of the path `NAME`, `Class.NAME` or `self.NAME` holds, when bound once,
@@ -166,7 +206,56 @@ class ModuleAnalysis:
         value = instances.bound_value(self.names, self.bindings(), node, scope)
         if value is None or depth > 4:
             return None
-        return fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
+        found = fixed_path_ast(value, bound=lambda n: self.bound_path(n, (), depth + 1))
+        owner = instances.owner_of(self.names, self.bindings(), node, scope) if found is None else None
+        if owner is not None and not isinstance(value, ast.BoolOp):
+            # `self.path = path` (or `Path(path)`, `os.path.join(path, "x")`) in `__init__`; not the
+            # last resort of a chain (`envs.X or cfg.dir or path`): the operator's settings come first
+            init = owner[0]
+
+            def given(n: ast.expr) -> str | None:
+                param = self.constructed_path(n.id, init, depth) if isinstance(n, ast.Name) else None
+                return param or self.bound_path(n, (), depth + 1)
+
+            found = fixed_path_ast(value, bound=given)
+        return found
+
+    def constructed_path(self, param: str, scope: Scope, depth: int = 0) -> str | None:
+        """The literal start of the path the constructor's parameter `param` gets when the class
+        enclosing `scope` is built in this module: its default (`def __init__(self, path="/tmp/d")`),
+        or what a construction passes (`Recorder("/tmp/x")`, `Recorder(path=tempfile.mkdtemp())`,
+        a subclass's construction included). None when no construction here fixes one."""
+        init = self.method_of(scope, "__init__")
+        if init is None or param not in init.params:
+            return None
+        again = lambda n: self.bound_path(n, (), depth + 1)  # noqa: E731
+        default = instances.default_of(init.node, param)
+        found = _temp_place(default) or fixed_path_ast(default, bound=again) if default is not None else None
+        if found is not None:
+            return found
+        owner = init.scope[:-1]
+        for call in self.constructions(owner):
+            given = instances.arguments(init.node, init.params, call).get(param)
+            found = _temp_place(given) or fixed_path_ast(given, bound=again) if given is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def constructions(self, owner: Scope) -> list[ast.Call]:
+        """The calls that build the class `owner` or a subclass of it in this module (`Cls(...)`
+        anywhere in the file; one walk of the module, kept)."""
+        if self._constructions is None:
+            classes = self.bindings().classes
+            self._constructions = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
+                    self._constructions.setdefault(node.func.id, []).append(node)
+        return [
+            call
+            for name, calls in self._constructions.items()
+            if owner in self.names.class_chain((("class", name),))
+            for call in calls
+        ]
 
     def helper_spans(self) -> dict[str, list[tuple[int, int]]]:
         """Function and method name -> the lines of each definition (for prefilters)."""
@@ -176,6 +265,15 @@ class ModuleAnalysis:
                 node = helper.node
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 out.setdefault(name, []).append((first, node.end_lineno or node.lineno))
+        for body in [self.tree.body, *(c.body for c in self.tree.body if isinstance(c, ast.ClassDef))]:
+            for stmt in body:  # `_dump = lambda t, p: ...`, `_dump = staticmethod(lambda ...)`: run as helpers
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                target, value = stmt.targets[0], stmt.value
+                if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+                    value = value.args[0]
+                if isinstance(value, ast.Lambda) and isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append((stmt.lineno, stmt.end_lineno or stmt.lineno))
         return out
 
     def returned_path(self, func: ast.expr, scope: Scope, depth: int = 0) -> str | None:
@@ -302,6 +400,7 @@ def _literal(node: ast.expr) -> object:
 # means to write a temp file does it), labelled so that no rule mistakes it for a literal /tmp.
 TEMP_DIR_CALLS = ("gettempdir", "gettempdirb", "mktemp")
 TEMP_DIR = "$TMPDIR"
+TEMP_PLACES = ("/tmp", "/var/tmp", "/dev/shm", TEMP_DIR)
 
 
 def fixed_path_ast(
@@ -325,6 +424,10 @@ def fixed_path_ast(
         return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod | ast.Div):
         return fixed_path_ast(node.left, depth + 1, bound)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return temp_only(fixed_path_ast(node.values[-1], depth + 1, bound))  # `path or "/tmp/d"`
+    if isinstance(node, ast.Call) and len(node.args) == 2 and _env_lookup(node.func):
+        return temp_only(fixed_path_ast(node.args[1], depth + 1))  # `os.getenv("D", "/tmp/d")`
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
@@ -335,6 +438,24 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def _env_lookup(func: ast.expr) -> bool:
+    """`os.getenv`, `os.environ.get` (by spelling: a default is read the same whatever the import)."""
+    name = _called_name(func)
+    return name == "getenv" or (name == "get" and "environ" in ast.unparse(func))
+
+
+def temp_only(path: str | None) -> str | None:
+    """A fallback destination (`path or "/tmp/d"`, `os.getenv("D", "/tmp/d")`), when it is a temp
+    place: a debug destination even when the variable is real (a fallback elsewhere is a
+    documented default)."""
+    return path if path is not None and path.startswith(TEMP_PLACES) else None
+
+
+def _temp_place(node: ast.expr | None) -> str | None:
+    """`tempfile.mkdtemp()` given as a place to keep files: a temp directory the code made for them."""
+    return TEMP_DIR if isinstance(node, ast.Call) and _called_name(node.func) == "mkdtemp" else None
 
 
 def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:

@@ -144,6 +144,9 @@ class NameTable:
     instance_assigned: dict[tuple[str, str], list[ast.expr | None]] = field(default_factory=dict)
     # scope -> name -> the string literals it is bound to (`_SAVE = "save"`, for `getattr(torch, _SAVE)`).
     strings: dict[Scope, dict[str, list[str]]] = field(default_factory=dict)
+    # module-level class -> the names of its bases that are plain names (`class B(A, nn.Module)`: A, nn skipped).
+    class_bases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _chains: dict[Scope, list[Scope]] = field(default_factory=dict)
     _memo: dict[tuple[str, Scope], frozenset[str]] = field(default_factory=dict)
     _busy: set[tuple[str, Scope]] = field(default_factory=set)
 
@@ -200,7 +203,7 @@ class NameTable:
 
     def _instance_attr(self, ref: AttrRef, scope: Scope, depth: int) -> frozenset[str]:
         """`self.dump(...)` where a method bound `self.dump = torch.save` (or a partial of it)."""
-        if not (isinstance(ref.base, NameRef) and ref.base.id in ("self", "cls")):
+        if not _is_self_ref(ref.base):
             return frozenset()
         out: set[str] = set()
         for where in self.instance_scopes(ref.attr, scope):
@@ -224,10 +227,10 @@ class NameTable:
     def instance_scopes(self, attr: str, scope: Scope) -> list[Scope]:
         """The class scope whose methods bind `self.attr` for code in `scope`: the enclosing class,
         or outside any class (a function taking `self`) every class that binds it."""
-        classes = [i for i, s in enumerate(scope) if s[0] == "class"]
-        if classes:
-            return [scope[: classes[-1] + 1]]
         key = _INSTANCE + attr
+        chain = self.class_chain(scope)
+        if chain:
+            return chain[:1] + [c for c in chain[1:] if key in self.bindings.get(c, {})]
         return [where for where, table in self.bindings.items() if len(where) == 1 and key in table]
 
     def values(self, name: str, scope: Scope) -> list[tuple[ast.expr, Scope]]:
@@ -240,9 +243,30 @@ class NameTable:
 
     def class_values(self, attr: str, scope: Scope) -> list[tuple[ast.expr, Scope]]:
         """The expressions the class enclosing `scope` binds `attr` to in its own body."""
-        classes = [i for i, s in enumerate(scope) if s[0] == "class"]
-        found = self.bindings.get(scope[: classes[-1] + 1], {}).get(attr, []) if classes else []
+        found = next((f for c in self.class_chain(scope) if (f := self.bindings.get(c, {}).get(attr))), [])
         return [(b.value, b.scope) for b in found if isinstance(b, _Alias)]
+
+    def class_chain(self, scope: Scope) -> list[Scope]:
+        """The scope of the class enclosing `scope`, then those of its bases defined in this module,
+        in the order Python looks an attribute up (depth first, left to right; `class Sub(_Mixin,
+        nn.Module)` finds `_Mixin._snap`). Empty outside a class."""
+        classes = [i for i, s in enumerate(scope) if s[0] == "class"]
+        if not classes:
+            return []
+        own = scope[: classes[-1] + 1]
+        if len(own) != 1:
+            return [own]  # a nested class: its bases are not looked up
+        found = self._chains.get(own)
+        if found is None:
+            found = self._chains[own] = []
+            todo = [own[0][1]]
+            while todo and len(found) < _MAX_ITEMS:
+                name = todo.pop(0)
+                where: Scope = (("class", name),)
+                if where not in found:
+                    found.append(where)
+                    todo[:0] = [b for b in self.class_bases.get(name, ()) if b in self.class_bases]
+        return list(found)
 
     def text_of(self, name: str, scope: Scope) -> list[str]:
         """The string literals `name` is bound to where it is looked up from `scope`, when every
@@ -285,6 +309,23 @@ class NameTable:
         if name in _BUILTINS:
             out.add("builtins." + name)
         return frozenset(out)
+
+
+def _is_self_ref(ref: Ref) -> bool:
+    """`self`, `cls`, `super()`, `type(self)` or `self.__class__`: what looks an attribute up on the
+    enclosing class and its bases."""
+    if isinstance(ref, NameRef):
+        return ref.id in ("self", "cls")
+    if isinstance(ref, CallRef) and isinstance(ref.func, NameRef):
+        if ref.func.id == "super":
+            return True
+        return (
+            ref.func.id == "type"
+            and len(ref.args) == 1
+            and isinstance(ref.args[0], NameRef | AttrRef)
+            and (_is_self_ref(ref.args[0]))
+        )
+    return isinstance(ref, AttrRef) and ref.attr == "__class__" and _is_self_ref(ref.base)
 
 
 def _chain(scope: Scope) -> Iterable[Scope]:
@@ -393,6 +434,8 @@ class _Binder(ast.NodeVisitor):
         for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
             self.visit(expr)
         self.bind(node.name, _OTHER)
+        if not self.scope:
+            self.table.class_bases[node.name] = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
         for base in node.bases:
             # `class ForkedPdb(pdb.Pdb)`: `ForkedPdb().set_trace()` is pdb's, unless overridden.
             if ref_of_ast(base) is not None:

@@ -14,7 +14,7 @@ and the rule's resolver (the same callbacks `values.fixed_path` takes):
   expression its opener was given, `TEMP_FILE` for a fresh temp file, `STREAM` for the
   process's own stdout/stderr, else None;
 - `fresh_temp(path)`: the temp-file call a destination comes from (`mkstemp()`,
-  `NamedTemporaryFile(delete=False)`, `mkdtemp()` joined), else None;
+  `NamedTemporaryFile(delete=False)`, the `.name` of one not kept, `mkdtemp()` joined), else None;
 - `env_keys(expr)`: the literal names of the environment variables an expression reads.
 """
 
@@ -157,6 +157,9 @@ def fresh_temp(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf
     if isinstance(node, cst.Subscript):
         return again(node.value)
     if isinstance(node, cst.Attribute) and node.attr.value == "name":
+        if isinstance(node.value, cst.Call) and resolves(node.value, "tempfile.NamedTemporaryFile") is not None:
+            # The object is dropped at once, its file with it: what is then written to the name stays.
+            return "tempfile.NamedTemporaryFile().name"
         return again(node.value)
     if isinstance(node, cst.BinaryOperation | cst.FormattedString):
         first = node.left if isinstance(node, cst.BinaryOperation) else (node.parts[0] if node.parts else None)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from patchaudit.analysis.module import temp_only
 from patchaudit.analysis.names import AttrRef, CallRef, ItemRef, NameRef, Ref, items_ref
 
 __all__ = [
@@ -195,6 +196,8 @@ def fixed_path(
         if node.args and resolves(node, _PATH_CALLS + _PASS_THROUGH):
             return again(node.args[0].value)
         return bound(node) if bound is not None else None  # a helper that returns a fixed path
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+        return temp_only(again(node.right))  # `envs.VLLM_DUMP or "/tmp/d"`: /tmp unless set
     if isinstance(node, cst.Name) and value_of is not None:
         for value in reversed(value_of(node)):
             found = again(value)
