@@ -700,3 +700,53 @@ def highs(patched: str, pristine: str) -> list[tuple[str, int]]:
 def test_family(name: str, patched: str, high: bool, pristine: str) -> None:
     found = highs(patched, pristine)
     assert bool(found) == high, (name, found)
+
+
+# Real code read whole (`scan --all-files`): shapes from SGLang's pristine tree that must stay below high.
+UPSTREAM = {
+    # A test suite's helper module (it imports pytest but defines no test itself) keeps a download
+    # in the temp directory.
+    "suite_helpers": """
+import tempfile
+from pathlib import Path
+
+import pytest
+
+MESH_OUTPUT_PATHS = {}
+
+
+def fetch_mesh(resp, case_id, mesh_id):
+    if resp.status_code != 200:
+        pytest.fail(f"{case_id}: download failed")
+    temp_path = Path(tempfile.gettempdir()) / f"mesh_test_{mesh_id}.glb"
+    temp_path.write_bytes(resp.content)
+    MESH_OUTPUT_PATHS[case_id] = str(temp_path)
+""",
+    # A profiler whose output directory is a documented setting defaulting to the bare temp directory.
+    "profiler_setting": """
+import json
+import os
+import time
+from pathlib import Path
+
+PROFILER_DIR = os.getenv("SGLANG_TORCH_PROFILER_DIR", "/tmp")
+
+
+def run_profile(url, output_dir=None):
+    if output_dir is None:
+        output_dir = PROFILER_DIR
+    output_dir = Path(os.path.abspath(os.path.normpath(output_dir))) / str(time.time())
+    output_dir.mkdir(exist_ok=True, parents=True)
+    file_path = Path(output_dir) / "server_args.json"
+    with open(file_path, "w") as file:
+        file.write(json.dumps({"url": url}))
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_upstream_code_read_whole_is_not_high(name: str) -> None:
+    data = UPSTREAM[name].lstrip("\n").encode()
+    file = SourceFile(path=f"sglang/{name}.py", installed=data, pristine=None, drifted=False)
+    found = [(f.rule, f.line) for f in check_file(file, RULES) if f.severity is Severity.HIGH]
+    assert found == [], found

@@ -427,7 +427,10 @@ def fixed_path_ast(
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
         return temp_only(fixed_path_ast(node.values[-1], depth + 1, bound))  # `path or "/tmp/d"`
     if isinstance(node, ast.Call) and len(node.args) == 2 and _env_lookup(node.func):
-        return temp_only(fixed_path_ast(node.args[1], depth + 1))  # `os.getenv("D", "/tmp/d")`
+        # `os.getenv("D", "/tmp/d")`; a bare temp directory (`os.getenv("PROFILE_DIR", "/tmp")`) is
+        # the usual documented default of an output setting, not a place a patch picked.
+        default = temp_only(fixed_path_ast(node.args[1], depth + 1))
+        return None if default is None or default.rstrip("/") in TEMP_PLACES else default
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):

@@ -31,8 +31,12 @@ _NOT_A_USE = frozenset(
 
 
 def is_test_module(tree: ast.Module) -> bool:
-    """Whether the module defines tests at its top level."""
+    """Whether the module defines tests at its top level, or imports pytest (a test suite's helpers)."""
     for stmt in tree.body:
+        if isinstance(stmt, ast.Import) and any(a.name.split(".")[0] == "pytest" for a in stmt.names):
+            return True
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] == "pytest":
+            return True
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name.startswith("test_"):
             return True
         if isinstance(stmt, ast.ClassDef):
