@@ -113,15 +113,21 @@ def main() -> int:
     print(f"{'ms from the start':28s} " + " ".join(f"{e:>12s}" for e in EVENTS))
     for r in rounds:
         print(f"{'':28s} " + " ".join(f"{1e3 * r[e]:12.0f}" if e in r else f"{'-':>12s}" for e in EVENTS))
+    pooled = all("last result" in r for r in rounds)
     for r in rounds:
-        r["tail"] = r["exit"] - r["last result"]
-    medians = {k: statistics.median(r[k] for r in rounds if k in r) for k in rounds[0]}
-    print(f"{'median':28s} " + " ".join(f"{1e3 * medians.get(e, 0):12.0f}" for e in EVENTS))
+        if pooled:
+            r["tail"] = r["exit"] - r["last result"]
+    medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if all(k in r for r in rounds)}
+    print(f"{'median':28s} " + " ".join(f"{1e3 * medians[e]:12.0f}" if e in medians else f"{'-':>12s}" for e in EVENTS))
+    main_cpu = f"main-process CPU {1e3 * medians['main cpu']:.0f} ms"
+    if pooled:
+        main_cpu += f" ({1e3 * medians['main cpu before the pool']:.0f} before the pool); last result to exit "
+        main_cpu += f"{1e3 * medians['tail']:.0f} ms"
+    else:
+        main_cpu += " (no worker pool: every file hashed in the main process)"
     print(
-        f"interpreter start {1e3 * medians['start']:.0f} ms; last result to exit "
-        f"{1e3 * medians['tail']:.0f} ms; main-process CPU "
-        f"{1e3 * medians['main cpu']:.0f} ms ({1e3 * medians['main cpu before the pool']:.0f} before the pool); "
-        f"children's CPU {1e3 * medians['children cpu']:.0f} ms; load average {load[0]:.1f} before"
+        f"interpreter start {1e3 * medians['start']:.0f} ms; {main_cpu}; children's CPU "
+        f"{1e3 * medians['children cpu']:.0f} ms; load average {load[0]:.1f} before"
     )
     return 0
 
