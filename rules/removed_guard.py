@@ -14,16 +14,20 @@ from patchaudit.rule import (
     Severity,
     Siblings,
     TextRule,
+    bindings_at,
     blocked_lines,
     guard_conjunction,
+    guard_covers,
     guard_escapes,
     guard_fails_alike,
     guard_narrowed,
+    guard_terms,
     imported_names,
     line_opcodes,
     neutered,
     never_fires,
     off_by_default,
+    rejects_nothing,
     source_lines,
     swallowed_by,
     swallowers,
@@ -116,6 +120,44 @@ def _narrowed(before: _Guard, after: _Guard, now: list[_Guard]) -> tuple[int, st
     if gone and gone <= elsewhere:
         return None
     return after.test.lineno, how
+
+
+def _failing(guard: _Guard) -> frozenset[frozenset[str]] | None:
+    """What a raise or an assert fails on, the conditions around it included, as an `or` of `and`s."""
+    if guard.kind == "check" or (guard.test is None and guard.kind == "assert"):
+        return None
+    own = guard_terms(guard.test, _norm, guard.kind == "raise") if guard.test is not None else frozenset({frozenset()})
+    if own is None:
+        return None
+    outer = guard.conditions - (_conjuncts(guard.test) if guard.kind == "raise" and guard.test else frozenset())
+    return frozenset(t | outer for t in own)
+
+
+def _covered(before: _Guard, now: list[_Guard]) -> bool:
+    """A removed raise or assert whose failures the scope's checks now fail on together: checks folded
+    into one (`assert a` and `assert b` as `if not a or not b: raise`), or one split in several."""
+    return guard_covers(_failing(before), [_failing(g) for g in now])
+
+
+def _vacuous(
+    before: _Guard, after: _Guard, trees: tuple[ast.Module, ast.Module], changed: list[int]
+) -> tuple[int, str] | None:
+    """The line that left a check unable to reject anything its pristine test rejected, and how:
+    its new test can no longer fail (`assert n > 0` to `assert n >= 0` of a length, a bound raised
+    to `float("inf")`), or the lines above it overwrite what it reads (`scale = None` above `if
+    scale is not None and ...: raise`)."""
+    if before.kind == "check" or before.test is None or after.test is None:
+        return None
+    same_test = ast.dump(before.test) == ast.dump(after.test)
+    if same_test and not (changed and changed[0] < after.line):
+        return None  # the same test, nothing above it changed
+    raising = after.kind == "raise"
+    now, used = rejects_nothing(after.test, raising, bindings_at(trees[0], after.test.lineno))
+    if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno))[0]:
+        return None
+    if used:
+        return max(used), "the lines above it overwrite what it tests, so it can no longer fail"
+    return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail"
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -727,6 +769,8 @@ narrowing)."""
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
+        kept = set(old_to_new.values())
+        changed = [n for n in range(1, len(new_lines) + 1) if n not in kept]  # installed lines the patch wrote
         dead: list[dict[int, tuple[int, str]]] = []  # blocked lines now and then, found when first asked
 
         def dead_since(line: int, pristine_line: int) -> tuple[int, str] | None:
@@ -769,6 +813,8 @@ narrowing)."""
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
                 if after is None and before.kind == "assert" and any(_fails_alike(before, g) for g in now):
                     continue  # the same, its test compared as logic (`a and b` as `not a or not b`)
+                if after is None and _covered(before, now):
+                    continue  # folded into a check of the scope that fails on all it failed on
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -808,6 +854,8 @@ narrowing)."""
                 elif blocked := dead_since(after.line, before.line):
                     line, how = blocked
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif vacuous := _vacuous(before, after, (new_tree, old_tree), changed):
+                    hits.append(self._hit(vacuous[0], f"`{before.label}` in {where} disabled: {vacuous[1]}"))
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))

@@ -1,0 +1,522 @@
+"""Whether a check can still reject anything: its failing condition as constraints on the values it tests.
+
+A guard is disabled as often by what its test now says as by what it is handed. `assert n > 0`
+turned into `assert n >= 0` on a length, `if x > limit:` raised to `float("inf")`, `if x < 0 and
+x > 0:`, `isinstance(x, object)`, a value compared with itself: the test can no longer fail. And a
+test left alone fails on nothing once the lines above it overwrite what it reads on every path:
+`scale = None` above `if scale is not None and scale.numel() != n: raise`, `x = expected` above
+`assert x == expected`, `mask = torch.ones_like(mask)` above `if not mask.all(): raise`, `seq_lens
+= seq_lens.clamp(max=limit)` above `if (seq_lens > limit).any(): raise`.
+
+The failing condition (the `if` test of a raise, the negated test of an assert) is read as an
+`or` of `and`s of atoms (`guards.terms`) after the straight-line bindings above the check are put
+in for the names they bind. Each atom is a folded truth, a bound on a value (a comparison with a
+number, or with a bound the value is known to keep: `clamp(max=limit)` against `limit`), a
+`None`-ness, or unknown. A conjunction fails on nothing when one of its atoms folds to false or the
+bounds on one value leave no room, with what the value is by construction: a `len()`, `.numel()`,
+`.size(i)`, `.shape[i]`, a count (`num_*`, `*_count`), a `range`/`enumerate` index, `abs()` are
+never negative; nothing reaches `float("inf")` or `sys.maxsize`. Unknown atoms can hold: the
+answer errs towards "can still reject".
+
+Pure functions over `ast`; the facts of a function are built once per (tree, line) asked.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass
+
+from patchaudit.analysis.guards import terms
+from patchaudit.analysis.reach import number
+
+__all__ = ["Bindings", "bindings_at", "rejects_nothing"]
+
+# A count by its name: `num_tokens`, `n_heads`, `block_count`, `total_len`.
+_COUNT = re.compile(r"^(?:num|n|total|max)_\w+$|^\w+_(?:count|len|size|num)s?$|^(?:count|numel|size|length)$")
+# Calls and methods whose value is never negative.
+_SIZE_METHODS = frozenset({"numel", "nelement", "size", "dim", "ndimension", "element_size", "count", "__len__"})
+_SIZE_CALLS = frozenset({"len", "abs"})
+_SIZE_ATTRS = frozenset({"ndim", "itemsize", "nbytes"})
+# Tensors made of true (ones) or false (zeros) values.
+_ONES = frozenset({"ones", "ones_like", "new_ones"})
+_ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
+_FINITE = frozenset({"nan_to_num", "nan_to_num_"})
+_REDUCTIONS = frozenset({"max", "min", "amax", "amin"})
+_MAX_ATOMS = 24
+
+
+@dataclass(frozen=True, slots=True)
+class Bindings:
+    """What the lines above a check bind: name -> (value, line), and names never negative there."""
+
+    values: dict[str, tuple[ast.expr, int]]
+    counts: frozenset[str]
+
+
+_EMPTY = Bindings({}, frozenset())
+
+
+# -- the bindings above a line -----------------------------------------------------------------
+
+
+def _key(node: ast.AST) -> str | None:
+    """The spelling of a target a fact may be kept on: `x`, `self.x`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _assigned(stmt: ast.AST) -> set[str]:
+    """Every name or `obj.attr` a statement (and what it holds) may bind."""
+    out: set[str] = set()
+    for node in ast.walk(stmt):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(
+            node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr | ast.For | ast.AsyncFor | ast.comprehension
+        ):
+            targets = [node.target]
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_"):
+            targets = [node.func.value]  # `x.clamp_(...)`: changed in place
+        for target in targets:
+            for part in ast.walk(target):
+                key = _key(part)
+                if key is not None:
+                    out.add(key)
+    return out
+
+
+def _in_place(call: ast.expr) -> tuple[str, ast.expr] | None:
+    """`x.clamp_(max=m)` as the binding `x = x.clamp(max=m)`, `x.fill_(1)` as `x = ones_like(x)`."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    owner, method = call.func.value, call.func.attr
+    key = _key(owner)
+    if key is None or not method.endswith("_"):
+        return None
+    if method in ("clamp_", "clip_", "nan_to_num_"):
+        plain = ast.Call(
+            func=ast.Attribute(value=owner, attr=method[:-1], ctx=ast.Load()), args=call.args, keywords=call.keywords
+        )
+        return key, plain
+    if method == "fill_" and call.args and isinstance(call.args[0], ast.Constant):
+        kind = "ones_like" if call.args[0].value else "zeros_like"
+        made = ast.Call(func=ast.Name(id=kind, ctx=ast.Load()), args=[owner], keywords=[])
+        return key, made
+    return None
+
+
+def _loop_counts(stmt: ast.For | ast.AsyncFor) -> set[str]:
+    """Names a `for` binds to a `range(...)` index (of non-negative bounds) or an `enumerate` index."""
+    it, target = stmt.iter, stmt.target
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)):
+        return set()
+    if it.func.id == "enumerate" and len(it.args) == 1 and not it.keywords:
+        first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else None
+        return {first.id} if isinstance(first, ast.Name) else set()
+    if it.func.id == "range" and len(it.args) <= 2 and isinstance(target, ast.Name):
+        start = number(it.args[0]) if len(it.args) == 2 else 0.0
+        return {target.id} if start is not None and start >= 0 else set()
+    return set()
+
+
+def _walk_to(body: list[ast.stmt], line: int, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> bool:
+    """Follow the statements above `line` (in `body`), keeping what they bind on every path to it;
+    True once the statement holding `line` is reached."""
+    for stmt in body:
+        if stmt.lineno > line:
+            return False
+        holds = stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
+        if holds and not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return _enter(stmt, line, values, counts)
+        if holds:
+            return False  # a nested function: its own bindings, none asked for here
+        _bind(stmt, values, counts)
+    return False
+
+
+def _forget(names: set[str], values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> None:
+    for name in names:
+        values.pop(name, None)
+        counts.discard(name)
+    # a fact whose value reads a name now rebound says nothing any more
+    for key, (value, _) in list(values.items()):
+        if any(_key(n) in names for n in ast.walk(value) if isinstance(n, ast.Name | ast.Attribute)):
+            values.pop(key, None)
+
+
+def _bind(stmt: ast.stmt, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> None:
+    """What one statement passed on the way binds (a plain assignment, an in-place clamp or fill);
+    anything else it may bind is forgotten."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and (key := _key(stmt.targets[0])) is not None:
+        value = _substituted(stmt.value, values)[0]
+        _forget({key}, values, counts)
+        values[key] = (value, stmt.lineno)
+        return
+    if isinstance(stmt, ast.Expr) and (found := _in_place(stmt.value)) is not None:
+        key, value = found
+        value = _substituted(value, values)[0]
+        _forget({key}, values, counts)
+        values[key] = (value, stmt.lineno)
+        return
+    _forget(_assigned(stmt), values, counts)
+    if any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+        # a call may change what an attribute holds
+        _forget({k for k in values if "." in k}, values, counts)
+
+
+def _enter(stmt: ast.stmt, line: int, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> bool:
+    """Step into the compound statement that holds `line` (the statement itself when it is the check)."""
+    if isinstance(stmt, ast.If):
+        inside = stmt.body and stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or line)
+        _walk_to(stmt.body if inside else stmt.orelse, line, values, counts)
+        return True
+    if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+        _forget(_assigned(stmt), values, counts)
+        if isinstance(stmt, ast.For | ast.AsyncFor):
+            counts.update(_loop_counts(stmt))
+        _walk_to(stmt.body, line, values, counts)
+        return True
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        _walk_to(stmt.body, line, values, counts)
+        return True
+    if isinstance(stmt, ast.Try | ast.TryStar):
+        if stmt.body and stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or line):
+            _walk_to(stmt.body, line, values, counts)
+        else:
+            values.clear()  # a handler, else or finally: reached from anywhere in the body
+        return True
+    return True
+
+
+def _scope_body(tree: ast.Module, line: int) -> list[ast.stmt]:
+    """The body of the innermost function holding `line` (the module's when none does)."""
+    body, found = tree.body, tree.body
+    while True:
+        inner = next(
+            (
+                s
+                for s in body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and s.lineno <= line <= (s.end_lineno or s.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            return found
+        body = inner.body
+        if not isinstance(inner, ast.ClassDef):
+            found = inner.body
+
+
+def bindings_at(tree: ast.Module, line: int) -> Bindings:
+    """What the statements of the function holding `line` bind on every path to it (straight-line
+    assignments, in-place clamps and fills, loop indices)."""
+    values: dict[str, tuple[ast.expr, int]] = {}
+    counts: set[str] = set()
+    _walk_to(_scope_body(tree, line), line, values, counts)
+    return Bindings(values, frozenset(counts)) if values or counts else _EMPTY
+
+
+# -- putting bindings in -----------------------------------------------------------------------
+
+
+class _Put(ast.NodeTransformer):
+    def __init__(self, values: dict[str, tuple[ast.expr, int]]) -> None:
+        self.values = values
+        self.used: list[int] = []
+
+    def _put(self, node: ast.expr) -> ast.expr | None:
+        key = _key(node)
+        if key is not None and key in self.values and isinstance(getattr(node, "ctx", None), ast.Load):
+            value, line = self.values[key]
+            self.used.append(line)
+            return value
+        return None
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self._put(node) or node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        found = self._put(node)
+        if found is not None:
+            return found
+        self.generic_visit(node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        # `a < b < c` as `a < b and b < c`
+        operands = [node.left, *node.comparators]
+        pairs: list[ast.expr] = [
+            ast.Compare(left=operands[i], ops=[op], comparators=[operands[i + 1]]) for i, op in enumerate(node.ops)
+        ]
+        return ast.BoolOp(op=ast.And(), values=pairs)
+
+
+def _substituted(test: ast.expr, values: dict[str, tuple[ast.expr, int]]) -> tuple[ast.expr, list[int]]:
+    put = _Put(values)
+    copied = ast.parse(ast.unparse(test), mode="eval").body
+    return put.visit(copied), put.used
+
+
+# -- atoms as constraints ----------------------------------------------------------------------
+
+# A bound: a number, or the spelling of an expression (comparable only with the same spelling).
+_Bound = float | str
+_Constraint = tuple[str, list[tuple[_Bound, bool]], list[tuple[_Bound, bool]]]  # subject, lows, highs
+
+
+def _method(node: ast.expr) -> tuple[ast.expr, str] | None:
+    """`x.all()` -> (x, "all"); `torch.all(x)` -> (x, "all")."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    func = node.func
+    if not node.args:
+        return func.value, func.attr
+    if isinstance(func.value, ast.Name) and func.value.id in ("torch", "np", "numpy") and len(node.args) == 1:
+        return node.args[0], func.attr
+    return None
+
+
+def _made(node: ast.expr) -> str | None:
+    """The name of the factory a tensor comes from: `torch.ones_like(m)` -> "ones_like"."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return None
+
+
+def _stripped(node: ast.expr) -> ast.expr:
+    """`bool(e)`, `e.item()` as `e`."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool" and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item":
+            node = node.func.value
+        else:
+            return node
+
+
+def _truth(atom: ast.expr, counts: frozenset[str]) -> bool | None:
+    """A test that folds, for every value it could see: True, False, or None (it depends)."""
+    atom = _stripped(atom)
+    if isinstance(atom, ast.Constant):
+        return bool(atom.value)
+    if isinstance(atom, ast.UnaryOp) and isinstance(atom.op, ast.Not):
+        inner = _truth(atom.operand, counts)
+        return None if inner is None else not inner
+    if isinstance(atom, ast.Call) and isinstance(atom.func, ast.Name) and atom.func.id == "isinstance":
+        if len(atom.args) == 2 and isinstance(atom.args[1], ast.Name) and atom.args[1].id == "object":
+            return True
+        return None
+    found = _method(atom)
+    if found is not None and found[1] in ("all", "any"):
+        inner, how = _stripped(found[0]), found[1]
+        made = _made(inner)
+        if made in _ONES:
+            return True
+        if made in _ZEROS:
+            return False
+        if made == "isfinite" and isinstance(inner, ast.Call) and inner.args and _made(inner.args[-1]) in _FINITE:
+            return True
+        if isinstance(inner, ast.Compare):
+            holds = _satisfiable([inner], counts)
+            if not holds:
+                return False
+            if how == "all" and not _satisfiable([_negate(inner)], counts):
+                return True
+        return None
+    if isinstance(atom, ast.Compare) and len(atom.ops) == 1:
+        return _compare_truth(atom)
+    return None
+
+
+def _compare_truth(atom: ast.Compare) -> bool | None:
+    left, op, right = atom.left, atom.ops[0], atom.comparators[0]
+    if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
+        try:
+            return bool(eval(compile(ast.Expression(atom), "<test>", "eval"), {"__builtins__": {}}))  # noqa: S307
+        except Exception:  # noqa: BLE001 - a comparison of two literals that raises folds to nothing
+            return None
+    none = isinstance(right, ast.Constant) and right.value is None
+    if isinstance(op, ast.Is | ast.IsNot) and none and _never_none(left):
+        return isinstance(op, ast.IsNot)
+    if ast.dump(left) == ast.dump(right) and not any(isinstance(n, ast.Call) for n in ast.walk(left)):
+        if isinstance(op, ast.Eq | ast.LtE | ast.GtE | ast.Is):
+            return True
+        if isinstance(op, ast.NotEq | ast.Lt | ast.Gt | ast.IsNot):
+            return False
+    return None
+
+
+def _never_none(node: ast.expr) -> bool:
+    """A value that is never None: a literal other than None, a container display, a factory call."""
+    if isinstance(node, ast.Constant):
+        return node.value is not None
+    if isinstance(node, ast.List | ast.Tuple | ast.Dict | ast.Set | ast.JoinedStr):
+        return True
+    return _made(node) in _ONES | _ZEROS
+
+
+_MIRROR: dict[type, type] = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
+_NEGATE: dict[type, type] = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt}
+_NEGATE.update({ast.Eq: ast.NotEq, ast.NotEq: ast.Eq})
+
+
+def _negate(node: ast.Compare) -> ast.expr:
+    kind = _NEGATE.get(type(node.ops[0]))
+    if kind is None:
+        return ast.UnaryOp(op=ast.Not(), operand=node)
+    return ast.Compare(left=node.left, ops=[kind()], comparators=node.comparators)
+
+
+def _bound(node: ast.expr) -> _Bound:
+    value = number(node)
+    return value if value is not None else ast.unparse(node)
+
+
+def _never_negative(node: ast.expr, counts: frozenset[str]) -> bool:
+    """A size by construction: a count's name, a loop index, `x.ndim`, `x.shape[i]`, `len()`, `.numel()`."""
+    if isinstance(node, ast.Name):
+        return node.id in counts or bool(_COUNT.match(node.id))
+    if isinstance(node, ast.Attribute):
+        return bool(_COUNT.match(node.attr)) or node.attr in _SIZE_ATTRS
+    if isinstance(node, ast.Subscript):
+        return _sizes(node.value)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in _SIZE_CALLS
+        return isinstance(func, ast.Attribute) and func.attr in _SIZE_METHODS
+    return False
+
+
+def _domain(subject: ast.expr, counts: frozenset[str]) -> tuple[list[tuple[_Bound, bool]], list[tuple[_Bound, bool]]]:
+    """Bounds a value keeps by construction: (lows, highs), each (bound, strict)."""
+    lows: list[tuple[_Bound, bool]] = []
+    highs: list[tuple[_Bound, bool]] = []
+    node = _stripped(subject)
+    if _never_negative(node, counts):
+        lows.append((0.0, False))
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not node.args:
+            return _domain(func.value, counts)  # the largest of values that keep a bound keeps it
+        if isinstance(func, ast.Name) and func.id in ("min", "max") and len(node.args) == 2 and not node.keywords:
+            for arg in node.args:
+                (highs if func.id == "min" else lows).append((_bound(arg), False))
+        elif (clamp := _clamp(node)) is not None:
+            low, high = clamp
+            if low is not None:
+                lows.append((_bound(low), False))
+            if high is not None:
+                highs.append((_bound(high), False))
+    return lows, highs
+
+
+def _sizes(node: ast.expr) -> bool:
+    """`x.shape`, `x.size()`: what indexes into sizes."""
+    return (isinstance(node, ast.Attribute) and node.attr == "shape") or _made(node) == "size"
+
+
+def _clamp(call: ast.Call) -> tuple[ast.expr | None, ast.expr | None] | None:
+    """(min, max) of `x.clamp(min=a, max=b)`, `torch.clamp(x, a, b)`, `x.clip(max=b)`."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("clamp", "clip")):
+        return None
+    args = list(call.args)
+    if isinstance(func.value, ast.Name) and func.value.id in ("torch", "np", "numpy"):
+        args = args[1:]
+    low = args[0] if args else None
+    high = args[1] if len(args) > 1 else None
+    for keyword in call.keywords:
+        if keyword.arg in ("min", "a_min"):
+            low = keyword.value
+        elif keyword.arg in ("max", "a_max"):
+            high = keyword.value
+    if isinstance(low, ast.Constant) and low.value is None:
+        low = None
+    if isinstance(high, ast.Constant) and high.value is None:
+        high = None
+    return low, high
+
+
+def _constraint(atom: ast.expr, counts: frozenset[str]) -> _Constraint | None:
+    """A comparison of a value with a bound as (subject, lows, highs), its domain included."""
+    atom = _stripped(atom)
+    if not (isinstance(atom, ast.Compare) and len(atom.ops) == 1):
+        return None
+    op, left, right = type(atom.ops[0]), atom.left, atom.comparators[0]
+    if op not in _MIRROR:
+        return None
+    if number(left) is not None and number(right) is None:
+        left, right, op = right, left, _MIRROR[op]
+    lows, highs = _domain(left, counts)
+    bound = _bound(right)
+    if op in (ast.Gt, ast.GtE, ast.Eq):
+        lows.append((bound, op is ast.Gt))
+    if op in (ast.Lt, ast.LtE, ast.Eq):
+        highs.append((bound, op is ast.Lt))
+    return ast.unparse(left), lows, highs
+
+
+def _empty(lows: list[tuple[_Bound, bool]], highs: list[tuple[_Bound, bool]]) -> bool:
+    """Whether no value lies above every low and below every high (bounds compared when both are
+    numbers or both the same spelling; nothing reaches infinity)."""
+    for low, strict in lows:
+        if low == math.inf:
+            return True
+        for high, strict_high in highs:
+            if high == -math.inf:
+                return True
+            if isinstance(low, float) != isinstance(high, float):
+                continue
+            if isinstance(low, str) and low != high:
+                continue
+            if low > high or (low == high and (strict or strict_high)):  # type: ignore[operator]
+                return True
+    return False
+
+
+def _satisfiable(atoms: list[ast.expr], counts: frozenset[str]) -> bool:
+    """Whether all of `atoms` can hold at once."""
+    bounds: dict[str, tuple[list[tuple[_Bound, bool]], list[tuple[_Bound, bool]]]] = {}
+    for atom in atoms:
+        if _truth(atom, counts) is False:
+            return False
+        found = _constraint(atom, counts)
+        if found is None:
+            continue
+        subject, lows, highs = found
+        kept = bounds.setdefault(subject, ([], []))
+        kept[0].extend(lows)
+        kept[1].extend(highs)
+    return not any(_empty(lows, highs) for lows, highs in bounds.values())
+
+
+def rejects_nothing(test: ast.expr, raising: bool, bindings: Bindings = _EMPTY) -> tuple[bool, list[int]]:
+    """Whether a check fails on no value it can see (`raising`: it fails when `test` holds, an `if`
+    of a raise; else when it does not, an assert), and the lines of the bindings that made it so."""
+    put, used = _substituted(test, bindings.values)
+    atoms: list[ast.expr] = []
+
+    def spelling(node: ast.expr) -> str:
+        atoms.append(node)
+        return str(len(atoms) - 1)
+
+    failing = terms(put, spelling, raising)
+    if failing is None or len(atoms) > _MAX_ATOMS:
+        return False, []
+    if any(_satisfiable([atoms[int(a)] for a in term], bindings.counts) for term in failing):
+        return False, []
+    return True, sorted(set(used))
