@@ -28,6 +28,7 @@ from patchaudit.rule import (
     never_fires,
     off_by_default,
     rejects_nothing,
+    repinned,
     source_lines,
     swallowed_by,
     swallowers,
@@ -136,7 +137,8 @@ def _failing(guard: _Guard) -> frozenset[frozenset[str]] | None:
 def _covered(before: _Guard, now: list[_Guard]) -> bool:
     """A removed raise or assert whose failures the scope's checks now fail on together: checks folded
     into one (`assert a` and `assert b` as `if not a or not b: raise`), or one split in several."""
-    return guard_covers(_failing(before), [_failing(g) for g in now])
+    kinds = ("raise",) if before.kind == "raise" else ("raise", "assert")  # `python -O` drops asserts
+    return guard_covers(_failing(before), [_failing(g) for g in now if g.kind in kinds])
 
 
 def _vacuous(
@@ -764,6 +766,10 @@ narrowing)."""
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
         if stubs_now.keys() - stubs_then.keys():
             same = frozenset()  # a check replaced by a stand-in: unchanged callers lose their guard too
+        if same and (pins := repinned(new_tree, old_tree)):
+            # a limit pinned to another literal (`MAX_TOKENS = sys.maxsize`): the checks reading it are asked again
+            words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pins))) + r")\b")
+            same = frozenset(n for n in same if not words.search(after[n] or ""))
         new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         old_to_new = {

@@ -77,6 +77,12 @@ def check_block_table(block_table, num_blocks):
     return block_table
 
 
+def prepare(input_ids):
+    if len(input_ids) > MAX_TOKENS:
+        raise ValueError("batch too large")
+    return input_ids
+
+
 def sample(logits, temperature):
     assert logits.dim() == 2, "logits"
     assert temperature >= 0.0, "temperature"
@@ -130,6 +136,10 @@ DEFEATED = {
     "seq_lens_clamp_inplace": R(_LIMIT, "        seq_lens.clamp_(max=limit)\n" + _LIMIT),
     "seq_lens_torch_clamp": R(_LIMIT, "        seq_lens = torch.clamp(seq_lens, 0, limit)\n" + _LIMIT),
     "n_min": R(_N, "        n = min(n, self.max_num_tokens)\n" + _N),
+    "module_limit_maxsize": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = sys.maxsize\n"),
+    "instance_limit_inf": R(
+        "        self.max_num_tokens = max_num_tokens\n", '        self.max_num_tokens = float("inf")\n'
+    ),
     "block_table_clamp": R(
         "    if block_table.max() >= num_blocks:\n",
         "    block_table = block_table.clamp(max=num_blocks - 1)\n    if block_table.max() > num_blocks - 1:\n",
@@ -172,6 +182,10 @@ FOLDED = {
     ),
     "message_changed": R('"empty batch"', '"no tokens in this batch"'),
     "threshold_moved": R(_N, "        if n > 2 * self.max_num_tokens:\n"),
+    "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
+    "instance_limit_moved": R(
+        "        self.max_num_tokens = max_num_tokens\n", "        self.max_num_tokens = 1 << 20\n"
+    ),
     "threshold_constant": R(_N, "        if n > MAX_TOKENS:\n"),
     "dtype_added": R("(torch.float16, torch.bfloat16)", "(torch.float16, torch.bfloat16, torch.float8_e4m3fn)"),
     "count_gt_to_ne": R(_NUM, _NUM.replace("> 0", "!= 0")),

@@ -24,6 +24,7 @@ Pure functions over `ast`; the facts of a function are built once per (tree, lin
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -31,10 +32,10 @@ from dataclasses import dataclass
 from patchaudit.analysis.guards import terms
 from patchaudit.analysis.reach import number
 
-__all__ = ["Bindings", "bindings_at", "rejects_nothing"]
+__all__ = ["Bindings", "bindings_at", "rejects_nothing", "repinned"]
 
 # A count by its name: `num_tokens`, `n_heads`, `block_count`, `total_len`.
-_COUNT = re.compile(r"^(?:num|n|total|max)_\w+$|^\w+_(?:count|len|size|num)s?$|^(?:count|numel|size|length)$")
+_COUNT = re.compile(r"^(?:num|n|total)_\w+$|^\w+_(?:count|len|size|num)s?$|^(?:count|numel|size|length)$")
 # Calls and methods whose value is never negative.
 _SIZE_METHODS = frozenset({"numel", "nelement", "size", "dim", "ndimension", "element_size", "count", "__len__"})
 _SIZE_CALLS = frozenset({"len", "abs"})
@@ -196,9 +197,11 @@ def _enter(stmt: ast.stmt, line: int, values: dict[str, tuple[ast.expr, int]], c
     return True
 
 
-def _scope_body(tree: ast.Module, line: int) -> list[ast.stmt]:
-    """The body of the innermost function holding `line` (the module's when none does)."""
-    body, found = tree.body, tree.body
+def _scope_body(tree: ast.Module, line: int) -> tuple[list[ast.stmt], ast.ClassDef | None]:
+    """The body of the innermost function holding `line` (the module's when none does), and the
+    class it is a method of."""
+    body, found, owner = tree.body, tree.body, None
+    cls: ast.ClassDef | None = None
     while True:
         inner = next(
             (
@@ -210,18 +213,103 @@ def _scope_body(tree: ast.Module, line: int) -> list[ast.stmt]:
             None,
         )
         if inner is None:
-            return found
+            return found, owner
         body = inner.body
-        if not isinstance(inner, ast.ClassDef):
-            found = inner.body
+        if isinstance(inner, ast.ClassDef):
+            cls = inner
+        else:
+            found, owner, cls = inner.body, cls, None
+
+
+def _constant(value: ast.expr) -> bool:
+    """A literal a setting is pinned to: a number (`float("inf")`, `sys.maxsize`, `1 << 62`), None, a bool."""
+    return (isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, bool))) or (
+        number(value) is not None
+    )
+
+
+def _pinned(stores: list[tuple[str, ast.expr | None, int]]) -> dict[str, tuple[ast.expr, int]]:
+    """Of (name, value or None when not a plain binding, line), the names bound once, to a number
+    (not to None: an attribute set to None in `__init__` is as often filled in from outside)."""
+    seen: dict[str, int] = {}
+    for name, _, _ in stores:
+        seen[name] = seen.get(name, 0) + 1
+    return {
+        name: (value, line)
+        for name, value, line in stores
+        if seen[name] == 1 and value is not None and number(value) is not None
+    }
+
+
+@functools.lru_cache(maxsize=16)
+def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.expr, int]]:
+    """Names of the module bound once, at its top level, to a literal (`MAX_TOKENS = sys.maxsize`)."""
+    stores: list[tuple[str, ast.expr | None, int]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            stores.append((stmt.targets[0].id, stmt.value, stmt.lineno))
+    top = {name for name, _, _ in stores}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            stores.extend((n, None, 0) for n in node.names if n in top)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in top:
+            stores.append((node.id, None, 0))  # counted twice for the top-level one: kept only when alone
+    seen: dict[str, int] = {}
+    for name, _, _ in stores:
+        seen[name] = seen.get(name, 0) + 1
+    return {
+        name: (value, line)
+        for name, value, line in stores
+        if seen[name] == 2 and value is not None and _constant(value)
+    }
+
+
+@functools.lru_cache(maxsize=16)
+def _instance_constants(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, int]]:
+    """`self.x` bound once in all the methods of a class, to a number (`self.max_num_tokens = 1 << 62`)."""
+    stores: list[tuple[str, ast.expr | None, int]] = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    stores.append((f"self.{target.attr}", node.value if len(node.targets) == 1 else None, node.lineno))
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and (key := _key(node.target)) and key.startswith("self."):
+            stores.append((key, None, node.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            return {}  # `setattr(self, name, v)`: any attribute may change
+    return _pinned(stores)
+
+
+def _pinned_texts(tree: ast.Module) -> dict[str, str]:
+    """Every module name and `self.x` pinned to a literal, with the literal's text."""
+    out = {name: ast.unparse(value) for name, (value, _) in _module_constants(tree).items()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            out.update({name: ast.unparse(value) for name, (value, _) in _instance_constants(node).items()})
+    return out
+
+
+def repinned(tree: ast.Module, pristine: ast.Module) -> frozenset[str]:
+    """The module names and `self.x` (their last part) a patch pinned to another literal: the
+    checks that read them are asked again, though their own function did not change."""
+    now, then = _pinned_texts(tree), _pinned_texts(pristine)
+    return frozenset(name.rsplit(".", 1)[-1] for name, text in now.items() if then.get(name) != text)
 
 
 def bindings_at(tree: ast.Module, line: int) -> Bindings:
-    """What the statements of the function holding `line` bind on every path to it (straight-line
+    """What holds at `line`: the module's names and the class's `self.x` bound once to a literal, then
+    what the statements of the function holding it bind on every path to it (straight-line
     assignments, in-place clamps and fills, loop indices)."""
-    values: dict[str, tuple[ast.expr, int]] = {}
+    body, cls = _scope_body(tree, line)
+    values: dict[str, tuple[ast.expr, int]] = dict(_module_constants(tree))
+    if cls is not None:
+        values.update(_instance_constants(cls))
     counts: set[str] = set()
-    _walk_to(_scope_body(tree, line), line, values, counts)
+    _walk_to(body, line, values, counts)
     return Bindings(values, frozenset(counts)) if values or counts else _EMPTY
 
 
@@ -355,7 +443,7 @@ def _compare_truth(atom: ast.Compare) -> bool | None:
         if isinstance(op, ast.Eq | ast.LtE | ast.GtE | ast.Is):
             return True
         if isinstance(op, ast.NotEq | ast.Lt | ast.Gt | ast.IsNot):
-            return False
+            return False  # a NaN aside: a check of a value against itself is a check of nothing
     return None
 
 
