@@ -157,8 +157,11 @@ def _vacuous(
     now, used = rejects_nothing(after.test, raising, bindings_at(trees[0], after.test.lineno))
     if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno))[0]:
         return None
-    if used:
-        return max(used), "the lines above it overwrite what it tests, so it can no longer fail"
+    written = [line for line in used if line in set(changed)]
+    if written and ast.dump(before.test) == ast.dump(after.test):
+        return max(written), "what it tests is now bound to a value it passes, so it can no longer fail"
+    if written:
+        return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail, with what is bound above it"
     return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail"
 
 

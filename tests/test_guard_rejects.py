@@ -9,6 +9,8 @@ QUIET patches change a check to another real check.
 
 from __future__ import annotations
 
+import difflib
+
 import pytest
 
 from patchaudit.hazards import SourceFile, check_file, load_rules
@@ -210,14 +212,21 @@ def _case(case: str | tuple[str, str]) -> tuple[str, str]:
     return (case[1], case[0]) if isinstance(case, tuple) else (case, P)
 
 
+def _on_changed_lines(installed: str, pristine: str) -> list[int]:
+    """The lines of the high findings that fall on lines the patch wrote (what a reviewer is shown)."""
+    opcodes = difflib.SequenceMatcher(None, pristine.splitlines(), installed.splitlines()).get_opcodes()
+    written = {j + 1 for tag, _, _, j1, j2 in opcodes if tag != "equal" for j in range(j1, j2)}
+    return [line for _, line, _ in _high(installed, pristine) if line in written]
+
+
 @pytest.mark.parametrize("name", sorted(VACUOUS))
 def test_check_that_can_no_longer_fail_is_high(name: str) -> None:
-    assert _high(*_case(VACUOUS[name])), VACUOUS[name]
+    assert _on_changed_lines(*_case(VACUOUS[name])), name
 
 
 @pytest.mark.parametrize("name", sorted(DEFEATED))
 def test_check_defeated_by_the_lines_above_is_high(name: str) -> None:
-    assert _high(*_case(DEFEATED[name])), name
+    assert _on_changed_lines(*_case(DEFEATED[name])), name
 
 
 @pytest.mark.parametrize("name", sorted(FOLDED))
