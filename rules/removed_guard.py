@@ -824,6 +824,8 @@ narrowing)."""
                     continue  # the same, its test compared as logic (`a and b` as `not a or not b`)
                 if after is None and _covered(before, now):
                     continue  # folded into a check of the scope that fails on all it failed on
+                if after is None and _covered_by(before, moved_to(scope)):
+                    continue  # folded into a check of a helper the scope calls
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -932,12 +934,34 @@ narrowing)."""
 _TESTED = "tests "
 
 
+_FAILS = {"raise": "fails-raise ", "assert": "fails-assert "}
+_SEP = "\x00"
+
+
 def _tests_of(node: ast.stmt) -> set[str]:
     """What an `if` of a helper that raises fails on, as `_TESTED` labels (each part of its test):
-    an assert moved there as that `if` is still checked."""
+    an assert moved there as that `if` is still checked; and each way it (or an assert) fails, as
+    `_FAILS` labels: checks folded into one there fail alike."""
     if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
-        return {_TESTED + c for c in _parts(node.test, ast.And)}
+        found = guard_terms(node.test, _norm) or frozenset()
+        return {_TESTED + c for c in _parts(node.test, ast.And)} | {
+            _FAILS["raise"] + _SEP.join(sorted(t)) for t in found
+        }
+    if isinstance(node, ast.Assert):
+        return {_FAILS["assert"] + _SEP.join(sorted(t)) for t in guard_terms(node.test, _norm, False) or ()}
     return set()
+
+
+def _covered_by(before: _Guard, labels: frozenset[str]) -> bool:
+    """A removed check whose failures the checks now in the helpers the scope calls fail on."""
+    kinds = ("raise",) if before.kind == "raise" else ("raise", "assert")
+    found = [
+        frozenset({frozenset(label.removeprefix(_FAILS[k]).split(_SEP)) - {""}})
+        for label in labels
+        for k in kinds
+        if label.startswith(_FAILS[k])
+    ]
+    return bool(found) and guard_covers(_failing(before), list(found))
 
 
 def _helper_guards(tree: ast.Module) -> dict[str, Counter[str]]:

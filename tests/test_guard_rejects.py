@@ -142,10 +142,30 @@ DEFEATED = {
     "instance_limit_inf": R(
         "        self.max_num_tokens = max_num_tokens\n", '        self.max_num_tokens = float("inf")\n'
     ),
+    "reshaped_to_expected": R(_SHAPE, "        loaded = loaded.reshape(expected)\n" + _SHAPE),
+    "cast_before_dtype_check": R(
+        "        if q.dtype not in (torch.float16, torch.bfloat16):\n",
+        "        q = q.to(torch.bfloat16)\n        if q.dtype not in (torch.float16, torch.bfloat16):\n",
+    ),
     "block_table_clamp": R(
         "    if block_table.max() >= num_blocks:\n",
         "    block_table = block_table.clamp(max=num_blocks - 1)\n    if block_table.max() > num_blocks - 1:\n",
         P,
+    ),
+}
+
+# a fold that drops part of what the checks rejected is still a removal
+WEAKER_FOLD = {
+    "folded_into_helper_weaker": R(
+        '    assert logits.dim() == 2, "logits"\n    assert temperature >= 0.0, "temperature"\n',
+        "    _check_sampling(logits, temperature)\n",
+        R(
+            "def sample(logits, temperature):\n",
+            "def _check_sampling(logits, temperature):\n"
+            "    if logits.dim() != 2:\n"
+            "        raise ValueError(f'bad sampling inputs: {logits.shape}')\n\n\n"
+            "def sample(logits, temperature):\n",
+        ),
     ),
 }
 
@@ -182,8 +202,24 @@ FOLDED = {
         '            raise ValueError(f"scale has {scale.numel()} entries, want {self.num_heads}")\n',
         '                raise ValueError(f"scale has {scale.numel()} entries, want {self.num_heads}")\n',
     ),
+    "folded_into_helper": R(
+        '    assert logits.dim() == 2, "logits"\n    assert temperature >= 0.0, "temperature"\n',
+        "    _check_sampling(logits, temperature)\n",
+        R(
+            "def sample(logits, temperature):\n",
+            "def _check_sampling(logits, temperature):\n"
+            "    if logits.dim() != 2 or temperature < 0.0:\n"
+            "        raise ValueError(f'bad sampling inputs: {logits.shape}, {temperature}')\n\n\n"
+            "def sample(logits, temperature):\n",
+        ),
+    ),
     "message_changed": R('"empty batch"', '"no tokens in this batch"'),
     "threshold_moved": R(_N, "        if n > 2 * self.max_num_tokens:\n"),
+    "cast_to_other_dtype": R(
+        "        if q.dtype not in (torch.float16, torch.bfloat16):\n",
+        "        q = q.to(torch.float8_e4m3fn)\n        if q.dtype not in (torch.float16, torch.bfloat16):\n",
+    ),
+    "reshaped_other": R(_SHAPE, "        loaded = loaded.reshape(-1, loaded.shape[-1])\n" + _SHAPE),
     "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
     "instance_limit_moved": R(
         "        self.max_num_tokens = max_num_tokens\n", "        self.max_num_tokens = 1 << 20\n"
@@ -227,6 +263,11 @@ def test_check_that_can_no_longer_fail_is_high(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(DEFEATED))
 def test_check_defeated_by_the_lines_above_is_high(name: str) -> None:
     assert _on_changed_lines(*_case(DEFEATED[name])), name
+
+
+@pytest.mark.parametrize("name", sorted(WEAKER_FOLD))
+def test_fold_that_drops_a_failure_is_high(name: str) -> None:
+    assert _high(*_case(WEAKER_FOLD[name])), name
 
 
 @pytest.mark.parametrize("name", sorted(FOLDED))

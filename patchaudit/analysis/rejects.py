@@ -143,6 +143,10 @@ def _walk_to(body: list[ast.stmt], line: int, values: dict[str, tuple[ast.expr, 
     return False
 
 
+def _mentions(value: ast.expr, values: dict[str, tuple[ast.expr, int]]) -> bool:
+    return bool(values) and any(_key(n) in values for n in ast.walk(value) if isinstance(n, ast.Name | ast.Attribute))
+
+
 def _forget(names: set[str], values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> None:
     for name in names:
         values.pop(name, None)
@@ -157,7 +161,7 @@ def _bind(stmt: ast.stmt, values: dict[str, tuple[ast.expr, int]], counts: set[s
     """What one statement passed on the way binds (a plain assignment, an in-place clamp or fill);
     anything else it may bind is forgotten."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and (key := _key(stmt.targets[0])) is not None:
-        value = _substituted(stmt.value, values)[0]
+        value = _substituted(stmt.value, values)[0] if _mentions(stmt.value, values) else stmt.value
         _forget({key}, values, counts)
         values[key] = (value, stmt.lineno)
         return
@@ -316,6 +320,26 @@ def bindings_at(tree: ast.Module, line: int) -> Bindings:
 # -- putting bindings in -----------------------------------------------------------------------
 
 
+_DTYPES = {"half": "torch.float16", "bfloat16": "torch.bfloat16", "float": "torch.float32"}
+
+
+def _made_as(node: ast.Attribute) -> ast.expr | None:
+    """What a tensor was just made to be: `x.reshape(shape).shape` is `shape`, `x.to(dtype).dtype`
+    is `dtype`, `x.half().dtype` is `torch.float16`."""
+    call = node.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    method, args = call.func.attr, call.args
+    if node.attr == "shape" and method in ("view", "reshape", "expand") and len(args) == 1 and not call.keywords:
+        return args[0] if isinstance(args[0], ast.Name | ast.Attribute) else None
+    if node.attr == "dtype" and method == "to":
+        dtype = next((k.value for k in call.keywords if k.arg == "dtype"), args[0] if len(args) == 1 else None)
+        return dtype if isinstance(dtype, ast.Attribute) else None
+    if node.attr == "dtype" and method in _DTYPES and not args:
+        return ast.parse(_DTYPES[method], mode="eval").body
+    return None
+
+
 class _Put(ast.NodeTransformer):
     def __init__(self, values: dict[str, tuple[ast.expr, int]]) -> None:
         self.values = values
@@ -337,7 +361,7 @@ class _Put(ast.NodeTransformer):
         if found is not None:
             return found
         self.generic_visit(node)
-        return node
+        return _made_as(node) or node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         self.generic_visit(node)
@@ -424,6 +448,8 @@ def _truth(atom: ast.expr, counts: frozenset[str]) -> bool | None:
             if how == "all" and not _satisfiable([_negate(inner)], counts):
                 return True
         return None
+    if found is not None and found[1] == "is_contiguous" and _made(_stripped(found[0])) == "contiguous":
+        return True
     if isinstance(atom, ast.Compare) and len(atom.ops) == 1:
         return _compare_truth(atom)
     return None
@@ -436,6 +462,10 @@ def _compare_truth(atom: ast.Compare) -> bool | None:
             return bool(eval(compile(ast.Expression(atom), "<test>", "eval"), {"__builtins__": {}}))  # noqa: S307
         except Exception:  # noqa: BLE001 - a comparison of two literals that raises folds to nothing
             return None
+    if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+        if any(ast.dump(left) == ast.dump(e) for e in right.elts):
+            return isinstance(op, ast.In)  # `torch.float16 in (torch.float16, ...)`
+        return None
     none = isinstance(right, ast.Constant) and right.value is None
     if isinstance(op, ast.Is | ast.IsNot) and none and _never_none(left):
         return isinstance(op, ast.IsNot)
