@@ -427,6 +427,26 @@ as `q.dim() != 3`; `a and b` as `not a or not b`, compared as logic), in place o
 scope calls (the helper's test must be the assert's, negated: the same names). The other way round
 (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
+Each check still present is asked whether it can reject anything its pristine test rejected: what it
+fails on (the `if` test of a raise, the negated test of an assert) is read as an `or` of `and`s,
+with what the function binds above it on every path put in (`scale = None`, `x = expected`, `mask =
+torch.ones_like(mask)`, `mask.fill_(True)`, `seq_lens = seq_lens.clamp(max=limit)` or `.clamp_`,
+`n = min(n, limit)`, `x = x.reshape(shape)`, `x = x.to(dtype)`), and with the module's names and a
+class's `self.x` bound once to a number (`MAX_TOKENS = sys.maxsize`, `self.max_num_tokens =
+float("inf")`, read again though the function that reads them did not change). Each part is a
+folded truth (a comparison of a value with itself, `isinstance(x, object)`, `None is not None`,
+`torch.ones_like(m).all()`, a literal), a bound on a value, or unknown. It is disabled when the
+pristine check could fail and the installed one fails on nothing: the bounds on one value leave no
+room (`x < 0 and x > 0`, `n > float("inf")`, `(seq_lens.clamp(max=limit) > limit).any()`) with
+what the value is by construction (a `len()`, `.numel()`, `.size(i)`, `.shape[i]`, a count named
+`num_*`/`n_*`/`*_count`/`*_size`, a `range`/`enumerate` index, `abs()` are never negative: `assert
+num_tokens > 0` to `>= 0` is disabled). Reported on the line the patch wrote: the binding above, or
+the test. Not disabled: a threshold moved to another real value (`> 8192` to `> 16384`, a constant
+moved), a supported set widened, a binding on one branch only, a cast to another dtype. Checks
+folded into one are not removed when together they fail on every input the old ones failed on
+(`assert a` and `assert b` as `if not a or not b: raise`, two raises as one `or`, in the scope or
+in a helper it calls); an assert never stands in for a raise.
+
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
 a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
@@ -434,7 +454,10 @@ condition was rewritten to something equivalent but different in text (reported 
 gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
 switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`); a
 flip between operands of different names (`if x != n: raise` to `if y == 0: raise`: a rewrite, not a
-narrowing)."""
+narrowing); a value defeated through a helper call or on some paths only; a fold whose literals are
+spelled differently (`< 0` for `< 0.0`); an assert folded into a raise that tests it under an extra
+`and` (taken as the same check); an attribute set to None in `__init__` (filled in from outside as
+often as not)."""
     NEEDS_PRISTINE = True
 
     VALID = [
