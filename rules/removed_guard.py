@@ -138,7 +138,8 @@ def _covered(before: _Guard, now: list[_Guard]) -> bool:
     """A removed raise or assert whose failures the scope's checks now fail on together: checks folded
     into one (`assert a` and `assert b` as `if not a or not b: raise`), or one split in several."""
     kinds = ("raise",) if before.kind == "raise" else ("raise", "assert")  # `python -O` drops asserts
-    return guard_covers(_failing(before), [_failing(g) for g in now if g.kind in kinds])
+    # a check with a test of its own: not a re-raise in an `except`, nor a raise on an `else`
+    return guard_covers(_failing(before), [_failing(g) for g in now if g.kind in kinds and g.test is not None])
 
 
 def _vacuous(
