@@ -160,7 +160,7 @@ def _vacuous(
         return None
     written = [line for line in used if line in set(changed)]
     if written and ast.dump(before.test) == ast.dump(after.test):
-        return max(written), "what it tests is now bound to a value it passes, so it can no longer fail"
+        return min(written), "what it tests is now bound to a value it passes, so it can no longer fail"
     if written:
         return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail, with what is bound above it"
     return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail"

@@ -147,6 +147,10 @@ DEFEATED = {
         "        if q.dtype not in (torch.float16, torch.bfloat16):\n",
         "        q = q.to(torch.bfloat16)\n        if q.dtype not in (torch.float16, torch.bfloat16):\n",
     ),
+    "truncated_to_limit": R(
+        _N, "        input_ids = input_ids[: self.max_num_tokens]\n        n = len(input_ids)\n" + _N
+    ),
+    "torch_minimum": R(_LIMIT, "        seq_lens = torch.minimum(seq_lens, limit)\n" + _LIMIT),
     "block_table_clamp": R(
         "    if block_table.max() >= num_blocks:\n",
         "    block_table = block_table.clamp(max=num_blocks - 1)\n    if block_table.max() > num_blocks - 1:\n",
@@ -226,6 +230,9 @@ FOLDED = {
         "        q = q.to(torch.float8_e4m3fn)\n        if q.dtype not in (torch.float16, torch.bfloat16):\n",
     ),
     "reshaped_other": R(_SHAPE, "        loaded = loaded.reshape(-1, loaded.shape[-1])\n" + _SHAPE),
+    "truncated_to_other": R(
+        _N, "        input_ids = input_ids[: 2 * self.max_num_tokens]\n        n = len(input_ids)\n" + _N
+    ),
     "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
     "instance_limit_moved": R(
         "        self.max_num_tokens = max_num_tokens\n", "        self.max_num_tokens = 1 << 20\n"

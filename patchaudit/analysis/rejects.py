@@ -48,11 +48,14 @@ _REDUCTIONS = frozenset({"max", "min", "amax", "amin"})
 _MAX_ATOMS = 24
 
 
+_Fact = tuple[ast.expr, tuple[int, ...]]  # a value, and the lines that bound it (through what it reads)
+
+
 @dataclass(frozen=True, slots=True)
 class Bindings:
-    """What the lines above a check bind: name -> (value, line), and names never negative there."""
+    """What the lines above a check bind: name -> (value, lines), and names never negative there."""
 
-    values: dict[str, tuple[ast.expr, int]]
+    values: dict[str, _Fact]
     counts: frozenset[str]
 
 
@@ -128,7 +131,7 @@ def _loop_counts(stmt: ast.For | ast.AsyncFor) -> set[str]:
     return set()
 
 
-def _walk_to(body: list[ast.stmt], line: int, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> bool:
+def _walk_to(body: list[ast.stmt], line: int, values: dict[str, _Fact], counts: set[str]) -> bool:
     """Follow the statements above `line` (in `body`), keeping what they bind on every path to it;
     True once the statement holding `line` is reached."""
     for stmt in body:
@@ -143,11 +146,11 @@ def _walk_to(body: list[ast.stmt], line: int, values: dict[str, tuple[ast.expr, 
     return False
 
 
-def _mentions(value: ast.expr, values: dict[str, tuple[ast.expr, int]]) -> bool:
+def _mentions(value: ast.expr, values: dict[str, _Fact]) -> bool:
     return bool(values) and any(_key(n) in values for n in ast.walk(value) if isinstance(n, ast.Name | ast.Attribute))
 
 
-def _forget(names: set[str], values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> None:
+def _forget(names: set[str], values: dict[str, _Fact], counts: set[str]) -> None:
     for name in names:
         values.pop(name, None)
         counts.discard(name)
@@ -157,19 +160,19 @@ def _forget(names: set[str], values: dict[str, tuple[ast.expr, int]], counts: se
             values.pop(key, None)
 
 
-def _bind(stmt: ast.stmt, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> None:
+def _bind(stmt: ast.stmt, values: dict[str, _Fact], counts: set[str]) -> None:
     """What one statement passed on the way binds (a plain assignment, an in-place clamp or fill);
     anything else it may bind is forgotten."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and (key := _key(stmt.targets[0])) is not None:
-        value = _substituted(stmt.value, values)[0] if _mentions(stmt.value, values) else stmt.value
+        value, used = _substituted(stmt.value, values) if _mentions(stmt.value, values) else (stmt.value, [])
         _forget({key}, values, counts)
-        values[key] = (value, stmt.lineno)
+        values[key] = (value, (stmt.lineno, *used))
         return
     if isinstance(stmt, ast.Expr) and (found := _in_place(stmt.value)) is not None:
         key, value = found
-        value = _substituted(value, values)[0]
+        value, used = _substituted(value, values)
         _forget({key}, values, counts)
-        values[key] = (value, stmt.lineno)
+        values[key] = (value, (stmt.lineno, *used))
         return
     _forget(_assigned(stmt), values, counts)
     if any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
@@ -177,7 +180,7 @@ def _bind(stmt: ast.stmt, values: dict[str, tuple[ast.expr, int]], counts: set[s
         _forget({k for k in values if "." in k}, values, counts)
 
 
-def _enter(stmt: ast.stmt, line: int, values: dict[str, tuple[ast.expr, int]], counts: set[str]) -> bool:
+def _enter(stmt: ast.stmt, line: int, values: dict[str, _Fact], counts: set[str]) -> bool:
     """Step into the compound statement that holds `line` (the statement itself when it is the check)."""
     if isinstance(stmt, ast.If):
         inside = stmt.body and stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or line)
@@ -232,21 +235,21 @@ def _constant(value: ast.expr) -> bool:
     )
 
 
-def _pinned(stores: list[tuple[str, ast.expr | None, int]]) -> dict[str, tuple[ast.expr, int]]:
+def _pinned(stores: list[tuple[str, ast.expr | None, int]]) -> dict[str, _Fact]:
     """Of (name, value or None when not a plain binding, line), the names bound once, to a number
     (not to None: an attribute set to None in `__init__` is as often filled in from outside)."""
     seen: dict[str, int] = {}
     for name, _, _ in stores:
         seen[name] = seen.get(name, 0) + 1
     return {
-        name: (value, line)
+        name: (value, (line,))
         for name, value, line in stores
         if seen[name] == 1 and value is not None and number(value) is not None
     }
 
 
 @functools.lru_cache(maxsize=16)
-def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.expr, int]]:
+def _module_constants(tree: ast.Module) -> dict[str, _Fact]:
     """Names of the module bound once, at its top level, to a literal (`MAX_TOKENS = sys.maxsize`)."""
     stores: list[tuple[str, ast.expr | None, int]] = []
     for stmt in tree.body:
@@ -262,14 +265,14 @@ def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.expr, int]]:
     for name, _, _ in stores:
         seen[name] = seen.get(name, 0) + 1
     return {
-        name: (value, line)
+        name: (value, (line,))
         for name, value, line in stores
         if seen[name] == 2 and value is not None and _constant(value)
     }
 
 
 @functools.lru_cache(maxsize=16)
-def _instance_constants(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, int]]:
+def _instance_constants(cls: ast.ClassDef) -> dict[str, _Fact]:
     """`self.x` bound once in all the methods of a class, to a number (`self.max_num_tokens = 1 << 62`)."""
     stores: list[tuple[str, ast.expr | None, int]] = []
     for node in ast.walk(cls):
@@ -309,7 +312,7 @@ def bindings_at(tree: ast.Module, line: int) -> Bindings:
     what the statements of the function holding it bind on every path to it (straight-line
     assignments, in-place clamps and fills, loop indices)."""
     body, cls = _scope_body(tree, line)
-    values: dict[str, tuple[ast.expr, int]] = dict(_module_constants(tree))
+    values: dict[str, _Fact] = dict(_module_constants(tree))
     if cls is not None:
         values.update(_instance_constants(cls))
     counts: set[str] = set()
@@ -341,15 +344,15 @@ def _made_as(node: ast.Attribute) -> ast.expr | None:
 
 
 class _Put(ast.NodeTransformer):
-    def __init__(self, values: dict[str, tuple[ast.expr, int]]) -> None:
+    def __init__(self, values: dict[str, _Fact]) -> None:
         self.values = values
         self.used: list[int] = []
 
     def _put(self, node: ast.expr) -> ast.expr | None:
         key = _key(node)
         if key is not None and key in self.values and isinstance(getattr(node, "ctx", None), ast.Load):
-            value, line = self.values[key]
-            self.used.append(line)
+            value, lines = self.values[key]
+            self.used.extend(lines)
             return value
         return None
 
@@ -375,7 +378,7 @@ class _Put(ast.NodeTransformer):
         return ast.BoolOp(op=ast.And(), values=pairs)
 
 
-def _substituted(test: ast.expr, values: dict[str, tuple[ast.expr, int]]) -> tuple[ast.expr, list[int]]:
+def _substituted(test: ast.expr, values: dict[str, _Fact]) -> tuple[ast.expr, list[int]]:
     put = _Put(values)
     copied = ast.parse(ast.unparse(test), mode="eval").body
     return put.visit(copied), put.used
@@ -526,13 +529,16 @@ def _domain(subject: ast.expr, counts: frozenset[str]) -> tuple[list[tuple[_Boun
     node = _stripped(subject)
     if _never_negative(node, counts):
         lows.append((0.0, False))
+        if (upper := _first_rows(node)) is not None:
+            highs.append((_bound(upper), False))  # `len(x[:limit])`, `x[:limit].shape[0]`
     elif isinstance(node, ast.Call):
         func = node.func
+        made = _made(node)
         if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not node.args:
             return _domain(func.value, counts)  # the largest of values that keep a bound keeps it
-        if isinstance(func, ast.Name) and func.id in ("min", "max") and len(node.args) == 2 and not node.keywords:
+        if made in _SMALLER | _LARGER and len(node.args) == 2 and not node.keywords:
             for arg in node.args:
-                (highs if func.id == "min" else lows).append((_bound(arg), False))
+                (highs if made in _SMALLER else lows).append((_bound(arg), False))
         elif (clamp := _clamp(node)) is not None:
             low, high = clamp
             if low is not None:
@@ -540,6 +546,31 @@ def _domain(subject: ast.expr, counts: frozenset[str]) -> tuple[list[tuple[_Boun
             if high is not None:
                 highs.append((_bound(high), False))
     return lows, highs
+
+
+_SMALLER = frozenset({"min", "minimum", "fmin"})
+_LARGER = frozenset({"max", "maximum", "fmax"})
+
+
+def _first_rows(node: ast.expr) -> ast.expr | None:
+    """The `limit` of `len(x[:limit])`, `x[:limit].shape[0]`, `x[:limit].size(0)`: a length that cannot pass it."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and node.args:
+        sliced = node.args[0]
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        sliced = node.value.value if _is_zero(node.slice) else None
+    elif isinstance(node, ast.Call) and _made(node) == "size" and len(node.args) == 1 and _is_zero(node.args[0]):
+        sliced = node.func.value if isinstance(node.func, ast.Attribute) else None
+    else:
+        return None
+    if not isinstance(sliced, ast.Subscript):
+        return None
+    part = sliced.slice.elts[0] if isinstance(sliced.slice, ast.Tuple) and sliced.slice.elts else sliced.slice
+    whole = isinstance(part, ast.Slice) and part.step is None and (part.lower is None or _is_zero(part.lower))
+    return part.upper if whole else None  # type: ignore[union-attr]
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
 
 
 def _sizes(node: ast.expr) -> bool:
