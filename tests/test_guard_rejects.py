@@ -79,6 +79,12 @@ def check_block_table(block_table, num_blocks):
     return block_table
 
 
+def decode(q, cum_seq_lens_q, return_lse):
+    if cum_seq_lens_q is not None:
+        assert not return_lse, "ragged decode cannot return LSE"
+    return q
+
+
 def prepare(input_ids):
     if len(input_ids) > MAX_TOKENS:
         raise ValueError("batch too large")
@@ -138,6 +144,12 @@ DEFEATED = {
     "seq_lens_clamp_inplace": R(_LIMIT, "        seq_lens.clamp_(max=limit)\n" + _LIMIT),
     "seq_lens_torch_clamp": R(_LIMIT, "        seq_lens = torch.clamp(seq_lens, 0, limit)\n" + _LIMIT),
     "n_min": R(_N, "        n = min(n, self.max_num_tokens)\n" + _N),
+    "flag_forced_off": R(
+        "    if cum_seq_lens_q is not None:\n", "    if cum_seq_lens_q is not None:\n        return_lse = False\n"
+    ),
+    "flag_forced_above_branch": R(
+        "    if cum_seq_lens_q is not None:\n", "    return_lse = False\n    if cum_seq_lens_q is not None:\n"
+    ),
     "module_limit_maxsize": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = sys.maxsize\n"),
     "instance_limit_inf": R(
         "        self.max_num_tokens = max_num_tokens\n", '        self.max_num_tokens = float("inf")\n'
@@ -232,6 +244,14 @@ FOLDED = {
     "reshaped_other": R(_SHAPE, "        loaded = loaded.reshape(-1, loaded.shape[-1])\n" + _SHAPE),
     "truncated_to_other": R(
         _N, "        input_ids = input_ids[: 2 * self.max_num_tokens]\n        n = len(input_ids)\n" + _N
+    ),
+    "flag_cast": R(
+        "    if cum_seq_lens_q is not None:\n",
+        "    return_lse = bool(return_lse)\n    if cum_seq_lens_q is not None:\n",
+    ),
+    "flag_forced_in_branch": R(
+        "    if cum_seq_lens_q is not None:\n",
+        "    if q is None:\n        return_lse = False\n    if cum_seq_lens_q is not None:\n",
     ),
     "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
     "instance_limit_moved": R(
