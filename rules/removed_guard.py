@@ -463,6 +463,14 @@ often as not)."""
 
     VALID = [
         Example(
+            code="def f(a, b):\n    if not a.is_contiguous() or b.dim() != 2:\n        raise ValueError('inputs')\n",
+            pristine="def f(a, b):\n    assert a.is_contiguous()\n    assert b.dim() == 2\n",
+        ),
+        Example(
+            code="def f(n, limit):\n    if n > 2 * limit:\n        raise ValueError('n')\n",
+            pristine="def f(n, limit):\n    if n > limit:\n        raise ValueError('n')\n",
+        ),
+        Example(
             code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
             pristine="def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
         ),
@@ -571,6 +579,36 @@ often as not)."""
         ),
     ]
     INVALID = [
+        Example(
+            code="def f(x, ids):\n    n = len(ids)\n    assert n >= 0, 'empty'\n    return x\n",
+            pristine="def f(x, ids):\n    n = len(ids)\n    assert n > 0, 'empty'\n    return x\n",
+            line=3,
+            message="can no longer fail",
+        ),
+        Example(
+            code="""
+            def forward(x, scale, heads):
+                scale = None
+                if scale is not None and scale.numel() != heads:
+                    raise ValueError("scale")
+                return x
+            """,
+            pristine="""
+            def forward(x, scale, heads):
+                if scale is not None and scale.numel() != heads:
+                    raise ValueError("scale")
+                return x
+            """,
+            line=2,
+            message="disabled",
+        ),
+        Example(
+            code="def f(seq_lens, limit):\n    seq_lens = seq_lens.clamp(max=limit)\n"
+            "    if (seq_lens > limit).any():\n        raise ValueError('too long')\n",
+            pristine="def f(seq_lens, limit):\n    if (seq_lens > limit).any():\n        raise ValueError('too long')\n",
+            line=2,
+            message="disabled",
+        ),
         Example(
             code="def f(h):\n    if h == 96:\n        raise ValueError(f'head size {h}')\n    return h\n",
             pristine="def f(h):\n    if h not in (64, 128, 192):\n        raise ValueError(f'head size {h}')\n"
