@@ -605,7 +605,8 @@ often as not)."""
         Example(
             code="def f(seq_lens, limit):\n    seq_lens = seq_lens.clamp(max=limit)\n"
             "    if (seq_lens > limit).any():\n        raise ValueError('too long')\n",
-            pristine="def f(seq_lens, limit):\n    if (seq_lens > limit).any():\n        raise ValueError('too long')\n",
+            pristine="def f(seq_lens, limit):\n    if (seq_lens > limit).any():\n"
+            "        raise ValueError('too long')\n",
             line=2,
             message="disabled",
         ),

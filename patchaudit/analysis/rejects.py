@@ -428,8 +428,8 @@ def _truth(atom: ast.expr, counts: frozenset[str]) -> bool | None:
     if isinstance(atom, ast.Constant):
         return bool(atom.value)
     if isinstance(atom, ast.UnaryOp) and isinstance(atom.op, ast.Not):
-        inner = _truth(atom.operand, counts)
-        return None if inner is None else not inner
+        held = _truth(atom.operand, counts)
+        return None if held is None else not held
     if isinstance(atom, ast.Call) and isinstance(atom.func, ast.Name) and atom.func.id == "isinstance":
         if len(atom.args) == 2 and isinstance(atom.args[1], ast.Name) and atom.args[1].id == "object":
             return True
@@ -554,19 +554,19 @@ _LARGER = frozenset({"max", "maximum", "fmax"})
 
 def _first_rows(node: ast.expr) -> ast.expr | None:
     """The `limit` of `len(x[:limit])`, `x[:limit].shape[0]`, `x[:limit].size(0)`: a length that cannot pass it."""
+    sliced: ast.expr | None = None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and node.args:
         sliced = node.args[0]
     elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
         sliced = node.value.value if _is_zero(node.slice) else None
     elif isinstance(node, ast.Call) and _made(node) == "size" and len(node.args) == 1 and _is_zero(node.args[0]):
         sliced = node.func.value if isinstance(node.func, ast.Attribute) else None
-    else:
-        return None
     if not isinstance(sliced, ast.Subscript):
         return None
     part = sliced.slice.elts[0] if isinstance(sliced.slice, ast.Tuple) and sliced.slice.elts else sliced.slice
-    whole = isinstance(part, ast.Slice) and part.step is None and (part.lower is None or _is_zero(part.lower))
-    return part.upper if whole else None  # type: ignore[union-attr]
+    if isinstance(part, ast.Slice) and part.step is None and (part.lower is None or _is_zero(part.lower)):
+        return part.upper
+    return None
 
 
 def _is_zero(node: ast.expr) -> bool:
