@@ -451,8 +451,6 @@ def _truth(atom: ast.expr, counts: frozenset[str]) -> bool | None:
             if how == "all" and not _satisfiable([_negate(inner)], counts):
                 return True
         return None
-    if found is not None and found[1] == "is_contiguous" and _made(_stripped(found[0])) == "contiguous":
-        return True
     if isinstance(atom, ast.Compare) and len(atom.ops) == 1:
         return _compare_truth(atom)
     return None
