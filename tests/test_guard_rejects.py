@@ -235,6 +235,16 @@ FOLDED = {
             "def sample(logits, temperature):\n",
         ),
     ),
+    "assert_to_early_raise_in_method": R(
+        '        assert kv_c.shape[-1] == self.kv_lora_rank, "kv_c rank"\n',
+        "        self._check_rank(kv_c)\n",
+        R(
+            "    def forward(self, q, kv_c, attn_metadata, scale=None):\n",
+            "    def _check_rank(self, kv_c):\n        if kv_c.shape[-1] != self.kv_lora_rank:\n"
+            "            raise ValueError(f'kv_c rank {kv_c.shape[-1]}')\n\n"
+            "    def forward(self, q, kv_c, attn_metadata, scale=None):\n",
+        ),
+    ),
     "message_changed": R('"empty batch"', '"no tokens in this batch"'),
     "threshold_moved": R(_N, "        if n > 2 * self.max_num_tokens:\n"),
     "cast_to_other_dtype": R(
