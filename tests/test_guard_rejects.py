@@ -120,6 +120,7 @@ VACUOUS = {
     "or_true": R(_NUM, _NUM.replace("num_tokens > 0", "num_tokens > 0 or True")),
     "is_not_none_or_true": R(_SHAPE, "        assert loaded is not None or True\n"),
     "compared_with_itself": R(_SHAPE, '        assert loaded.shape == loaded.shape, f"{name}"\n'),
+    "size_compared_with_itself": R(_SHAPE, "        assert loaded.size(0) == loaded.size(0), name\n"),
     "isinstance_object": R(_SHAPE, "        assert isinstance(loaded, object), name\n"),
     "contradiction_window": R(_N, "        if n < 0 and n > 0:\n"),
     "bound_inf": R(_N, '        if n > float("inf"):\n'),
@@ -138,6 +139,8 @@ DEFEATED = {
     "scale_none": R(_SCALE, "        scale = None\n" + _SCALE),
     "self_scale_none": (_SELF_P, R(_SELF_SCALE, "        self.scale = None\n" + _SELF_SCALE, _SELF_P)),
     "x_is_expected": R(_SHAPE, "        expected = loaded.shape\n" + _SHAPE),
+    "tuple_bound": R(_SCALE, "        scale, q = None, q.contiguous()\n" + _SCALE),
+    "annotated_none": R(_SCALE, "        scale: torch.Tensor | None = None\n" + _SCALE),
     "mask_ones": R(_MASK, "        mask = torch.ones_like(mask)\n" + _MASK),
     "mask_fill": R(_MASK, "        mask.fill_(True)\n" + _MASK),
     "seq_lens_clamp": R(_LIMIT, "        seq_lens = seq_lens.clamp(max=limit)\n" + _LIMIT),
@@ -149,6 +152,11 @@ DEFEATED = {
     ),
     "flag_forced_above_branch": R(
         "    if cum_seq_lens_q is not None:\n", "    return_lse = False\n    if cum_seq_lens_q is not None:\n"
+    ),
+    "instance_limit_after_method_call": R(
+        "        self.max_num_tokens = max_num_tokens\n",
+        "        self.max_num_tokens = sys.maxsize\n",
+        R("        n = len(input_ids)\n", "        input_ids = self._pad(input_ids)\n        n = len(input_ids)\n"),
     ),
     "module_limit_maxsize": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = sys.maxsize\n"),
     "instance_limit_inf": R(

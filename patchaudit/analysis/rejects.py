@@ -160,24 +160,53 @@ def _forget(names: set[str], values: dict[str, _Fact], counts: set[str]) -> None
             values.pop(key, None)
 
 
+def _plain(stmt: ast.stmt) -> list[tuple[str, ast.expr]] | None:
+    """(target, value) of each name a plain binding binds: `x = v`, `x: T = v`, `a, b = c, d`."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value = stmt.targets[0], stmt.value
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        target, value = stmt.target, stmt.value
+    else:
+        return None
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        keys = [_key(t) for t in target.elts]
+        if any(k is None for k in keys) or any(isinstance(v, ast.Starred) for v in value.elts):
+            return None
+        return [(k, v) for k, v in zip(keys, value.elts, strict=True) if k is not None]
+    key = _key(target)
+    return None if key is None else [(key, value)]
+
+
+def _touches_self(stmt: ast.stmt) -> bool:
+    """Whether a statement calls a method of `self` or hands `self` to a call."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            func = node.func
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            if isinstance(owner, ast.Name | ast.Attribute) and ast.unparse(owner).split(".")[0] == "self":
+                return True
+            if any(isinstance(a, ast.Name) and a.id == "self" for a in node.args):
+                return True
+    return False
+
+
 def _bind(stmt: ast.stmt, values: dict[str, _Fact], counts: set[str]) -> None:
     """What one statement passed on the way binds (a plain assignment, an in-place clamp or fill);
     anything else it may bind is forgotten."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and (key := _key(stmt.targets[0])) is not None:
-        value, used = _substituted(stmt.value, values) if _mentions(stmt.value, values) else (stmt.value, [])
-        _forget({key}, values, counts)
-        values[key] = (value, (stmt.lineno, *used))
-        return
-    if isinstance(stmt, ast.Expr) and (found := _in_place(stmt.value)) is not None:
-        key, value = found
-        value, used = _substituted(value, values)
-        _forget({key}, values, counts)
-        values[key] = (value, (stmt.lineno, *used))
-        return
-    _forget(_assigned(stmt), values, counts)
-    if any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
-        # a call may change what an attribute holds
+    pairs = _plain(stmt)
+    if pairs is None and isinstance(stmt, ast.Expr) and (found := _in_place(stmt.value)) is not None:
+        pairs = [found]
+    if pairs is None:
+        _forget(_assigned(stmt), values, counts)
+    made = [
+        (key, *(_substituted(value, values) if _mentions(value, values) else (value, []))) for key, value in pairs or ()
+    ]
+    if _touches_self(stmt):
+        # a method may change what an attribute holds
         _forget({k for k in values if "." in k}, values, counts)
+    for key, value, used in made:
+        _forget({key}, values, counts)
+        values[key] = (value, (stmt.lineno, *used))
 
 
 def _enter(stmt: ast.stmt, line: int, values: dict[str, _Fact], counts: set[str]) -> bool:
@@ -312,11 +341,17 @@ def bindings_at(tree: ast.Module, line: int) -> Bindings:
     what the statements of the function holding it bind on every path to it (straight-line
     assignments, in-place clamps and fills, loop indices)."""
     body, cls = _scope_body(tree, line)
-    values: dict[str, _Fact] = dict(_module_constants(tree))
+    pinned = dict(_module_constants(tree))
     if cls is not None:
-        values.update(_instance_constants(cls))
+        pinned.update(_instance_constants(cls))
+    values = dict(pinned)
     counts: set[str] = set()
     _walk_to(body, line, values, counts)
+    if pinned and body is not tree.body:
+        # a literal bound once for the module or the class holds here unless this function binds
+        # the name itself (forgotten on the way after a call of `self`, say: put back)
+        local = set().union(*(_assigned(stmt) for stmt in body))
+        values.update({k: v for k, v in pinned.items() if k not in values and k not in local})
     return Bindings(values, frozenset(counts)) if values or counts else _EMPTY
 
 
@@ -470,12 +505,20 @@ def _compare_truth(atom: ast.Compare) -> bool | None:
     none = isinstance(right, ast.Constant) and right.value is None
     if isinstance(op, ast.Is | ast.IsNot) and none and _never_none(left):
         return isinstance(op, ast.IsNot)
-    if ast.dump(left) == ast.dump(right) and not any(isinstance(n, ast.Call) for n in ast.walk(left)):
+    if ast.dump(left) == ast.dump(right) and not _draws(left):
         if isinstance(op, ast.Eq | ast.LtE | ast.GtE | ast.Is):
             return True
         if isinstance(op, ast.NotEq | ast.Lt | ast.Gt | ast.IsNot):
             return False  # a NaN aside: a check of a value against itself is a check of nothing
     return None
+
+
+_DRAWS = re.compile(r"rand|random|time|perf_counter|next|pop|read|recv|get_nowait")
+
+
+def _draws(node: ast.expr) -> bool:
+    """Whether an expression calls something that gives another value each time (`torch.rand`, `next`)."""
+    return any(isinstance(n, ast.Call) and _DRAWS.search(ast.unparse(n.func)) for n in ast.walk(node))
 
 
 def _never_none(node: ast.expr) -> bool:
