@@ -222,6 +222,7 @@ def _enter(stmt: ast.stmt, line: int, values: dict[str, _Fact], counts: set[str]
         _walk_to(stmt.body, line, values, counts)
         return True
     if isinstance(stmt, ast.With | ast.AsyncWith):
+        _forget({k for i in stmt.items if i.optional_vars for k in _assigned(i.optional_vars)}, values, counts)
         _walk_to(stmt.body, line, values, counts)
         return True
     if isinstance(stmt, ast.Try | ast.TryStar):
