@@ -37,6 +37,8 @@ from patchaudit.rule import (
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
 _CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+# A line that may bind a name to a number (`MAX_TOKENS = sys.maxsize`, `self.limit = float("inf")`).
+_PINS = re.compile(r"^\s*[\w.]+\s*(?::[^=]*)?=\s*[-+(]*\s*(?:\d|float\(|\w+\.(?:inf|maxsize)\b)")
 _FLIP = {ast.Lt: ">", ast.Gt: "<", ast.LtE: ">=", ast.GtE: "<="}
 _SYMMETRIC = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 
@@ -155,8 +157,8 @@ def _vacuous(
     if same_test and not (changed and changed[0] < after.line):
         return None  # the same test, nothing above it changed
     raising = after.kind == "raise"
-    now, used = rejects_nothing(after.test, raising, bindings_at(trees[0], after.test.lineno))
-    if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno))[0]:
+    now, used = rejects_nothing(after.test, raising, bindings_at(trees[0], after.test.lineno, after.test))
+    if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno, before.test))[0]:
         return None
     written = [line for line in used if line in set(changed)]
     if written and ast.dump(before.test) == ast.dump(after.test):
@@ -832,17 +834,18 @@ often as not)."""
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
         if stubs_now.keys() - stubs_then.keys():
             same = frozenset()  # a check replaced by a stand-in: unchanged callers lose their guard too
-        if same and (pins := repinned(new_tree, old_tree)):
-            # a limit pinned to another literal (`MAX_TOKENS = sys.maxsize`): the checks reading it are asked again
-            words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pins))) + r")\b")
-            same = frozenset(n for n in same if not words.search(after[n] or ""))
-        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
         kept = set(old_to_new.values())
         changed = [n for n in range(1, len(new_lines) + 1) if n not in kept]  # installed lines the patch wrote
+        pinning = same and any(_PINS.search(new_lines[n - 1]) for n in changed if n <= len(new_lines))
+        if pinning and (pins := repinned(new_tree, old_tree)):
+            # a limit pinned to another literal (`MAX_TOKENS = sys.maxsize`): the checks reading it are asked again
+            words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pins))) + r")\b")
+            same = frozenset(n for n in same if not words.search(after[n] or ""))
+        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         dead: list[dict[int, tuple[int, str]]] = []  # blocked lines now and then, found when first asked
 
         def dead_since(line: int, pristine_line: int) -> tuple[int, str] | None:

@@ -57,9 +57,10 @@ class Bindings:
 
     values: dict[str, _Fact]
     counts: frozenset[str]
+    pinned: dict[str, _Fact]  # module names and `self.x` bound once to a literal: put in after `values`
 
 
-_EMPTY = Bindings({}, frozenset())
+_EMPTY = Bindings({}, frozenset(), {})
 
 
 # -- the bindings above a line -----------------------------------------------------------------
@@ -279,26 +280,40 @@ def _pinned(stores: list[tuple[str, ast.expr | None, int]]) -> dict[str, _Fact]:
 
 
 @functools.lru_cache(maxsize=16)
-def _module_constants(tree: ast.Module) -> dict[str, _Fact]:
-    """Names of the module bound once, at its top level, to a literal (`MAX_TOKENS = sys.maxsize`)."""
+def _top_literals(tree: ast.Module) -> dict[str, _Fact]:
+    """Names the module's top level binds to a literal, each once there (`MAX_TOKENS = sys.maxsize`)."""
     stores: list[tuple[str, ast.expr | None, int]] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             stores.append((stmt.targets[0].id, stmt.value, stmt.lineno))
-    top = {name for name, _, _ in stores}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
-            stores.extend((n, None, 0) for n in node.names if n in top)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in top:
-            stores.append((node.id, None, 0))  # counted twice for the top-level one: kept only when alone
     seen: dict[str, int] = {}
     for name, _, _ in stores:
         seen[name] = seen.get(name, 0) + 1
     return {
         name: (value, (line,))
         for name, value, line in stores
-        if seen[name] == 2 and value is not None and _constant(value)
+        if seen[name] == 1 and value is not None and _constant(value)
     }
+
+
+@functools.lru_cache(maxsize=16)
+def _stored(tree: ast.Module) -> dict[str, int]:
+    """How often each name is bound anywhere in the module (a `global` counts as a binding)."""
+    seen: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names = node.names if isinstance(node, ast.Global) else []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names = [node.id]
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
+    return seen
+
+
+def _module_constants(tree: ast.Module, wanted: set[str] | None = None) -> dict[str, _Fact]:
+    """Names of the module bound once, at its top level, to a literal, and nowhere else; of those
+    `wanted` only (the whole module is read only when one is)."""
+    top = {k: v for k, v in _top_literals(tree).items() if wanted is None or k in wanted}
+    return {k: v for k, v in top.items() if _stored(tree).get(k) == 1} if top else {}
 
 
 @functools.lru_cache(maxsize=16)
@@ -337,23 +352,26 @@ def repinned(tree: ast.Module, pristine: ast.Module) -> frozenset[str]:
     return frozenset(name.rsplit(".", 1)[-1] for name, text in now.items() if then.get(name) != text)
 
 
-def bindings_at(tree: ast.Module, line: int) -> Bindings:
-    """What holds at `line`: the module's names and the class's `self.x` bound once to a literal, then
-    what the statements of the function holding it bind on every path to it (straight-line
-    assignments, in-place clamps and fills, loop indices)."""
+def bindings_at(tree: ast.Module, line: int, test: ast.expr) -> Bindings:
+    """What holds at `line` for `test`: what the statements of the function holding it bind on
+    every path to it (straight-line assignments, in-place clamps and fills, loop indices), and the
+    module's names and the class's `self.x` bound once to a literal that it reads, through those
+    or itself, and the function does not bind."""
     body, cls = _scope_body(tree, line)
-    pinned = dict(_module_constants(tree))
-    if cls is not None:
-        pinned.update(_instance_constants(cls))
-    values = dict(pinned)
+    values: dict[str, _Fact] = {}
     counts: set[str] = set()
     _walk_to(body, line, values, counts)
+    read = {_key(n) for e in (test, *(v for v, _ in values.values())) for n in ast.walk(e)}
+    wanted = {k for k in read if k is not None}
+    pinned = _module_constants(tree, wanted)
+    if cls is not None and any(k.startswith("self.") for k in wanted):
+        pinned = pinned | {k: v for k, v in _instance_constants(cls).items() if k in wanted}
     if pinned and body is not tree.body:
-        # a literal bound once for the module or the class holds here unless this function binds
-        # the name itself (forgotten on the way after a call of `self`, say: put back)
         local = set().union(*(_assigned(stmt) for stmt in body))
-        values.update({k: v for k, v in pinned.items() if k not in values and k not in local})
-    return Bindings(values, frozenset(counts)) if values or counts else _EMPTY
+        pinned = {k: v for k, v in pinned.items() if k not in local}
+    if not (values or counts or pinned):
+        return _EMPTY
+    return Bindings(values, frozenset(counts), pinned)
 
 
 # -- putting bindings in -----------------------------------------------------------------------
@@ -699,6 +717,9 @@ def rejects_nothing(test: ast.expr, raising: bool, bindings: Bindings = _EMPTY) 
     """Whether a check fails on no value it can see (`raising`: it fails when `test` holds, an `if`
     of a raise; else when it does not, an assert), and the lines of the bindings that made it so."""
     put, used = _substituted(test, bindings.values)
+    if bindings.pinned:
+        put, more = _substituted(put, bindings.pinned)
+        used += more
     atoms: list[ast.expr] = []
 
     def spelling(node: ast.expr) -> str:
