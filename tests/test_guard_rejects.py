@@ -171,6 +171,10 @@ DEFEATED = {
         _N, "        input_ids = input_ids[: self.max_num_tokens]\n        n = len(input_ids)\n" + _N
     ),
     "torch_minimum": R(_LIMIT, "        seq_lens = torch.minimum(seq_lens, limit)\n" + _LIMIT),
+    "block_table_clamp_offset": R(
+        "    if block_table.max() >= num_blocks:\n",
+        "    block_table = block_table.clamp(0, num_blocks - 1)\n    if block_table.max() >= num_blocks:\n",
+    ),
     "block_table_clamp": R(
         "    if block_table.max() >= num_blocks:\n",
         "    block_table = block_table.clamp(max=num_blocks - 1)\n    if block_table.max() > num_blocks - 1:\n",
@@ -270,6 +274,10 @@ FOLDED = {
     "flag_forced_in_branch": R(
         "    if cum_seq_lens_q is not None:\n",
         "    if q is None:\n        return_lse = False\n    if cum_seq_lens_q is not None:\n",
+    ),
+    "block_table_clamp_wider": R(
+        "    if block_table.max() >= num_blocks:\n",
+        "    block_table = block_table.clamp(max=num_blocks + 1)\n    if block_table.max() >= num_blocks:\n",
     ),
     "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
     "instance_limit_moved": R(

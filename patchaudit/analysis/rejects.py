@@ -441,7 +441,9 @@ def _substituted(test: ast.expr, values: dict[str, _Fact]) -> tuple[ast.expr, li
 # -- atoms as constraints ----------------------------------------------------------------------
 
 # A bound: a number, or the spelling of an expression (comparable only with the same spelling).
-_Bound = float | str
+# A bound: a number, or an expression's spelling with a number added (`limit - 1` is ("limit", -1.0)),
+# comparable only with a bound of the same spelling.
+_Bound = float | tuple[str, float]
 _Constraint = tuple[str, list[tuple[_Bound, bool]], list[tuple[_Bound, bool]]]  # subject, lows, highs
 
 
@@ -563,7 +565,13 @@ def _negate(node: ast.Compare) -> ast.expr:
 
 def _bound(node: ast.expr) -> _Bound:
     value = number(node)
-    return value if value is not None else ast.unparse(node)
+    if value is not None:
+        return value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        step = number(node.right)
+        if step is not None:
+            return ast.unparse(node.left), step if isinstance(node.op, ast.Add) else -step
+    return ast.unparse(node), 0.0
 
 
 def _never_negative(node: ast.expr, counts: frozenset[str]) -> bool:
@@ -681,18 +689,20 @@ def _constraint(atom: ast.expr, counts: frozenset[str]) -> _Constraint | None:
 
 def _empty(lows: list[tuple[_Bound, bool]], highs: list[tuple[_Bound, bool]]) -> bool:
     """Whether no value lies above every low and below every high (bounds compared when both are
-    numbers or both the same spelling; nothing reaches infinity)."""
+    numbers or both offsets of the same spelling; nothing reaches infinity)."""
     for low, strict in lows:
         if low == math.inf:
             return True
         for high, strict_high in highs:
             if high == -math.inf:
                 return True
-            if isinstance(low, float) != isinstance(high, float):
+            if isinstance(low, float) and isinstance(high, float):
+                apart = high - low
+            elif isinstance(low, tuple) and isinstance(high, tuple) and low[0] == high[0]:
+                apart = high[1] - low[1]
+            else:
                 continue
-            if isinstance(low, str) and low != high:
-                continue
-            if low > high or (low == high and (strict or strict_high)):  # type: ignore[operator]
+            if apart < 0 or (apart == 0 and (strict or strict_high)):
                 return True
     return False
 
