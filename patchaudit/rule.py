@@ -39,7 +39,7 @@ from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
-from patchaudit.analysis.rejects import bindings_at, rejects_nothing, repinned
+from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
@@ -65,6 +65,8 @@ __all__ = [
     "guard_terms",
     "bindings_at",
     "rejects_nothing",
+    "exits_above",
+    "left_before",
     "repinned",
     "swallowed_by",
     "swallowers",

@@ -16,6 +16,7 @@ from patchaudit.rule import (
     TextRule,
     bindings_at,
     blocked_lines,
+    exits_above,
     guard_conjunction,
     guard_covers,
     guard_escapes,
@@ -23,6 +24,7 @@ from patchaudit.rule import (
     guard_narrowed,
     guard_terms,
     imported_names,
+    left_before,
     line_opcodes,
     neutered,
     never_fires,
@@ -157,9 +159,12 @@ def _vacuous(
     if same_test and not (changed and changed[0] < after.line):
         return None  # the same test, nothing above it changed
     raising = after.kind == "raise"
-    now, used = rejects_nothing(after.test, raising, bindings_at(trees[0], after.test.lineno, after.test))
+    found = bindings_at(trees[0], after.test.lineno, after.test)
+    now, used = rejects_nothing(after.test, raising, found)
     if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno, before.test))[0]:
         return None
+    if left_before(before.test, raising, exits_above(trees[0], after.test.lineno), found.counts):
+        return None  # what it failed on now leaves above it (`if num_tokens == 0: return` over `>= 0`)
     written = [line for line in used if line in set(changed)]
     if written and ast.dump(before.test) == ast.dump(after.test):
         return min(written), "what it tests is now bound to a value it passes, so it can no longer fail"

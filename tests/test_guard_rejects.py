@@ -158,6 +158,7 @@ DEFEATED = {
         "        self.max_num_tokens = sys.maxsize\n",
         R("        n = len(input_ids)\n", "        input_ids = self._pad(input_ids)\n        n = len(input_ids)\n"),
     ),
+    "other_exit_above": R(_NUM, "        if q.dim() == 0:\n            return q\n" + _NUM.replace("> 0", ">= 0")),
     "module_limit_maxsize": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = sys.maxsize\n"),
     "instance_limit_inf": R(
         "        self.max_num_tokens = max_num_tokens\n", '        self.max_num_tokens = float("inf")\n'
@@ -278,6 +279,9 @@ FOLDED = {
     "block_table_clamp_wider": R(
         "    if block_table.max() >= num_blocks:\n",
         "    block_table = block_table.clamp(max=num_blocks + 1)\n    if block_table.max() >= num_blocks:\n",
+    ),
+    "zero_tokens_returned_above": R(
+        _NUM, "        if num_tokens == 0:\n            return q\n" + _NUM.replace("> 0", ">= 0")
     ),
     "module_limit_moved": R("MAX_TOKENS = 8192\n", "MAX_TOKENS = 16384\n"),
     "instance_limit_moved": R(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from patchaudit.analysis.guards import terms
 from patchaudit.analysis.reach import number
 
-__all__ = ["Bindings", "bindings_at", "rejects_nothing", "repinned"]
+__all__ = ["Bindings", "bindings_at", "exits_above", "left_before", "rejects_nothing", "repinned"]
 
 # A count by its name: `num_tokens`, `n_heads`, `block_count`, `total_len`.
 _COUNT = re.compile(r"^(?:num|n|total)_\w+$|^\w+_(?:count|len|size|num)s?$|^(?:count|numel|size|length)$")
@@ -374,6 +374,49 @@ def bindings_at(tree: ast.Module, line: int, test: ast.expr) -> Bindings:
     return Bindings(values, frozenset(counts), pinned)
 
 
+def _leaves(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return | ast.Raise | ast.Continue | ast.Break)
+
+
+def exits_above(tree: ast.Module, line: int) -> list[ast.expr]:
+    """The tests of the `if`s without `else` that leave (return, raise, continue, break) on the
+    path to `line` in its function: past them, each is false (`if num_tokens == 0: return out`)."""
+    out: list[ast.expr] = []
+    body = _scope_body(tree, line)[0]
+    while body:
+        inner: list[ast.stmt] = []
+        for stmt in body:
+            if stmt.lineno > line:
+                break
+            if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+                if isinstance(stmt, ast.If | ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
+                    branch = stmt.body if not isinstance(stmt, ast.If) or not stmt.orelse else []
+                    inner = branch if branch and branch[0].lineno <= line else []
+                break
+            if isinstance(stmt, ast.If) and not stmt.orelse and _leaves(stmt.body):
+                out.append(stmt.test)
+        body = inner
+    return out
+
+
+def left_before(test: ast.expr, raising: bool, exits: list[ast.expr], counts: frozenset[str]) -> bool:
+    """Whether every input a check fails on now leaves before it reaches the check: its failing
+    condition cannot hold with each exit's test false."""
+    atoms: list[ast.expr] = []
+
+    def spelling(node: ast.expr) -> str:
+        atoms.append(node)
+        return str(len(atoms) - 1)
+
+    failing = terms(test, spelling, raising)
+    passed = [terms(e, spelling, False) for e in exits]
+    kept = [next(iter(p)) for p in passed if p is not None and len(p) == 1]  # `not (a or b)`: `not a and not b`
+    if not failing or not kept or len(atoms) > _MAX_ATOMS:
+        return False
+    assumed = frozenset().union(*kept)
+    return not any(_satisfiable([atoms[int(a)] for a in term | assumed], counts) for term in failing)
+
+
 # -- putting bindings in -----------------------------------------------------------------------
 
 
@@ -707,8 +750,23 @@ def _empty(lows: list[tuple[_Bound, bool]], highs: list[tuple[_Bound, bool]]) ->
     return False
 
 
-def _satisfiable(atoms: list[ast.expr], counts: frozenset[str]) -> bool:
-    """Whether all of `atoms` can hold at once."""
+def _unequal(atom: ast.expr) -> ast.Compare | None:
+    """`x != c` as its comparison, else None."""
+    atom = _stripped(atom)
+    if isinstance(atom, ast.Compare) and len(atom.ops) == 1 and isinstance(atom.ops[0], ast.NotEq):
+        return atom
+    return None
+
+
+def _satisfiable(atoms: list[ast.expr], counts: frozenset[str], splits: int = 3) -> bool:
+    """Whether all of `atoms` can hold at once (`x != c` tried as `x < c`, then as `x > c`)."""
+    for atom in atoms if splits else ():
+        compare = _unequal(atom)
+        if compare is None:
+            continue
+        rest = [a for a in atoms if a is not atom]
+        sides = (ast.Compare(left=compare.left, ops=[op()], comparators=compare.comparators) for op in (ast.Lt, ast.Gt))
+        return any(_satisfiable([*rest, side], counts, splits - 1) for side in sides)
     bounds: dict[str, tuple[list[tuple[_Bound, bool]], list[tuple[_Bound, bool]]]] = {}
     for atom in atoms:
         if _truth(atom, counts) is False:
