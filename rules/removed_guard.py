@@ -450,7 +450,8 @@ what the value is by construction (a `len()`, `.numel()`, `.size(i)`, `.shape[i]
 `num_*`/`n_*`/`*_count`/`*_size`, a `range`/`enumerate` index, `abs()` are never negative: `assert
 num_tokens > 0` to `>= 0` is disabled). Reported on the line the patch wrote: the binding above, or
 the test. Not disabled: a threshold moved to another real value (`> 8192` to `> 16384`, a constant
-moved), a supported set widened, a binding on one branch only, a cast to another dtype. Checks
+moved), a supported set widened, a binding on one branch only, a cast to another dtype, a check
+whose failures now leave above it (`if num_tokens == 0: return out` over `assert num_tokens >= 0`). Checks
 folded into one are not removed when together they fail on every input the old ones failed on
 (`assert a` and `assert b` as `if not a or not b: raise`, two raises as one `or`, in the scope or
 in a helper it calls); an assert never stands in for a raise.
