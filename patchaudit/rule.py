@@ -29,14 +29,17 @@ from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.guards import conjunction as guard_conjunction
+from patchaudit.analysis.guards import covers as guard_covers
 from patchaudit.analysis.guards import escapes as guard_escapes
 from patchaudit.analysis.guards import fails_alike as guard_fails_alike
 from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
+from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
+from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
@@ -58,6 +61,13 @@ __all__ = [
     "guard_escapes",
     "guard_fails_alike",
     "guard_narrowed",
+    "guard_covers",
+    "guard_terms",
+    "bindings_at",
+    "rejects_nothing",
+    "exits_above",
+    "left_before",
+    "repinned",
     "swallowed_by",
     "swallowers",
     "Example",

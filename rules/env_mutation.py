@@ -26,6 +26,19 @@ MUTATES = re.compile(
 )
 
 
+_ANY_MODULE: tuple[bytes, ...] = ()  # `new_to_module` of nothing: a drifted library module, not a command
+
+
+def _names(node: cst.BaseExpression | None) -> list[str]:
+    """The variable a literal key names: `"NCCL_DEBUG"`; `{"A": "1"}`'s keys."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return [value] if isinstance(value, str) else []
+    if isinstance(node, cst.Dict):
+        return [n for e in node.elements if isinstance(e, cst.DictElement) for n in _names(e.key)]
+    return []
+
+
 class EnvMutation(Rule):
     ID = "env-mutation"
     SEVERITY = Severity.MEDIUM
@@ -42,8 +55,12 @@ however `os` or `environ` is imported.
 
 High when a patch brought the first change of the environment into a module of the package
 (its distribution's text of the file changes none, and it is neither a command nor a test): a
-setting forced from inside a model or runner file for every process that imports it. Medium in a
-module that already sets variables (its own configuration, patched further) and on `--all-files`.
+setting forced from inside a model or runner file for every process that imports it. High too
+when a patch sets, by its literal name, a variable the distribution's text of the module never
+names (`os.environ["NCCL_DEBUG"] = "INFO"` added to a settings module that sets variables of its
+own): a debugging setting forced on, not the module's configuration. Medium when the module
+already names the variable (its own configuration, patched further), when the name is not a
+literal, and on `--all-files`.
 
 Knowingly not: environment changed by a subprocess's `env=` (that is the child's own), or through
 a helper in another module."""
@@ -85,17 +102,45 @@ a helper in another module."""
         ),
         # A module that sets variables of its own already: patched further, a look, not an alarm.
         Example(
-            code="import os\nos.environ.setdefault('A', '1')\nos.environ['B'] = '2'\n",
+            code="import os\nos.environ.setdefault('A', '1')\nos.environ['A'] = '2'\n",
             pristine="import os\nos.environ.setdefault('A', '1')\n",
             line=3,
             severity=Severity.MEDIUM,
         ),
+        Example(
+            code="import os\n\ndef setdefault(name, value):\n    os.environ.setdefault(name, value)\n"
+            "    os.environ[name + '_SET'] = '1'\n",
+            pristine="import os\n\ndef setdefault(name, value):\n    os.environ.setdefault(name, value)\n",
+            line=5,
+            severity=Severity.MEDIUM,
+        ),
+        # ... but a variable it never named, forced on by a patch: high.
+        Example(
+            code="import os\nos.environ.setdefault('A', '1')\n\ndef port():\n"
+            "    os.environ['NCCL_DEBUG'] = 'INFO'\n    return 1\n",
+            pristine="import os\nos.environ.setdefault('A', '1')\n\ndef port():\n    return 1\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import os\nos.environ.setdefault('A', '1')\nos.environ.setdefault('TORCH_NCCL_BLOCKING_WAIT', '1')\n",
+            pristine="import os\nos.environ.setdefault('A', '1')\n",
+            line=3,
+            severity=Severity.HIGH,
+        ),
     ]
 
-    def _changes(self, node: cst.CSTNode, message: str) -> None:
+    def _changes(self, node: cst.CSTNode, message: str, names: list[str] | None = None) -> None:
         if self.new_to_module(MUTATES) and not self.in_main_guard:
             self.report(node, f"{message}, in a module that never did (added by a patch)", severity=Severity.HIGH)
             return
+        pristine = self.context.pristine
+        if names and self.new_to_module(_ANY_MODULE) and not self.in_main_guard and pristine is not None:
+            strange = [n for n in names if n not in pristine]
+            if strange:
+                message = f"{message}: `{strange[0]}`, a variable the module never named (added by a patch)"
+                self.report(node, message, severity=Severity.HIGH)
+                return
         self.report(node, message)
 
     def _is_environ_item(self, target: cst.BaseExpression) -> bool:
@@ -104,7 +149,10 @@ a helper in another module."""
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if self._is_environ_item(target.target):
-                self._changes(node, "sets an environment variable through os.environ")
+                item = target.target
+                key = item.slice[0].slice if isinstance(item, cst.Subscript) and item.slice else None
+                names = _names(key.value) if isinstance(key, cst.Index) else []
+                self._changes(node, "sets an environment variable through os.environ", names)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if self._is_environ_item(node.target):
@@ -119,4 +167,6 @@ a helper in another module."""
     def visit_Call(self, node: cst.Call) -> None:
         name = self.resolves_to(node, MUTATORS)
         if name is not None:
-            self._changes(node, f"{name}() changes the process environment")
+            names = [n for a in node.args[:1] for n in _names(a.value)]
+            names += [k.keyword.value for k in node.args if k.keyword is not None]  # `update(A="1")`
+            self._changes(node, f"{name}() changes the process environment", names)

@@ -14,16 +14,23 @@ from patchaudit.rule import (
     Severity,
     Siblings,
     TextRule,
+    bindings_at,
     blocked_lines,
+    exits_above,
     guard_conjunction,
+    guard_covers,
     guard_escapes,
     guard_fails_alike,
     guard_narrowed,
+    guard_terms,
     imported_names,
+    left_before,
     line_opcodes,
     neutered,
     never_fires,
     off_by_default,
+    rejects_nothing,
+    repinned,
     source_lines,
     swallowed_by,
     swallowers,
@@ -32,6 +39,8 @@ from patchaudit.rule import (
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
 _CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+# A line that may bind a name to a number (`MAX_TOKENS = sys.maxsize`, `self.limit = float("inf")`).
+_PINS = re.compile(r"^\s*[\w.]+\s*(?::[^=]*)?=\s*[-+(]*\s*(?:\d|float\(|\w+\.(?:inf|maxsize)\b)")
 _FLIP = {ast.Lt: ">", ast.Gt: "<", ast.LtE: ">=", ast.GtE: "<="}
 _SYMMETRIC = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 
@@ -116,6 +125,52 @@ def _narrowed(before: _Guard, after: _Guard, now: list[_Guard]) -> tuple[int, st
     if gone and gone <= elsewhere:
         return None
     return after.test.lineno, how
+
+
+def _failing(guard: _Guard) -> frozenset[frozenset[str]] | None:
+    """What a raise or an assert fails on, the conditions around it included, as an `or` of `and`s."""
+    if guard.kind == "check" or (guard.test is None and guard.kind == "assert"):
+        return None
+    own = guard_terms(guard.test, _norm, guard.kind == "raise") if guard.test is not None else frozenset({frozenset()})
+    if own is None:
+        return None
+    outer = guard.conditions - (_conjuncts(guard.test) if guard.kind == "raise" and guard.test else frozenset())
+    return frozenset(t | outer for t in own)
+
+
+def _covered(before: _Guard, now: list[_Guard]) -> bool:
+    """A removed raise or assert whose failures the scope's checks now fail on together: checks folded
+    into one (`assert a` and `assert b` as `if not a or not b: raise`), or one split in several."""
+    kinds = ("raise",) if before.kind == "raise" else ("raise", "assert")  # `python -O` drops asserts
+    # a check with a test of its own: not a re-raise in an `except`, nor a raise on an `else`
+    return guard_covers(_failing(before), [_failing(g) for g in now if g.kind in kinds and g.test is not None])
+
+
+def _vacuous(
+    before: _Guard, after: _Guard, trees: tuple[ast.Module, ast.Module], changed: list[int]
+) -> tuple[int, str] | None:
+    """The line that left a check unable to reject anything its pristine test rejected, and how:
+    its new test can no longer fail (`assert n > 0` to `assert n >= 0` of a length, a bound raised
+    to `float("inf")`), or the lines above it overwrite what it reads (`scale = None` above `if
+    scale is not None and ...: raise`)."""
+    if before.kind == "check" or before.test is None or after.test is None:
+        return None
+    same_test = ast.dump(before.test) == ast.dump(after.test)
+    if same_test and not (changed and changed[0] < after.line):
+        return None  # the same test, nothing above it changed
+    raising = after.kind == "raise"
+    found = bindings_at(trees[0], after.test.lineno, after.test)
+    now, used = rejects_nothing(after.test, raising, found)
+    if not now or rejects_nothing(before.test, raising, bindings_at(trees[1], before.test.lineno, before.test))[0]:
+        return None
+    if left_before(before.test, raising, exits_above(trees[0], after.test.lineno), found.counts):
+        return None  # what it failed on now leaves above it (`if num_tokens == 0: return` over `>= 0`)
+    written = [line for line in used if line in set(changed)]
+    if written and ast.dump(before.test) == ast.dump(after.test):
+        return min(written), "what it tests is now bound to a value it passes, so it can no longer fail"
+    if written:
+        return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail, with what is bound above it"
+    return after.test.lineno, f"`{ast.unparse(after.test)}` can no longer fail"
 
 
 def _raises(handler: ast.ExceptHandler) -> bool:
@@ -380,6 +435,27 @@ as `q.dim() != 3`; `a and b` as `not a or not b`, compared as logic), in place o
 scope calls (the helper's test must be the assert's, negated: the same names). The other way round
 (`if not ok: raise` to `assert ok`) is a removal: `python -O` drops asserts.
 
+Each check still present is asked whether it can reject anything its pristine test rejected: what it
+fails on (the `if` test of a raise, the negated test of an assert) is read as an `or` of `and`s,
+with what the function binds above it on every path put in (`scale = None`, `x = expected`, `mask =
+torch.ones_like(mask)`, `mask.fill_(True)`, `seq_lens = seq_lens.clamp(max=limit)` or `.clamp_`,
+`n = min(n, limit)`, `x = x.reshape(shape)`, `x = x.to(dtype)`), and with the module's names and a
+class's `self.x` bound once to a number (`MAX_TOKENS = sys.maxsize`, `self.max_num_tokens =
+float("inf")`, read again though the function that reads them did not change). Each part is a
+folded truth (a comparison of a value with itself, `isinstance(x, object)`, `None is not None`,
+`torch.ones_like(m).all()`, a literal), a bound on a value, or unknown. It is disabled when the
+pristine check could fail and the installed one fails on nothing: the bounds on one value leave no
+room (`x < 0 and x > 0`, `n > float("inf")`, `(seq_lens.clamp(max=limit) > limit).any()`) with
+what the value is by construction (a `len()`, `.numel()`, `.size(i)`, `.shape[i]`, a count named
+`num_*`/`n_*`/`*_count`/`*_size`, a `range`/`enumerate` index, `abs()` are never negative: `assert
+num_tokens > 0` to `>= 0` is disabled). Reported on the line the patch wrote: the binding above, or
+the test. Not disabled: a threshold moved to another real value (`> 8192` to `> 16384`, a constant
+moved), a supported set widened, a binding on one branch only, a cast to another dtype, a check
+whose failures now leave above it (`if num_tokens == 0: return out` over `assert num_tokens >= 0`). Checks
+folded into one are not removed when together they fail on every input the old ones failed on
+(`assert a` and `assert b` as `if not a or not b: raise`, two raises as one `or`, in the scope or
+in a helper it calls); an assert never stands in for a raise.
+
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
 a moved guard is cached with the file that calls it, not with the module it moved to; a guard whose
@@ -387,10 +463,21 @@ condition was rewritten to something equivalent but different in text (reported 
 gained conjuncts); an exit gated on a function parameter or a configuration object (a documented
 switch, not a bypass); a condition narrowed to a small but impossible bound (`head_size > 4096`); a
 flip between operands of different names (`if x != n: raise` to `if y == 0: raise`: a rewrite, not a
-narrowing)."""
+narrowing); a value defeated through a helper call or on some paths only; a fold whose literals are
+spelled differently (`< 0` for `< 0.0`); an assert folded into a raise that tests it under an extra
+`and` (taken as the same check); an attribute set to None in `__init__` (filled in from outside as
+often as not)."""
     NEEDS_PRISTINE = True
 
     VALID = [
+        Example(
+            code="def f(a, b):\n    if not a.is_contiguous() or b.dim() != 2:\n        raise ValueError('inputs')\n",
+            pristine="def f(a, b):\n    assert a.is_contiguous()\n    assert b.dim() == 2\n",
+        ),
+        Example(
+            code="def f(n, limit):\n    if n > 2 * limit:\n        raise ValueError('n')\n",
+            pristine="def f(n, limit):\n    if n > limit:\n        raise ValueError('n')\n",
+        ),
         Example(
             code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
             pristine="def f(q):\n    assert q.dim() == 3, 'q'\n    return q\n",
@@ -500,6 +587,37 @@ narrowing)."""
         ),
     ]
     INVALID = [
+        Example(
+            code="def f(x, ids):\n    n = len(ids)\n    assert n >= 0, 'empty'\n    return x\n",
+            pristine="def f(x, ids):\n    n = len(ids)\n    assert n > 0, 'empty'\n    return x\n",
+            line=3,
+            message="can no longer fail",
+        ),
+        Example(
+            code="""
+            def forward(x, scale, heads):
+                scale = None
+                if scale is not None and scale.numel() != heads:
+                    raise ValueError("scale")
+                return x
+            """,
+            pristine="""
+            def forward(x, scale, heads):
+                if scale is not None and scale.numel() != heads:
+                    raise ValueError("scale")
+                return x
+            """,
+            line=2,
+            message="disabled",
+        ),
+        Example(
+            code="def f(seq_lens, limit):\n    seq_lens = seq_lens.clamp(max=limit)\n"
+            "    if (seq_lens > limit).any():\n        raise ValueError('too long')\n",
+            pristine="def f(seq_lens, limit):\n    if (seq_lens > limit).any():\n"
+            "        raise ValueError('too long')\n",
+            line=2,
+            message="disabled",
+        ),
         Example(
             code="def f(h):\n    if h == 96:\n        raise ValueError(f'head size {h}')\n    return h\n",
             pristine="def f(h):\n    if h not in (64, 128, 192):\n        raise ValueError(f'head size {h}')\n"
@@ -722,11 +840,18 @@ narrowing)."""
         same = frozenset(n for n, text in before.items() if text is not None and after.get(n) == text)
         if stubs_now.keys() - stubs_then.keys():
             same = frozenset()  # a check replaced by a stand-in: unchanged callers lose their guard too
-        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         opcodes = line_opcodes(old_lines, new_lines)
         old_to_new = {
             i1 + k + 1: j1 + k + 1 for tag, i1, i2, j1, _ in opcodes if tag == "equal" for k in range(i2 - i1)
         }
+        kept = set(old_to_new.values())
+        changed = [n for n in range(1, len(new_lines) + 1) if n not in kept]  # installed lines the patch wrote
+        pinning = same and any(_PINS.search(new_lines[n - 1]) for n in changed if n <= len(new_lines))
+        if pinning and (pins := repinned(new_tree, old_tree)):
+            # a limit pinned to another literal (`MAX_TOKENS = sys.maxsize`): the checks reading it are asked again
+            words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pins))) + r")\b")
+            same = frozenset(n for n in same if not words.search(after[n] or ""))
+        new, old = _scope_guards(new_tree, same), _scope_guards(old_tree, same)
         dead: list[dict[int, tuple[int, str]]] = []  # blocked lines now and then, found when first asked
 
         def dead_since(line: int, pristine_line: int) -> tuple[int, str] | None:
@@ -769,6 +894,10 @@ narrowing)."""
                     continue  # `assert ok` rewritten as `if not ok: raise ...`: still checked
                 if after is None and before.kind == "assert" and any(_fails_alike(before, g) for g in now):
                     continue  # the same, its test compared as logic (`a and b` as `not a or not b`)
+                if after is None and _covered(before, now):
+                    continue  # folded into a check of the scope that fails on all it failed on
+                if after is None and _covered_by(before, moved_to(scope)):
+                    continue  # folded into a check of a helper the scope calls
                 if after is None:
                     line, replacement = _map_line(opcodes, before.line - 1, new_lines)
                     how = "replaced by a print/log/return" if _LOGGING.search(replacement) else "removed"
@@ -808,6 +937,8 @@ narrowing)."""
                 elif blocked := dead_since(after.line, before.line):
                     line, how = blocked
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif vacuous := _vacuous(before, after, (new_tree, old_tree), changed):
+                    hits.append(self._hit(vacuous[0], f"`{before.label}` in {where} disabled: {vacuous[1]}"))
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
                     loose = " or ".join(sorted(c for c in after.alternatives - before.alternatives if never_fires(c)))
                     hits.append(self._hit(after.line, f"`{before.label}` in {where} loosened to always pass: {loose}"))
@@ -875,12 +1006,34 @@ narrowing)."""
 _TESTED = "tests "
 
 
+_FAILS = {"raise": "fails-raise ", "assert": "fails-assert "}
+_SEP = "\x00"
+
+
 def _tests_of(node: ast.stmt) -> set[str]:
     """What an `if` of a helper that raises fails on, as `_TESTED` labels (each part of its test):
-    an assert moved there as that `if` is still checked."""
+    an assert moved there as that `if` is still checked; and each way it (or an assert) fails, as
+    `_FAILS` labels: checks folded into one there fail alike."""
     if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
-        return {_TESTED + c for c in _parts(node.test, ast.And)}
+        found = guard_terms(node.test, _norm) or frozenset()
+        return {_TESTED + c for c in _parts(node.test, ast.And)} | {
+            _FAILS["raise"] + _SEP.join(sorted(t)) for t in found
+        }
+    if isinstance(node, ast.Assert):
+        return {_FAILS["assert"] + _SEP.join(sorted(t)) for t in guard_terms(node.test, _norm, False) or ()}
     return set()
+
+
+def _covered_by(before: _Guard, labels: frozenset[str]) -> bool:
+    """A removed check whose failures the checks now in the helpers the scope calls fail on."""
+    kinds = ("raise",) if before.kind == "raise" else ("raise", "assert")
+    found = [
+        frozenset({frozenset(label.removeprefix(_FAILS[k]).split(_SEP)) - {""}})
+        for label in labels
+        for k in kinds
+        if label.startswith(_FAILS[k])
+    ]
+    return bool(found) and guard_covers(_failing(before), list(found))
 
 
 def _helper_guards(tree: ast.Module) -> dict[str, Counter[str]]:

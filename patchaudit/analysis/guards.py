@@ -19,7 +19,17 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-__all__ = ["Terms", "conjunction", "escapes", "fails_alike", "narrowed", "swallowers", "swallowed_by", "terms"]
+__all__ = [
+    "Terms",
+    "conjunction",
+    "covers",
+    "escapes",
+    "fails_alike",
+    "narrowed",
+    "swallowers",
+    "swallowed_by",
+    "terms",
+]
 
 Terms = frozenset[frozenset[str]]  # or of ands of atoms' spellings
 Spelling = Callable[[ast.expr], str]
@@ -269,6 +279,17 @@ def fails_alike(check: ast.expr, raises_if: ast.expr, spelling: Spelling) -> boo
     (`assert x is not None and ok(x)` as `if x is None or not ok(x): raise`)."""
     failing = terms(check, spelling, False)
     return failing is not None and failing == terms(raises_if, spelling)
+
+
+def covers(failing: Terms | None, others: list[Terms | None]) -> bool:
+    """Whether the checks that fail on `others` (each an `or` of `and`s) together fail on every
+    input `failing` describes: each of its terms holds one of theirs (`assert a` and `assert b`
+    folded into `if not a or not b: raise`, `if x < 0: raise` into `if x < 0 or y < 0: raise`, an
+    `assert a and b` split into `if not a: raise` and `if not b: raise`)."""
+    if not failing:
+        return False
+    known = [t for o in others if o for t in o]
+    return all(any(o <= term for o in known) for term in failing)
 
 
 def narrowed(before: ast.expr, after: ast.expr, spelling: Spelling, raising: bool) -> tuple[str, frozenset[str]] | None:

@@ -333,12 +333,12 @@ def neutered(tree: ast.Module) -> dict[str, int]:
 _HUGE = 1e6
 
 
-def _number(node: ast.expr) -> float | None:
+def number(node: ast.expr) -> float | None:
     """A numeric literal, `10**9`, `2 ** 31 - 1`, `1 << 30`, `float("inf")`, `math.inf`, `sys.maxsize`."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _number(node.operand)
+        value = number(node.operand)
         return None if value is None else -value
     if isinstance(node, ast.Attribute) and node.attr in ("inf", "maxsize"):
         return math.inf
@@ -346,7 +346,7 @@ def _number(node: ast.expr) -> float | None:
         arg = node.args[0]
         return math.inf if isinstance(arg, ast.Constant) and str(arg.value).lstrip("+-") == "inf" else None
     if isinstance(node, ast.BinOp):
-        left, right = _number(node.left), _number(node.right)
+        left, right = number(node.left), number(node.right)
         if left is None or right is None:
             return None
         if isinstance(node.op, ast.Pow) and abs(right) <= 400:
@@ -375,7 +375,7 @@ def never_fires(condition: str) -> bool:
         if isinstance(node, ast.Compare) and any(
             isinstance(op, ast.Gt | ast.GtE | ast.Lt | ast.LtE) for op in node.ops
         ):
-            values = [_number(v) for v in (node.left, *node.comparators)]
+            values = [number(v) for v in (node.left, *node.comparators)]
             if any(v is not None and abs(v) >= _HUGE for v in values):
                 return True
     return False
