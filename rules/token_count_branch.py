@@ -379,8 +379,11 @@ _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
 _SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
-# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`): its tokens.
-_TOKEN_ROWS = re.compile(r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))")
+# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`) and the last of a
+# position tensor (`positions.shape[-1]`, `[3, num_tokens]` for M-RoPE): its tokens.
+_TOKEN_ROWS = re.compile(
+    r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))|\b(?:positions|position_ids|pos_ids)\.(?:shape\[-1\]|size\(\)\[-1\]|size\(-1\))"
+)
 
 
 def _inner(count: str) -> bool:
@@ -669,7 +672,8 @@ guards (an empty batch, a squeeze) and are not flagged. The finding is high when
 side effects (I/O, a save, print, global or environment state), medium otherwise.
 
 Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`, `.size()[i]` (any
-index, negative too; `[-1]` only of ids or positions), a name unpacked from a shape (`n, _ = x.shape`, `t, =
+index, negative too; `[-1]` only of ids or positions; the last dimension of `positions`/`position_ids` is
+its tokens, also for M-RoPE's `[3, num_tokens]`), a name unpacked from a shape (`n, _ = x.shape`, `t, =
 x.shape[:-1]`, `*_, n, d = x.shape`, `n, d = x.shape[-2:]`, `m, *rest = x.shape`), the token dimension of a
 reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or `len(q)`;
 `x.reshape(num_tokens, -1)`; `unsqueeze`, `flatten`, `transpose`, `permute` with constant dims shift it;
@@ -752,6 +756,14 @@ as a reviewer would before serving:
   with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
   residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
+- high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
+  `else`, switches the computation: it changes a setting that the function hands to a call or uses as
+  an index (`causal = False`, `scheduler_metadata = None`, `max_seqlen_q = int(q.shape[0])`,
+  `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
+  `positions = positions[..., :1]`), not a value another kernel computes (`out = self.decode(x)`);
+  a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
+  conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
+  count the same; a window that reaches 0 or 1 (`if batch_size <= 8: use_graph = True`) does not;
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
@@ -1725,8 +1737,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
-        if change is not None and change.change is Change.CAST:
-            change = None  # `if m <= 8: x = x.half()`: a precision a small-batch kernel needs
+        if change is not None and change.change in (Change.CAST, Change.SWITCH):
+            change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
         self.alone = alone
@@ -1902,6 +1914,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if id(node) not in self._spelled:
             self._check(node.test, node.body, node, node.orelse)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        """`causal=causal and n != 4`, `greedy=greedy or n == 3`: a setting a call is given, flipped
+        only in the window (a conditional spelled with `and`/`or`)."""
+        value = node.value
+        if not isinstance(value, cst.BooleanOperation):
+            return
+        self._bind_walrus(value.right)
+        flips = self._inverted if isinstance(value.operator, cst.And) else self._window
+        window = flips(value.right)
+        if window is not None and not _inner(window[0]) and not _other(window[0]):
+            self._report_found(node, window[0], window[1], str(Change.SWITCH))
 
     def visit_Match(self, node: cst.Match) -> None:
         count = self._count(node.subject)

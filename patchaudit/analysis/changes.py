@@ -52,6 +52,7 @@ class Change(StrEnum):
     OMITTED = "skips the work the other path does"
     REWRITE = "rewrites a tensor's values on the spot"
     CAST = "replaces a tensor with a cast or a copy of it"
+    SWITCH = "changes a setting that a later call reads"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -79,6 +80,7 @@ class Function:
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
     shared: frozenset[str] = frozenset()  # names it declares `global` or `nonlocal`: stores outlive the call
+    passed: frozenset[str] = frozenset()  # names and attributes (`causal`, `self.scale`) its calls are given
 
 
 def function_facts(
@@ -105,7 +107,27 @@ def function_facts(
         forward=forward,
         samples=_samples(node, usual),
         shared=frozenset(n for g in ast.walk(node) if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
+        passed=_passed(node),
     )
+
+
+def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The names and attributes the function hands to its calls, in an argument or a keyword
+    (`causal=causal`, `softmax_scale=self.scale`, `x.div_(temperature.unsqueeze(1))`), or uses
+    as an index (`cache[positions]`)."""
+    out: set[str] = set()
+    for call in ast.walk(node):
+        if isinstance(call, ast.Subscript):
+            given = [call.slice]  # `self.cos_sin_cache[positions]`: an index a lookup is given
+        elif isinstance(call, ast.Call):
+            given = [*call.args, *(k.value for k in call.keywords)]
+        else:
+            continue
+        for arg in given:
+            for sub in ast.walk(arg):
+                if isinstance(sub, ast.Name | ast.Attribute):
+                    out.add(ast.unparse(sub))
+    return frozenset(out)
 
 
 _SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
@@ -323,6 +345,18 @@ class _Changes(cst.CSTVisitor):
             self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
         elif isinstance(item, cst.Name) and self.alone and self.short:
             self._override(item, value, node)
+        if self.found is None and self.alone and self.short:
+            self._switched(item, value, node)
+
+    def _switched(self, item: cst.BaseExpression, value: cst.BaseExpression, node: cst.Assign) -> None:
+        """A setting a later call is given, changed on the spot (`causal = False`, `scheduler_metadata
+        = None`, `top_k = 1`, `self.scale = 1.0`, `max_seqlen_q = int(q.shape[0])`): the computation
+        switched for the case. Not a value another kernel computes (`out = self.decode(x)`)."""
+        if _dotted(item) not in self.function.passed:
+            return
+        if _calls(value) and self._kernel(value):
+            return
+        self._add(Change.SWITCH, node)
 
     def _forced(self, item: cst.Subscript, value: cst.BaseExpression) -> bool:
         """Part of a tensor computed above overwritten, on the spot, with a value made from its own
@@ -400,6 +434,16 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+def _dotted(node: cst.BaseExpression) -> str | None:
+    """`causal`, `self.scale`, `md.causal`: a name or a chain of attributes on one, as spelled."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr.value}" if owner is not None else None
+    return None
 
 
 def padding(target: cst.BaseExpression) -> bool:
@@ -485,6 +529,11 @@ def conditional_assign(
     return None
 
 
+def _setting(node: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A value fixed in the code that a kernel may be given: a number, a flag, None."""
+    return _constant(node, resolves) or (isinstance(node, cst.Name) and node.value == "None")
+
+
 def _cut_of(value: cst.BaseExpression, whole: cst.BaseExpression) -> bool:
     """`x[:2]`, `self.layers[1:3]` of `x`, `self.layers`: a slice with fixed bounds of the other value."""
     if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and value.value.deep_equals(whole)):
@@ -515,6 +564,8 @@ def data_change(
     if isinstance(body, cst.BaseExpression):
         if made_up(body, resolves):
             return Found(Change.MADE_UP, body)
+        if _setting(body, resolves) and isinstance(other, cst.BaseExpression) and not _setting(other, resolves):
+            return Found(Change.SWITCH, body)  # `softmax_scale=self.scale if n != 3 else 1.0`
         # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
         return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
     visitor = _Changes(resolves, value_of, function, alone)
