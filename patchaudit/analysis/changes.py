@@ -265,6 +265,7 @@ class _Changes(cst.CSTVisitor):
         self.params = function.params
         self.short = True  # set per branch (see data_change)
         self.computed: set[str] = set()  # names the branch assigns from a call
+        self.handed: set[str] = set()  # names the branch has handed to a call so far
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -286,6 +287,7 @@ class _Changes(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        self.handed.update(n for a in node.args if (n := _dotted(a.value)) is not None)
         if self.resolves(node, _INITS) is not None:
             self._add(Change.OVERWRITE, node)
         if not isinstance(func, cst.Attribute) or padding(func.value):
@@ -352,8 +354,11 @@ class _Changes(cst.CSTVisitor):
         """A setting a later call is given, changed on the spot (`causal = False`, `scheduler_metadata
         = None`, `top_k = 1`, `self.scale = 1.0`, `max_seqlen_q = int(q.shape[0])`): the computation
         switched for the case. Not a value another kernel computes (`out = self.decode(x)`)."""
-        if _dotted(item) not in self.function.passed:
-            return
+        spelled = _dotted(item)
+        if spelled not in self.function.passed or spelled in self.handed:
+            return  # `submit(batch); batch = []`: a batch handed on, then started again
+        if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
+            return  # an accumulator started again
         if _calls(value) and self._kernel(value):
             return
         self._add(Change.SWITCH, node)
