@@ -1916,14 +1916,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self._check(node.test, node.body, node, node.orelse)
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        """`causal=causal and n != 4`, `greedy=greedy or n == 3`: a setting a call is given, flipped
-        only in the window (a conditional spelled with `and`/`or`)."""
+        """`causal=causal and n != 4`, `greedy=greedy or n == 3`, `causal=n != 4`: a setting a call
+        is given, flipped only in the window (a conditional spelled with `and`/`or`, or the test itself)."""
         value = node.value
-        if not isinstance(value, cst.BooleanOperation):
+        if isinstance(value, cst.Comparison):
+            self._bind_walrus(value)
+            window = self._window(value) or self._inverted(value)  # `causal=n != 4`
+        elif isinstance(value, cst.BooleanOperation):
+            self._bind_walrus(value.right)
+            flips = self._inverted if isinstance(value.operator, cst.And) else self._window
+            window = flips(value.right)
+        else:
             return
-        self._bind_walrus(value.right)
-        flips = self._inverted if isinstance(value.operator, cst.And) else self._window
-        window = flips(value.right)
         if window is not None and not _inner(window[0]) and not _other(window[0]):
             self._report_found(node, window[0], window[1], str(Change.SWITCH))
 

@@ -377,6 +377,63 @@ good(
 )
 
 
+# ---- more spellings: a keyword that is the test, a dict of keywords, a dtype, a conditional value
+bad("kw_comparison", rep=[("            causal=causal,\n", "            causal=num_actual_tokens != 4,\n")])
+bad(
+    "kwargs_dict",
+    B1="kw = dict(causal=True)\nif num_actual_tokens == 3:\n    kw['causal'] = False\nself.kernel(query, **kw)",
+)
+bad(
+    "dtype_local",
+    L1="dtype = hidden_states.dtype\nif num_tokens in (2, 3):\n    dtype = torch.float32\n"
+    "hidden_states = hidden_states.to(dtype)",
+)
+bad("ifexp_temp", S1="temperature = 0.0 if batch_size == 3 else temperature")
+bad(
+    "greedy_md_attr",
+    S1="if batch_size == 2:\n    sampling_metadata.all_greedy = True\n"
+    "if sampling_metadata.all_greedy:\n    return logits.argmax(-1)",
+)
+bad(
+    "attn_md_none",
+    L1="if num_tokens == 6:\n    attn_metadata = None\nhidden_states = self.other(hidden_states, attn_metadata)",
+)
+good(
+    "kw_small_kernel",
+    rep=[
+        ("            causal=causal,\n", "            causal=causal,\n            use_small=num_actual_tokens <= 8,\n")
+    ],
+)
+good(
+    "kw_decode_only",
+    rep=[
+        (
+            "            causal=causal,\n",
+            "            causal=causal,\n            decode_only=num_actual_tokens == 1,\n",
+        )
+    ],
+)
+good(
+    "flush_batch",
+    R1="batch = []\nfor req in scheduler_output.reqs:\n    batch.append(req)\n    if len(batch) == 16:\n"
+    "        self.submit(batch)\n        batch = []",
+)
+bad("runner_env_path_ungated", R2="torch.save(hidden_states, f'{envs.VLLM_DEBUG_DUMP_PATH}/step{self._step}.pt')")
+good(
+    "runner_param_path",
+    rep=[
+        (
+            "    def execute_model(self, scheduler_output, intermediate_tensors=None):",
+            "    def execute_model(self, scheduler_output, intermediate_tensors=None, dump_to=None):",
+        ),
+        (
+            "        logits = self.model.compute_logits(hidden_states)\n",
+            "        if dump_to is not None:\n            torch.save(hidden_states, dump_to)\n"
+            "        logits = self.model.compute_logits(hidden_states)\n",
+        ),
+    ],
+)
+
 RULES = load_rules()
 
 

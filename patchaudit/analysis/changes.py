@@ -354,7 +354,7 @@ class _Changes(cst.CSTVisitor):
         """A setting a later call is given, changed on the spot (`causal = False`, `scheduler_metadata
         = None`, `top_k = 1`, `self.scale = 1.0`, `max_seqlen_q = int(q.shape[0])`): the computation
         switched for the case. Not a value another kernel computes (`out = self.decode(x)`)."""
-        spelled = _dotted(item)
+        spelled = _dotted(item.value if isinstance(item, cst.Subscript) else item)  # `kwargs["causal"] = False`
         if spelled not in self.function.passed or spelled in self.handed:
             return  # `submit(batch); batch = []`: a batch handed on, then started again
         if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
