@@ -510,6 +510,18 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     return None if not returns and found is not None and ".warning" in found else found
 
 
+def _dropped_or_recomputed(node: cst.CSTNode) -> bool:
+    """A setting dropped (`scheduler_metadata = None`) or recomputed on the spot from the data
+    (`max_seqlen_k = int(seqused_k.max())`): not a constant a small-batch kernel is given
+    (`use_cuda_graph = True`, `num_splits = 1`)."""
+    if not isinstance(node, cst.Assign):
+        return False
+    value = node.value
+    if isinstance(value, cst.Name) and value.value == "None":
+        return True
+    return bool(nodes_under(value, (cst.Call,)))
+
+
 def _logs(effect: str) -> bool:
     """A log line (`logger.info()`, `logging.warning`)."""
     return effect.startswith("logging.") or ("log" in effect.lower() and effect.endswith("()") and "." in effect)
@@ -763,7 +775,9 @@ as a reviewer would before serving:
   `positions = positions[..., :1]`), not a value another kernel computes (`out = self.decode(x)`);
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
-  count the same; a window that reaches 0 or 1 (`if batch_size <= 8: use_graph = True`) does not;
+  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped or
+  recomputed from the data (`if n == 1: scheduler_metadata = None`, `max_seqlen_k = int(seqused_k.max())`),
+  not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`);
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
@@ -1737,6 +1751,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
+        if change is not None and change.change is Change.SWITCH and _dropped_or_recomputed(change.node):
+            return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):

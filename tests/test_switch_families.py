@@ -434,6 +434,14 @@ good(
     ],
 )
 
+# ---- a batch of one: metadata a kernel reads dropped or recomputed counts; a constant for a size class does not
+bad(
+    "one_token_md_none",
+    B1="if num_actual_tokens == 1:\n    scheduler_metadata = None\n    max_seqlen_q = int(query.shape[0])",
+)
+bad("one_req_slot_recomputed", B1="if len(attn_metadata.seq_lens) == 1:\n    slot_mapping = slot_mapping.clamp(min=0)")
+good("small_splits_const", B1="if num_actual_tokens <= 4:\n    max_seqlen_q = 1")
+
 RULES = load_rules()
 
 
