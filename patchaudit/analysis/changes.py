@@ -25,7 +25,7 @@ from enum import StrEnum
 import libcst as cst
 
 from patchaudit.analysis.omits import calls_kernel, omitted
-from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
+from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -359,6 +359,8 @@ class _Changes(cst.CSTVisitor):
             return  # `submit(batch); batch = []`: a batch handed on, then started again
         if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
             return  # an accumulator started again
+        if _dotted(_as_is(value)) == spelled:
+            return  # `query = query.contiguous()`, `x = x.to(device)`: the same values, laid out anew
         if _calls(value) and self._kernel(value):
             return
         self._add(Change.SWITCH, node)
@@ -439,6 +441,13 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+def _as_is(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a chain of layout, device, copy and cast methods is called on (`q.contiguous().to(d)`: `q`)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
+        value = value.func.value
+    return value
 
 
 def _dotted(node: cst.BaseExpression) -> str | None:
