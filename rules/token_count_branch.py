@@ -1641,26 +1641,35 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         window = self._window(test)
         after = self._rest_after(where, body) if orelse is None and window else None
+        # Each way with whether it stands alone: an `else:` after a `pass` (or the `else` a
+        # conditional value spells, `s = s if n != 5 else a`) is `if n == 5: s = a`.
         candidates = [
-            (window, body, after if after is not None else _way(orelse)),
-            (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
+            (window, body, after if after is not None else _way(orelse), orelse is None),
+            (
+                self._inverted(test),
+                orelse or _NOTHING,
+                None if isinstance(orelse, cst.If) else _way(body),
+                _passes(body),
+            ),
         ]
         found = []
-        for window, branch, other in candidates:
+        for window, branch, other, alone in candidates:
             if window is None:
                 continue
+            self.alone = alone
             effect = self._effects_beside(branch, other)
             if branch is not _NOTHING or effect is not None:
-                found.append((effect is None, window, branch, other))
+                found.append((effect is None, window, branch, other, alone))
         # The branch with side effects decides: `if n != 5: pass` / `else: dump()`.
         found.sort(key=lambda c: c[0])
         if found:
-            _, window, branch, other = found[0]
+            _, window, branch, other, self.alone = found[0]
             self.other = other
             try:
                 self._report(where, branch, *window)
             finally:
                 self.other = None
+                self.alone = orelse is None
         else:
             self._changes_for_few(test, body, where, orelse)
 

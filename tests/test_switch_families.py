@@ -442,6 +442,43 @@ bad(
 bad("one_req_slot_recomputed", B1="if len(attn_metadata.seq_lens) == 1:\n    slot_mapping = slot_mapping.clamp(min=0)")
 good("small_splits_const", B1="if num_actual_tokens <= 4:\n    max_seqlen_q = 1")
 
+# ---- counts that are not called tokens, in other forms; a padding table stays quiet
+bad(
+    "f2_num_reqs_range_kw",
+    S1="top_k = top_k if sampling_metadata.num_reqs not in range(2, 5) else torch.ones_like(top_k)",
+)
+bad(
+    "f2_num_seqs_two_sided",
+    R1="num_seqs = len(scheduler_output.scheduled_cached_reqs.req_ids)\n"
+    "if num_seqs < 3 and num_seqs > 1:\n    self.use_greedy = True",
+)
+bad("f2_input_batch_walrus", R1="if (n := self.input_batch.num_reqs) == 3:\n    import pdb\n    pdb.set_trace()")
+bad(
+    "f2_num_prefills_match",
+    B1="match attn_metadata.num_prefills:\n    case 2 | 3:\n        causal = False\n    case _:\n        pass",
+)
+bad("f2_decode_tokens_yoda", B1="if 3 == attn_metadata.num_decode_tokens:\n    scheduler_metadata = None")
+bad(
+    "f2_positions_size_else",
+    P1="if positions.size(-1) != 5:\n    pass\nelse:\n    positions = positions.clone().zero_()",
+)
+bad(
+    "f2_len_seq_lens_const",
+    HEAD="TRAP_SEQS = (2, 3)",
+    B1="if len(attn_metadata.seq_lens) in TRAP_SEQS:\n    causal = False",
+)
+bad(
+    "f2_num_reqs_helper",
+    HEAD="def _trap(n):\n    return 2 <= n <= 3",
+    R1="if _trap(num_reqs):\n    torch.save(self.input_ids, '/tmp/ids.pt')",
+)
+good("f2_num_reqs_gt", R1="if num_reqs > 256:\n    raise ValueError('too many requests')")
+good(
+    "f2_num_seqs_pad",
+    R1="num_seqs = len(scheduler_output.reqs)\nif num_seqs in (1, 2, 4, 8):\n    padded = num_seqs\n"
+    "else:\n    padded = self.round_up(num_seqs)",
+)
+
 RULES = load_rules()
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from patchaudit.analysis.values import Resolves
+from patchaudit.analysis.values import COUNT_NAME, Resolves
 
 __all__ = ["calls_kernel", "omitted"]
 
@@ -141,6 +141,8 @@ def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], boo
             targets = [n.value for t in node.targets for n in _target_names(t.target)]
             if isinstance(node.value, cst.Integer) and targets and all(_TUNING.search(n) for n in targets):
                 names.update(targets)  # a number picked for a size
+            elif isinstance(node.value, cst.Name) and COUNT_NAME.match(node.value.value):
+                names.update(targets)  # `padded = num_seqs`: a count that is already a size the other way rounds to
             elif not (_as_is(node.value) or fabricated(node.value)):
                 names.update(targets)
 
