@@ -790,7 +790,8 @@ as a reviewer would before serving:
   line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
   fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
-  inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
+  inside), a count handed on as the size another way rounds (`if n in (1, 2, 4, 8): padded = n` /
+  `else: padded = self.round_up(n)`), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
   (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
   (`cu_seqlens.numel() <= 2`: one sequence) or a weight's size (`weight.numel() == 1`), which
   are no counts of tokens.
