@@ -479,6 +479,12 @@ good(
     "else:\n    padded = self.round_up(num_seqs)",
 )
 
+good(
+    "small_b_splits",
+    B1="num_kv_splits = 4\nif num_actual_tokens <= 4:\n    num_kv_splits = min(num_kv_splits * 2, 64)\n"
+    "self.kernel(query, num_kv_splits=num_kv_splits)",
+)
+
 RULES = load_rules()
 
 

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 import libcst as cst
 
-from patchaudit.analysis.omits import calls_kernel, omitted
+from patchaudit.analysis.omits import calls_kernel, omitted, tuning
 from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
@@ -357,6 +357,8 @@ class _Changes(cst.CSTVisitor):
         spelled = _dotted(item.value if isinstance(item, cst.Subscript) else item)  # `kwargs["causal"] = False`
         if spelled not in self.function.passed or spelled in self.handed:
             return  # `submit(batch); batch = []`: a batch handed on, then started again
+        if tuning(spelled):
+            return  # `num_kv_splits = min(num_kv_splits * 2, 64)`: a kernel tuned, the same numerics
         if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
             return  # an accumulator started again
         if _dotted(_as_is(value)) == spelled:

@@ -21,7 +21,7 @@ import libcst as cst
 
 from patchaudit.analysis.values import COUNT_NAME, Resolves
 
-__all__ = ["calls_kernel", "omitted"]
+__all__ = ["calls_kernel", "omitted", "tuning"]
 
 _CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
 # Calls made for a side look at the data, not for the data: leaving them out skips no work.
@@ -128,6 +128,12 @@ def _as_is(value: cst.BaseExpression) -> bool:
 # Numbers a kernel is tuned by (`num_kv_splits`, `block_size`): one picked for a size is another way
 # to compute it (`if B <= 4: num_kv_splits = 1 / else: ... = _compute_num_kv_splits(...)`).
 _TUNING = re.compile(r"^(?:num|n)_|_(?:size|splits?|blocks?|chunks?|warps|stages|tiles?)$", re.IGNORECASE)
+
+
+def tuning(name: str) -> bool:
+    """A number a kernel is tuned by (`num_kv_splits`, `block_size`): picking it another way
+    computes the same result."""
+    return _TUNING.search(name.rsplit(".", 1)[-1]) is not None
 
 
 def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], bool]) -> tuple[frozenset[str], bool]:
