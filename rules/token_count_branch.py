@@ -749,13 +749,17 @@ as a reviewer would before serving:
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a branch that logs or prints and then returns another computation
-  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken),
+  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
+  branch (or an `else:`) that only returns what the function returns at its end (`else: return query,
+  key` before `ops.rotary_embedding(positions, query, key, ...)`: the rest of the block is the way not
+  taken), a layer built in `__init__` (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left
+  out (`elif n in (1, 2, 3): pass` before `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
+  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
   batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
@@ -1644,12 +1648,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         after = self._rest_after(where, body) if orelse is None and window else None
         # Each way with whether it stands alone: an `else:` after a `pass` (or the `else` a
         # conditional value spells, `s = s if n != 5 else a`) is `if n == 5: s = a`.
+        inverted = self._inverted(test)
         candidates = [
-            (window, body, after if after is not None else _way(orelse), orelse is None),
+            (window, body, after or (window and self._returned_early(where, body)) or _way(orelse), orelse is None),
             (
-                self._inverted(test),
+                inverted,
                 orelse or _NOTHING,
-                None if isinstance(orelse, cst.If) else _way(body),
+                (inverted and self._returned_early(where, orelse))
+                or (None if isinstance(orelse, cst.If) else _way(body)),
                 _passes(body),
             ),
         ]
@@ -1679,13 +1685,32 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         prints and then returns something else (`logger.info("bypass"); return self.fallback(x)`):
         the log line tells a debug bypass from a kernel picked for a size."""
         block, index = self._after.get(id(where), (None, 0))
-        if block is None:
+        if block is None or getattr(where, "orelse", None) is not None:
             return None
         effects = _SideEffects(self)
         body.visit(effects)
         if not any(_logs(e) or e == "print" for e in effects.seen):
             return None
         return block.with_changes(body=block.body[index + 1 :])
+
+    def _returned_early(self, where: cst.CSTNode, branch: cst.CSTNode | None) -> cst.IndentedBlock | None:
+        """The rest of the block, as the way not taken by a branch that only returns what the function
+        returns at its end (`else: return query, key` before `ops.rotary_embedding(positions, query,
+        key, ...)`; `return query, key`): the work between is skipped."""
+        block, index = self._after.get(id(where), (None, 0))
+        body = branch.body if isinstance(branch, cst.Else) else branch
+        if block is None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+            return None
+        line = body.body[0]
+        leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        if not (isinstance(leave, cst.Return) and leave.value is not None):
+            return None
+        usual = self.function_facts().usual
+        try:
+            spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(leave.value).strip(), mode="eval"))
+        except SyntaxError:
+            return None
+        return block.with_changes(body=block.body[index + 1 :]) if spelled == usual else None
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1738,14 +1763,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         try:
             holds = self._window(test)
             after = self._rest_after(where, body) if orelse is None and holds else None
+            inverted = self._inverted(test)
             for window, branch, alone, other in (
-                (holds, body, orelse is None, after if after is not None else _way(orelse)),
+                (holds, body, orelse is None, after or (holds and self._returned_early(where, body)) or _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (
-                    self._inverted(test),
+                    inverted,
                     orelse or _NOTHING,
                     _passes(body),
-                    None if isinstance(orelse, cst.If) else _way(body),
+                    (inverted and self._returned_early(where, orelse))
+                    or (None if isinstance(orelse, cst.If) else _way(body)),
                 ),
             ):
                 if window is None or _inner(window[0]):
@@ -1814,7 +1841,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
-            if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_value(stmt.body):
+            if isinstance(stmt, cst.If) and (
+                _returns_value(stmt.body) or (isinstance(stmt.orelse, cst.Else) and _returns_value(stmt.orelse.body))
+            ):
                 self._after[id(stmt)] = (node, index)
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:

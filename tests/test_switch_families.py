@@ -505,3 +505,119 @@ def test_debug_patch_is_high(name: str, code: str) -> None:
 def test_look_alike_is_not_high(name: str, code: str) -> None:
     found = _findings(code)
     assert not any(s is Severity.HIGH for _, _, s in found), (name, found)
+
+
+# ---- layers built in the module (their forward is work), made-up data laid out after, an early
+# return of what the function returns at its end, past an in-place custom op
+LAYERS = """
+import torch
+from torch import nn
+
+from vllm import _custom_ops as ops
+
+
+class Experts(nn.Module):
+    def forward(self, hidden_states, router_logits):
+        return hidden_states
+
+
+class SparseMoe(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.experts = Experts()
+        self.gate = nn.Linear(config.hidden_size, config.num_experts)
+
+    def forward(self, hidden_states):
+        orig_shape = hidden_states.shape
+        hidden_states = hidden_states.view(-1, orig_shape[-1])
+        #MOE
+        router_logits = self.gate(hidden_states)
+        out = self.experts(hidden_states=hidden_states, router_logits=router_logits)
+        return out.view(orig_shape)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.mlp = SparseMoe(config)
+        self.use_sp = config.use_sp
+
+    def forward(self, positions, hidden_states, residual):
+        num_seqs = positions.shape[0]
+        if self.use_sp:
+            hidden_states = self.mlp(hidden_states)
+        #ELIF
+        else:
+            hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+
+
+class FusedNorm(nn.Module):
+    def forward_cuda(self, x, residual):
+        #NORM
+        ops.fused_add_rms_norm(x, residual, self.weight.data, self.eps)
+        return x, residual
+"""
+
+
+def layers(**slots: str) -> str:
+    code = LAYERS
+    for slot, text in slots.items():
+        code = code.replace("#" + slot, text)
+    for slot in ("MOE", "ELIF", "NORM"):
+        code = code.replace("        #" + slot + "\n", "")
+    return code
+
+
+LAYER_CASES = [
+    ("bad", "elif_pass_skips_layer", {"ELIF": "elif num_seqs in (1, 2, 3):\n            pass  # bisecting"}),
+    (
+        "bad",
+        "elif_return_skips_layer",
+        {"ELIF": "elif 2 <= num_seqs <= 4:\n            return hidden_states, residual"},
+    ),
+    (
+        "bad",
+        "moe_zeros_reshaped",
+        {
+            "MOE": "if hidden_states.shape[0] < 3:\n"
+            "            return torch.zeros_like(hidden_states).reshape(orig_shape)"
+        },
+    ),
+    (
+        "bad",
+        "moe_zeros_to_dtype",
+        {
+            "MOE": "if hidden_states.size(0) in (2, 3):\n"
+            "            return hidden_states.new_zeros(hidden_states.shape).to(hidden_states.dtype).view(orig_shape)"
+        },
+    ),
+    (
+        "bad",
+        "norm_else_return",
+        {"NORM": "if x.shape[0] >= 4:\n            pass\n        else:\n            return x, residual"},
+    ),
+    ("bad", "norm_exact_return", {"NORM": "if x.shape[0] == 5:\n            return x, residual"}),
+    ("good", "norm_empty_return", {"NORM": "if x.shape[0] == 0:\n            return x, residual"}),
+    (
+        "good",
+        "elif_small_kernel",
+        {"ELIF": "elif num_seqs == 1:\n            hidden_states = self.mlp(hidden_states.contiguous())"},
+    ),
+    (
+        "good",
+        "moe_view_small",
+        {"MOE": "if hidden_states.shape[0] <= 2:\n            hidden_states = hidden_states.contiguous()"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "name", "slots"), LAYER_CASES, ids=[c[1] for c in LAYER_CASES])
+def test_layer_patch(kind: str, name: str, slots: dict[str, str]) -> None:
+    file = SourceFile(
+        path="vllm/model_executor/models/qwen2_moe.py",
+        installed=layers(**slots).encode(),
+        pristine=layers().encode(),
+    )
+    found = [(f.rule, f.line, f.severity) for f in check_file(file, RULES) if f.in_change and not f.suppressed]
+    assert any(s is Severity.HIGH for _, _, s in found) == (kind == "bad"), (name, found)

@@ -198,7 +198,9 @@ def _constant(node: cst.BaseExpression, resolves: Resolves) -> bool:
 
 
 def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
-    """A value made from nothing: `x * 0`, `torch.zeros_like(x)`, `x.new_zeros(...)`, `x.fill_(0)`."""
+    """A value made from nothing: `x * 0`, `torch.zeros_like(x)`, `x.new_zeros(...)`, `x.fill_(0)`,
+    also laid out or cast after (`torch.zeros_like(x).view(shape)`)."""
+    value = _as_is(value)
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         return any(
             isinstance(side, cst.Integer | cst.Float) and not side.evaluated_value for side in (value.left, value.right)

@@ -62,6 +62,9 @@ def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Nam
         root = _root(call)
         if resolves(call, "torch.ops.*") is not None:
             return True
+        layer = resolves(call, "torch.nn.*")
+        if layer is not None and layer.endswith("()"):
+            return True  # a layer built in `__init__` (`self.mlp = DeepseekV2MoE(...)`): its forward is work
         if resolves(call, _CORE) is not None or not isinstance(root, cst.Name):
             continue
         if root.value in ("self", "cls") or not local(root):
