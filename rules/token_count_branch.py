@@ -759,8 +759,8 @@ as a reviewer would before serving:
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
-  batch of one that is a mask or a default the code builds), keeps tensors in a list that
+  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
+  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
@@ -881,6 +881,21 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     VALID = [
         """
+        def execute_model(self, scheduler_output):
+            num_reqs = self.input_batch.num_reqs
+            use_cuda_graph = False
+            if num_reqs <= 8:
+                use_cuda_graph = True
+            return self.model(self.input_ids, use_cuda_graph=use_cuda_graph)
+        """,
+        """
+        def forward(self, query, attn_metadata):
+            num_kv_splits = 4
+            if attn_metadata.num_decodes <= 4:
+                num_kv_splits = min(num_kv_splits * 2, 64)
+            return decode_attention(query, num_kv_splits=num_kv_splits)
+        """,
+        """
         def forward(self, input_):
             if input_.shape[0] <= 8:
                 return self.small_m_apply(input_)
@@ -996,6 +1011,29 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, query, attn_metadata):
+                causal = True
+                if attn_metadata.num_actual_tokens == 3:
+                    causal = False
+                return flash_attn_varlen_func(query, causal=causal)
+            """,
+            line=3,
+            message="changes a setting",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def sample(self, logits, sampling_metadata):
+                top_k = sampling_metadata.top_k
+                if 2 <= logits.shape[0] <= 4:
+                    top_k = 1
+                return self.topk_sample(logits, top_k)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, hidden_states):

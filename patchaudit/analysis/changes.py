@@ -80,7 +80,8 @@ class Function:
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
     shared: frozenset[str] = frozenset()  # names it declares `global` or `nonlocal`: stores outlive the call
-    passed: frozenset[str] = frozenset()  # names and attributes (`causal`, `self.scale`) its calls are given
+    # names and attributes its calls are given (`causal`, `self.scale`), with the keywords they are given as
+    passed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def function_facts(
@@ -111,23 +112,23 @@ def function_facts(
     )
 
 
-def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset[str]]:
     """The names and attributes the function hands to its calls, in an argument or a keyword
     (`causal=causal`, `softmax_scale=self.scale`, `x.div_(temperature.unsqueeze(1))`), or uses
     as an index (`cache[positions]`)."""
-    out: set[str] = set()
+    out: dict[str, set[str]] = {}
     for call in ast.walk(node):
         if isinstance(call, ast.Subscript):
-            given = [call.slice]  # `self.cos_sin_cache[positions]`: an index a lookup is given
+            given = [("", call.slice)]  # `self.cos_sin_cache[positions]`: an index a lookup is given
         elif isinstance(call, ast.Call):
-            given = [*call.args, *(k.value for k in call.keywords)]
+            given = [("", a) for a in call.args] + [(k.arg or "", k.value) for k in call.keywords]
         else:
             continue
-        for arg in given:
+        for keyword, arg in given:
             for sub in ast.walk(arg):
                 if isinstance(sub, ast.Name | ast.Attribute):
-                    out.add(ast.unparse(sub))
-    return frozenset(out)
+                    out.setdefault(ast.unparse(sub), set()).add(keyword)
+    return {name: frozenset(keywords) for name, keywords in out.items()}
 
 
 _SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
@@ -357,9 +358,9 @@ class _Changes(cst.CSTVisitor):
         = None`, `top_k = 1`, `self.scale = 1.0`, `max_seqlen_q = int(q.shape[0])`): the computation
         switched for the case. Not a value another kernel computes (`out = self.decode(x)`)."""
         spelled = _dotted(item.value if isinstance(item, cst.Subscript) else item)  # `kwargs["causal"] = False`
-        if spelled not in self.function.passed or spelled in self.handed:
+        if spelled is None or spelled not in self.function.passed or spelled in self.handed:
             return  # `submit(batch); batch = []`: a batch handed on, then started again
-        if tuning(spelled):
+        if tuning(spelled) or any(tuning(k) for k in self.function.passed[spelled] if k):
             return  # `num_kv_splits = min(num_kv_splits * 2, 64)`: a kernel tuned, the same numerics
         if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
             return  # an accumulator started again
