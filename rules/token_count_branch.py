@@ -760,7 +760,8 @@ as a reviewer would before serving:
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
-  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the code builds), keeps tensors in a list that
+  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the
+  code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
