@@ -485,6 +485,108 @@ good(
     "self.kernel(query, num_kv_splits=num_kv_splits)",
 )
 
+# ---- more dumps behind an environment switch: a method, a module flag, partial, lambda, getattr, pickle
+bad(
+    "env_method_helper",
+    rep=[
+        (
+            "    def forward(self, positions, hidden_states, residual, attn_metadata):\n",
+            (
+                "    def _dump(self, t, tag):\n"
+                "        torch.save(t.cpu(), os.path.join(envs.VLLM_DEBUG_DUMP_PATH, f'{tag}.pt'))\n"
+                "\n"
+                "    def forward(self, positions, hidden_states, residual, attn_metadata):\n"
+            ),
+        ),
+        (
+            "        return hidden_states, residual\n",
+            ("        self._dump(hidden_states, 'h')\n        return hidden_states, residual\n"),
+        ),
+    ],
+)
+bad(
+    "env_method_gated_call",
+    rep=[
+        (
+            "    def forward(self, positions, hidden_states, residual, attn_metadata):\n",
+            (
+                "    def _dump(self, t, path):\n"
+                "        torch.save(t.cpu(), path)\n"
+                "\n"
+                "    def forward(self, positions, hidden_states, residual, attn_metadata):\n"
+            ),
+        ),
+        (
+            "        return hidden_states, residual\n",
+            (
+                "        if envs.VLLM_DEBUG_DUMP_PATH:\n"
+                "            self._dump(hidden_states, os.path.join(envs.VLLM_DEBUG_DUMP_PATH, 'h.pt'))\n"
+                "        return hidden_states, residual\n"
+            ),
+        ),
+    ],
+)
+bad(
+    "module_flag_env",
+    HEAD="_DUMP_DIR = os.environ.get('VLLM_DEBUG_DUMP_PATH')",
+    L2="if _DUMP_DIR is not None:\n    torch.save(hidden_states, f'{_DUMP_DIR}/h.pt')",
+)
+bad(
+    "env_layer_idx",
+    L2=(
+        "if int(os.getenv('DUMP_LAYER', '-1')) == self.layer_idx:\n"
+        "    torch.save(hidden_states, os.environ['DUMP_DIR'] + '/h.pt')"
+    ),
+)
+bad(
+    "env_partial",
+    HEAD="import functools",
+    L2=(
+        "if envs.VLLM_DEBUG_DUMP_PATH:\n"
+        "    save = functools.partial(torch.save)\n"
+        "    save(hidden_states, f'{envs.VLLM_DEBUG_DUMP_PATH}/h.pt')"
+    ),
+)
+bad(
+    "env_lambda",
+    HEAD="_save = lambda t, p: torch.save(t, p)",
+    L2=("if envs.VLLM_DEBUG_DUMP_PATH:\n    _save(hidden_states, f'{envs.VLLM_DEBUG_DUMP_PATH}/h.pt')"),
+)
+bad(
+    "env_sampler_np_tofile",
+    S2=("if os.environ.get('DUMP_LOGITS'):\n    logits.float().cpu().numpy().tofile(os.environ['DUMP_LOGITS'])"),
+)
+bad(
+    "env_getattr_np",
+    HEAD="import numpy as np",
+    S2=(
+        "if envs.VLLM_DEBUG_DUMP_PATH:\n"
+        "    getattr(np, 'save')(f'{envs.VLLM_DEBUG_DUMP_PATH}/logits.npy', logits.cpu().numpy())"
+    ),
+)
+bad(
+    "env_pickle",
+    HEAD="import pickle",
+    R2=(
+        "if envs.VLLM_DEBUG_DUMP_PATH:\n"
+        "    with open(f'{envs.VLLM_DEBUG_DUMP_PATH}/step.pkl', 'wb') as fh:\n"
+        "        pickle.dump(hidden_states.cpu(), fh)"
+    ),
+)
+good(
+    "env_init_dump",
+    rep=[
+        (
+            "        self.scale = config.head_dim ** -0.5\n",
+            (
+                "        self.scale = config.head_dim ** -0.5\n"
+                "        if envs.VLLM_DEBUG_DUMP_PATH:\n"
+                "            torch.save(config, os.path.join(envs.VLLM_DEBUG_DUMP_PATH, 'config.pt'))\n"
+            ),
+        )
+    ],
+)
+
 RULES = load_rules()
 
 
