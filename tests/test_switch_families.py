@@ -587,6 +587,34 @@ good(
     ],
 )
 
+# ---- a setting copied with a field changed, a keyword of a context manager, a mask, metadata fields
+bad(
+    "md_replace_greedy",
+    HEAD="from dataclasses import replace",
+    S1="if batch_size in (2, 3):\n    sampling_metadata = replace(sampling_metadata, all_greedy=True)\n"
+    "if sampling_metadata.all_greedy:\n    return logits.argmax(-1)",
+)
+bad(
+    "autocast_kw",
+    L1="with torch.autocast('cuda', enabled=num_tokens != 3):\n    hidden_states = self.mlp(hidden_states)",
+)
+bad(
+    "mask_none_kw",
+    B1="attn_mask = attn_metadata.attn_mask\nif num_actual_tokens == 2:\n    attn_mask = None\n"
+    "self.sdpa(query, key, value, attn_mask=attn_mask)",
+)
+bad(
+    "copy_md",
+    HEAD="import copy",
+    B1="if num_actual_tokens == 3:\n    attn_metadata = copy.copy(attn_metadata)\n    attn_metadata.causal = False",
+)
+bad("max_seqlen_attr_md", B1="if num_actual_tokens == 5:\n    attn_metadata.max_query_len = 1")
+bad("sched_md_tuple_unpack", B1="if num_actual_tokens == 2:\n    scheduler_metadata, max_seqlen_q = None, 1")
+good(
+    "sched_md_for_decode_kernel",
+    B1="if attn_metadata.num_decodes > 0:\n    scheduler_metadata = self._get_scheduler_metadata(attn_metadata)",
+)
+
 RULES = load_rules()
 
 

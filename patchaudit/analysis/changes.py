@@ -366,8 +366,8 @@ class _Changes(cst.CSTVisitor):
             return  # an accumulator started again
         if _dotted(_as_is(value)) == spelled:
             return  # `query = query.contiguous()`, `x = x.to(device)`: the same values, laid out anew
-        if _calls(value) and self._kernel(value):
-            return
+        if _calls(value) and self._kernel(value) and self.resolves(value, _COPIES_WITH_CHANGES) is None:
+            return  # another way to compute it; not a copy of the setting with a field changed
         self._add(Change.SWITCH, node)
 
     def _forced(self, item: cst.Subscript, value: cst.BaseExpression) -> bool:
@@ -446,6 +446,10 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+# A copy of a setting with fields changed (`replace(md, all_greedy=True)`): the same setting, altered.
+_COPIES_WITH_CHANGES = ("dataclasses.replace", "copy.copy", "copy.deepcopy")
 
 
 def _as_is(value: cst.BaseExpression) -> cst.BaseExpression:
