@@ -777,7 +777,9 @@ as a reviewer would before serving:
   `else`, switches the computation: it changes a setting that the function hands to a call or uses as
   an index (`causal = False`, `scheduler_metadata = None`, `max_seqlen_q = int(q.shape[0])`,
   `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
-  `positions = positions[..., :1]`), not a value another kernel computes (`out = self.decode(x)`);
+  `positions = positions[..., :1]`, `md = dataclasses.replace(md, all_greedy=True)`, `kw["causal"] =
+  False`), not a value another kernel computes (`out = self.decode(x)`), a tuning number (`num_kv_splits`,
+  also as the keyword it is passed as), an accumulator started again, or the same values laid out anew;
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
   count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped or
