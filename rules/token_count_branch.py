@@ -510,16 +510,25 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     return None if not returns and found is not None and ".warning" in found else found
 
 
-def _dropped_or_recomputed(node: cst.CSTNode) -> bool:
-    """A setting dropped (`scheduler_metadata = None`) or recomputed on the spot from the data
+def _dropped_or_recomputed(node: cst.CSTNode, params: frozenset[str]) -> bool:
+    """A setting dropped (`scheduler_metadata = None`) or recomputed on the spot from other data
     (`max_seqlen_k = int(seqused_k.max())`): not a constant a small-batch kernel is given
-    (`use_cuda_graph = True`, `num_splits = 1`)."""
-    if not isinstance(node, cst.Assign):
+    (`use_cuda_graph = True`, `num_splits = 1`), not the value reshaped from itself for a batch of
+    one (`pv = pv.squeeze(0)`, `x = np.tile(x, ...)`), not a parameter recomputed (`position_ids =
+    torch.arange(n)`)."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
         return False
-    value = node.value
+    value, target = node.value, node.targets[0].target
     if isinstance(value, cst.Name) and value.value == "None":
         return True
-    return bool(nodes_under(value, (cst.Call,)))
+    root = target
+    while isinstance(root, cst.Attribute | cst.Subscript):
+        root = root.value
+    if not isinstance(root, cst.Name) or root.value in params:
+        return False
+    spelled = cst.Module([]).code_for_node(target)
+    mentioned = {cst.Module([]).code_for_node(n) for n in nodes_under(value, (cst.Name, cst.Attribute))}
+    return bool(nodes_under(value, (cst.Call,))) and spelled not in mentioned
 
 
 def _logs(effect: str) -> bool:
@@ -1829,7 +1838,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
-        if change is not None and change.change is Change.SWITCH and _dropped_or_recomputed(change.node):
+        params = self.function_facts().params
+        if change is not None and change.change is Change.SWITCH and _dropped_or_recomputed(change.node, params):
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs

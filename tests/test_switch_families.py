@@ -615,6 +615,25 @@ good(
     B1="if attn_metadata.num_decodes > 0:\n    scheduler_metadata = self._get_scheduler_metadata(attn_metadata)",
 )
 
+# ---- a batch of one reshaped, expanded or tiled from itself, a parameter recomputed: the code's own
+good(
+    "fp_squeeze",
+    L1="pv = attn_metadata.pv\nif pv.ndim == 4 and pv.shape[0] == 1:\n    pv = pv.squeeze(0)\nself.encode(pv)",
+)
+good("fp_expand", R1="q = scheduler_output.q\nif len(q) == 1:\n    q = q * len(scheduler_output.reqs)\nself.score(q)")
+good(
+    "fp_ctx_expand",
+    R1="if len(self.ctx.batch) == 1:\n    self.ctx.batch = self.ctx.batch * len(scheduler_output.reqs)\n"
+    "self.score(self.ctx.batch)",
+)
+good("fp_param_arange", P1="if positions.shape[0] == 1:\n    positions = torch.arange(8, device=query.device)[None, :]")
+good(
+    "fp_tile",
+    HEAD="import numpy as np",
+    R1="patches = self.patches\nif patches.shape[0] == 1:\n    patches = np.tile(patches, (2, 1, 1, 1))\n"
+    "self.encode(patches)",
+)
+
 RULES = load_rules()
 
 
