@@ -792,8 +792,9 @@ as a reviewer would before serving:
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
   count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped or
-  recomputed from the data (`if n == 1: scheduler_metadata = None`, `max_seqlen_k = int(seqused_k.max())`),
-  not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`);
+  recomputed from other data (`if n == 1: scheduler_metadata = None`, `max_seqlen_k = int(seqused_k.max())`),
+  not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`),
+  a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`) or a parameter recomputed;
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
