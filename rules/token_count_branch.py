@@ -510,25 +510,28 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     return None if not returns and found is not None and ".warning" in found else found
 
 
-def _dropped_or_recomputed(node: cst.CSTNode, params: frozenset[str]) -> bool:
-    """A setting dropped (`scheduler_metadata = None`) or recomputed on the spot from other data
-    (`max_seqlen_k = int(seqused_k.max())`): not a constant a small-batch kernel is given
+def _dropped_or_recomputed(
+    node: cst.CSTNode, params: frozenset[str], values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]
+) -> bool:
+    """A setting dropped (`scheduler_metadata = None`), or one read from metadata the function is
+    given recomputed on the spot from other data (`max_seqlen_k = attn_metadata.max_seq_len`, then
+    `max_seqlen_k = int(seqused_k.max())`): not a constant a small-batch kernel is given
     (`use_cuda_graph = True`, `num_splits = 1`), not the value reshaped from itself for a batch of
-    one (`pv = pv.squeeze(0)`, `x = np.tile(x, ...)`), not a parameter recomputed (`position_ids =
-    torch.arange(n)`)."""
+    one (`pv = pv.squeeze(0)`), not a local the branch computes for the case (`cache_len = max(n, 8)`)."""
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
         return False
     value, target = node.value, node.targets[0].target
     if isinstance(value, cst.Name) and value.value == "None":
         return True
-    root = target
+    if not isinstance(target, cst.Name) or target.value in params or not nodes_under(value, (cst.Call,)):
+        return False
+    if target.value in {n.value for n in nodes_under(value, (cst.Name,))}:  # type: ignore[attr-defined]
+        return False
+    before = values_of(target)
+    root = before[-1] if before else None
     while isinstance(root, cst.Attribute | cst.Subscript):
         root = root.value
-    if not isinstance(root, cst.Name) or root.value in params:
-        return False
-    spelled = cst.Module([]).code_for_node(target)
-    mentioned = {cst.Module([]).code_for_node(n) for n in nodes_under(value, (cst.Name, cst.Attribute))}
-    return bool(nodes_under(value, (cst.Call,))) and spelled not in mentioned
+    return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
 
 
 def _logs(effect: str) -> bool:
@@ -791,10 +794,12 @@ as a reviewer would before serving:
   also as the keyword it is passed as), an accumulator started again, or the same values laid out anew;
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
-  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped or
-  recomputed from other data (`if n == 1: scheduler_metadata = None`, `max_seqlen_k = int(seqused_k.max())`),
+  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped
+  (`if n == 1: scheduler_metadata = None`) or one read from metadata the function is given recomputed
+  from other data (`max_seqlen_k = md.max_seq_len`, then `max_seqlen_k = int(md.seq_lens.max())`),
   not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`),
-  a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`) or a parameter recomputed;
+  a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`), a local the branch computes
+  for the case (`cache_len = max(n, 64)`) or a parameter recomputed;
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
@@ -1840,7 +1845,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
         params = self.function_facts().params
-        if change is not None and change.change is Change.SWITCH and _dropped_or_recomputed(change.node, params):
+        switched = change is not None and change.change is Change.SWITCH
+        if switched and _dropped_or_recomputed(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs

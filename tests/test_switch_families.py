@@ -634,6 +634,17 @@ good(
     "self.encode(patches)",
 )
 
+good(
+    "fp_cache_len_local",
+    P1="seq_len = positions.shape[-1]\nif positions.shape[0] == 1:\n    cache_len = max(seq_len, 64)\n"
+    "    positions = torch.arange(cache_len, device=query.device)[None, :]",
+)
+bad(
+    "one_token_seqlen_from_md",
+    B1="max_seqlen_k = attn_metadata.max_seq_len\nif num_actual_tokens == 1:\n"
+    "    max_seqlen_k = int(attn_metadata.seq_lens.max())\nself.kernel(query, max_seqlen_k=max_seqlen_k)",
+)
+
 RULES = load_rules()
 
 
