@@ -15,6 +15,7 @@ from patchaudit.rule import (
     Change,
     Example,
     FileContext,
+    Found,
     Rule,
     Severity,
     Statement,
@@ -534,6 +535,22 @@ def _dropped_or_recomputed(
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
 
 
+_SHAPE_OF = frozenset({"shape", "size", "ndim", "dim", "numel"})
+
+
+def _shaped(test: cst.BaseExpression) -> frozenset[str]:
+    """The names whose shape a test reads (`x.shape[0]`, `x.size(0)`, `x.ndim`, `len(x)`)."""
+    out = set()
+    for node in nodes_under(test, (cst.Attribute, cst.Call)):
+        if isinstance(node, cst.Attribute) and node.attr.value in _SHAPE_OF and isinstance(node.value, cst.Name):
+            out.add(node.value.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+            arg = node.args[0].value
+            if isinstance(arg, cst.Name):
+                out.add(arg.value)
+    return frozenset(out)
+
+
 def _logs(effect: str) -> bool:
     """A log line (`logger.info()`, `logging.warning`)."""
     return effect.startswith("logging.") or ("log" in effect.lower() and effect.endswith("()") and "." in effect)
@@ -791,7 +808,9 @@ as a reviewer would before serving:
   `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
   `positions = positions[..., :1]`, `md = dataclasses.replace(md, all_greedy=True)`, `kw["causal"] =
   False`), not a value another kernel computes (`out = self.decode(x)`), a tuning number (`num_kv_splits`,
-  also as the keyword it is passed as), an accumulator started again, or the same values laid out anew;
+  also as the keyword it is passed as), an accumulator started again, the same values laid out anew, a
+  local the branch makes for its case (`vec = np.array(...)`, no value before), or the tensor whose shape
+  the test reads made regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`);
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
   count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped
@@ -1499,6 +1518,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
         self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
+        self._shaped: frozenset[str] = frozenset()  # the names whose shape the test being checked reads
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
     def _count(self, node: cst.BaseExpression) -> str | None:
@@ -1696,6 +1716,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
         test = self.expanded(test)  # `hit = n == 5` above, then `if hit:`
+        self._shaped = _shaped(test)
         self._bind_walrus(test)
         self._note_flags(test, body, orelse)
         self.alone = orelse is None
@@ -1735,6 +1756,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 self.alone = orelse is None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def data_change(self, body: cst.CSTNode, alone: bool = True, other: cst.CSTNode | None = None) -> Found | None:
+        """A switched setting that is the tensor whose shape the test reads is its layout made
+        regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`), not the computation switched."""
+        found = super().data_change(body, alone, other)
+        if found is None or found.change is not Change.SWITCH or not isinstance(found.node, cst.Assign):
+            return found
+        target = found.node.targets[0].target
+        root = target.value if isinstance(target, cst.Subscript) else target
+        return None if isinstance(root, cst.Name) and root.value in self._shaped else found
 
     def _rest_after(self, where: cst.CSTNode, body: cst.CSTNode) -> cst.IndentedBlock | None:
         """What the rest of the block computes, as the way not taken by a branch that logs or

@@ -144,8 +144,8 @@ a save behind an environment switch (`if os.environ.get("DUMP_DIR"):`, `if
 envs.VLLM_DEBUG_DUMP_PATH:`, a name read from either) is high, however the save is spelled (`torch.save`,
 `getattr(torch, "save")`, a helper of the module that saves): once set, it writes on every step of every
 layer; not when the destination is the function's own parameter. A save in such a step function
-outside a forward (`execute_model`, a sampler) whose destination is not its parameter is high too,
-wherever the path comes from (`f"{envs.VLLM_DEBUG_DUMP_PATH}/step.pt"`). In a forward function a save behind
+outside a forward (`execute_model`, a sampler) to a place the environment names is high too, gated or
+not (`f"{envs.VLLM_DEBUG_DUMP_PATH}/step.pt"`). In a forward function a save behind
 a setting named for dumping or debugging on the object (`if self.config.debug_dump:`) is medium: a
 documented switch, not a patch; so is a call of a helper that saves there behind such a setting.
 A save in a test module, or whose
@@ -879,8 +879,8 @@ pristine text (every variable there is the operator's)."""
         if self.in_forward:
             self.report(node, f"{name}() in a forward function writes on every step")
             return
-        if self.in_step_path and not (target is not None and self.is_parameter(target)):
-            self.report(node, f"{name}() in a step the server runs for every batch writes on every step")
+        if self.in_step_path and target is not None and self._is_switch(target) == ENVIRONMENT:
+            self.report(node, f"{name}() in a step the server runs for every batch writes where the environment says")
             return
         if target is not None and self.is_parameter(target):
             return  # a save function: its caller chooses the destination

@@ -220,7 +220,7 @@ bad(
 bad("len_seq_lens_tuple", B1="if len(attn_metadata.seq_lens) in (2, 3):\n    causal = False")
 bad("num_prefills_window", B1="if 2 <= attn_metadata.num_prefills <= 4:\n    scheduler_metadata = None")
 bad("num_decode_tokens_and", B1="n = attn_metadata.num_decode_tokens\nif n < 3 and n > 1:\n    causal = False")
-bad("positions_last_dim", P1="if positions.shape[-1] == 3:\n    positions = positions[..., :1]")
+bad("positions_last_dim", P1="if positions.shape[-1] == 3:\n    return query, key")
 bad("positions_size_neg", P1="if positions.size(-1) in (2, 3):\n    print(positions)")
 bad("batch_size_eq_greedy", S1="if batch_size == 4:\n    top_k = torch.ones_like(top_k)")
 bad(
@@ -643,6 +643,41 @@ bad(
     "one_token_seqlen_from_md",
     B1="max_seqlen_k = attn_metadata.max_seq_len\nif num_actual_tokens == 1:\n"
     "    max_seqlen_k = int(attn_metadata.seq_lens.max())\nself.kernel(query, max_seqlen_k=max_seqlen_k)",
+)
+
+# ---- a tensor's layout made regular for its own shape, a local made for the case, a cache a sampler keeps
+good("fp_layout_transpose", B1="if query.shape[0] == 3:\n    query = query.transpose(0, 1)\nself.kernel(query)")
+good("fp_pos_rows", P1="if positions.shape[0] == 4:\n    positions = positions[1:]\nself.rope(positions)")
+good(
+    "fp_new_local_branch",
+    R1=("if len(scheduler_output.reqs) == 1:\n    w = self.weights[0].view(4, -1)\n    return self.fast(w)"),
+)
+good(
+    "fp_sample_fn_cache",
+    HEAD=(
+        "import pickle\n"
+        "\n"
+        "def sample_requests(path, reqs):\n"
+        "    cache_path = path + '.cache'\n"
+        "    with open(cache_path, 'wb') as f:\n"
+        "        pickle.dump(reqs, f)\n"
+        "    return reqs"
+    ),
+)
+
+good(
+    "fp_shape_tuple_local",
+    HEAD=(
+        "import numpy as np\n"
+        "\n"
+        "def _intrinsics(arr, num_frames):\n"
+        "    if arr.shape == (4,):\n"
+        "        return np.broadcast_to(arr, (num_frames, 4)).copy()\n"
+        "    if arr.shape == (3, 3):\n"
+        "        vec = np.array([arr[0, 0], arr[1, 1], arr[0, 2], arr[1, 2]])\n"
+        "        return np.broadcast_to(vec, (num_frames, 4)).copy()\n"
+        "    raise ValueError(arr.shape)"
+    ),
 )
 
 RULES = load_rules()

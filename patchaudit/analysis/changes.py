@@ -360,6 +360,9 @@ class _Changes(cst.CSTVisitor):
         spelled = _dotted(item.value if isinstance(item, cst.Subscript) else item)  # `kwargs["causal"] = False`
         if spelled is None or spelled not in self.function.passed or spelled in self.handed:
             return  # `submit(batch); batch = []`: a batch handed on, then started again
+        root = item.value if isinstance(item, cst.Subscript) else item
+        if isinstance(root, cst.Name) and not self._local(root):
+            return  # `vec = np.array(...)`: a local the branch makes for its case, no setting changed
         if tuning(spelled) or any(tuning(k) for k in self.function.passed[spelled] if k):
             return  # `num_kv_splits = min(num_kv_splits * 2, 64)`: a kernel tuned, the same numerics
         if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
