@@ -1758,14 +1758,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             self._changes_for_few(test, body, where, orelse)
 
     def data_change(self, body: cst.CSTNode, alone: bool = True, other: cst.CSTNode | None = None) -> Found | None:
-        """A switched setting that is the tensor whose shape the test reads is its layout made
-        regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`), not the computation switched."""
+        """A switched setting that is the tensor whose shape the test reads, or a part of it, is its
+        layout made regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`), not the computation switched."""
         found = super().data_change(body, alone, other)
         if found is None or found.change is not Change.SWITCH or not isinstance(found.node, cst.Assign):
             return found
-        target = found.node.targets[0].target
-        root = target.value if isinstance(target, cst.Subscript) else target
-        return None if isinstance(root, cst.Name) and root.value in self._shaped else found
+        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side
+        names = {n.value for n in nodes_under(found.node, (cst.Name,))}  # type: ignore[attr-defined]
+        return None if names & self._shaped else found
 
     def _rest_after(self, where: cst.CSTNode, body: cst.CSTNode) -> cst.IndentedBlock | None:
         """What the rest of the block computes, as the way not taken by a branch that logs or

@@ -680,6 +680,12 @@ good(
     ),
 )
 
+good(
+    "fp_split_rows",
+    P1="text_positions = None\nif positions.shape[0] == 4:\n"
+    "    text_positions, positions = positions[0], positions[1:]\nself.rope(positions, text_positions)",
+)
+
 RULES = load_rules()
 
 
