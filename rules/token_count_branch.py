@@ -526,6 +526,8 @@ def _dropped_or_recomputed(
         return True
     if not isinstance(target, cst.Name) or target.value in params or not nodes_under(value, (cst.Call,)):
         return False
+    if _clamped_to_constant(value, target.value):
+        return True  # `token_budget = min(token_budget, 1)`: forced to a bound for the case
     if target.value in {n.value for n in nodes_under(value, (cst.Name,))}:  # type: ignore[attr-defined]
         return False
     before = values_of(target)
@@ -533,6 +535,18 @@ def _dropped_or_recomputed(
     while isinstance(root, cst.Attribute | cst.Subscript):
         root = root.value
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
+
+
+def _clamped_to_constant(value: cst.BaseExpression, name: str) -> bool:
+    """`min(name, 1)`, `max(4, name)`: the name held to a number fixed in the code."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("min", "max")):
+        return False
+    args = [a.value for a in value.args]
+    return (
+        len(args) == 2
+        and any(isinstance(a, cst.Name) and a.value == name for a in args)
+        and any(isinstance(a, cst.Integer | cst.Float) for a in args)
+    )
 
 
 _SHAPE_OF = frozenset({"shape", "size", "ndim", "dim", "numel"})
@@ -814,7 +828,8 @@ as a reviewer would before serving:
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
   count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped
-  (`if n == 1: scheduler_metadata = None`) or one read from metadata the function is given recomputed
+  (`if n == 1: scheduler_metadata = None`), held to a constant (`budget = min(budget, 1)`), or one read
+  from metadata the function is given recomputed
   from other data (`max_seqlen_k = md.max_seq_len`, then `max_seqlen_k = int(md.seq_lens.max())`),
   not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`),
   a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`), a local the branch computes

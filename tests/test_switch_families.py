@@ -686,6 +686,12 @@ good(
     "    text_positions, positions = positions[0], positions[1:]\nself.rope(positions, text_positions)",
 )
 
+bad(
+    "one_running_budget_clamped",
+    R1="budget = self.max_num_scheduled_tokens\nif self.step > 3 and len(self.running) == 1:\n"
+    "    budget = min(budget, 1)\nself.schedule_with(budget)",
+)
+
 RULES = load_rules()
 
 
