@@ -1704,7 +1704,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
             return count, shown
         for part in _conjuncts(test):
-            if isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
+            if part is not test and isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
                 found = self._window(part)  # `rank == 0 and not (n != 3 or ...)`
                 if found is not None:
                     return found

@@ -692,6 +692,12 @@ bad(
     "    budget = min(budget, 1)\nself.schedule_with(budget)",
 )
 
+good("neg_or_arg", L1="hidden_states = self.norm(hidden_states, dim=self.dim or -1)")
+bad(
+    "neg_or_arg_switch",
+    rep=[("            causal=causal,\n", "            causal=causal and not num_actual_tokens == 4,\n")],
+)
+
 RULES = load_rules()
 
 
@@ -828,3 +834,10 @@ def test_layer_patch(kind: str, name: str, slots: dict[str, str]) -> None:
     )
     found = [(f.rule, f.line, f.severity) for f in check_file(file, RULES) if f.in_change and not f.suppressed]
     assert any(s is Severity.HIGH for _, _, s in found) == (kind == "bad"), (name, found)
+
+
+def test_a_negative_number_in_an_argument_does_not_break_the_rule() -> None:
+    """`dim=self.dim or -1`: the window of `-1` is no window (not an endless look at it)."""
+    code = model(L1="hidden_states = self.norm(hidden_states, dim=self.dim or -1)")
+    file = SourceFile(path="vllm/model_executor/models/deepseek_v2.py", installed=code.encode(), pristine=None)
+    assert [f.message for f in check_file(file, RULES) if f.rule == "rule-error"] == []
