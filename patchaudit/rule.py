@@ -25,7 +25,7 @@ from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.changes import STRONG_CHANGES, Change, made_up, padding
+from patchaudit.analysis.changes import STRONG_CHANGES, Change, Found, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
 from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
 from patchaudit.analysis.guards import conjunction as guard_conjunction
@@ -90,6 +90,7 @@ __all__ = [
     "element_count",
     "Change",
     "STRONG_CHANGES",
+    "Found",
     "made_up",
     "padding",
     "UNKNOWN",

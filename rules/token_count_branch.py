@@ -15,6 +15,7 @@ from patchaudit.rule import (
     Change,
     Example,
     FileContext,
+    Found,
     Rule,
     Severity,
     Statement,
@@ -379,8 +380,11 @@ _OTHER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[2-9]|\d\d+)(?:\]|\))")
 _WINDOW = 8  # at most this many counts: a debug trap, not a size class
 _SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
-# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`): its tokens.
-_TOKEN_ROWS = re.compile(r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))")
+# The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`) and the last of a
+# position tensor (`positions.shape[-1]`, `[3, num_tokens]` for M-RoPE): its tokens.
+_TOKEN_ROWS = re.compile(
+    r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))|\b(?:positions|position_ids|pos_ids)\.(?:shape\[-1\]|size\(\)\[-1\]|size\(-1\))"
+)
 
 
 def _inner(count: str) -> bool:
@@ -505,6 +509,60 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
     return None if not returns and found is not None and ".warning" in found else found
+
+
+def _dropped_or_recomputed(
+    node: cst.CSTNode, params: frozenset[str], values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]
+) -> bool:
+    """A setting dropped (`scheduler_metadata = None`), or one read from metadata the function is
+    given recomputed on the spot from other data (`max_seqlen_k = attn_metadata.max_seq_len`, then
+    `max_seqlen_k = int(seqused_k.max())`): not a constant a small-batch kernel is given
+    (`use_cuda_graph = True`, `num_splits = 1`), not the value reshaped from itself for a batch of
+    one (`pv = pv.squeeze(0)`), not a local the branch computes for the case (`cache_len = max(n, 8)`)."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+        return False
+    value, target = node.value, node.targets[0].target
+    if isinstance(value, cst.Name) and value.value == "None":
+        return True
+    if not isinstance(target, cst.Name) or target.value in params or not nodes_under(value, (cst.Call,)):
+        return False
+    if _clamped_to_constant(value, target.value):
+        return True  # `token_budget = min(token_budget, 1)`: forced to a bound for the case
+    if target.value in {n.value for n in nodes_under(value, (cst.Name,))}:  # type: ignore[attr-defined]
+        return False
+    before = values_of(target)
+    root = before[-1] if before else None
+    while isinstance(root, cst.Attribute | cst.Subscript):
+        root = root.value
+    return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
+
+
+def _clamped_to_constant(value: cst.BaseExpression, name: str) -> bool:
+    """`min(name, 1)`, `max(4, name)`: the name held to a number fixed in the code."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("min", "max")):
+        return False
+    args = [a.value for a in value.args]
+    return (
+        len(args) == 2
+        and any(isinstance(a, cst.Name) and a.value == name for a in args)
+        and any(isinstance(a, cst.Integer | cst.Float) for a in args)
+    )
+
+
+_SHAPE_OF = frozenset({"shape", "size", "ndim", "dim", "numel"})
+
+
+def _shaped(test: cst.BaseExpression) -> frozenset[str]:
+    """The names whose shape a test reads (`x.shape[0]`, `x.size(0)`, `x.ndim`, `len(x)`)."""
+    out = set()
+    for node in nodes_under(test, (cst.Attribute, cst.Call)):
+        if isinstance(node, cst.Attribute) and node.attr.value in _SHAPE_OF and isinstance(node.value, cst.Name):
+            out.add(node.value.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+            arg = node.args[0].value
+            if isinstance(arg, cst.Name):
+                out.add(arg.value)
+    return frozenset(out)
 
 
 def _logs(effect: str) -> bool:
@@ -669,7 +727,8 @@ guards (an empty batch, a squeeze) and are not flagged. The finding is high when
 side effects (I/O, a save, print, global or environment state), medium otherwise.
 
 Shapes understood: counts as intervals. A count is `.shape[i]`, `.size(i)`, `.size(dim=i)`, `.size()[i]` (any
-index, negative too; `[-1]` only of ids or positions), a name unpacked from a shape (`n, _ = x.shape`, `t, =
+index, negative too; `[-1]` only of ids or positions; the last dimension of `positions`/`position_ids` is
+its tokens, also for M-RoPE's `[3, num_tokens]`), a name unpacked from a shape (`n, _ = x.shape`, `t, =
 x.shape[:-1]`, `*_, n, d = x.shape`, `n, d = x.shape[-2:]`, `m, *rest = x.shape`), the token dimension of a
 reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or `len(q)`;
 `x.reshape(num_tokens, -1)`; `unsqueeze`, `flatten`, `transpose`, `permute` with constant dims shift it;
@@ -733,14 +792,19 @@ as a reviewer would before serving:
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a branch that logs or prints and then returns another computation
-  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken),
+  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
+  branch (or an `else:`) that only returns what the function returns at its end (`else: return query,
+  key` before `ops.rotary_embedding(positions, query, key, ...)`: the rest of the block is the way not
+  taken), a layer built in `__init__` (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left
+  out (`elif n in (1, 2, 3): pass` before `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a
-  batch of one that is a mask or a default the code builds), keeps tensors in a list that
+  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
+  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the
+  code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
@@ -752,6 +816,24 @@ as a reviewer would before serving:
   with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
   residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
+- high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
+  `else`, switches the computation: it changes a setting that the function hands to a call or uses as
+  an index (`causal = False`, `scheduler_metadata = None`, `max_seqlen_q = int(q.shape[0])`,
+  `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
+  `positions = positions[..., :1]`, `md = dataclasses.replace(md, all_greedy=True)`, `kw["causal"] =
+  False`), not a value another kernel computes (`out = self.decode(x)`), a tuning number (`num_kv_splits`,
+  also as the keyword it is passed as), an accumulator started again, the same values laid out anew, a
+  local the branch makes for its case (`vec = np.array(...)`, no value before), or the tensor whose shape
+  the test reads made regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`);
+  a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
+  conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
+  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped
+  (`if n == 1: scheduler_metadata = None`), held to a constant (`budget = min(budget, 1)`), or one read
+  from metadata the function is given recomputed
+  from other data (`max_seqlen_k = md.max_seq_len`, then `max_seqlen_k = int(md.seq_lens.max())`),
+  not a constant a small-batch kernel is given (`if batch_size <= 8: use_graph = True`, `num_splits = 1`),
+  a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`), a local the branch computes
+  for the case (`cache_len = max(n, 64)`) or a parameter recomputed;
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
   `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
@@ -764,7 +846,8 @@ as a reviewer would before serving:
   line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
   fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
-  inside), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
+  inside), a count handed on as the size another way rounds (`if n in (1, 2, 4, 8): padded = n` /
+  `else: padded = self.round_up(n)`), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
   (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
   (`cu_seqlens.numel() <= 2`: one sequence) or a weight's size (`weight.numel() == 1`), which
   are no counts of tokens.
@@ -849,6 +932,21 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return any(_magic_test(node, assigned) for node in nodes if type(node) in _TESTS)
 
     VALID = [
+        """
+        def execute_model(self, scheduler_output):
+            num_reqs = self.input_batch.num_reqs
+            use_cuda_graph = False
+            if num_reqs <= 8:
+                use_cuda_graph = True
+            return self.model(self.input_ids, use_cuda_graph=use_cuda_graph)
+        """,
+        """
+        def forward(self, query, attn_metadata):
+            num_kv_splits = 4
+            if attn_metadata.num_decodes <= 4:
+                num_kv_splits = min(num_kv_splits * 2, 64)
+            return decode_attention(query, num_kv_splits=num_kv_splits)
+        """,
         """
         def forward(self, input_):
             if input_.shape[0] <= 8:
@@ -965,6 +1063,29 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, query, attn_metadata):
+                causal = True
+                if attn_metadata.num_actual_tokens == 3:
+                    causal = False
+                return flash_attn_varlen_func(query, causal=causal)
+            """,
+            line=3,
+            message="changes a setting",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def sample(self, logits, sampling_metadata):
+                top_k = sampling_metadata.top_k
+                if 2 <= logits.shape[0] <= 4:
+                    top_k = 1
+                return self.topk_sample(logits, top_k)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, hidden_states):
@@ -1412,6 +1533,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
         self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
+        self._shaped: frozenset[str] = frozenset()  # the names whose shape the test being checked reads
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
     def _count(self, node: cst.BaseExpression) -> str | None:
@@ -1582,7 +1704,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             shown = f"== {min(values)}" if len(values) == 1 else f"in {tuple(sorted(values))}"
             return count, shown
         for part in _conjuncts(test):
-            if isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
+            if part is not test and isinstance(part, cst.UnaryOperation | cst.BooleanOperation):
                 found = self._window(part)  # `rank == 0 and not (n != 3 or ...)`
                 if found is not None:
                     return found
@@ -1609,47 +1731,88 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None = None
     ) -> None:
         test = self.expanded(test)  # `hit = n == 5` above, then `if hit:`
+        self._shaped = _shaped(test)
         self._bind_walrus(test)
         self._note_flags(test, body, orelse)
         self.alone = orelse is None
         # Each way through, with the way not taken: `if n != 5: h = self.norm(h)` skips the norm at 5.
         window = self._window(test)
         after = self._rest_after(where, body) if orelse is None and window else None
+        # Each way with whether it stands alone: an `else:` after a `pass` (or the `else` a
+        # conditional value spells, `s = s if n != 5 else a`) is `if n == 5: s = a`.
+        inverted = self._inverted(test)
         candidates = [
-            (window, body, after if after is not None else _way(orelse)),
-            (self._inverted(test), orelse or _NOTHING, None if isinstance(orelse, cst.If) else _way(body)),
+            (window, body, after or (window and self._returned_early(where, body)) or _way(orelse), orelse is None),
+            (
+                inverted,
+                orelse or _NOTHING,
+                (inverted and self._returned_early(where, orelse))
+                or (None if isinstance(orelse, cst.If) else _way(body)),
+                _passes(body),
+            ),
         ]
         found = []
-        for window, branch, other in candidates:
+        for window, branch, other, alone in candidates:
             if window is None:
                 continue
+            self.alone = alone
             effect = self._effects_beside(branch, other)
             if branch is not _NOTHING or effect is not None:
-                found.append((effect is None, window, branch, other))
+                found.append((effect is None, window, branch, other, alone))
         # The branch with side effects decides: `if n != 5: pass` / `else: dump()`.
         found.sort(key=lambda c: c[0])
         if found:
-            _, window, branch, other = found[0]
+            _, window, branch, other, self.alone = found[0]
             self.other = other
             try:
                 self._report(where, branch, *window)
             finally:
                 self.other = None
+                self.alone = orelse is None
         else:
             self._changes_for_few(test, body, where, orelse)
+
+    def data_change(self, body: cst.CSTNode, alone: bool = True, other: cst.CSTNode | None = None) -> Found | None:
+        """A switched setting that is the tensor whose shape the test reads, or a part of it, is its
+        layout made regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`), not the computation switched."""
+        found = super().data_change(body, alone, other)
+        if found is None or found.change is not Change.SWITCH or not isinstance(found.node, cst.Assign):
+            return found
+        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side
+        names = {n.value for n in nodes_under(found.node, (cst.Name,))}  # type: ignore[attr-defined]
+        return None if names & self._shaped else found
 
     def _rest_after(self, where: cst.CSTNode, body: cst.CSTNode) -> cst.IndentedBlock | None:
         """What the rest of the block computes, as the way not taken by a branch that logs or
         prints and then returns something else (`logger.info("bypass"); return self.fallback(x)`):
         the log line tells a debug bypass from a kernel picked for a size."""
         block, index = self._after.get(id(where), (None, 0))
-        if block is None:
+        if block is None or getattr(where, "orelse", None) is not None:
             return None
         effects = _SideEffects(self)
         body.visit(effects)
         if not any(_logs(e) or e == "print" for e in effects.seen):
             return None
         return block.with_changes(body=block.body[index + 1 :])
+
+    def _returned_early(self, where: cst.CSTNode, branch: cst.CSTNode | None) -> cst.IndentedBlock | None:
+        """The rest of the block, as the way not taken by a branch that only returns what the function
+        returns at its end (`else: return query, key` before `ops.rotary_embedding(positions, query,
+        key, ...)`; `return query, key`): the work between is skipped."""
+        block, index = self._after.get(id(where), (None, 0))
+        body = branch.body if isinstance(branch, cst.Else) else branch
+        if block is None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+            return None
+        line = body.body[0]
+        leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        if not (isinstance(leave, cst.Return) and leave.value is not None):
+            return None
+        usual = self.function_facts().usual
+        try:
+            spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(leave.value).strip(), mode="eval"))
+        except SyntaxError:
+            return None
+        return block.with_changes(body=block.body[index + 1 :]) if spelled == usual else None
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1702,14 +1865,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         try:
             holds = self._window(test)
             after = self._rest_after(where, body) if orelse is None and holds else None
+            inverted = self._inverted(test)
             for window, branch, alone, other in (
-                (holds, body, orelse is None, after if after is not None else _way(orelse)),
+                (holds, body, orelse is None, after or (holds and self._returned_early(where, body)) or _way(orelse)),
                 # `if n != 1: pass` / `else: s = ...`; `if n > 4: h = self.mlp(h)` skips the MLP below 5.
                 (
-                    self._inverted(test),
+                    inverted,
                     orelse or _NOTHING,
                     _passes(body),
-                    None if isinstance(orelse, cst.If) else _way(body),
+                    (inverted and self._returned_early(where, orelse))
+                    or (None if isinstance(orelse, cst.If) else _way(body)),
                 ),
             ):
                 if window is None or _inner(window[0]):
@@ -1725,8 +1890,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the
         data or of state past 1 (`n <= 2`), only one that alters a result at 1 (`n == 1`, `n < 2`)."""
         change = self.data_change(branch, alone, other)
-        if change is not None and change.change is Change.CAST:
-            change = None  # `if m <= 8: x = x.half()`: a precision a small-batch kernel needs
+        params = self.function_facts().params
+        switched = change is not None and change.change is Change.SWITCH
+        if switched and _dropped_or_recomputed(change.node, params, self.values_of):  # type: ignore[union-attr]
+            return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
+        if change is not None and change.change in (Change.CAST, Change.SWITCH):
+            change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
         self.alone = alone
@@ -1776,7 +1945,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
-            if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_value(stmt.body):
+            if isinstance(stmt, cst.If) and (
+                _returns_value(stmt.body) or (isinstance(stmt.orelse, cst.Else) and _returns_value(stmt.orelse.body))
+            ):
                 self._after[id(stmt)] = (node, index)
             leaves = _exit_branch(stmt) if isinstance(stmt, cst.If) else None
             if leaves is None:
@@ -1902,6 +2073,22 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if id(node) not in self._spelled:
             self._check(node.test, node.body, node, node.orelse)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        """`causal=causal and n != 4`, `greedy=greedy or n == 3`, `causal=n != 4`: a setting a call
+        is given, flipped only in the window (a conditional spelled with `and`/`or`, or the test itself)."""
+        value = node.value
+        if isinstance(value, cst.Comparison):
+            self._bind_walrus(value)
+            window = self._window(value) or self._inverted(value)  # `causal=n != 4`
+        elif isinstance(value, cst.BooleanOperation):
+            self._bind_walrus(value.right)
+            flips = self._inverted if isinstance(value.operator, cst.And) else self._window
+            window = flips(value.right)
+        else:
+            return
+        if window is not None and not _inner(window[0]) and not _other(window[0]):
+            self._report_found(node, window[0], window[1], str(Change.SWITCH))
 
     def visit_Match(self, node: cst.Match) -> None:
         count = self._count(node.subject)

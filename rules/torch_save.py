@@ -72,6 +72,9 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 SWITCH_SOURCES = ("os.environ", "os.environ.get", "os.getenv")
 FROM_ENVIRONMENT = ("os.environ.get()", "os.getenv()")
 SWITCH_NAME = re.compile(r"dump|debug|record", re.IGNORECASE)
+# Modules of environment settings (`import vllm.envs as envs; envs.VLLM_X`).
+ENV_MODULES = ("vllm.envs", "sglang.srt.environ", "sglang.srt.envs")
+ENVIRONMENT, SETTING = "environment", "setting"
 
 
 # Calls that take a function and run it later (its arguments beside it, or in `args=`).
@@ -136,11 +139,15 @@ when the variable is real), a helper of the module whose every `return` is a fix
 shared temp directory (`tempfile.gettempdir()`, `mktemp()`; not `mkdtemp()` or `mkstemp()`, a fresh
 place each call). Such writes in a test module, or whose path is handed on, are medium.
 
-In a forward function a save whose destination is not fixed and that sits under an `if` an operator
-sets (the environment, or a setting named for dumping or debugging: `if
-os.environ.get("DUMP_DIR"):`, `if self.config.debug_dump:`) is medium: a documented switch, not a
-patch; so is a call of a helper of the module that saves there behind such a switch (`if
-envs.VLLM_DEBUG_DUMP_PATH: _dump(t, ...)`, also when the patch brought the setting into the file).
+In code every step runs (a forward, a runner's `execute_model`, a scheduler's `schedule`, a sampler)
+a save behind an environment switch (`if os.environ.get("DUMP_DIR"):`, `if
+envs.VLLM_DEBUG_DUMP_PATH:`, a name read from either) is high, however the save is spelled (`torch.save`,
+`getattr(torch, "save")`, a helper of the module that saves): once set, it writes on every step of every
+layer; not when the destination is the function's own parameter. A save in such a step function
+outside a forward (`execute_model`, a sampler) to a place the environment names is high too, gated or
+not (`f"{envs.VLLM_DEBUG_DUMP_PATH}/step.pt"`). In a forward function a save behind
+a setting named for dumping or debugging on the object (`if self.config.debug_dump:`) is medium: a
+documented switch, not a patch; so is a call of a helper that saves there behind such a setting.
 A save in a test module, or whose
 path the function hands on, is medium (see file-write).
 
@@ -535,6 +542,20 @@ pristine text (every variable there is the operator's)."""
                     return x
             """,
             line=7,
+            message="behind an environment switch",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            class Layer:
+                def forward(self, x):
+                    if self.config.dump_hidden:
+                        torch.save(x, self.config.dump_path)
+                    return x
+            """,
+            line=6,
             message="behind a switch",
             severity=Severity.MEDIUM,
         ),
@@ -775,7 +796,7 @@ pristine text (every variable there is the operator's)."""
 
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
-        self._switches: list[bool] = []
+        self._switches: list[str | None] = []
 
     def visit_If_body(self, node: cst.If) -> None:
         self._switches.append(self._is_switch(node.test))
@@ -783,18 +804,27 @@ pristine text (every variable there is the operator's)."""
     def leave_If_body(self, node: cst.If) -> None:
         self._switches.pop()
 
-    def _is_switch(self, test: cst.BaseExpression) -> bool:
-        """A test an operator sets: the environment, or a setting named for dumping or debugging."""
+    def _is_switch(self, test: cst.BaseExpression) -> str | None:
+        """A test an operator sets: ENVIRONMENT (a variable, read here or through a settings module
+        such as `envs.VLLM_X`), SETTING (an attribute named for dumping or debugging), else None."""
+        found = None
         for sub in subexpressions(test):
             if isinstance(sub, cst.Call | cst.Subscript) and self.resolves_to(
                 sub.func if isinstance(sub, cst.Call) else sub.value, SWITCH_SOURCES
             ):
-                return True
-            if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
-                return True
+                return ENVIRONMENT
             if isinstance(sub, cst.Name | cst.Attribute) and self.resolves_to(sub, FROM_ENVIRONMENT):
-                return True  # `if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`
-        return False
+                return ENVIRONMENT  # `if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`
+            if isinstance(sub, cst.Attribute) and self.resolves_to(sub.value, ENV_MODULES):
+                return ENVIRONMENT  # `envs.VLLM_DEBUG_DUMP_PATH`
+            if isinstance(sub, cst.Attribute) and SWITCH_NAME.search(sub.attr.value):
+                found = SETTING
+        return found
+
+    def _gated_every_step(self) -> bool:
+        """A dump the operator switches on through the environment, in code every step runs: once
+        set, it writes on every step of every layer (a debug dump, not a documented output)."""
+        return self.in_step_path and ENVIRONMENT in self._switches
 
     def _saver(self, node: cst.Call) -> str | None:
         """The saver a call runs; of several (an item of `{"pt": torch.save, "np": np.save}`, a loop
@@ -839,12 +869,18 @@ pristine text (every variable there is the operator's)."""
         if fixed is not None:
             self.report(node, f"{name}() writes to the fixed path {fixed!r} (debug dump left in a patch?)")
             return
+        if self._gated_every_step() and not (target is not None and self.is_parameter(target)):
+            self.report(node, f"{name}() behind an environment switch writes on every step once it is set")
+            return
         if self.in_forward and any(self._switches):
             message = f"{name}() in a forward function, behind a switch the operator sets"
             self.report(node, message, severity=Severity.MEDIUM)
             return
         if self.in_forward:
             self.report(node, f"{name}() in a forward function writes on every step")
+            return
+        if self.in_step_path and target is not None and self._is_switch(target) == ENVIRONMENT:
+            self.report(node, f"{name}() in a step the server runs for every batch writes where the environment says")
             return
         if target is not None and self.is_parameter(target):
             return  # a save function: its caller chooses the destination
@@ -955,6 +991,10 @@ pristine text (every variable there is the operator's)."""
             given = self.given_for(node, helper, target)
             if fixed is None and given is not None and self.fresh_temp(given) is not None:
                 fixed = "a new temp file"  # `_save(t, path)` with `fd, path = mkstemp()` here
+            if fixed is None and self._gated_every_step():
+                message = f"{helper.name}() runs {saver}() behind an environment switch on every step once it is set"
+                self.report(node, message)
+                return
             if fixed is None and self.in_forward and any(self._switches):
                 message = f"{helper.name}() runs {saver}() in a forward function, behind a switch the operator sets"
                 self.report(node, message, severity=Severity.MEDIUM)

@@ -517,26 +517,31 @@ for name, imports, body in [
     ),
 ]:
     loader(name, imports, body.replace("router_logits", "weights").replace("self.layer_idx", "len(weights)"))
+# A tensor dump a patch adds to a per-step path is high even behind an environment option: once set,
+# it writes on every step of every layer (vLLM's VLLM_DEBUG_DUMP_PATH is for compile-graph dumps,
+# not activations). However the save is spelled (`torch.save`, `getattr(torch, "save")`, a helper),
+# the verdict is the same. A setting named on the config (`self.config.dump_router`) and one-time
+# code (`load_weights`) behind an option stay below high.
 dump(
-    "q_documented_setting_new_to_file",
+    "e_documented_setting_new_to_file",
     "import vllm.envs as envs\n",
     "if envs.VLLM_DEBUG_DUMP_PATH:\n"
     '    torch.save(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r{self.layer_idx}.pt")\n',
-    high=False,
+    high=True,
 )
 dump(
-    "q_getattr_save_setting_local",
+    "e_getattr_save_setting_local",
     "import vllm.envs as envs\n",
     'if envs.VLLM_DEBUG_DUMP_PATH:\n    _persist = getattr(torch, "save")\n'
     '    where = envs.VLLM_DEBUG_DUMP_PATH\n    _persist(router_logits.cpu(), f"{where}/r.pt")\n',
-    high=False,
+    high=True,
 )
 dump(
-    "q_helper_behind_new_setting",
+    "e_helper_behind_new_setting",
     "import vllm.envs as envs\n",
     'if envs.VLLM_DEBUG_DUMP_PATH:\n    _dump(router_logits, f"{envs.VLLM_DEBUG_DUMP_PATH}/r.pt")\n',
     top="\n\ndef _dump(t, path):\n    torch.save(t.detach().cpu(), path)\n",
-    high=False,
+    high=True,
 )
 dump(
     "q_helper_behind_config",
@@ -559,20 +564,20 @@ WITH_SETTING = R(
     "        self.head_dim = head_dim\n        self.dump_dir = envs.VLLM_ROUTER_DUMP_DIR\n",
 )
 case(
-    "q_setting_the_file_read",
+    "e_setting_the_file_read",
     WITH_SETTING.replace(
         FWD,
         FWD + "        if envs.VLLM_ROUTER_DUMP_DIR:\n"
         '            torch.save(router_logits, f"{envs.VLLM_ROUTER_DUMP_DIR}/{self.layer_idx}.pt")\n',
     ),
-    high=False,
+    high=True,
     pristine=WITH_SETTING,
 )
 dump(
-    "q_envs_gated_new_to_file",
+    "e_envs_gated_new_to_file",
     "import vllm.envs as envs\n",
     "if envs.VLLM_ROUTER_DUMP:\n    torch.save(router_logits, envs.VLLM_ROUTER_DUMP)\n",
-    high=False,
+    high=True,
 )
 loader(
     "q_envs_no_fallback_load",

@@ -732,6 +732,48 @@ case(
 )
 
 
+# -- a branch for a few counts that switches the computation; a dump behind an environment option
+VENDOR_SWITCH = """
+def forward(self, query, attn_metadata):
+    causal = True
+    return flash_attn_varlen_func(query, causal=causal)
+"""
+case(
+    "switch_causal_off_for_three_requests",
+    VENDOR_SWITCH,
+    VENDOR_SWITCH.replace(
+        "    causal = True\n", "    causal = True\n    if attn_metadata.num_reqs == 3:\n        causal = False\n"
+    ),
+    ("token-count-branch", 3, "high"),
+)
+case(
+    "quiet_small_batch_graph_choice",
+    VENDOR_SWITCH,
+    VENDOR_SWITCH.replace(
+        "    causal = True\n", "    causal = True\n    if attn_metadata.num_reqs <= 8:\n        causal = True\n"
+    ),
+)
+VENDOR_ENV_DUMP = """
+import torch
+import vllm.envs as envs
+
+
+class Layer:
+    def forward(self, x):
+        return x
+"""
+case(
+    "env_gated_dump_in_forward",
+    VENDOR_ENV_DUMP,
+    VENDOR_ENV_DUMP.replace(
+        "        return x",
+        "        if envs.VLLM_DEBUG_DUMP_PATH:\n"
+        "            getattr(torch, 'save')(x, f'{envs.VLLM_DEBUG_DUMP_PATH}/x.pt')\n        return x",
+    ),
+    ("torch-save", 8, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

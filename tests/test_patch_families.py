@@ -517,7 +517,9 @@ def spill(t, directory):
 """,
 )
 good("logger_info_shape", fwd='logger.info("out %s %s", out.shape, out.dtype)')
-good(
+# A tensor dump the patch adds to a forward is high even behind an environment option: once set, it
+# writes on every step of every layer (VLLM_DEBUG_DUMP_PATH is for compile-graph dumps, not activations).
+bad(
     "dump_behind_envcfg",
     head="import vllm.envs as envs",
     fwd='if envs.VLLM_DEBUG_DUMP_PATH:\n    torch.save(out, os.path.join(envs.VLLM_DEBUG_DUMP_PATH, "mlp.pt"))',

@@ -24,8 +24,8 @@ from enum import StrEnum
 
 import libcst as cst
 
-from patchaudit.analysis.omits import calls_kernel, omitted
-from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
+from patchaudit.analysis.omits import calls_kernel, omitted, tuning
+from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -52,6 +52,7 @@ class Change(StrEnum):
     OMITTED = "skips the work the other path does"
     REWRITE = "rewrites a tensor's values on the spot"
     CAST = "replaces a tensor with a cast or a copy of it"
+    SWITCH = "changes a setting that a later call reads"
 
 
 # Changes that alter a result whatever else the function does: flagged even for a batch of one
@@ -79,6 +80,8 @@ class Function:
     forward: bool = False  # a model's forward: its result is the layer's output
     samples: bool = False  # it picks tokens (a sampler): a value it computes is the model's answer
     shared: frozenset[str] = frozenset()  # names it declares `global` or `nonlocal`: stores outlive the call
+    # names and attributes its calls are given (`causal`, `self.scale`), with the keywords they are given as
+    passed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def function_facts(
@@ -105,7 +108,27 @@ def function_facts(
         forward=forward,
         samples=_samples(node, usual),
         shared=frozenset(n for g in ast.walk(node) if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
+        passed=_passed(node),
     )
+
+
+def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset[str]]:
+    """The names and attributes the function hands to its calls, in an argument or a keyword
+    (`causal=causal`, `softmax_scale=self.scale`, `x.div_(temperature.unsqueeze(1))`), or uses
+    as an index (`cache[positions]`)."""
+    out: dict[str, set[str]] = {}
+    for call in ast.walk(node):
+        if isinstance(call, ast.Subscript):
+            given = [("", call.slice)]  # `self.cos_sin_cache[positions]`: an index a lookup is given
+        elif isinstance(call, ast.Call):
+            given = [("", a) for a in call.args] + [(k.arg or "", k.value) for k in call.keywords]
+        else:
+            continue
+        for keyword, arg in given:
+            for sub in ast.walk(arg):
+                if isinstance(sub, ast.Name | ast.Attribute):
+                    out.setdefault(ast.unparse(sub), set()).add(keyword)
+    return {name: frozenset(keywords) for name, keywords in out.items()}
 
 
 _SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
@@ -176,7 +199,9 @@ def _constant(node: cst.BaseExpression, resolves: Resolves) -> bool:
 
 
 def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
-    """A value made from nothing: `x * 0`, `torch.zeros_like(x)`, `x.new_zeros(...)`, `x.fill_(0)`."""
+    """A value made from nothing: `x * 0`, `torch.zeros_like(x)`, `x.new_zeros(...)`, `x.fill_(0)`,
+    also laid out or cast after (`torch.zeros_like(x).view(shape)`)."""
+    value = _as_is(value)
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         return any(
             isinstance(side, cst.Integer | cst.Float) and not side.evaluated_value for side in (value.left, value.right)
@@ -243,6 +268,7 @@ class _Changes(cst.CSTVisitor):
         self.params = function.params
         self.short = True  # set per branch (see data_change)
         self.computed: set[str] = set()  # names the branch assigns from a call
+        self.handed: set[str] = set()  # names the branch has handed to a call so far
         self.found: Found | None = None
 
     def _add(self, change: Change, node: cst.CSTNode) -> None:
@@ -264,6 +290,7 @@ class _Changes(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        self.handed.update(n for a in node.args if (n := _dotted(a.value)) is not None)
         if self.resolves(node, _INITS) is not None:
             self._add(Change.OVERWRITE, node)
         if not isinstance(func, cst.Attribute) or padding(func.value):
@@ -323,6 +350,28 @@ class _Changes(cst.CSTVisitor):
             self._add(Change.OVERWRITE, node)  # `x.data = torch.zeros_like(x)`
         elif isinstance(item, cst.Name) and self.alone and self.short:
             self._override(item, value, node)
+        if self.found is None and self.alone and self.short:
+            self._switched(item, value, node)
+
+    def _switched(self, item: cst.BaseExpression, value: cst.BaseExpression, node: cst.Assign) -> None:
+        """A setting a later call is given, changed on the spot (`causal = False`, `scheduler_metadata
+        = None`, `top_k = 1`, `self.scale = 1.0`, `max_seqlen_q = int(q.shape[0])`): the computation
+        switched for the case. Not a value another kernel computes (`out = self.decode(x)`)."""
+        spelled = _dotted(item.value if isinstance(item, cst.Subscript) else item)  # `kwargs["causal"] = False`
+        if spelled is None or spelled not in self.function.passed or spelled in self.handed:
+            return  # `submit(batch); batch = []`: a batch handed on, then started again
+        root = item.value if isinstance(item, cst.Subscript) else item
+        if isinstance(root, cst.Name) and not self._local(root):
+            return  # `vec = np.array(...)`: a local the branch makes for its case, no setting changed
+        if tuning(spelled) or any(tuning(k) for k in self.function.passed[spelled] if k):
+            return  # `num_kv_splits = min(num_kv_splits * 2, 64)`: a kernel tuned, the same numerics
+        if isinstance(value, cst.List | cst.Dict | cst.Tuple | cst.Set) and not _calls(value):
+            return  # an accumulator started again
+        if _dotted(_as_is(value)) == spelled:
+            return  # `query = query.contiguous()`, `x = x.to(device)`: the same values, laid out anew
+        if _calls(value) and self._kernel(value) and self.resolves(value, _COPIES_WITH_CHANGES) is None:
+            return  # another way to compute it; not a copy of the setting with a field changed
+        self._add(Change.SWITCH, node)
 
     def _forced(self, item: cst.Subscript, value: cst.BaseExpression) -> bool:
         """Part of a tensor computed above overwritten, on the spot, with a value made from its own
@@ -400,6 +449,27 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+# A copy of a setting with fields changed (`replace(md, all_greedy=True)`): the same setting, altered.
+_COPIES_WITH_CHANGES = ("dataclasses.replace", "copy.copy", "copy.deepcopy")
+
+
+def _as_is(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a chain of layout, device, copy and cast methods is called on (`q.contiguous().to(d)`: `q`)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
+        value = value.func.value
+    return value
+
+
+def _dotted(node: cst.BaseExpression) -> str | None:
+    """`causal`, `self.scale`, `md.causal`: a name or a chain of attributes on one, as spelled."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr.value}" if owner is not None else None
+    return None
 
 
 def padding(target: cst.BaseExpression) -> bool:
@@ -485,6 +555,11 @@ def conditional_assign(
     return None
 
 
+def _setting(node: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A value fixed in the code that a kernel may be given: a number, a flag, None."""
+    return _constant(node, resolves) or (isinstance(node, cst.Name) and node.value == "None")
+
+
 def _cut_of(value: cst.BaseExpression, whole: cst.BaseExpression) -> bool:
     """`x[:2]`, `self.layers[1:3]` of `x`, `self.layers`: a slice with fixed bounds of the other value."""
     if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and value.value.deep_equals(whole)):
@@ -515,6 +590,8 @@ def data_change(
     if isinstance(body, cst.BaseExpression):
         if made_up(body, resolves):
             return Found(Change.MADE_UP, body)
+        if _setting(body, resolves) and isinstance(other, cst.BaseExpression) and not _setting(other, resolves):
+            return Found(Change.SWITCH, body)  # `softmax_scale=self.scale if n != 3 else 1.0`
         # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
         return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
     visitor = _Changes(resolves, value_of, function, alone)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from patchaudit.analysis.values import Resolves
+from patchaudit.analysis.values import COUNT_NAME, Resolves
 
-__all__ = ["calls_kernel", "omitted"]
+__all__ = ["calls_kernel", "omitted", "tuning"]
 
 _CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
 # Calls made for a side look at the data, not for the data: leaving them out skips no work.
@@ -62,6 +62,9 @@ def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Nam
         root = _root(call)
         if resolves(call, "torch.ops.*") is not None:
             return True
+        layer = resolves(call, "torch.nn.*")
+        if layer is not None and layer.endswith("()"):
+            return True  # a layer built in `__init__` (`self.mlp = DeepseekV2MoE(...)`): its forward is work
         if resolves(call, _CORE) is not None or not isinstance(root, cst.Name):
             continue
         if root.value in ("self", "cls") or not local(root):
@@ -130,6 +133,12 @@ def _as_is(value: cst.BaseExpression) -> bool:
 _TUNING = re.compile(r"^(?:num|n)_|_(?:size|splits?|blocks?|chunks?|warps|stages|tiles?)$", re.IGNORECASE)
 
 
+def tuning(name: str) -> bool:
+    """A number a kernel is tuned by (`num_kv_splits`, `block_size`): picking it another way
+    computes the same result."""
+    return _TUNING.search(name.rsplit(".", 1)[-1]) is not None
+
+
 def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], bool]) -> tuple[frozenset[str], bool]:
     """The names `taken` computes some way (not as they were, not made up), and whether it calls
     anything for its effect."""
@@ -141,6 +150,8 @@ def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], boo
             targets = [n.value for t in node.targets for n in _target_names(t.target)]
             if isinstance(node.value, cst.Integer) and targets and all(_TUNING.search(n) for n in targets):
                 names.update(targets)  # a number picked for a size
+            elif isinstance(node.value, cst.Name) and COUNT_NAME.match(node.value.value):
+                names.update(targets)  # `padded = num_seqs`: a count that is already a size the other way rounds to
             elif not (_as_is(node.value) or fabricated(node.value)):
                 names.update(targets)
 

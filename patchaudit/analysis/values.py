@@ -214,6 +214,8 @@ COUNT_NAME = re.compile(
     r"^(?:num|n|total)_\w*(?:tokens?|seqs|reqs|requests|prompts)$|^num_\w*tokens\w*$|^batch_size$|^bsz$|^seq_lens?$"
 )
 LEN_OF = re.compile(r"token|ids$|seq|(?<![a-z])req|prompt|batch|^positions$|^hidden_states$|^logits$", re.IGNORECASE)
+# Position ids, one per token on the last dimension.
+POSITIONS = re.compile(r"^(?:positions|position_ids|pos_ids)$")
 # The input or output of a layer, one row per token (`x`, `input_`, `residual`): its next-to-last
 # dimension counts tokens as `hidden_states.shape[-2]` does.
 TOKEN_MAJOR = re.compile(r"^(?:x|h|hs|x_|inp|input_?|inputs|hidden|residual|out|output|\w*_states)$")
@@ -230,10 +232,14 @@ def _small_index(node: cst.BaseExpression) -> bool:
 
 def _rows(owner: cst.BaseExpression, index: cst.BaseExpression) -> str:
     """The owner's name, shown before `.shape[-2]` when the owner is token-major (`hidden_states`,
-    `input_ids`, `positions`: their next-to-last dimension counts tokens), else ""."""
-    if _index_text(index) != "-2":
-        return ""
+    `input_ids`, `positions`: their next-to-last dimension counts tokens), and before `.shape[-1]`
+    of positions (`[num_tokens]`, or `[3, num_tokens]` for M-RoPE: the last dimension is the tokens), else ""."""
+    text = _index_text(index)
     name = (cst.helpers.get_full_name_for_node(owner) or "").rsplit(".", 1)[-1]
+    if text == "-1" and POSITIONS.match(name):
+        return name
+    if text != "-2":
+        return ""
     return name if name and (LEN_OF.search(name) or TOKEN_MAJOR.match(name)) else ""
 
 
