@@ -342,13 +342,15 @@ def dbg(w):
     torch.save(w, os.environ.get("W_DUMP", "/tmp/w.pt"))
 """,
 )
+# An activation saved in forward behind the module's own environment setting (a profiler directory
+# it already reads) writes on every step once the variable is set: high, like any dump the patch
+# adds to a per-step path behind an environment option (tests/test_dump_families.py).
 case(
-    "lookalike_env_existing",
+    "forward_dump_behind_existing_env_setting",
     body="""
 if self.trace_dir:
     torch.save(out, os.path.join(self.trace_dir, "mlp.pt"))
 """,
-    expect=False,
 )
 case(
     "lookalike_spill_to_a_chosen_dir",
