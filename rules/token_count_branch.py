@@ -537,6 +537,35 @@ def _dropped_or_recomputed(
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
 
 
+# Settings that decide what a model computes, not how fast: masking, scaling, sampling, precision.
+_NUMERICS = re.compile(
+    r"^(?:is_)?causal$|^(?:softmax_|sm_|attn_|logit_)?scale$|^(?:attn_)?mask$|^temperatures?$|^top_[kp]s?$"
+    r"|^min_p$|^(?:all_)?greedy$|^(?:logits_)?soft_cap$|^dtype$"
+)
+
+
+def _numerics(node: cst.CSTNode, values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]) -> bool:
+    """A setting of the computation's numerics (`causal = False`, `top_k = 1`, `self.scale = 1.0`,
+    `temperature = torch.zeros_like(temperature)`): switched for a small batch it changes results, where
+    a kernel choice (`use_cuda_graph = True`, `num_splits = 1`) changes only the speed. A local set
+    again to the value it already holds (`causal = True` under `causal = True`) switches nothing."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+        return False
+    target = node.targets[0].target
+    if isinstance(target, cst.Name):
+        before = values_of(target)
+        if before and all(b is not node.value and b.deep_equals(node.value) for b in before):
+            return False
+    if isinstance(target, cst.Subscript):  # `kwargs["causal"] = False`
+        keys = [e.slice.value for e in target.slice if isinstance(e.slice, cst.Index)]
+        name = keys[0].evaluated_value if len(keys) == 1 and isinstance(keys[0], cst.SimpleString) else None
+    elif isinstance(target, cst.Attribute):
+        name = target.attr.value
+    else:
+        name = target.value if isinstance(target, cst.Name) else None
+    return isinstance(name, str) and _NUMERICS.search(name) is not None
+
+
 def _clamped_to_constant(value: cst.BaseExpression, name: str) -> bool:
     """`min(name, 1)`, `max(4, name)`: the name held to a number fixed in the code."""
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("min", "max")):
@@ -827,7 +856,9 @@ as a reviewer would before serving:
   the test reads made regular (`if x.shape[0] == 3: x = x.transpose(0, 1)`);
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
-  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting dropped
+  count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting of what the
+  model computes (`causal`, a mask, a scale, `temperature`, `top_k`, `top_p`, `min_p`, greedy, `dtype`:
+  `if 4 >= batch_size: top_k = 1`), a setting dropped
   (`if n == 1: scheduler_metadata = None`), held to a constant (`budget = min(budget, 1)`), or one read
   from metadata the function is given recomputed
   from other data (`max_seqlen_k = md.max_seq_len`, then `max_seqlen_k = int(md.seq_lens.max())`),
@@ -1894,6 +1925,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         switched = change is not None and change.change is Change.SWITCH
         if switched and _dropped_or_recomputed(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
+        if switched and _numerics(change.node, self.values_of):  # type: ignore[union-attr]
+            return change.shown()  # `if batch_size <= 4: top_k = 1`: what the model computes, not how fast
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):

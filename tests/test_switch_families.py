@@ -708,6 +708,27 @@ def _findings(code: str) -> list[tuple[str, int, Severity]]:
     return [(f.rule, f.line, f.severity) for f in check_file(file, RULES) if f.in_change and not f.suppressed]
 
 
+# ---- a window that reaches 0 or 1 switching what the model computes (masking, scaling, sampling,
+# precision) is high like an exact few counts; a kernel choice for small batches stays quiet (above).
+bad("w0_greedy_topk_yoda", S1="if 4 >= batch_size:\n    top_k = 1")
+bad("w0_greedy_max_prompt", S1="longest = int(sampling_metadata.prompt_lens.max())\nif longest <= 4:\n    top_k = 1")
+bad(
+    "w0_temp_zero_max",
+    S1="if max(sampling_metadata.output_lens) <= 3:\n    temperature = torch.zeros_like(temperature)",
+)
+bad("w0_causal_item", B1="if attn_metadata.seq_lens.max().item() < 5:\n    causal = False")
+bad("w0_scale_batch_of_one", B1="if num_actual_tokens == 1:\n    self.scale = 1.0")
+bad(
+    "w0_causal_kwargs",
+    B1="kw = {'causal': causal}\nif num_actual_tokens < 3:\n    kw['causal'] = False\nrun_attn(query, **kw)",
+)
+good(
+    "w0_graph_choice",
+    R1="use_cuda_graph = False\nif num_reqs <= 8:\n    use_cuda_graph = True\nself.run(use_cuda_graph)",
+)
+good("w0_splits_one", B1="num_splits = 4\nif num_actual_tokens <= 2:\n    num_splits = 1\nself.kernel(num_splits)")
+
+
 @pytest.mark.parametrize(("name", "code"), BAD, ids=[n for n, _ in BAD])
 def test_debug_patch_is_high(name: str, code: str) -> None:
     found = _findings(code)
