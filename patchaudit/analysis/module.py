@@ -53,6 +53,7 @@ class Helper:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     scope: Scope
     _calls: tuple[Inner, ...] | None = None
+    _own: tuple[tuple[Inner, ...], tuple[tuple[ast.Call, Helper], ...]] | None = None  # own calls; helpers called
 
 
 _SHORT_HELPER = 3  # statements of a helper whose returned value a caller may read as its own
@@ -99,26 +100,34 @@ class ModuleAnalysis:
                 table = self._helpers.setdefault(scope, {})  # type: ignore[union-attr]
                 table[stmt.name] = Helper(stmt.name, params[1:] if is_method else params, is_method, stmt, inner)
 
-    def calls(self, helper: Helper, depth: int = 0) -> tuple[Inner, ...]:
+    def calls(self, helper: Helper) -> tuple[Inner, ...]:
         """The calls a helper's body makes, each with what it may resolve to (computed once).
 
         A call of another helper of the module brings that helper's calls along (up to three
         levels): `_dump` calling `_write` calling `torch.save` calls `torch.save`, its arguments
         seen as `_dump` passes them (`_write(t, "/tmp/x")` then `torch.save(t, dest)`: `"/tmp/x"`).
+        The answer is the same whichever helper is asked first: a helper reached again below
+        itself brings nothing more, and a helper's own calls are what is kept between questions.
         """
         if helper._calls is None:
-            helper._calls = ()  # a recursive helper sees itself as calling nothing more
-            made = [node for node in ast.walk(helper.node) if isinstance(node, ast.Call)]
-            own = self._calls(made, helper.scope)
-            deeper: list[Inner] = []
-            if depth < 2:
-                for call in made:
-                    inner = self.helper(call.func, helper.scope)
-                    if inner is not None and inner is not helper:
-                        given = instances.arguments(inner.node, inner.params, call)
-                        deeper.extend(_bound(c, given) for c in self.calls(inner, depth + 1))
-            helper._calls = tuple(own + deeper)
+            helper._calls = self._through(helper, 0, (helper,))
         return helper._calls
+
+    def _through(self, helper: Helper, depth: int, path: tuple[Helper, ...]) -> tuple[Inner, ...]:
+        """A helper's own calls and, below `depth` 2, those of the helpers it calls (not on `path`)."""
+        if helper._own is None:
+            made = [node for node in ast.walk(helper.node) if isinstance(node, ast.Call)]
+            called = [(call, self.helper(call.func, helper.scope)) for call in made]
+            helper._own = (tuple(self._calls(made, helper.scope)), tuple((c, h) for c, h in called if h is not None))
+        own, helpers = helper._own
+        if depth >= 2:
+            return own
+        deeper: list[Inner] = []
+        for call, inner in helpers:
+            if all(inner is not seen for seen in path):
+                given = instances.arguments(inner.node, inner.params, call)
+                deeper.extend(_bound(c, given) for c in self._through(inner, depth + 1, (*path, inner)))
+        return own + tuple(deeper)
 
     def _calls(self, made: list[ast.Call], scope: Scope) -> list[Inner]:
         """Each call of a helper's body (`made`, in ast.walk's order) with what it may resolve to."""

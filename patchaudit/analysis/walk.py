@@ -251,13 +251,35 @@ class Walker:
         self.plans[kind] = plan
         return plan
 
-    def walk(self, root: cst.CSTNode) -> None:
+    def walk(self, root: cst.CSTNode, gates: Mapping[int, Walker] | None = None) -> None:
+        """Call the hooks over `root`; at and below a node named in `gates` (by id), the hooks of the
+        walker given there instead, until a node below names another."""
+        closures: dict[int, Callable[[cst.CSTNode], None]] = {}
+
+        def closure(walker: Walker) -> Callable[[cst.CSTNode], None]:
+            found = closures.get(id(walker))
+            if found is None:
+                found = closures[id(walker)] = walker._visitor(gates or None, closure)
+            return found
+
+        closure(self)(root)
+
+    def _visitor(
+        self,
+        gates: Mapping[int, Walker] | None,
+        closure: Callable[[Walker], Callable[[cst.CSTNode], None]],
+    ) -> Callable[[cst.CSTNode], None]:
         plans = self.plans
         skip = self.skip
         make = self._plan
         sentinel = MaybeSentinel.DEFAULT
 
         def visit(node: cst.CSTNode) -> None:
+            if gates is not None:
+                other = gates.get(id(node))
+                if other is not None and other is not self:
+                    closure(other)(node)
+                    return
             plan = plans.get(node.__class__)
             if plan is None:
                 plan = make(node.__class__)
@@ -292,7 +314,7 @@ class Walker:
             for method in plan.leaves:
                 method(node)
 
-        visit(root)
+        return visit
 
 
 def walker(methods: Mapping[str, Sequence[Hook]]) -> Walker | None:

@@ -6,13 +6,14 @@ import ast
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
-from patchaudit.analysis.walk import walker
+from patchaudit.analysis.walk import Walker, walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
 from patchaudit.hazards.source import SourceFile
@@ -196,16 +197,24 @@ class _SpanIdentifiers:
         return table
 
 
+class _Reduced(NamedTuple):
+    source: bytes
+    firsts: list[int]  # the first line of each module-level statement kept
+    inner: dict[int, list[int]]  # a class cut down -> the first line of each member (or its `pass`)
+    keepers: dict[tuple[int, int], frozenset[int]]  # (class line or 0, first line) -> the rules that keep it
+
+
 def _reduced(
     data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
-) -> tuple[bytes, list[int], dict[int, list[int]]] | None:
+) -> _Reduced | None:
     """The file with every statement no rule could flag turned into blank lines.
 
     Module-level statements are dropped whole; inside a class that is kept, each member that no
     rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
     positions need no mapping; the line of every module-level statement kept comes along, and
     for a class cut down so, the line of each member (or of the `pass` standing for it), keyed
-    by the class's line. None when no statement is left. A rule keeps what its filters
+    by the class's line; and which rules keep each statement and member (by index in `rules`).
+    None when no statement is left. A rule keeps what its filters
     match (Rule.keeps), counting a mention of a module-level name bound to something its
     filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
     drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
@@ -252,11 +261,12 @@ def _reduced(
             bound |= {n for n, value in constants if rule.constant_matters(value)}
         mentions.append(_Spelled(bound))
 
-    def keep(first: int, last: int, stmts: list[ast.stmt]) -> bool:
+    def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
         statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
         spelled: frozenset[bytes] | None = None
-        for rule, aliases in zip(rules, mentions, strict=True):
+        found = set()
+        for index, (rule, aliases) in enumerate(zip(rules, mentions, strict=True)):
             if not (touched or rule.WHOLE_MODULE):
                 continue
             alias = False
@@ -265,15 +275,17 @@ def _reduced(
                     spelled = _words(statement.text)
                 alias = aliases.found(statement.text, spelled)
             if rule.keeps(statement, alias):
-                return True
-        return False
+                found.add(index)
+        return frozenset(found)
 
     out = list(lines)
     blocks = _blocks(tree.body)
     kept: list[int] = []
     inner: dict[int, list[int]] = {}
+    keepers: dict[tuple[int, int], frozenset[int]] = {}
     for first, last, stmts in blocks:
-        if not keep(first, last, stmts):
+        keepers[0, stmts[0].lineno] = by = keep(first, last, stmts)
+        if not by:
             for index in range(first - 1, min(last, len(lines))):
                 out[index] = b"\n"
             continue
@@ -284,16 +296,19 @@ def _reduced(
         members_at = inner[cls.lineno] = []
         for m_first, m_last, members in _blocks(cls.body):
             line = lines[m_first - 1]
-            if keep(m_first, m_last, members) or line[: members[0].col_offset].strip():
+            member_by = keep(m_first, m_last, members)
+            if member_by or line[: members[0].col_offset].strip():
+                keepers[cls.lineno, members[0].lineno] = member_by or by
                 members_at.append(members[0].lineno)
                 continue  # kept, or on the header's line (`class A(B): ...`)
+            keepers[cls.lineno, m_first] = by  # the `pass` standing for it
             members_at.append(m_first)
             out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
             for index in range(m_first, min(m_last, len(lines))):
                 out[index] = b"\n"
     if not kept:
         return None
-    return b"".join(out), kept, inner
+    return _Reduced(b"".join(out), kept, inner, keepers)
 
 
 def _run_rules(
@@ -328,10 +343,10 @@ def _run_rules(
     if prefilter:
         reduced = _reduced(data, analysis, cst_rules, changed)
     else:
-        reduced = data, [b[2][0].lineno for b in _blocks(tree.body)], {}
+        reduced = _Reduced(data, [b[2][0].lineno for b in _blocks(tree.body)], {}, {})
     if reduced is None:
         return hits, text
-    source, firsts, inner = reduced
+    source, firsts, inner, keepers = reduced
     try:
         module = cst.parse_module(source)
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
@@ -347,7 +362,7 @@ def _run_rules(
     visitors: list[cst.BatchableCSTVisitor] = [Tracker(context)]
     visitors.extend(rule(context) for rule in cst_rules)
     try:
-        _visit(module, visitors)
+        _visit(module, visitors, _gates(module, firsts, inner, keepers))
         if context.pending:
             if not prefilter or any(p.top is None for p in context.pending):
                 positions = context.metadata(PositionProvider)  # the whole module: slow, exact
@@ -450,18 +465,65 @@ class _BatchedAttributes(_Batched):
                 method(original_node)
 
 
-def _visit(module: cst.Module, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
-    """cst.visit_batched, the same calls in the same order: walked without rebuilding a node where it can be."""
-    methods: dict[str, list[Callable[[cst.CSTNode], None]]] = {}
-    for visitor in visitors:
-        for name, method in visitor.get_visitors().items():
-            methods.setdefault(name, []).append(method)
+def _visit(
+    module: cst.Module,
+    visitors: Sequence[cst.BatchableCSTVisitor],
+    gates: Mapping[int, frozenset[int]] | None = None,
+) -> None:
+    """cst.visit_batched, the same calls in the same order: walked without rebuilding a node where it can be.
+
+    At and below a node named in `gates` (by id), only the visitors of the indices given there are
+    called: a rule walks only the statements it keeps.
+    """
+    found = [visitor.get_visitors() for visitor in visitors]
+
+    def merged(allowed: frozenset[int] | None) -> dict[str, list[Callable[[cst.CSTNode], None]]]:
+        methods: dict[str, list[Callable[[cst.CSTNode], None]]] = {}
+        for index, hooks in enumerate(found):
+            if allowed is None or index in allowed:
+                for name, method in hooks.items():
+                    methods.setdefault(name, []).append(method)
+        return methods
+
+    methods = merged(None)
     walking = walker(methods)
     if walking is not None:
-        walking.walk(module)
+        walkers: dict[frozenset[int], Walker] = {}
+        by_node: dict[int, Walker] = {}
+        for node, allowed in (gates or {}).items():
+            gated = walkers.get(allowed)
+            if gated is None:
+                gated = walkers[allowed] = walker(merged(allowed)) or walking
+            by_node[node] = gated
+        walking.walk(module, by_node)
         return
     plain = all(isinstance(getattr(cst, name.split("_", 1)[1], None), type) for name in methods)
     module.visit(_Batched(methods) if plain else _BatchedAttributes(methods))
+
+
+def _gates(
+    module: cst.Module,
+    firsts: list[int],
+    inner: Mapping[int, list[int]],
+    keepers: Mapping[tuple[int, int], frozenset[int]],
+) -> dict[int, frozenset[int]]:
+    """Which visitors walk each module-level statement and class member: the tracker (0) and the
+    rules that keep it (rule i is visitor i + 1). A rule's findings lie in statements it keeps
+    (the prefilter's promise), so it walks only those; a class, for every rule that keeps one of
+    its members too. None where the lines do not match up."""
+    gates: dict[int, frozenset[int]] = {}
+    if not keepers or len(firsts) != len(module.body):
+        return gates
+    for stmt, first in zip(module.body, firsts, strict=True):
+        allowed = {0, *(i + 1 for i in keepers[0, first])}
+        lines = inner.get(first)
+        members = stmt.body.body if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock) else ()
+        if lines is not None and len(members) == len(lines):
+            for member, line in zip(members, lines, strict=True):
+                mine = gates[id(member)] = frozenset({0, *(i + 1 for i in keepers[first, line])})
+                allowed |= mine
+        gates[id(stmt)] = frozenset(allowed)
+    return gates
 
 
 def _header(node: cst.CSTNode) -> cst.CSTNode:
