@@ -189,7 +189,10 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             return _count_shaped(node.args[0], values, depth + 1)  # `tuple(x.shape)`
         if isinstance(func, ast.Attribute):
             # `torch.tensor(n).item()`, `np.int64(n)`: a conversion of a count.
-            return func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1))
+            if func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1)):
+                return True
+            # `arr.max()`, `counts.values()`: an aggregate or a view of counts, as count_of reads it.
+            return func.attr in _AGGREGATES and _count_shaped(func.value, values, depth + 1)
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             name = node.args[1]  # `getattr(md, "num_actual_tokens", 0)`
             return isinstance(name, ast.Constant) and isinstance(name.value, str) and _count_name(name.value)
@@ -198,6 +201,9 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             return any(_count_shaped(a, values, depth + 1) for a in node.args)
         return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
     return False
+
+
+_AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"})
 
 
 def _asks_helper(node: ast.If | ast.IfExp) -> bool:
