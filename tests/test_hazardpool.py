@@ -37,3 +37,25 @@ def test_all_files_with_one_worker_and_with_many_report_the_same(tmp_path: Path)
         f"second/sub/m{n}.py" for n in (0, 4, 8)
     }
     assert any(f["path"] == "second/sub/m1.py" and f["rule"] == "torch-save" for f in by_dist["second"])
+
+
+def test_a_few_large_drifted_files_report_what_one_process_reports(tmp_path: Path) -> None:
+    # Two drifted modules of about 100 KiB each: fewer files than a pool usually needs, but enough
+    # source that they are checked side by side on workers. The report is the same as with one.
+    filler = "".join(f"def f{n}(x):\n    return x + {n}\n\n\n" for n in range(3000))
+    files = {f"big/m{n}.py": filler for n in range(2)}
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, build_wheel(tmp_path / "wheels", "big", "1.0", files))
+    for n in range(2):
+        path = site_packages(python) / f"big/m{n}.py"
+        path.write_text(filler + DUMP)
+    reports = []
+    for workers in ("1", "2"):
+        proc = patchaudit("scan", "big", "--python", python, "--format", "json", "--workers", workers)
+        assert proc.returncode == 1, proc.stderr
+        report = json.loads(proc.stdout)
+        report.pop("run")
+        reports.append(report)
+    assert reports[0] == reports[1]
+    (found,) = [d["findings"] for d in reports[0]["distributions"]]
+    assert sorted(f["path"] for f in found if f["rule"] == "torch-save") == ["big/m0.py", "big/m1.py"]

@@ -18,7 +18,8 @@ from patchaudit.parallel.cpus import available_cpus
 from patchaudit.parallel.workers import Pool
 from patchaudit.report import Finding, Severity
 
-POOL_MIN_FILES = 16  # fewer files than this are checked in this process
+POOL_MIN_FILES = 16  # fewer files than this are checked in this process ...
+POOL_MIN_BYTES = 128 * 1024  # ... unless they hold this much source: two drifted runners take a second each
 TASKS_PER_WORKER = 16  # tasks per worker: small ones at the end even out what the big ones left
 MAX_TASK_FILES = 64  # files in one task at most, however small
 
@@ -122,7 +123,8 @@ def check_jobs(
     results: list[list[Finding]] = [[] for _ in jobs]
     if progress is not None:
         progress(0, len(items))
-    if n_workers == 1 or len(items) < POOL_MIN_FILES:
+    sizes = [_size(locations[item[0]] / item[1]) for item in items] if 1 < len(items) < POOL_MIN_FILES else []
+    if n_workers == 1 or (len(items) < POOL_MIN_FILES and sum(sizes) < POOL_MIN_BYTES):
         done = 0
         for start in range(0, len(items), MAX_TASK_FILES):
             for index, found in _check(settings, locations, items[start : start + MAX_TASK_FILES]):
@@ -133,7 +135,7 @@ def check_jobs(
         return results
     # Biggest files first, in tasks of about equal bytes: the time a file takes grows with its size, so
     # a task of the biggest files alone would keep every other worker waiting at the end.
-    sizes = [_size(locations[item[0]] / item[1]) for item in items]
+    sizes = sizes or [_size(locations[item[0]] / item[1]) for item in items]
     order = sorted(range(len(items)), key=lambda i: -sizes[i])
     tasks = _tasks([items[i] for i in order], [sizes[i] for i in order], n_workers)
     from patchaudit import hazards
