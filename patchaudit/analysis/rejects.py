@@ -27,6 +27,8 @@ import ast
 import functools
 import math
 import re
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from patchaudit.analysis.guards import terms
@@ -269,13 +271,14 @@ def _constant(value: ast.expr) -> bool:
 def _pinned(stores: list[tuple[str, ast.expr | None, int]]) -> dict[str, _Fact]:
     """Of (name, value or None when not a plain binding, line), the names bound once, to a number
     (not to None: an attribute set to None in `__init__` is as often filled in from outside)."""
-    seen: dict[str, int] = {}
-    for name, _, _ in stores:
-        seen[name] = seen.get(name, 0) + 1
+    return _bound_once(stores, lambda value: number(value) is not None)
+
+
+def _bound_once(stores: list[tuple[str, ast.expr | None, int]], kept: Callable[[ast.expr], bool]) -> dict[str, _Fact]:
+    """Of (name, value or None when not a plain binding, line), the names bound once, to a value `kept`."""
+    seen = Counter(name for name, _, _ in stores)
     return {
-        name: (value, (line,))
-        for name, value, line in stores
-        if seen[name] == 1 and value is not None and number(value) is not None
+        name: (value, (line,)) for name, value, line in stores if seen[name] == 1 and value is not None and kept(value)
     }
 
 
@@ -286,14 +289,7 @@ def _top_literals(tree: ast.Module) -> dict[str, _Fact]:
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             stores.append((stmt.targets[0].id, stmt.value, stmt.lineno))
-    seen: dict[str, int] = {}
-    for name, _, _ in stores:
-        seen[name] = seen.get(name, 0) + 1
-    return {
-        name: (value, (line,))
-        for name, value, line in stores
-        if seen[name] == 1 and value is not None and _constant(value)
-    }
+    return _bound_once(stores, _constant)
 
 
 @functools.lru_cache(maxsize=16)
