@@ -67,11 +67,13 @@ def scan(
     options: ScanOptions,
     *,
     progress: Callable[[str, int, int | None], None] | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Report:
     """Verify the selected distributions and, unless told not to, run the hazard rules.
 
     `progress(phase, done, total)`: "hashing" counts the files checked (the report's files_checked),
-    "rules" the files the hazard rules read."""
+    "rules" the files the hazard rules read. `meanwhile()` runs while worker processes hash (the caller's
+    own imports, say), after the modules of this scan's later stages are imported there."""
     from patchaudit.report import now_utc
 
     started = now_utc()
@@ -83,8 +85,25 @@ def scan(
     phase("verifying files")
     hashing = (lambda done, total: progress("hashing", done, total)) if progress is not None else None
     records: dict[Path, Loaded] = {}  # each RECORD read and parsed once, for every stage below
+
+    def warm() -> None:
+        """The modules the stages after the hashing import, loaded while the workers hash instead of after."""
+        import patchaudit.check.facts  # noqa: F401  (every report's packaging facts)
+
+        if options.pristine:
+            import patchaudit.check.errata  # noqa: F401  (for a modified file of a wheel)
+        if meanwhile is not None:
+            meanwhile()
+
     report = verify(
-        env, chosen, every=every, cache=cache, workers=options.workers, progress=hashing, records_out=records
+        env,
+        chosen,
+        every=every,
+        cache=cache,
+        workers=options.workers,
+        progress=hashing,
+        records_out=records,
+        meanwhile=warm,
     )
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:

@@ -78,10 +78,12 @@ def verify(
     workers: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     records_out: dict[Path, Loaded] | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Report:
     """Check each distribution's files against its RECORD; `every` is the whole env, for ownership;
     `records_out` gets each checked distribution's RECORD (by metadata directory, parsed when first asked)
-    for the stages after it.
+    for the stages after it; `meanwhile()` runs here while worker processes hash (not without them), for
+    work of the later stages that needs no verdict: importing their modules, say.
 
     `progress(done, total)` counts files checked against a trusted hash, the report's `files_checked`
     (total: None until every RECORD is parsed)."""
@@ -134,6 +136,8 @@ def verify(
         if progress is not None:
             total = sum(_trusted(item) for item in loaded.values())
             progress(done, total)
+        if meanwhile is not None and pool.workers > 1:
+            meanwhile()
         by_root = {
             root: f for i, walk in enumerate(walks, len(lead)) for root, f in zip(walk, pool.result(i), strict=True)
         }

@@ -202,7 +202,7 @@ def _scan_env(
         if fmt == "human" and out is None and sys.stderr.isatty() and not quiet:
             report = _scan_with_progress(env, options)
         else:
-            report = run_scan(env, options)
+            report = run_scan(env, options, meanwhile=lambda: _renderer(fmt))
         if serve:
             from patchaudit.check.audit import cache_dir as scan_cache_dir
 
@@ -214,6 +214,16 @@ def _scan_env(
         environment = dataclasses.replace(report.environment, interrupted_runs=tuple(pending))
         report = dataclasses.replace(report, environment=environment)
     return report, str(env.python or (env.site_dirs[0] if env.site_dirs else env.prefix))
+
+
+def _renderer(fmt: str) -> None:
+    """Import what rendering `fmt` takes (while the workers hash: see check.audit.scan)."""
+    if fmt == "json":
+        import patchaudit.render.json  # noqa: F401
+    elif fmt == "human":
+        import rich.console  # noqa: F401
+
+        import patchaudit.render.human  # noqa: F401
 
 
 def _render(
