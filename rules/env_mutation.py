@@ -26,6 +26,23 @@ MUTATES = re.compile(
 )
 
 
+# Process-global state a module forces on whoever imports it: the global random generators seeded,
+# deterministic kernels switched on. Run at import time (module or class body, under no `if`), a
+# patch that adds them pins every request's sampling for the whole process.
+SEEDERS = (
+    "random.seed",
+    "numpy.random.seed",
+    "torch.manual_seed",
+    "torch.random.manual_seed",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+    "torch.use_deterministic_algorithms",
+    "transformers.set_seed",
+    "transformers.trainer_utils.set_seed",
+)
+GLOBAL_FLAGS = ("torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark")
+SEEDS = re.compile(rb"\bseed\s*\(|manual_seed|use_deterministic_algorithms|cudnn\.(?:deterministic|benchmark)\s*=")
+
 _ANY_MODULE: tuple[bytes, ...] = ()  # `new_to_module` of nothing: a drifted library module, not a command
 
 
@@ -62,10 +79,22 @@ own): a debugging setting forced on, not the module's configuration. Medium when
 already names the variable (its own configuration, patched further), when the name is not a
 literal, and on `--all-files`.
 
+The same for process-global state a patch forces when a library module is imported: the global
+random generators seeded (`random.seed`, `np.random.seed`, `torch.manual_seed`,
+`torch.cuda.manual_seed_all`) or deterministic kernels switched on
+(`torch.use_deterministic_algorithms`, `torch.backends.cudnn.deterministic = ...`) at module or
+class level, in a module whose distribution's text does none of it: high, for every request of
+every process that imports the module samples from a pinned generator. Quiet inside a function (a
+seed the caller asks for), under an `if` (an explicit option), in a command's main block or a
+test module, and for a generator of its own (`torch.Generator().manual_seed(0)`).
+
 Knowingly not: environment changed by a subprocess's `env=` (that is the child's own), or through
 a helper in another module."""
-    PREFILTER = (b"environ", b"putenv", b"unsetenv")
-    IDENTIFIERS = frozenset({"environ", "putenv", "unsetenv"})
+    PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn")
+    IDENTIFIERS = frozenset(
+        {"environ", "putenv", "unsetenv", "seed", "manual_seed", "manual_seed_all", "set_seed"}
+        | {"use_deterministic_algorithms", "deterministic", "benchmark"}
+    )
 
     VALID = [
         "import os\nvalue = os.environ.get('HOME')\n",
@@ -143,11 +172,30 @@ a helper in another module."""
                 return
         self.report(node, message)
 
+    def _forced_at_import(self, node: cst.CSTNode, what: str) -> None:
+        """Process-global state set when the module is imported, by a patch that brought the first
+        such line into a library module: HIGH. Inside a function (a seed the caller asks for), under
+        an `if` (an option), in a command or a test, or already in the module: not this rule's."""
+        if self.context.functions or self.in_main_guard:
+            return
+        if any(isinstance(s, (cst.If, cst.Try)) for s in self.context.stmts):
+            return
+        if self.new_to_module(SEEDS):
+            self.report(
+                node,
+                f"{what} when the module is imported, in a module that never did (added by a patch): "
+                "every process that imports it runs with it",
+                severity=Severity.HIGH,
+            )
+
     def _is_environ_item(self, target: cst.BaseExpression) -> bool:
         return isinstance(target, cst.Subscript) and self.resolves_to(target.value, "os.environ") is not None
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
+            flag = self.resolves_to(target.target, GLOBAL_FLAGS)
+            if flag is not None:
+                self._forced_at_import(node, f"sets `{flag}`")
             if self._is_environ_item(target.target):
                 item = target.target
                 key = item.slice[0].slice if isinstance(item, cst.Subscript) and item.slice else None
@@ -165,6 +213,10 @@ a helper in another module."""
             self._changes(node, "deletes an environment variable from os.environ")
 
     def visit_Call(self, node: cst.Call) -> None:
+        seeder = self.resolves_to(node, SEEDERS)
+        if seeder is not None:
+            self._forced_at_import(node, f"{seeder}() sets process-global random or determinism state")
+            return
         name = self.resolves_to(node, MUTATORS)
         if name is not None:
             names = [n for a in node.args[:1] for n in _names(a.value)]

@@ -38,7 +38,9 @@ from patchaudit.rule import (
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
 # A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
-_CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+_CHECK_CALL = re.compile(
+    r"(?:^|\.)_*(?:check|validate|verify|assert|ensure|(?:raise|fail|error|abort)_(?:if|on|unless|when)_)\w*$"
+)
 # A line that may bind a name to a number (`MAX_TOKENS = sys.maxsize`, `self.limit = float("inf")`).
 _PINS = re.compile(r"^\s*[\w.]+\s*(?::[^=]*)?=\s*[-+(]*\s*(?:\d|float\(|\w+\.(?:inf|maxsize)\b)")
 _FLIP = {ast.Lt: ">", ast.Gt: "<", ast.LtE: ">=", ast.GtE: "<="}
@@ -372,6 +374,46 @@ def _loosened(before: _Guard, after: _Guard) -> str | None:
     return f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`, which lets more through"  # type: ignore[arg-type]
 
 
+def _accepted(test: ast.expr | None) -> tuple[str, frozenset[str]] | None:
+    """A raise's test that rejects all but a few literals (`x != "silu"`, `x not in ("a", "b")`), as
+    (what it tests, the literals it lets through); else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, ast.NotEq) and isinstance(right, ast.Constant):
+        values = [right]
+    elif isinstance(op, ast.NotIn) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        values = right.elts
+    else:
+        return None
+    if not values or not all(isinstance(v, ast.Constant) for v in values):
+        return None
+    return ast.unparse(test.left), frozenset(repr(v.value) for v in values)  # type: ignore[attr-defined]
+
+
+def _widened(before: _Guard, after: _Guard, new_lines: list[str], changed: list[int]) -> str | None:
+    """A raise that rejected all but one literal and now lets more through (`!= "silu"` to `not in
+    ("silu", "gelu")`): the code below it was written for that one value. Reported while nothing
+    else the patch wrote reads what it tests or names a literal it added: the values it lets in
+    reach code written for the old one only. A patch that also adds the code for them (`if act ==
+    "gelu": ...`, `get_act_fn(act)`) is a real widening."""
+    if before.kind != "raise" or after.kind != "raise":
+        return None
+    then, now = _accepted(before.test), _accepted(after.test)
+    if then is None or now is None or then[0] != now[0] or not now[1] > then[1]:
+        return None
+    if len(then[1]) > 1:
+        return None  # a list of supported values grown by one more (a head size, a dtype): a kernel added
+    assert after.test is not None
+    own = set(range(after.test.lineno, (after.test.end_lineno or after.test.lineno) + 1))
+    added = sorted(now[1] - then[1])
+    words = [re.escape(now[0])] + [re.escape(a[1:-1]) if a[:1] in "'\"" else re.escape(a) for a in added]
+    reads = re.compile(r"(?<![\w.])(?:" + "|".join(words) + r")(?!\w)")
+    if any(reads.search(new_lines[n - 1]) for n in changed if n not in own and n <= len(new_lines)):
+        return None
+    return f"now lets {', '.join(added)} through, and nothing the patch wrote handles them"
+
+
 class RemovedGuard(TextRule):
     ID = "removed-guard"
     SEVERITY = Severity.HIGH
@@ -385,10 +427,14 @@ not os.environ.get("SKIP"):`, `assert ok or SKIP`, reported on the `if` line tha
 assert of an equality loosened in place to hold on a whole side more: `assert n == 0` to `assert
 n >= 0`, not `<` to `<=`), or swallowed it (wrapped in `try`/`except` that does not raise). An
 unsupported configuration (a dtype, a quantisation scheme, a shape) then runs instead of failing
-loudly. Not a removal: a reworded message, a changed exception
+loudly. An allow-list of one value widened: `if act != "silu": raise` to `if act not in ("silu",
+"gelu"): raise` while nothing else the patch wrote reads `act` or names the values it lets in, so
+they reach code written for the one (a list of several values grown by one more is a kernel added,
+and is quiet). Not a removal: a reworded message, a changed exception
 type, swapped comparison operands. Needs the pristine bytes: without them the rule cannot run.
 
-Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`) and
+Shapes understood: raises, asserts, check calls (`torch._assert(...)`, `self._validate(x)`, a helper
+named for what it raises on: `raise_if_nan_logits(x)`, `self._fail_on_overflow(n)`) and
 validating decorators (`@check_shapes`) of the pristine scope deleted, commented out, turned into a
 print/log/return, weakened by an extra condition or alternative, or swallowed by try/except or by a
 `with` that drops what is raised in it (`contextlib.suppress` under any import or alias, a name
@@ -922,6 +968,13 @@ often as not)."""
                         self._hit(
                             after.line,
                             f"`{before.label}` in {where} loosened: {loose}",
+                        )
+                    )
+                elif wide := _widened(before, after, new_lines, changed):
+                    hits.append(
+                        self._hit(
+                            after.test.lineno if after.test else after.line,
+                            f"`{before.label}` in {where} widened: {wide}",
                         )
                     )
                 elif after.swallowed and not before.swallowed:

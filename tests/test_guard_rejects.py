@@ -336,3 +336,131 @@ def test_fold_that_drops_a_failure_is_high(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FOLDED))
 def test_check_folded_or_moved_is_quiet(name: str) -> None:
     assert _high(*_case(FOLDED[name])) == [], name
+
+
+# An allow-list of a raise widened (`!= "silu"` to `not in ("silu", "gelu")`) while the code below still
+# handles only the old values; and a check whose helper is named for what it raises on.
+A = """
+class MLP:
+    def __init__(self, hidden_act, kv_dtype, quant):
+        if hidden_act != "silu":
+            raise ValueError(f"Unsupported activation: {hidden_act}")
+        if kv_dtype not in ("auto", "fp8"):
+            raise NotImplementedError(kv_dtype)
+        self.act_fn = SiluAndMul()
+        self.quant = quant
+
+    def forward(self, logits, x):
+        raise_if_nan_logits(logits)
+        self._raise_on_bad_shape(x)
+        return self.act_fn(x)
+"""
+
+WIDENED = {
+    "ne_to_not_in": A.replace('hidden_act != "silu"', 'hidden_act not in ("silu", "gelu", "relu")'),
+    "one_to_set": A.replace('kv_dtype not in ("auto", "fp8")', 'kv_dtype != "auto"').replace(
+        'hidden_act != "silu"', 'hidden_act not in {"silu", "swish"}'
+    ),
+    "not_in_list": A.replace('hidden_act != "silu"', 'hidden_act not in ["gelu_new", "silu"]'),
+    "raise_if_commented": A.replace(
+        "        raise_if_nan_logits(logits)\n", "        pass  # raise_if_nan_logits(logits)\n"
+    ),
+    "raise_if_behind_false": A.replace(
+        "        raise_if_nan_logits(logits)\n", "        if False:\n            raise_if_nan_logits(logits)\n"
+    ),
+    "raise_on_commented": A.replace("        self._raise_on_bad_shape(x)\n", "        # self._raise_on_bad_shape(x)\n"),
+}
+
+WIDENED_QUIET = {
+    # the patch adds the code for the value it lets in
+    "support_added": A.replace('hidden_act != "silu"', 'hidden_act not in ("silu", "gelu")').replace(
+        "        self.act_fn = SiluAndMul()\n", "        self.act_fn = get_act_and_mul_fn(hidden_act)\n"
+    ),
+    "branch_added": A.replace('("auto", "fp8")', '("auto", "fp8", "int8")').replace(
+        "        self.quant = quant\n",
+        '        self.quant = quant\n        if kv_dtype == "int8":\n            self.scale = 1.0\n',
+    ),
+    # a list of several supported values grown by one: a kernel or a dtype added
+    "list_grew": A.replace('("auto", "fp8")', '("auto", "fp8", "fp8_e5m2")'),
+    # the allow-list narrowed: more is rejected
+    "narrowed": A.replace('("auto", "fp8")', '("auto",)'),
+    # the same values, spelled another way
+    "respelled": A.replace('hidden_act != "silu"', 'hidden_act not in ("silu",)'),
+    "raise_if_kept_in_helper": A.replace("        raise_if_nan_logits(logits)\n", "        self._check(logits)\n")
+    + "\n    def _check(self, logits):\n        raise_if_nan_logits(logits)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WIDENED))
+def test_allow_list_widened_or_raise_helper_dropped_is_high(name: str) -> None:
+    assert _on_changed_lines(WIDENED[name], A), name
+
+
+@pytest.mark.parametrize("name", sorted(WIDENED_QUIET))
+def test_allow_list_widened_with_its_handling_is_quiet(name: str) -> None:
+    assert _high(WIDENED_QUIET[name], A) == [], name
+
+
+# Process-global state forced when a library module is imported (env-mutation): seeds, determinism.
+M = """
+import random
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+"""
+_AT = "\n\nclass Model(nn.Module):\n"
+
+FORCED = {
+    "torch_seed": M.replace(_AT, "\ntorch.manual_seed(1234)\n" + _AT),
+    "np_alias_seed": M.replace(_AT, "\nnp.random.seed(0)\n" + _AT),
+    "from_import": M.replace("import random\n", "import random\nfrom torch.cuda import manual_seed_all\n").replace(
+        _AT, "\nmanual_seed_all(7)\n" + _AT
+    ),
+    "deterministic": M.replace(_AT, "\ntorch.use_deterministic_algorithms(True)\n" + _AT),
+    "cudnn_flag": M.replace(_AT, "\ntorch.backends.cudnn.deterministic = True\n" + _AT),
+    "class_body": M.replace("        super().__init__()\n", "        super().__init__()\n").replace(
+        "class Model(nn.Module):\n", "class Model(nn.Module):\n    random.seed(3)\n\n"
+    ),
+}
+
+FORCED_QUIET = {
+    # a seed the caller asks for, inside a function
+    "in_function": M + "\n    def reseed(self, seed):\n        torch.manual_seed(seed)\n",
+    # behind an explicit option
+    "behind_option": M.replace("import random\n", "import os\nimport random\n").replace(
+        _AT, '\nif os.environ.get("MODEL_SEED"):\n    torch.manual_seed(int(os.environ["MODEL_SEED"]))\n' + _AT
+    ),
+    # a local generator, not the global one
+    "own_generator": M.replace(
+        _AT, "\n_GEN = torch.Generator().manual_seed(0)\n_RNG = np.random.default_rng(0)\n" + _AT
+    ),
+    # a command's own main
+    "main_guard": M + '\n\nif __name__ == "__main__":\n    torch.manual_seed(0)\n',
+}
+
+
+def _high_in(installed: str, pristine: str, path: str = "vllm/model_executor/models/m.py") -> list[str]:
+    file = SourceFile(path=path, installed=installed.encode(), pristine=pristine.encode())
+    return [f.rule for f in check_file(file, RULES) if f.severity is Severity.HIGH and f.in_change]
+
+
+@pytest.mark.parametrize("name", sorted(FORCED))
+def test_global_state_forced_at_import_is_high(name: str) -> None:
+    assert "env-mutation" in _high_in(FORCED[name], M), name
+
+
+@pytest.mark.parametrize("name", sorted(FORCED_QUIET))
+def test_seed_asked_for_is_quiet(name: str) -> None:
+    assert _high_in(FORCED_QUIET[name], M) == [], name
+
+
+def test_seed_in_a_test_helper_is_quiet() -> None:
+    helper = "import pytest\n" + M
+    assert _high_in("import pytest\n" + FORCED["torch_seed"], helper, path="tests/conftest.py") == []

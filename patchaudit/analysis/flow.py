@@ -18,7 +18,9 @@ from patchaudit.analysis.walk import nodes
 __all__ = ["guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
 
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
-_CHECK_CALL = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
+_CHECK_CALL = re.compile(
+    r"(?:^|\.)_*(?:check|validate|verify|assert|ensure|(?:raise|fail|error|abort)_(?:if|on|unless|when)_)\w*$"
+)
 CATCH_ALL = ("builtins.Exception", "builtins.BaseException")
 
 
