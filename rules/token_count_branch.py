@@ -411,6 +411,7 @@ _SYMBOL = {
     cst.GreaterThan: ">",
     cst.GreaterThanEqual: ">=",
 }
+_SEQUENCES = ("builtins.tuple", "builtins.list")
 _FLIPPED = {
     cst.Equal: "==",
     cst.LessThan: ">",
@@ -497,6 +498,37 @@ def _magic(node: cst.BaseExpression) -> int | None:
         value = node.evaluated_value
         return value if value >= 2 else None
     return None
+
+
+# A call made to look at the data, not to compute it: leaving it out skips no layer.
+_ASIDE_CALL = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|check|verify|validat", re.I)
+
+
+def _unparsed(value: cst.BaseExpression) -> str | None:
+    """A value as `ast.unparse` spells it (one spelling for `(a, b)` and `a, b`), None if it does not parse alone."""
+    try:
+        return ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
+    except SyntaxError:
+        return None
+
+
+def _returns(block: cst.CSTNode) -> list[cst.Return]:
+    """The returns with a value in `block`, at any depth, outside functions defined there."""
+    found: list[cst.Return] = []
+
+    class _Returns(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    block.visit(_Returns())
+    return found
 
 
 def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:
@@ -913,8 +945,8 @@ counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper of m
 statements, an `elif` that leaves a loop, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
 constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
-        re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
-        re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
+        re.compile(rb"(?:[=!]=|[<>]=?)[\s(\[\\]*" + _MAGIC + rb"\b"),  # `== 5`, `== [2]`
+        re.compile(rb"\b" + _MAGIC + rb"[\s)\]\\]*(?:[=!]=|[<>])"),
         re.compile(rb"\bin[\s\\]*range\("),
         # A number from the environment, with a default (`int(os.getenv("DUMP_AT", "5"))`), and a
         # constant-named one compared (`== DUMP_AT`).
@@ -1622,11 +1654,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             clamped = self._clamped(left, right) if isinstance(op, cst.Equal) else None
             if clamped is not None:
                 out.append(clamped)  # `min(n, 8) == n`: n <= 8
+            listed = self._listed(left, right) if isinstance(op, cst.Equal) and not out else None
+            if listed is not None:
+                out.append(listed)  # `num_draft_tokens == [2]`: one request, with 2
             if isinstance(op, cst.In):
                 count = self._count(left)
                 numbers = self._numbers(right)
                 if count is not None and numbers is not None:
                     out.append((count, "in", numbers))
+            elif type(op) in _FLIPPED and self._floored(left, right, op):
+                out.extend(self._floored(left, right, op))
             elif type(op) in _FLIPPED and self._distance(left, right, op):
                 out.extend(self._distance(left, right, op))
             elif type(op) in _FLIPPED:
@@ -1642,6 +1679,46 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                             break
             left = right
         return out
+
+    def _floored(
+        self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
+    ) -> list[tuple[str, str, object]]:
+        """`n // 4 == 1` (either order): the count lies in 4..7; `n // 8 < 1`: below 8."""
+        for side, bound, symbol in ((left, right, _SYMBOL[type(op)]), (right, left, _FLIPPED[type(op)])):
+            if not (isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.FloorDivide)):
+                continue
+            step, value, count = self._number(side.right), self._number(bound), self._count(side.left)
+            if step is None or value is None or count is None or step <= 0:
+                continue
+            first, last = step * value, step * value + step - 1  # the counts whose quotient is `value`
+            return {
+                "==": [(count, ">=", first), (count, "<=", last)],
+                "<": [(count, "<", first)],
+                "<=": [(count, "<=", last)],
+                ">": [(count, ">", last)],
+                ">=": [(count, ">=", first)],
+            }[symbol]
+        return []
+
+    def _listed(self, left: cst.BaseExpression, right: cst.BaseExpression) -> tuple[str, str, object] | None:
+        """`num_draft_tokens == [2]`, `(3, 3) == query_lens` (a count per request against a literal list):
+        the batch pinned to those counts, as a window on them."""
+        for side, literal in ((left, right), (right, left)):
+            if not (isinstance(literal, cst.List | cst.Tuple) and literal.elements):
+                continue
+            numbers = [self._number(e.value) for e in literal.elements if not isinstance(e, cst.StarredElement)]
+            if len(numbers) != len(literal.elements) or any(n is None for n in numbers):
+                continue
+            if isinstance(side, cst.Call) and len(side.args) == 1 and self.resolves_to(side, _SEQUENCES):
+                side = side.args[0].value  # `tuple(num_draft_tokens)`
+            elif (
+                isinstance(side, cst.Call) and isinstance(side.func, cst.Attribute) and side.func.attr.value == "tolist"
+            ):
+                side = side.func.value  # `query_lens.tolist()`
+            count = self._count(side)
+            if count is not None:
+                return (count, "in", frozenset(numbers))
+        return None
 
     def _distance(
         self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
@@ -1834,8 +1911,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     def _returned_early(self, where: cst.CSTNode, branch: cst.CSTNode | None) -> cst.IndentedBlock | None:
         """The rest of the block, as the way not taken by a branch that only returns what the function
-        returns at its end (`else: return query, key` before `ops.rotary_embedding(positions, query,
-        key, ...)`; `return query, key`): the work between is skipped."""
+        returns further on (`else: return query, key` before `ops.rotary_embedding(positions, query,
+        key, ...)`; `return query, key`; `return output` before the kernel that writes into `output`
+        and a `return output` inside an `if` below), or hands back an input the rest goes on to
+        transform (`return logits` before `return apply_penalties(logits, ...)`): the work between is
+        skipped."""
         block, index = self._after.get(id(where), (None, 0))
         body = branch.body if isinstance(branch, cst.Else) else branch
         if block is None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
@@ -1844,12 +1924,20 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if not (isinstance(leave, cst.Return) and leave.value is not None):
             return None
-        usual = self.function_facts().usual
-        try:
-            spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(leave.value).strip(), mode="eval"))
-        except SyntaxError:
+        spelled = _unparsed(leave.value)
+        rest = block.with_changes(body=block.body[index + 1 :])
+        if spelled is None:
             return None
-        return block.with_changes(body=block.body[index + 1 :]) if spelled == usual else None
+        if spelled == self.function_facts().usual:
+            return rest
+        later = {_unparsed(r.value) for r in _returns(rest)}
+        if spelled in later:
+            return rest  # the value a return further on gives, before the work that makes it
+        params = self.function_facts().params
+        handed = [e.value for e in leave.value.elements] if isinstance(leave.value, cst.Tuple) else [leave.value]
+        if later and all(isinstance(n, cst.Name) and n.value in params for n in handed):
+            return rest  # an input handed back as it came, where the rest returns what it makes of it
+        return None
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1937,10 +2025,26 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
+        if change is not None and change.change is Change.OMITTED and self._layer_skipped(change.node):
+            return change.shown()  # `if positions.numel() != 1: q, k = self.rotary_emb(...)`: rope gone at 1
         self.alone = alone
         effect = _effects(self, branch) if top >= 2 else None
         self.alone = True
         return effect if effect in _STATEFUL or _looks(effect) else None
+
+    def _layer_skipped(self, node: cst.CSTNode) -> bool:
+        """A layer of the module (`self.rotary_emb(...)`, `self.norm(x)`) that a forward leaves out for
+        exactly one token or request: not an empty batch's way out (a window holding 0), and not
+        another kernel for one row (that computes the name: not `OMITTED`)."""
+        if 0 in self._values or not self.function_facts().forward:
+            return False
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == "self"
+            and not _ASIDE_CALL.search(call.func.attr.value)
+            for call in nodes_under(node, (cst.Call,))  # type: ignore[attr-defined]
+        )
 
     def _report_found(self, where: cst.CSTNode, count: str, value: str, found: str) -> None:
         if self.upstream_purpose(None) is not None:
@@ -2133,10 +2237,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         count = self._count(node.subject)
         if count is None:
             return
+        # `case _:` is the way the counts a case names do not take: what a case's branch leaves out.
+        default = next(
+            (c.body for c in node.cases if isinstance(c.pattern, cst.MatchAs) and c.pattern.pattern is None), None
+        )
         for case in node.cases:
             pattern = case.pattern
             options = [p.pattern for p in pattern.patterns] if isinstance(pattern, cst.MatchOr) else [pattern]
             values = (self._number(p.value) for p in options if isinstance(p, cst.MatchValue))
             numbers = [n for n in values if n is not None and n >= 2]
             if numbers:
-                self._report(case, case.body, count, f"== {numbers[0]}")
+                self.other, self.alone = (default if case.body is not default else None), default is None
+                try:
+                    self._report(case, case.body, count, f"== {numbers[0]}")
+                finally:
+                    self.other, self.alone = None, True

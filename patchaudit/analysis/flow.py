@@ -15,10 +15,12 @@ import libcst as cst
 
 from patchaudit.analysis.walk import nodes
 
-__all__ = ["guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
+__all__ = ["CHECK_CALL", "guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
 
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
-_CHECK_CALL = re.compile(
+# A call that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`, or named for what it
+# raises on (`raise_if_nan_logits(x)`, `self._fail_on_overflow(n)`).
+CHECK_CALL = re.compile(
     r"(?:^|\.)_*(?:check|validate|verify|assert|ensure|(?:raise|fail|error|abort)_(?:if|on|unless|when)_)\w*$"
 )
 CATCH_ALL = ("builtins.Exception", "builtins.BaseException")
@@ -47,7 +49,7 @@ class _Guards(cst.CSTVisitor):
     def visit_Expr(self, node: cst.Expr) -> None:
         if isinstance(node.value, cst.Call):
             name = cst.helpers.get_full_name_for_node(node.value.func) or ""
-            if _CHECK_CALL.search(name):
+            if CHECK_CALL.search(name):
                 self.found = self.found or node
 
 
