@@ -808,7 +808,9 @@ count kept within a constant (`max(1, n)`) or picked by a conditional expression
 increments: `self._step += 1`), an element of per-request counts in `any(n == 5 for n in seq_lens)`, through
 local assignments, casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`),
 `getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
-size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major tensor
+size (`x.numel() // hidden`) and the walrus operator; a quotient compared (`n // 4 == 1`: 4 to 7 tokens,
+`n // 8 < 1`); per-request counts against a literal list (`num_draft_tokens == [2]`, `(3, 3) ==
+tuple(query_lens)`: those counts); the next-to-last dimension of a token-major tensor
 (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count reduced from a
 tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask,
 `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with
@@ -837,20 +839,24 @@ as a reviewer would before serving:
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), cuts it to a bound (`seq_lens =
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`; a module constant as the value:
+  `ids[:, 1:] = PLACEHOLDER_TOKEN_ID`), cuts it to a bound (`seq_lens =
   seq_lens.clamp(max=...)`, `torch.clamp(x, ...)`, `x.clamp_(...)`, `x.clip(-5, 5)`; not a small
   float kept off zero: `clamp(min=1e-6)`), or, with no `else`, replaces a local
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
-  `__call__`), returning the input unchanged (`return hidden_states`, `return x.to(orig_dtype)`,
-  `return input_, None`, `return hidden_states, residual` before the MLP assigns them again) or
+  `__call__`), a layer of the module left out for exactly one token (`if positions.numel() != 1:
+  q, k = self.rotary_emb(...)`; not for a window holding 0), returning the input unchanged
+  (`return hidden_states`, `return x.to(orig_dtype)`, `return input_, None`, `return hidden_states, residual`
+  before the MLP assigns them again) or
   another local in place of the output (`hidden_states = residual`) skips the layer and counts
   here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
   x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
-  on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
-  one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
+  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); a
+  branch spelled as a value that keeps the name on one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4,
+  a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
 - high at any window past 1 (`n == 5`), and at one that reaches past 1 (`n <= 4`), when the
   branch skips work the other way through does: a name the other way computes by a call of the
@@ -860,10 +866,15 @@ as a reviewer would before serving:
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a branch that logs or prints and then returns another computation
   (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
-  branch (or an `else:`) that only returns what the function returns at its end (`else: return query,
-  key` before `ops.rotary_embedding(positions, query, key, ...)`: the rest of the block is the way not
-  taken), a layer built in `__init__` (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left
-  out (`elif n in (1, 2, 3): pass` before `else: h = self.mlp(h)`),
+  branch (or an `else:`) that only returns what the function returns at its end or in a return
+  further on (`else: return query, key` before `ops.rotary_embedding(positions, query, key, ...)`;
+  `return output` before the kernel that writes into it, with the function's returns inside an `if`
+  below), or hands back an input the rest transforms (`return logits` before `return
+  apply_penalties(logits, ...)`): the rest of the block is the way not taken; a kernel given an
+  `out=` buffer is work; the other way's value with a term dropped (`out = self.mlp(x)` where it has
+  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a layer built in `__init__`
+  (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left out (`elif n in (1, 2, 3): pass` before
+  `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
@@ -881,7 +892,8 @@ as a reviewer would before serving:
   logits.max() + 1`; a tuple assignment counts pair by pair: `cos, sin = torch.ones_like(cos),
   torch.zeros_like(sin)`), or, for an exact few counts only (`n == 5`, not `n <= 4`), replaces it
   with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
-  residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
+  residual.clone()`; a move to a device or `contiguous()` is no change; the other way's call made
+  on its inputs cast: `self.attn(q.float(), k.float(), v.float()).to(q.dtype)`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
   `else`, switches the computation: it changes a setting that the function hands to a call or uses as
@@ -931,8 +943,10 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 a flag set in another method (`self._probe` bound in `__init__` or a previous step), a helper of
 more than 3 statements or one in another module, `.sum()` of a tensor not named or built as a mask,
-a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
-an early exit that returns the buffer as it came,
+a method of the object called for its effect left out (`if n > 2: self._evict(b)`), a count named
+for blocks or pages (`num_blocks`: a size, not tokens), a one-row fast path that makes the same
+operation on the same data as the function's return (`torch.argmax(logits[0], ...)` beside
+`logits.argmax(dim=-1).view(-1)`: quiet by design),
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
 that has an `else` (one of two ways to compute it), an override by a constant outside a
@@ -2247,7 +2261,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             values = (self._number(p.value) for p in options if isinstance(p, cst.MatchValue))
             numbers = [n for n in values if n is not None and n >= 2]
             if numbers:
-                self.other, self.alone = (default if case.body is not default else None), default is None
+                self.other = default if case.body is not default else None
+                self.alone = default is None or _passes(default)  # `case _: pass`: the case stands alone
                 try:
                     self._report(case, case.body, count, f"== {numbers[0]}")
                 finally:
