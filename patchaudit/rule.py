@@ -27,7 +27,14 @@ from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, Found, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
-from patchaudit.analysis.flow import CHECK_CALL, dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.analysis.flow import (
+    CHECK_CALL,
+    dead_after,
+    env_gated_exit,
+    guard_in,
+    silencing_handler,
+    swallowing_handler,
+)
 from patchaudit.analysis.guards import conjunction as guard_conjunction
 from patchaudit.analysis.guards import covers as guard_covers
 from patchaudit.analysis.guards import escapes as guard_escapes
@@ -56,6 +63,7 @@ __all__ = [
     "dead_after",
     "env_gated_exit",
     "CHECK_CALL",
+    "silencing_handler",
     "guard_in",
     "swallowing_handler",
     "guard_conjunction",
