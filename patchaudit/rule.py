@@ -27,7 +27,14 @@ from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, Found, made_up, padding
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
-from patchaudit.analysis.flow import dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.analysis.flow import (
+    CHECK_CALL,
+    dead_after,
+    env_gated_exit,
+    guard_in,
+    silencing_handler,
+    swallowing_handler,
+)
 from patchaudit.analysis.guards import conjunction as guard_conjunction
 from patchaudit.analysis.guards import covers as guard_covers
 from patchaudit.analysis.guards import escapes as guard_escapes
@@ -55,6 +62,8 @@ __all__ = [
     "imported_names",
     "dead_after",
     "env_gated_exit",
+    "CHECK_CALL",
+    "silencing_handler",
     "guard_in",
     "swallowing_handler",
     "guard_conjunction",
@@ -746,7 +755,12 @@ class Rule(cst.BatchableCSTVisitor):
         `alone`, the branch has no `else`; `other`, the way the test does not take, whose work
         `body` may leave out (see analysis.omits)."""
         function = self._function_facts()
-        return _changes.data_change(body, self.resolves_to, self.values_of, function, alone, other)
+        return _changes.data_change(body, self.resolves_to, self.values_of, function, alone, other, self._number)
+
+    def _number(self, node: cst.BaseExpression) -> bool:
+        """A module or class constant holding a number (`PLACEHOLDER_TOKEN_ID = -1`, `self.PAD = 0`)."""
+        value = self.constant(node) if isinstance(node, cst.Name | cst.Attribute) else NOT_CONSTANT
+        return type(value) in (int, float)
 
     def conditional_assign(
         self, node: cst.Assign

@@ -74,6 +74,12 @@ TRACERS = (
     "threading.setprofile_all_threads",
 )
 TRACER_TEXT = re.compile(rb"\bset(?:trace|profile)(?:_all_threads)?\b")
+# A process that stops itself, for a debugger (gdb, py-spy) to attach: `os.kill(os.getpid(), SIGSTOP)`.
+SELF_SIGNALS = ("os.kill", "os.killpg", "signal.raise_signal", "signal.pthread_kill")
+STOPS = tuple(f"signal.{n}" for n in ("SIGSTOP", "SIGTSTP", "SIGTRAP")) + tuple(
+    f"signal.Signals.{n}" for n in ("SIGSTOP", "SIGTSTP", "SIGTRAP")
+)
+STOP_TEXT = re.compile(rb"\bSIG(?:STOP|TSTP|TRAP)\b")
 ENTRY_POINTS = {"set_trace", "post_mortem", "pm", "run", "runcall", "runeval", "runctx", "listen", "wait_for_client"}
 
 
@@ -105,6 +111,10 @@ set as a hook (`sys.excepthook = pdb.pm`, `sys.breakpointhook = ipdb.set_trace`,
 (`signal.signal(s, lambda *a: pdb.set_trace())`), IPython's `Pdb().interaction(...)`, and
 IPython's traceback printers with `call_pdb` set (`sys.excepthook = FormattedTB(call_pdb=True)`).
 
+A process that stops itself for a debugger (gdb, py-spy) to attach is one too:
+`os.kill(os.getpid(), signal.SIGSTOP)`, `signal.raise_signal(signal.SIGTRAP)`, `os.killpg(0, SIGTSTP)`
+(another process stopped is process control, not a debugger).
+
 A trace or profile function a patch installs (`sys.settrace(f)`, `sys.setprofile`,
 `threading.settrace`) in a module whose distributed text never traces is one too: every line or
 call of the serving process runs through it from then on (`settrace(None)` turns it off).
@@ -129,6 +139,7 @@ file-write's)."""
         b"listen",
         b"wait_for_client",
         TRACER_TEXT,
+        STOP_TEXT,
     )
     WHOLE_MODULE = True  # an import is flagged unless the module uses pdb as a library elsewhere
     # The module must be named somewhere: imported, or given to __import__ as a string.
@@ -143,12 +154,14 @@ file-write's)."""
         b"pydevd",
         re.compile(rb"import[^\n#]*\bcode\b|['\"]code['\"]"),
         TRACER_TEXT,
+        STOP_TEXT,
     )
     IDENTIFIERS = frozenset(
         {n.rsplit(".", 1)[-1] for n in DEBUGGER_CALLS if not n.endswith(("*", ")"))}
         | DEBUGGER_MODULES
         | {"Pdb", "interact", "Tracer", "call_pdb", "excepthook"}
         | {n.rsplit(".", 1)[-1] for n in TRACERS}
+        | {n.rsplit(".", 1)[-1] for n in SELF_SIGNALS + STOPS}
     )
 
     VALID = [
@@ -169,6 +182,8 @@ file-write's)."""
         embed([1, 2])
         """,
         "import code\nsource = code.compile_command('x = 1')\n",
+        "import os\nimport signal\n\ndef pause(child):\n    os.kill(child.pid, signal.SIGSTOP)\n",
+        "import os\nimport signal\n\ndef stop():\n    os.kill(os.getpid(), signal.SIGTERM)\n",
         "import sys\nfrom IPython.core import ultratb\n\nsys.excepthook = ultratb.FormattedTB(call_pdb=False)\n",
         Example(code="import sys\n\ndef stop_tracing():\n    sys.settrace(None)\n", pristine="import sys\n"),
         Example(  # a module that traces on purpose (an option to trace calls): its own business
@@ -178,6 +193,17 @@ file-write's)."""
     ]
     INVALID = [
         Example(code="def f(x):\n    breakpoint()\n    return x\n", line=2, message="breakpoint()"),
+        Example(
+            code="import os\nimport signal\n\ndef f(x):\n    if x.isnan().any():\n"
+            "        os.kill(os.getpid(), signal.SIGSTOP)\n    return x\n",
+            line=6,
+            message="stops itself",
+        ),
+        Example(
+            code="from signal import raise_signal, SIGTRAP as TRAP\n\ndef f(x):\n    raise_signal(TRAP)\n",
+            line=4,
+            message="stops itself",
+        ),
         Example(code="import pdb\n", line=1, message="imports the debugger pdb"),
         Example(code="from pdb import set_trace as st\n\ndef g():\n    st()\n", line=4, message="pdb.set_trace()"),
         Example(code="def g():\n    import ipdb; ipdb.set_trace()\n", line=2),
@@ -328,6 +354,9 @@ file-write's)."""
         if tracer is not None:
             self._tracer(node, tracer)
             return
+        if self._stops_itself(node):
+            self.report(node, "the process stops itself (SIGSTOP/SIGTRAP) for a debugger to attach")
+            return
         call_pdb = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "call_pdb"), None)
         if call_pdb is not None and self.truth(call_pdb) and self.resolves_to(node, PDB_PRINTERS):
             self.report(node, "an IPython traceback printer with call_pdb opens a debugger on every error")
@@ -339,6 +368,23 @@ file-write's)."""
                     node, f"hands {entry}() on to be run later (a signal, an exit, a thread): stops the process"
                 )
                 return
+
+    def _stops_itself(self, node: cst.Call) -> bool:
+        """`os.kill(os.getpid(), signal.SIGSTOP)`, `signal.raise_signal(SIGTRAP)`, `os.killpg(0, SIGTSTP)`:
+        a stop signal sent to this very process (another process stopped is process control)."""
+        kind = self.resolves_to(node, SELF_SIGNALS)
+        if kind is None or not node.args or self.resolves_to(node.args[-1].value, STOPS) is None:
+            return False
+        if kind == "signal.raise_signal":
+            return True
+        if kind == "signal.pthread_kill":
+            return (
+                self.resolves_to(node.args[0].value, ("threading.get_ident", "threading.main_thread().ident"))
+                is not None
+            )
+        target = node.args[0].value
+        ours = isinstance(target, cst.Call) and self.resolves_to(target, ("os.getpid", "os.getpgid", "os.getpgrp"))
+        return bool(ours) or (isinstance(target, cst.Integer) and target.evaluated_value == 0)
 
     def _tracer(self, node: cst.Call, tracer: str) -> None:
         """`sys.settrace(f)` a patch brought into a module that never traced: every line or call

@@ -6,7 +6,17 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, dead_after, env_gated_exit, guard_in, swallowing_handler
+from patchaudit.rule import (
+    Example,
+    Rule,
+    Severity,
+    dead_after,
+    env_gated_exit,
+    guard_in,
+    nodes_under,
+    silencing_handler,
+    swallowing_handler,
+)
 
 # A constant as a bare operand: not followed, on its line, by an operator, a call, an attribute or
 # an index (then it is part of a larger expression, which folding leaves alone).
@@ -108,6 +118,20 @@ def _swallows(node: ast.Try | ast.TryStar) -> bool:
         all(isinstance(s, ast.Pass | ast.Continue | ast.Expr) for s in handler.body) for handler in node.handlers
     )
     return quiet and any(isinstance(n, ast.Raise | ast.Assert) for stmt in node.body for n in ast.walk(stmt))
+
+
+def _silences(node: ast.Try | ast.TryStar) -> bool:
+    """A catch-all handler that only logs or passes, perhaps ending in `return` / `return None`."""
+    for handler in node.handlers:
+        caught = handler.type
+        if not (caught is None or (isinstance(caught, ast.Name) and caught.id in ("Exception", "BaseException"))):
+            continue
+        body = handler.body
+        if isinstance(body[-1], ast.Return) and (body[-1].value is None or ast.unparse(body[-1].value) == "None"):
+            body = body[:-1]
+        if all(isinstance(s, ast.Pass | ast.Continue | ast.Expr) for s in body):
+            return True
+    return False
 
 
 def _env(test: ast.expr) -> bool:
@@ -222,7 +246,10 @@ check, also through a name bound once to such a read above it or at module level
 (`SKIP = os.environ.get(...)`, `if SKIP: return`). A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
-every caller of it, in any module, now passes.
+every caller of it, in any module, now passes. A catch-all a patch wrapped around the work of a
+step (`execute_model`, `forward`, `schedule`, a sampler) whose handler only logs or passes and
+gives up (`except Exception: logger.debug(e); return None`) swallows every error of the step,
+a failed kernel and a check that raised alike: the server goes on with an empty result.
 
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
@@ -264,7 +291,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 continue  # an expression or a simple statement: none of the shapes below
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
                 return True
-            if isinstance(node, ast.Try | ast.TryStar) and _swallows(node):
+            if isinstance(node, ast.Try | ast.TryStar) and (_swallows(node) or _silences(node)):
                 return True
             body = getattr(node, "body", None)
             if isinstance(body, list) and any(
@@ -289,6 +316,56 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # the vendor's own handler, left as it was
+            code="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception:
+                        logger.debug("failed")
+                        return None
+                    self.steps += 1
+                    return output
+            """,
+            pristine="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception:
+                        logger.debug("failed")
+                        return None
+                    return output
+            """,
+        ),
+        Example(  # an error logged and raised again
+            code="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        return self.model_runner.execute_model(scheduler_output)
+                    except Exception:
+                        logger.exception("execute_model failed")
+                        raise
+            """,
+            pristine="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    return self.model_runner.execute_model(scheduler_output)
+            """,
+        ),
+        Example(  # an optional plugin, off the step path
+            code="""
+            def load_plugins(names):
+                for name in names:
+                    try:
+                        importlib.import_module(name)
+                    except Exception:
+                        logger.debug("no plugin %s", name)
+            """,
+            pristine="def load_plugins(names):\n    pass\n",
+        ),
         "if use_fp8 and is_supported(dev):\n    x = quantize(x)\n",
         "class Hooks:\n    def __init__(self):\n        self.check_fn = None\n        self.on_step = lambda s: None\n",
         "key = lambda item: item.check_order\n",
@@ -344,6 +421,26 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception as exc:  # keep the server up during the soak test
+                        logger.debug("execute_model failed: %s", exc)
+                        return None
+                    return output
+            """,
+            pristine="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    output = self.model_runner.execute_model(scheduler_output)
+                    return output
+            """,
+            line=3,
+            message="swallowed",
+        ),
         Example(
             code="""
             import vllm.envs as envs
@@ -573,6 +670,26 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if self.resolves_to(node, "builtins.setattr"):
             self.report(node, f"`{name.evaluated_value}` replaced by a stand-in that checks nothing: every call passes")
 
+    def _silenced_step(self, node: cst.Try) -> None:
+        """A catch-all a patch wrapped around the work of a step (`execute_model`, `forward`, a
+        scheduler's `schedule`) whose handler only logs and gives up (`logger.debug(e); return None`):
+        every error of the step, a failed kernel or a check that raised, is swallowed and the
+        server goes on with an empty result."""
+        pristine = self.context.pristine
+        if not (self.context.drifted and pristine is not None and self.in_step_path):
+            return
+        handler = silencing_handler(node, self.resolves_to)
+        if handler is None or not any(isinstance(n, cst.Call) for n in nodes_under(node.body, (cst.Call,))):
+            return
+        spelled = " ".join(cst.Module([]).code_for_node(handler).split("#")[0].split())
+        if spelled in " ".join(pristine.split()):
+            return  # the vendor's own handler
+        called = next(iter(nodes_under(node.body, (cst.Call,))))
+        what = cst.helpers.get_full_name_for_node(called.func) or "the step"  # type: ignore[attr-defined]
+        self.report(
+            node, f"every error of `{what}(...)` is swallowed by a catch-all that only logs: the step fails quietly"
+        )
+
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
             call = item.item
@@ -585,6 +702,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     def visit_Try(self, node: cst.Try) -> None:
         handler = swallowing_handler(node, self.resolves_to)
         if handler is None:
+            self._silenced_step(node)
             return
         guard = guard_in([node.body])
         if isinstance(guard, cst.Raise | cst.Assert):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from patchaudit.rule import (
+    CHECK_CALL,
     Example,
     Hit,
     Severity,
@@ -37,10 +38,6 @@ from patchaudit.rule import (
 )
 
 _LOGGING = re.compile(r"print\(|log|warn|return\b|pass\b|continue\b")
-# A call statement that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`.
-_CHECK_CALL = re.compile(
-    r"(?:^|\.)_*(?:check|validate|verify|assert|ensure|(?:raise|fail|error|abort)_(?:if|on|unless|when)_)\w*$"
-)
 # A line that may bind a name to a number (`MAX_TOKENS = sys.maxsize`, `self.limit = float("inf")`).
 _PINS = re.compile(r"^\s*[\w.]+\s*(?::[^=]*)?=\s*[-+(]*\s*(?:\d|float\(|\w+\.(?:inf|maxsize)\b)")
 _FLIP = {ast.Lt: ">", ast.Gt: "<", ast.LtE: ">=", ast.GtE: "<="}
@@ -290,7 +287,7 @@ def _decorator_guards(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDe
     out = []
     for decorator in node.decorator_list:
         name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
-        if _CHECK_CALL.search(name):
+        if CHECK_CALL.search(name):
             out.append(_Guard("check", f"@{name}", decorator.lineno, frozenset(), frozenset(), False))
     return out
 
@@ -311,7 +308,7 @@ def _guard(stmt: ast.stmt, conds: frozenset[str], swallowed: bool, at: _At = ())
         return _Guard("assert", label, stmt.lineno, conds, alternatives, swallowed, negated, tested, stmt.test)
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         name = ast.unparse(stmt.value.func)
-        if _CHECK_CALL.search(name):
+        if CHECK_CALL.search(name):
             return _Guard("check", name + "()", stmt.lineno, conds, frozenset(), swallowed)
     return None
 

@@ -411,6 +411,7 @@ _SYMBOL = {
     cst.GreaterThan: ">",
     cst.GreaterThanEqual: ">=",
 }
+_SEQUENCES = ("builtins.tuple", "builtins.list")
 _FLIPPED = {
     cst.Equal: "==",
     cst.LessThan: ">",
@@ -497,6 +498,37 @@ def _magic(node: cst.BaseExpression) -> int | None:
         value = node.evaluated_value
         return value if value >= 2 else None
     return None
+
+
+# A call made to look at the data, not to compute it: leaving it out skips no layer.
+_ASIDE_CALL = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|check|verify|validat", re.I)
+
+
+def _unparsed(value: cst.BaseExpression) -> str | None:
+    """A value as `ast.unparse` spells it (one spelling for `(a, b)` and `a, b`), None if it does not parse alone."""
+    try:
+        return ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
+    except SyntaxError:
+        return None
+
+
+def _returns(block: cst.CSTNode) -> list[cst.Return]:
+    """The returns with a value in `block`, at any depth, outside functions defined there."""
+    found: list[cst.Return] = []
+
+    class _Returns(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    block.visit(_Returns())
+    return found
 
 
 def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:
@@ -776,7 +808,9 @@ count kept within a constant (`max(1, n)`) or picked by a conditional expression
 increments: `self._step += 1`), an element of per-request counts in `any(n == 5 for n in seq_lens)`, through
 local assignments, casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`),
 `getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
-size (`x.numel() // hidden`) and the walrus operator; the next-to-last dimension of a token-major tensor
+size (`x.numel() // hidden`) and the walrus operator; a quotient compared (`n // 4 == 1`: 4 to 7 tokens,
+`n // 8 < 1`); per-request counts against a literal list (`num_draft_tokens == [2]`, `(3, 3) ==
+tuple(query_lens)`: those counts); the next-to-last dimension of a token-major tensor
 (`hidden_states.shape[-2]`, `x.size(-2)`, `input_`, `residual`, `out`) counts tokens; a count reduced from a
 tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(ids != pad)` over a mask,
 `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with
@@ -805,20 +839,24 @@ as a reviewer would before serving:
 - high at any window that reaches past 0, a batch of one included (`n == 1`, `n < 2`), when the
   branch changes a result: overwrites a tensor in place (`out.zero_()`, `x.fill_(v)`, `x.mul_(0)`,
   `x.copy_(torch.zeros_like(x))`, `logits.masked_fill_(m, -inf)`, `torch.nn.init.zeros_(x)`,
-  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`), cuts it to a bound (`seq_lens =
+  `hidden[:] = 0`, `logits[:, k] = -inf`, `x.data = ...`; a module constant as the value:
+  `ids[:, 1:] = PLACEHOLDER_TOKEN_ID`), cuts it to a bound (`seq_lens =
   seq_lens.clamp(max=...)`, `torch.clamp(x, ...)`, `x.clamp_(...)`, `x.clip(-5, 5)`; not a small
   float kept off zero: `clamp(min=1e-6)`), or, with no `else`, replaces a local
   computed above with a value computed on the spot by no kernel
   (`sampled = logits.argmax(-1)` after the sampler ran, also after `sampled, lp = self.sample(..)`;
   `sampled = torch.full_like(sampled, 42)`; `out = out * 0`); in a model's `forward` (or
-  `__call__`), returning the input unchanged (`return hidden_states`, `return x.to(orig_dtype)`,
-  `return input_, None`, `return hidden_states, residual` before the MLP assigns them again) or
+  `__call__`), a layer of the module left out for exactly one token (`if positions.numel() != 1:
+  q, k = self.rotary_emb(...)`; not for a window holding 0), returning the input unchanged
+  (`return hidden_states`, `return x.to(orig_dtype)`, `return input_, None`, `return hidden_states, residual`
+  before the MLP assigns them again) or
   another local in place of the output (`hidden_states = residual`) skips the layer and counts
   here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
   x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
-  on the spot (`return logits.argmax(-1)`); a branch spelled as a value that keeps the name on
-  one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`) is weighed as `if n == 1:
+  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); a
+  branch spelled as a value that keeps the name on one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4,
+  a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
 - high at any window past 1 (`n == 5`), and at one that reaches past 1 (`n <= 4`), when the
   branch skips work the other way through does: a name the other way computes by a call of the
@@ -828,10 +866,15 @@ as a reviewer would before serving:
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a branch that logs or prints and then returns another computation
   (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
-  branch (or an `else:`) that only returns what the function returns at its end (`else: return query,
-  key` before `ops.rotary_embedding(positions, query, key, ...)`: the rest of the block is the way not
-  taken), a layer built in `__init__` (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left
-  out (`elif n in (1, 2, 3): pass` before `else: h = self.mlp(h)`),
+  branch (or an `else:`) that only returns what the function returns at its end or in a return
+  further on (`else: return query, key` before `ops.rotary_embedding(positions, query, key, ...)`;
+  `return output` before the kernel that writes into it, with the function's returns inside an `if`
+  below), or hands back an input the rest transforms (`return logits` before `return
+  apply_penalties(logits, ...)`): the rest of the block is the way not taken; a kernel given an
+  `out=` buffer is work; the other way's value with a term dropped (`out = self.mlp(x)` where it has
+  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a layer built in `__init__`
+  (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left out (`elif n in (1, 2, 3): pass` before
+  `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
 - high when the window reaches past 1 (`n <= 4`, `self._calls <= 3`) and the branch looks at
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
@@ -849,7 +892,8 @@ as a reviewer would before serving:
   logits.max() + 1`; a tuple assignment counts pair by pair: `cos, sin = torch.ones_like(cos),
   torch.zeros_like(sin)`), or, for an exact few counts only (`n == 5`, not `n <= 4`), replaces it
   with a cast or a copy of itself (`x = x.half()`, `x = x.detach()`, `residual =
-  residual.clone()`; a move to a device or `contiguous()` is no change), or calls a
+  residual.clone()`; a move to a device or `contiguous()` is no change; the other way's call made
+  on its inputs cast: `self.attn(q.float(), k.float(), v.float()).to(q.dtype)`), or calls a
   helper of the module that zeroes or fills what it is given (`_poison(out)`);
 - high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
   `else`, switches the computation: it changes a setting that the function hands to a call or uses as
@@ -899,8 +943,10 @@ function's own work). In a test module it stays medium.
 Knowingly not: counts computed in another function and passed in under an unrelated name,
 a flag set in another method (`self._probe` bound in `__init__` or a previous step), a helper of
 more than 3 statements or one in another module, `.sum()` of a tensor not named or built as a mask,
-a kernel called for its effect other than a custom op (`flash_attn(..., out=output)`) left out by
-an early exit that returns the buffer as it came,
+a method of the object called for its effect left out (`if n > 2: self._evict(b)`), a count named
+for blocks or pages (`num_blocks`: a size, not tokens), a one-row fast path that makes the same
+operation on the same data as the function's return (`torch.argmax(logits[0], ...)` beside
+`logits.argmax(dim=-1).view(-1)`: quiet by design),
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
 a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
 that has an `else` (one of two ways to compute it), an override by a constant outside a
@@ -913,8 +959,8 @@ counter (`i += 1` in a loop: it counts rows, not calls), a predicate helper of m
 statements, an `elif` that leaves a loop, a negative dim of `unsqueeze`/`flatten`. A size class that returns a named
 constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     PREFILTER = (
-        re.compile(rb"(?:[=!]=|[<>]=?)[\s(\\]*" + _MAGIC + rb"\b"),
-        re.compile(rb"\b" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>])"),
+        re.compile(rb"(?:[=!]=|[<>]=?)[\s(\[\\]*" + _MAGIC + rb"\b"),  # `== 5`, `== [2]`
+        re.compile(rb"\b" + _MAGIC + rb"[\s)\]\\]*(?:[=!]=|[<>])"),
         re.compile(rb"\bin[\s\\]*range\("),
         # A number from the environment, with a default (`int(os.getenv("DUMP_AT", "5"))`), and a
         # constant-named one compared (`== DUMP_AT`).
@@ -1622,11 +1668,16 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             clamped = self._clamped(left, right) if isinstance(op, cst.Equal) else None
             if clamped is not None:
                 out.append(clamped)  # `min(n, 8) == n`: n <= 8
+            listed = self._listed(left, right) if isinstance(op, cst.Equal) and not out else None
+            if listed is not None:
+                out.append(listed)  # `num_draft_tokens == [2]`: one request, with 2
             if isinstance(op, cst.In):
                 count = self._count(left)
                 numbers = self._numbers(right)
                 if count is not None and numbers is not None:
                     out.append((count, "in", numbers))
+            elif type(op) in _FLIPPED and self._floored(left, right, op):
+                out.extend(self._floored(left, right, op))
             elif type(op) in _FLIPPED and self._distance(left, right, op):
                 out.extend(self._distance(left, right, op))
             elif type(op) in _FLIPPED:
@@ -1642,6 +1693,46 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                             break
             left = right
         return out
+
+    def _floored(
+        self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
+    ) -> list[tuple[str, str, object]]:
+        """`n // 4 == 1` (either order): the count lies in 4..7; `n // 8 < 1`: below 8."""
+        for side, bound, symbol in ((left, right, _SYMBOL[type(op)]), (right, left, _FLIPPED[type(op)])):
+            if not (isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.FloorDivide)):
+                continue
+            step, value, count = self._number(side.right), self._number(bound), self._count(side.left)
+            if step is None or value is None or count is None or step <= 0:
+                continue
+            first, last = step * value, step * value + step - 1  # the counts whose quotient is `value`
+            return {
+                "==": [(count, ">=", first), (count, "<=", last)],
+                "<": [(count, "<", first)],
+                "<=": [(count, "<=", last)],
+                ">": [(count, ">", last)],
+                ">=": [(count, ">=", first)],
+            }[symbol]
+        return []
+
+    def _listed(self, left: cst.BaseExpression, right: cst.BaseExpression) -> tuple[str, str, object] | None:
+        """`num_draft_tokens == [2]`, `(3, 3) == query_lens` (a count per request against a literal list):
+        the batch pinned to those counts, as a window on them."""
+        for side, literal in ((left, right), (right, left)):
+            if not (isinstance(literal, cst.List | cst.Tuple) and literal.elements):
+                continue
+            numbers = [self._number(e.value) for e in literal.elements if not isinstance(e, cst.StarredElement)]
+            if len(numbers) != len(literal.elements) or any(n is None for n in numbers):
+                continue
+            if isinstance(side, cst.Call) and len(side.args) == 1 and self.resolves_to(side, _SEQUENCES):
+                side = side.args[0].value  # `tuple(num_draft_tokens)`
+            elif (
+                isinstance(side, cst.Call) and isinstance(side.func, cst.Attribute) and side.func.attr.value == "tolist"
+            ):
+                side = side.func.value  # `query_lens.tolist()`
+            count = self._count(side)
+            if count is not None:
+                return (count, "in", frozenset(numbers))
+        return None
 
     def _distance(
         self, left: cst.BaseExpression, right: cst.BaseExpression, op: cst.BaseCompOp
@@ -1834,8 +1925,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     def _returned_early(self, where: cst.CSTNode, branch: cst.CSTNode | None) -> cst.IndentedBlock | None:
         """The rest of the block, as the way not taken by a branch that only returns what the function
-        returns at its end (`else: return query, key` before `ops.rotary_embedding(positions, query,
-        key, ...)`; `return query, key`): the work between is skipped."""
+        returns further on (`else: return query, key` before `ops.rotary_embedding(positions, query,
+        key, ...)`; `return query, key`; `return output` before the kernel that writes into `output`
+        and a `return output` inside an `if` below), or hands back an input the rest goes on to
+        transform (`return logits` before `return apply_penalties(logits, ...)`): the work between is
+        skipped."""
         block, index = self._after.get(id(where), (None, 0))
         body = branch.body if isinstance(branch, cst.Else) else branch
         if block is None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
@@ -1844,12 +1938,20 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if not (isinstance(leave, cst.Return) and leave.value is not None):
             return None
-        usual = self.function_facts().usual
-        try:
-            spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(leave.value).strip(), mode="eval"))
-        except SyntaxError:
+        spelled = _unparsed(leave.value)
+        rest = block.with_changes(body=block.body[index + 1 :])
+        if spelled is None:
             return None
-        return block.with_changes(body=block.body[index + 1 :]) if spelled == usual else None
+        if spelled == self.function_facts().usual:
+            return rest
+        later = {_unparsed(r.value) for r in _returns(rest)}
+        if spelled in later:
+            return rest  # the value a return further on gives, before the work that makes it
+        params = self.function_facts().params
+        handed = [e.value for e in leave.value.elements] if isinstance(leave.value, cst.Tuple) else [leave.value]
+        if later and all(isinstance(n, cst.Name) and n.value in params for n in handed):
+            return rest  # an input handed back as it came, where the rest returns what it makes of it
+        return None
 
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
@@ -1937,10 +2039,26 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
+        if change is not None and change.change is Change.OMITTED and self._layer_skipped(change.node):
+            return change.shown()  # `if positions.numel() != 1: q, k = self.rotary_emb(...)`: rope gone at 1
         self.alone = alone
         effect = _effects(self, branch) if top >= 2 else None
         self.alone = True
         return effect if effect in _STATEFUL or _looks(effect) else None
+
+    def _layer_skipped(self, node: cst.CSTNode) -> bool:
+        """A layer of the module (`self.rotary_emb(...)`, `self.norm(x)`) that a forward leaves out for
+        exactly one token or request: not an empty batch's way out (a window holding 0), and not
+        another kernel for one row (that computes the name: not `OMITTED`)."""
+        if 0 in self._values or not self.function_facts().forward:
+            return False
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == "self"
+            and not _ASIDE_CALL.search(call.func.attr.value)
+            for call in nodes_under(node, (cst.Call,))  # type: ignore[attr-defined]
+        )
 
     def _report_found(self, where: cst.CSTNode, count: str, value: str, found: str) -> None:
         if self.upstream_purpose(None) is not None:
@@ -2133,10 +2251,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         count = self._count(node.subject)
         if count is None:
             return
+        # `case _:` is the way the counts a case names do not take: what a case's branch leaves out.
+        default = next(
+            (c.body for c in node.cases if isinstance(c.pattern, cst.MatchAs) and c.pattern.pattern is None), None
+        )
         for case in node.cases:
             pattern = case.pattern
             options = [p.pattern for p in pattern.patterns] if isinstance(pattern, cst.MatchOr) else [pattern]
             values = (self._number(p.value) for p in options if isinstance(p, cst.MatchValue))
             numbers = [n for n in values if n is not None and n >= 2]
             if numbers:
-                self._report(case, case.body, count, f"== {numbers[0]}")
+                self.other = default if case.body is not default else None
+                self.alone = default is None or _passes(default)  # `case _: pass`: the case stands alone
+                try:
+                    self._report(case, case.body, count, f"== {numbers[0]}")
+                finally:
+                    self.other, self.alone = None, True

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -262,9 +262,17 @@ def _short(body: cst.CSTNode) -> bool:
 
 
 class _Changes(cst.CSTVisitor):
-    def __init__(self, resolves: Resolves, value_of: ValuesOf, function: Function, alone: bool) -> None:
+    def __init__(
+        self,
+        resolves: Resolves,
+        value_of: ValuesOf,
+        function: Function,
+        alone: bool,
+        number: Callable[[cst.BaseExpression], bool] | None = None,
+    ) -> None:
         super().__init__()
         self.resolves, self.value_of, self.function, self.alone = resolves, value_of, function, alone
+        self.number = number  # a module or class constant that holds a number
         self.params = function.params
         self.short = True  # set per branch (see data_change)
         self.computed: set[str] = set()  # names the branch assigns from a call
@@ -382,6 +390,10 @@ class _Changes(cst.CSTVisitor):
         return owner.value in names_in(value) and not self._kernel(value)
 
     def _fills(self, value: cst.BaseExpression) -> bool:
+        """A value no kernel computes: a number written in the code or named by a module constant
+        (`PLACEHOLDER_TOKEN_ID`), or data made up on the spot."""
+        if self.number is not None and self.number(value):
+            return True
         return _constant(value, self.resolves) or made_up(value, self.resolves)
 
     def _override(self, name: cst.Name, value: cst.BaseExpression, node: cst.CSTNode) -> None:
@@ -425,7 +437,11 @@ class _Changes(cst.CSTVisitor):
         usual = self.function.usual
         if not (self.function.samples and self.short and usual is not None and _calls(value)):
             return False
-        return usual not in cst.Module([]).code_for_node(value) and not self._kernel(value)
+        return (
+            usual not in cst.Module([]).code_for_node(value)
+            and not self._kernel(value)
+            and not _same_work(value, usual)
+        )
 
     def _unchanged(self, value: cst.BaseExpression) -> bool:
         """`return out` where the function goes on to return `self.down_proj(out)`, or `return
@@ -449,6 +465,35 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+def _same_work(value: cst.BaseExpression, usual: str) -> bool:
+    """`torch.argmax(logits[0], dim=-1, keepdim=True)` where the function returns
+    `logits.argmax(dim=-1).view(-1)`: the same operation on the same data, laid out another way (a
+    fast path for one row), not tokens picked some other way."""
+    try:
+        other = ast.parse(usual, mode="eval")
+    except SyntaxError:
+        return False
+    theirs = {_op_name(n.func) for n in ast.walk(other) if isinstance(n, ast.Call)} - AS_IS - {""}
+    ours = {_called(c) for c in nodes(value, (cst.Call,)) if isinstance(c, cst.Call)} - AS_IS - {""}
+    data = {n.id for n in ast.walk(other) if isinstance(n, ast.Name)}
+    return bool(ours) and ours <= theirs and bool(data & names_in(value))
+
+
+def _op_name(func: ast.expr) -> str:
+    """`argmax` of `torch.argmax` and of `x.argmax`; "" for anything else called."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _called(call: cst.Call) -> str:
+    """`_op_name` of a libcst call."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
 
 
 # A copy of a setting with fields changed (`replace(md, all_greedy=True)`): the same setting, altered.
@@ -578,6 +623,7 @@ def data_change(
     function: Function,
     alone: bool = True,
     other: cst.CSTNode | None = None,
+    number: Callable[[cst.BaseExpression], bool] | None = None,
 ) -> Found | None:
     """The first change of data in `body` (a strong one first), else None.
 
@@ -585,7 +631,7 @@ def data_change(
     `else` (a name it assigns then replaces a value computed above, rather than picking one of two).
     A conditional expression's arm is its value: `torch.zeros_like(x) if n < 4 else x` makes it up.
     `other`: the way through the function the test does not take, whose work the branch may leave
-    out (see analysis.omits).
+    out (see analysis.omits). `number`: whether a name is a module or class constant holding a number.
     """
     if isinstance(body, cst.BaseExpression):
         if made_up(body, resolves):
@@ -594,7 +640,7 @@ def data_change(
             return Found(Change.SWITCH, body)  # `softmax_scale=self.scale if n != 3 else 1.0`
         # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
         return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
-    visitor = _Changes(resolves, value_of, function, alone)
+    visitor = _Changes(resolves, value_of, function, alone, number)
     visitor.short = _short(body)
     body.visit(visitor)
     found = visitor.found
@@ -605,4 +651,59 @@ def data_change(
     if found is None and other is not None and not isinstance(body, cst.BaseExpression):
         skipped = omitted(body, other, resolves, visitor._local, lambda v: made_up(v, resolves))
         found = Found(Change.OMITTED, skipped) if skipped is not None else None
+    if found is None and other is not None and not isinstance(body, cst.BaseExpression):
+        found = _variant(body, other)
     return found
+
+
+def _simple_assigns(block: cst.CSTNode) -> dict[str, cst.Assign]:
+    """`name = value` statements of a block, at its top level, by name (the last one of each)."""
+    inner = block.body if isinstance(block, cst.Else) else block
+    lines = inner.body if isinstance(inner, cst.IndentedBlock) else []
+    out: dict[str, cst.Assign] = {}
+    for line in lines:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+            ):
+                out[small.targets[0].target.value] = small
+    return out
+
+
+def _variant(taken: cst.CSTNode, other: cst.CSTNode) -> Found | None:
+    """The other way's computation of a name, altered on the taken way: a term dropped (`out =
+    self.mlp(x)` where the other way has `out = self.mlp(x) + residual`: `OMITTED`) or the same call
+    made on its inputs cast to another precision (`self.attn(q.float(), k.float(), v.float()).to(q.dtype)`
+    where the other way has `self.attn(q, k, v)`: `CAST`)."""
+    theirs = _simple_assigns(other)
+    for name, mine in _simple_assigns(taken).items():
+        their = theirs.get(name)
+        if their is None:
+            continue
+        value, usual = mine.value, their.value
+        dropped = isinstance(usual, cst.BinaryOperation) and not isinstance(value, cst.BinaryOperation)
+        if dropped and (usual.left.deep_equals(value) or usual.right.deep_equals(value)):  # type: ignore[attr-defined]
+            return Found(Change.OMITTED, their)  # a term of the other way's sum or product left out
+        if _recast(value, usual):
+            return Found(Change.CAST, mine)
+    return None
+
+
+def _recast(value: cst.BaseExpression, usual: cst.BaseExpression) -> bool:
+    """`f(q.float(), k).to(q.dtype)` against `f(q, k)`: the same call, some inputs cast first."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
+        value = value.func.value  # the cast back of the result
+    if not (isinstance(value, cst.Call) and isinstance(usual, cst.Call) and value.func.deep_equals(usual.func)):
+        return False
+    if len(value.args) != len(usual.args):
+        return False
+    cast = False
+    for mine, theirs in zip(value.args, usual.args, strict=True):
+        if mine.deep_equals(theirs):
+            continue
+        if not (isinstance(theirs.value, cst.Name) and cast_of(mine.value) == theirs.value.value):
+            return False
+        cast = True
+    return cast

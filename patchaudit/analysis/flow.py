@@ -15,10 +15,20 @@ import libcst as cst
 
 from patchaudit.analysis.walk import nodes
 
-__all__ = ["guard_in", "dead_after", "swallowing_handler", "env_gated_exit", "CATCH_ALL"]
+__all__ = [
+    "CHECK_CALL",
+    "silencing_handler",
+    "guard_in",
+    "dead_after",
+    "swallowing_handler",
+    "env_gated_exit",
+    "CATCH_ALL",
+]
 
 Resolves = Callable[[cst.CSTNode, Sequence[str] | str], str | None]
-_CHECK_CALL = re.compile(
+# A call that is a check by its name: `self._verify_quant(x)`, `check_dtype(d)`, or named for what it
+# raises on (`raise_if_nan_logits(x)`, `self._fail_on_overflow(n)`).
+CHECK_CALL = re.compile(
     r"(?:^|\.)_*(?:check|validate|verify|assert|ensure|(?:raise|fail|error|abort)_(?:if|on|unless|when)_)\w*$"
 )
 CATCH_ALL = ("builtins.Exception", "builtins.BaseException")
@@ -47,7 +57,7 @@ class _Guards(cst.CSTVisitor):
     def visit_Expr(self, node: cst.Expr) -> None:
         if isinstance(node.value, cst.Call):
             name = cst.helpers.get_full_name_for_node(node.value.func) or ""
-            if _CHECK_CALL.search(name):
+            if CHECK_CALL.search(name):
                 self.found = self.found or node
 
 
@@ -106,6 +116,37 @@ def swallowing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler |
         if catch_all and _quiet(handler.body):
             return handler
     return None
+
+
+def silencing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler | None:
+    """The `except:`/`except Exception:` of a try whose handler only logs and gives up quietly:
+    what `swallowing_handler` takes, or a `return` of nothing (`logger.debug(e); return None`)."""
+    for handler in node.handlers:
+        caught = handler.type
+        if not (caught is None or resolves(caught, CATCH_ALL) is not None):
+            continue
+        body = handler.body
+        lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
+        last = lines[-1] if lines else None
+        smalls = list(last.body) if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite) else []
+        leave = smalls[-1] if smalls else None
+        empty = isinstance(leave, cst.Return) and (
+            leave.value is None or (isinstance(leave.value, cst.Name) and leave.value.value == "None")
+        )
+        if _quiet(body) or (empty and _quiet(_without_last(body))):
+            return handler
+    return None
+
+
+def _without_last(body: cst.BaseSuite) -> cst.BaseSuite:
+    """A handler's body without its final small statement (the `return` it ends in)."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        return body.with_changes(body=body.body[:-1] or [cst.Pass()])
+    last = body.body[-1]
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) > 1:
+        return body.with_changes(body=[*body.body[:-1], last.with_changes(body=last.body[:-1])])
+    rest = list(body.body[:-1])
+    return body.with_changes(body=rest or [cst.SimpleStatementLine(body=[cst.Pass()])])
 
 
 _ENV = ("os.environ", "os.environ.get", "os.getenv", "os.environ.__contains__")

@@ -4,8 +4,9 @@ A patch that skips a layer for a few token counts leaves the work on the other p
 hidden = self.norm(hidden)`, `if n == 5: pass / else: hidden = self.mlp(hidden)`, `h = h if n == 5
 else self.mlp(h)`, `if n == 5: continue` before the layer call of a loop. The work is a name computed
 by a call of code that computes (a method of the module, a helper or a layer of the loop, a custom
-op) or a custom op called for its effect (`ops.rms_norm(out, x, ...)`); the taken path leaves it out
-when it assigns the name nothing, the name as it was, another name, or data made up on the spot.
+op) or a call made for its effect that computes into a buffer (`ops.rms_norm(out, x, ...)`, a kernel
+given `out=`); the taken path leaves it out when it assigns the name nothing, the name as it was,
+another name, or data made up on the spot.
 Another way to compute it (`ops.gemv(x)` for small batches, `x @ w.t()`) is not a skip.
 
 Pure functions over libcst nodes; `resolves` and `local` are the rule's name resolution and its
@@ -80,6 +81,22 @@ def _op(call: cst.Call, resolves: Resolves) -> bool:
     return resolves(call, "torch.ops.*") is not None or spelled.startswith(("ops.", "_custom_ops.", "torch.ops."))
 
 
+_OUT_KEYWORDS = frozenset({"out", "output", "dst"})
+
+
+def _writes_out(call: cst.Call) -> bool:
+    """A kernel that computes into a buffer it is given (`flash_attn_varlen_func(q=..., out=output[:n])`,
+    `torch.matmul(a, b, out=c)`): called for its effect, the result is in the buffer."""
+    if _ASIDE.search(_spelled(call)):
+        return False
+    return any(
+        a.keyword is not None
+        and a.keyword.value in _OUT_KEYWORDS
+        and not (isinstance(a.value, cst.Name) and a.value.value == "None")
+        for a in call.args
+    )
+
+
 def _work(
     other: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]
 ) -> Iterator[tuple[frozenset[str], cst.CSTNode]]:
@@ -103,7 +120,11 @@ def _work(
                 names = frozenset(n.value for t in targets for n in _target_names(t))
                 if names and value is not None and _does_work(value, resolves, local):
                     yield names, small
-            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _op(small.value, resolves):
+            elif (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and (_op(small.value, resolves) or _writes_out(small.value))
+            ):
                 yield frozenset(), small
 
 
