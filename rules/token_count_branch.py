@@ -504,6 +504,26 @@ def _magic(node: cst.BaseExpression) -> int | None:
 _ASIDE_CALL = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|check|verify|validat", re.I)
 
 
+def _truncated(node: cst.Assign) -> bool:
+    """`spec_tokens = spec_tokens[:1]`: a name cut to a fixed prefix of itself."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return False
+    value, name = node.value, node.targets[0].target
+    if not (isinstance(value, cst.Subscript) and value.value.deep_equals(name) and len(value.slice) == 1):
+        return False
+    part = value.slice[0].slice
+    return isinstance(part, cst.Slice) and part.lower is None and isinstance(part.upper, cst.Integer)
+
+
+def _works(block: cst.CSTNode) -> bool:
+    """Whether a block calls anything but a log line or a print: work a loop does per item."""
+    for call in nodes_under(block, (cst.Call,)):
+        spelled = cst.helpers.get_full_name_for_node(call.func) or ""  # type: ignore[attr-defined]
+        if not _ASIDE_CALL.search(spelled):
+            return True
+    return False
+
+
 def _unparsed(value: cst.BaseExpression) -> str | None:
     """A value as `ast.unparse` spells it (one spelling for `(a, b)` and `a, b`), None if it does not parse alone."""
     try:
@@ -1906,7 +1926,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         found = super().data_change(body, alone, other)
         if found is None or found.change is not Change.SWITCH or not isinstance(found.node, cst.Assign):
             return found
-        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side
+        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side;
+        # not `x = x[:1]`, the tested list cut to a fixed few: what it held past them is dropped.
+        if _truncated(found.node):
+            return found
         names = {n.value for n in nodes_under(found.node, (cst.Name,))}  # type: ignore[attr-defined]
         return None if names & self._shaped else found
 
@@ -2169,6 +2192,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._bind_walrus(test)
         window_of = self._window if leaves else self._inverted
         window = window_of(test)
+        exact = window is not None  # no 0 or 1 in it: a few counts picked out, not a small batch
         if window is None:
             self._small = True
             try:
@@ -2181,6 +2205,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if window is None or _inner(window[0]):
             return False
         found = self.data_change(_NOTHING, True, rest)
+        if found is None and exact and self._loops and isinstance(leave, cst.Continue | cst.Break) and _works(rest):
+            # `if len(reqs) in {3, 5}: continue`: the loop's work dropped for the picked counts
+            found = Found(Change.OMITTED, rest)
         if found is None or found.change is not Change.OMITTED:
             return False
         self._skipped.add(id(stmt))
