@@ -874,7 +874,9 @@ as a reviewer would before serving:
   here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
   x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
-  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); a
+  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); the
+  function's own return with an operator or a constant changed (`return (x > v).sum(-1)` where it
+  returns `(x >= v).sum(-1)`); a
   branch spelled as a value that keeps the name on one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4,
   a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
@@ -892,7 +894,9 @@ as a reviewer would before serving:
   below), or hands back an input the rest transforms (`return logits` before `return
   apply_penalties(logits, ...)`): the rest of the block is the way not taken; a kernel given an
   `out=` buffer is work; the other way's value with a term dropped (`out = self.mlp(x)` where it has
-  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a layer built in `__init__`
+  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a `continue` or `break` for a few
+  picked counts (none of them 0 or 1) before anything but a log line in a loop (`if len(reqs) in {3,
+  5}: continue`), a layer built in `__init__`
   (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left out (`elif n in (1, 2, 3): pass` before
   `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
@@ -900,7 +904,8 @@ as a reviewer would before serving:
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
+  data (`return torch.zeros_like(x)`, an empty result where the function returns what it computed:
+  `return {}, True`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
   `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the
   code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
@@ -918,7 +923,8 @@ as a reviewer would before serving:
 - high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
   `else`, switches the computation: it changes a setting that the function hands to a call or uses as
   an index (`causal = False`, `scheduler_metadata = None`, `max_seqlen_q = int(q.shape[0])`,
-  `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
+  `slot_mapping = slot_mapping[:1]`, the tested list cut to a fixed prefix: `spec_tokens =
+  spec_tokens[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
   `positions = positions[..., :1]`, `md = dataclasses.replace(md, all_greedy=True)`, `kw["causal"] =
   False`), not a value another kernel computes (`out = self.decode(x)`), a tuning number (`num_kv_splits`,
   also as the keyword it is passed as), an accumulator started again, the same values laid out anew, a
