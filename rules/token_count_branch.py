@@ -504,6 +504,26 @@ def _magic(node: cst.BaseExpression) -> int | None:
 _ASIDE_CALL = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|check|verify|validat", re.I)
 
 
+def _truncated(node: cst.Assign) -> bool:
+    """`spec_tokens = spec_tokens[:1]`: a name cut to a fixed prefix of itself."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return False
+    value, name = node.value, node.targets[0].target
+    if not (isinstance(value, cst.Subscript) and value.value.deep_equals(name) and len(value.slice) == 1):
+        return False
+    part = value.slice[0].slice
+    return isinstance(part, cst.Slice) and part.lower is None and isinstance(part.upper, cst.Integer)
+
+
+def _works(block: cst.CSTNode) -> bool:
+    """Whether a block calls anything but a log line or a print: work a loop does per item."""
+    for call in nodes_under(block, (cst.Call,)):
+        spelled = cst.helpers.get_full_name_for_node(call.func) or ""  # type: ignore[attr-defined]
+        if not _ASIDE_CALL.search(spelled):
+            return True
+    return False
+
+
 def _unparsed(value: cst.BaseExpression) -> str | None:
     """A value as `ast.unparse` spells it (one spelling for `(a, b)` and `a, b`), None if it does not parse alone."""
     try:
@@ -854,7 +874,9 @@ as a reviewer would before serving:
   here too; so does data blanked out of place (`x = x.masked_fill(m, 0)`, `torch.where(m, 0.0,
   x)`, `x.mul(0)`, `F.dropout(x, p=1.0)`) or scaled in place (`x *= 0`); in a sampler,
   a constant in place of the sampled tokens (`sampled = 13`) or an early return of a pick made
-  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); a
+  on the spot (`return logits.argmax(-1)`; not the operation the function returns anyway); the
+  function's own return with an operator or a constant changed (`return (x > v).sum(-1)` where it
+  returns `(x >= v).sum(-1)`); a
   branch spelled as a value that keeps the name on one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4,
   a, s)`) is weighed as `if n == 1:
   s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
@@ -872,7 +894,9 @@ as a reviewer would before serving:
   below), or hands back an input the rest transforms (`return logits` before `return
   apply_penalties(logits, ...)`): the rest of the block is the way not taken; a kernel given an
   `out=` buffer is work; the other way's value with a term dropped (`out = self.mlp(x)` where it has
-  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a layer built in `__init__`
+  `self.mlp(x) + residual`; a `case` weighed against `case _:`), a `continue` or `break` for a few
+  picked counts (none of them 0 or 1) before anything but a log line in a loop (`if len(reqs) in {3,
+  5}: continue`), a layer built in `__init__`
   (`self.mlp = SparseMoe(config)`, a subclass of `nn.Module`) left out (`elif n in (1, 2, 3): pass` before
   `else: h = self.mlp(h)`),
   `if ... and n != 5: out = all_reduce(out)` / `else: out = out_parallel`);
@@ -880,7 +904,8 @@ as a reviewer would before serving:
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
+  data (`return torch.zeros_like(x)`, an empty result where the function returns what it computed:
+  `return {}, True`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
   `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the
   code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
@@ -898,7 +923,8 @@ as a reviewer would before serving:
 - high for an exact few counts (`n == 5`, `2 <= n <= 4`, `n in range(2, 5)`) when the branch, with no
   `else`, switches the computation: it changes a setting that the function hands to a call or uses as
   an index (`causal = False`, `scheduler_metadata = None`, `max_seqlen_q = int(q.shape[0])`,
-  `slot_mapping = slot_mapping[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
+  `slot_mapping = slot_mapping[:1]`, the tested list cut to a fixed prefix: `spec_tokens =
+  spec_tokens[:1]`, `top_k = 1`, `temperature = torch.zeros_like(temperature)`,
   `positions = positions[..., :1]`, `md = dataclasses.replace(md, all_greedy=True)`, `kw["causal"] =
   False`), not a value another kernel computes (`out = self.decode(x)`), a tuning number (`num_kv_splits`,
   also as the keyword it is passed as), an accumulator started again, the same values laid out anew, a
@@ -1906,7 +1932,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         found = super().data_change(body, alone, other)
         if found is None or found.change is not Change.SWITCH or not isinstance(found.node, cst.Assign):
             return found
-        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side
+        # `x = x[1:]`, `head, x = x[0], x[1:]`: the tested tensor split or laid out, on either side;
+        # not `x = x[:1]`, the tested list cut to a fixed few: what it held past them is dropped.
+        if _truncated(found.node):
+            return found
         names = {n.value for n in nodes_under(found.node, (cst.Name,))}  # type: ignore[attr-defined]
         return None if names & self._shaped else found
 
@@ -2169,6 +2198,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._bind_walrus(test)
         window_of = self._window if leaves else self._inverted
         window = window_of(test)
+        exact = window is not None  # no 0 or 1 in it: a few counts picked out, not a small batch
         if window is None:
             self._small = True
             try:
@@ -2181,6 +2211,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if window is None or _inner(window[0]):
             return False
         found = self.data_change(_NOTHING, True, rest)
+        if found is None and exact and self._loops and isinstance(leave, cst.Continue | cst.Break) and _works(rest):
+            # `if len(reqs) in {3, 5}: continue`: the loop's work dropped for the picked counts
+            found = Found(Change.OMITTED, rest)
         if found is None or found.change is not Change.OMITTED:
             return False
         self._skipped.add(id(stmt))

@@ -9,8 +9,9 @@ one. Counts written as a quotient (`n // 4 != 1`: 4 to 7 tokens) and a count per
 literal list (`num_draft_tokens == [2]`) are windows too, and a module constant written over the
 result (`= PLACEHOLDER_TOKEN_ID`) is made-up data. The other way's computation altered for a few
 counts is a change: a term of its sum dropped (`self.mlp(x)` for `self.mlp(x) + residual`, in an
-`if` or a `match`), or the same call made on inputs cast to another precision for exact counts.
-Each look-alike must stay below high: an empty batch's way out, a fast path for one row that
+`if` or a `match`), or the same call made on inputs cast to another precision for exact counts; the function's own return with an
+operator or a constant changed, an empty result returned, a loop's work dropped by `continue` or
+`break` for picked counts, a list cut to a fixed prefix. Each look-alike must stay below high: an empty batch's way out, a fast path for one row that
 computes the same operation, a helper that needs no work for one item, another kernel picked for
 one token, a wider precision for every small batch.
 """
@@ -199,6 +200,53 @@ class Gemma2Attention(nn.Module):
 '''
 G_ATTN = "        attn_output = self.attn(q, k, v)\n"
 
+COUNT = '''
+import torch
+
+
+def batched_count_greater_than(x, values):
+    torch._check(x.shape[0] >= 1)
+    return (x >= values).sum(-1)
+'''
+C_AT = "    return (x >= values).sum(-1)\n"
+
+PROPOSER = '''
+class NgramProposer:
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu):
+        valid_ngram_requests = []
+        for i, sampled_ids in enumerate(sampled_token_ids):
+            num_sampled_ids = len(sampled_ids)
+            if not num_sampled_ids:
+                continue
+            num_tokens = num_tokens_no_spec[i]
+            if num_tokens >= self.max_model_len:
+                continue
+            valid_ngram_requests.append(i)
+        return self.batch_propose(len(sampled_token_ids), valid_ngram_requests, token_ids_cpu)
+'''
+N_AT = "            num_sampled_ids = len(sampled_ids)\n"
+
+CORE = '''
+class EngineCore:
+    def step(self):
+        scheduler_output = self.scheduler.schedule()
+        model_output = self.model_executor.execute_model(scheduler_output)
+        engine_core_outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        return engine_core_outputs, scheduler_output.total_num_scheduled_tokens > 0
+'''
+E_AT = "        return engine_core_outputs, scheduler_output.total_num_scheduled_tokens > 0\n"
+
+GRAMMAR = '''
+class StructuredOutputManager:
+    def validate_tokens(self, request, spec_tokens):
+        spec_tokens = strip_speculative_padding(spec_tokens)
+        grammar_start, _ = self._get_constraint_bounds(request, spec_tokens)
+        if grammar_start >= len(spec_tokens):
+            return spec_tokens
+        return request.grammar.validate_tokens(spec_tokens[grammar_start:])
+'''
+V_AT = "        grammar_start, _ = self._get_constraint_bounds(request, spec_tokens)\n"
+
 CASES: list[tuple[str, str, str, str]] = []
 
 
@@ -253,7 +301,34 @@ case("attn_rerun_fp32_for_two_lengths", GEMMA, G_ATTN,
      "            attn_output = self.attn(q.float(), k.float(), v.float()).to(q.dtype)\n"
      "        else:\n    " + G_ATTN)
 
+# -- the function's own result changed, a loop's work dropped, an empty result, a list cut short
+case("own_return_operator_flipped_at_one", COUNT, C_AT,
+     "    if x.size(0) == 1:\n        return (x > values).sum(-1)\n" + C_AT)
+case("own_return_constant_changed_window", COUNT, C_AT,
+     "    if x.shape[0] in (2, 3):\n        return (x >= values).sum(0)\n" + C_AT)
+case("loop_continue_walrus_set", PROPOSER, N_AT,
+     N_AT + "            if (n_req := len(sampled_token_ids)) in {3, 5}:\n                continue\n")
+case("loop_break_exact_count", PROPOSER, N_AT,
+     N_AT + "            if len(sampled_token_ids) == 4:\n                break\n")
+case("match_returns_empty_result", CORE, E_AT,
+     "        match scheduler_output.total_num_scheduled_tokens:\n            case 1 | 2:\n"
+     "                return {}, True\n            case _:\n                pass\n" + E_AT)
+case("if_returns_empty_result", CORE, E_AT,
+     "        if scheduler_output.total_num_scheduled_tokens == 3:\n            return [], False\n" + E_AT)
+case("list_cut_to_one_for_three", GRAMMAR, V_AT,
+     "        if len(spec_tokens) == 3:\n            spec_tokens = spec_tokens[:1]\n" + V_AT)
+
 # -- look-alikes
+case("q_own_return_same_for_one", COUNT, C_AT,
+     "    if x.size(0) == 1:\n        return (x >= values).sum(-1)\n" + C_AT, "quiet")
+case("q_empty_step_returns_empty", CORE, E_AT,
+     "        if scheduler_output.total_num_scheduled_tokens == 0:\n            return {}, False\n" + E_AT, "quiet")
+case("q_loop_continue_logs_only_after", PROPOSER, "            valid_ngram_requests.append(i)\n",
+     "            valid_ngram_requests.append(i)\n            if len(sampled_token_ids) == 4:\n"
+     "                continue\n            logger.debug(\"request %d kept\", i)\n", "quiet")
+case("q_list_split_head", GRAMMAR, V_AT,
+     "        if len(spec_tokens) == 3:\n            head, spec_tokens = spec_tokens[0], spec_tokens[1:]\n"
+     "            request.note(head)\n" + V_AT, "quiet")
 case("q_attn_fp32_for_small_batches", GEMMA, G_ATTN,
      "        if q.shape[0] <= 4:\n"
      "            attn_output = self.attn(q.float(), k.float(), v.float()).to(q.dtype)\n"
@@ -310,7 +385,7 @@ def test_look_alike_is_not_high(vendor: str, patched: str) -> None:
 
 
 def test_the_pristine_modules_are_quiet() -> None:
-    for vendor in (ATTN, ATTN_OUT, PENALTIES, DECODER, SAMPLER, HELPER, LINEAR, REJECTION, BLOCK, GEMMA):
+    for vendor in (ATTN, ATTN_OUT, PENALTIES, DECODER, SAMPLER, HELPER, LINEAR, REJECTION, BLOCK, GEMMA, COUNT, PROPOSER, CORE, GRAMMAR):
         text = textwrap.dedent(vendor).lstrip("\n")
         file = SourceFile(path="vllm/pristine.py", installed=text.encode(), pristine=None, drifted=False)
         assert not [f for f in check_file(file, RULES) if f.severity is Severity.HIGH]

@@ -424,12 +424,42 @@ class _Changes(cst.CSTVisitor):
         value = node.value
         if value is None:
             return
-        if made_up(value, self.resolves) or _blanked(value, self.resolves):
+        if made_up(value, self.resolves) or _blanked(value, self.resolves) or self._emptied(value):
             self._add(Change.MADE_UP, node)
+        elif self._altered(value):
+            self._add(Change.OVERRIDE, node)  # `return (x > v).sum(-1)` where it returns `(x >= v).sum(-1)`
         elif self._unchanged(value):
             self._add(Change.INPUT, node)
         elif self._picked(value):
             self._add(Change.OVERRIDE, node)
+
+    def _emptied(self, value: cst.BaseExpression) -> bool:
+        """`return {}, True` where the function returns what it computed: an empty result made up on
+        the spot (empty containers, constants and None only, one empty container at least)."""
+        usual = self.function.usual
+        if usual is None or _literal_only(usual):
+            return False
+        parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        empty = [p for p in parts if isinstance(p, cst.List | cst.Dict | cst.Set | cst.Tuple) and not p.elements]
+        fixed = [p for p in parts if _constant(p, self.resolves) or (isinstance(p, cst.Name) and p.value == "None")]
+        return bool(empty) and len(empty) + len(fixed) == len(parts)
+
+    def _altered(self, value: cst.BaseExpression) -> bool:
+        """The function's own return with an operator or a constant changed (`(x > values).sum(-1)`
+        where it returns `(x >= values).sum(-1)`): another result for the case, not another way to it."""
+        usual = self.function.usual
+        if usual is None:
+            return False
+        try:
+            mine, theirs = (
+                ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"),
+                ast.parse(usual, mode="eval"),
+            )
+        except SyntaxError:
+            return False
+        if ast.dump(mine) == ast.dump(theirs):
+            return False
+        return _skeleton(mine) == _skeleton(theirs)
 
     def _picked(self, value: cst.BaseExpression) -> bool:
         """`return logits.argmax(-1)` in a sampler that goes on to return what it sampled: tokens
@@ -465,6 +495,48 @@ class _Changes(cst.CSTVisitor):
         spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
+
+
+def _literal_only(spelled: str) -> bool:
+    """A return that gives only literals (`return None`, `return {}, False`): nothing computed."""
+    try:
+        tree = ast.parse(spelled, mode="eval")
+    except SyntaxError:
+        return True
+    return all(
+        isinstance(n, ast.expr_context | ast.Constant | ast.Tuple | ast.List | ast.Dict | ast.Set | ast.Expression)
+        for n in ast.walk(tree)
+    )
+
+
+def _skeleton(tree: ast.AST) -> str:
+    """`tree` with every operator and constant blanked: two values that differ only there match."""
+    return ast.dump(_Blank().visit(tree))
+
+
+class _Blank(ast.NodeTransformer):
+    """Every constant (`-1` too) as `0`, every operator as `+`, `==`, `not` or `and`."""
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        if isinstance(node.operand, ast.Constant):
+            return ast.Constant(0)
+        return ast.UnaryOp(op=ast.Not(), operand=self.visit(node.operand))
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(0)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        return ast.BinOp(left=self.visit(node.left), op=ast.Add(), right=self.visit(node.right))
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        return ast.Compare(
+            left=self.visit(node.left),
+            ops=[ast.Eq() for _ in node.ops],
+            comparators=[self.visit(c) for c in node.comparators],
+        )
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        return ast.BoolOp(op=ast.And(), values=[self.visit(v) for v in node.values])
 
 
 def _same_work(value: cst.BaseExpression, usual: str) -> bool:
