@@ -26,7 +26,7 @@ from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.changes import STRONG_CHANGES, Change, Found, made_up, padding
-from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared
+from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared, unparsed
 from patchaudit.analysis.flow import (
     CHECK_CALL,
     dead_after,
@@ -63,6 +63,7 @@ __all__ = [
     "dead_after",
     "env_gated_exit",
     "CHECK_CALL",
+    "unparsed",
     "silencing_handler",
     "guard_in",
     "swallowing_handler",

@@ -25,6 +25,7 @@ from patchaudit.rule import (
     nodes_under,
     padding,
     shape_compared,
+    unparsed,
 )
 
 SIDE_EFFECT_CALLS = (
@@ -522,14 +523,6 @@ def _works(block: cst.CSTNode) -> bool:
         if not _ASIDE_CALL.search(spelled):
             return True
     return False
-
-
-def _unparsed(value: cst.BaseExpression) -> str | None:
-    """A value as `ast.unparse` spells it (one spelling for `(a, b)` and `a, b`), None if it does not parse alone."""
-    try:
-        return ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
-    except SyntaxError:
-        return None
 
 
 def _returns(block: cst.CSTNode) -> list[cst.Return]:
@@ -1967,13 +1960,13 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if not (isinstance(leave, cst.Return) and leave.value is not None):
             return None
-        spelled = _unparsed(leave.value)
+        spelled = unparsed(leave.value)
         rest = block.with_changes(body=block.body[index + 1 :])
         if spelled is None:
             return None
         if spelled == self.function_facts().usual:
             return rest
-        later = {_unparsed(r.value) for r in _returns(rest)}
+        later = {unparsed(r.value) for r in _returns(rest)}
         if spelled in later:
             return rest  # the value a return further on gives, before the work that makes it
         params = self.function_facts().params

@@ -24,6 +24,7 @@ from enum import StrEnum
 
 import libcst as cst
 
+from patchaudit.analysis.counts import unparsed
 from patchaudit.analysis.omits import calls_kernel, omitted, tuning
 from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
@@ -492,7 +493,7 @@ class _Changes(cst.CSTVisitor):
         assignments = self.function.assignments
         if any(assignments.get(n.value, 0) > len(self.value_of(n)) for n in names if isinstance(n, cst.Name)):
             return True  # `return hidden_states, residual` before the MLP assigns them again
-        spelled = ast.unparse(ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"))
+        spelled = unparsed(value)
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
 

@@ -31,6 +31,7 @@ __all__ = [
     "MORE_COUNT_NAMES",
     "count_of",
     "unpacked",
+    "unparsed",
     "counters",
     "instance_numbers",
     "local_number",
@@ -150,8 +151,8 @@ def count_of(
         spelled = cst.helpers.get_full_name_for_node(node.args[0].value) or ""
         if QUEUE_NAME.match(spelled.rsplit(".", 1)[-1]):
             return f"len({spelled})"  # `len(self.running)`
-    if isinstance(node, cst.Subscript) and counted and _spelled(node) in counted:
-        return f"{_spelled(node)} (a call counter)"
+    if isinstance(node, cst.Subscript) and counted and unparsed(node) in counted:
+        return f"{unparsed(node)} (a call counter)"
     if isinstance(node, cst.Subscript) and _fixed_dim(node):
         return None
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "size":
@@ -424,12 +425,13 @@ def _shown(node: cst.BaseExpression) -> str:
 _OP = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.FloorDivide: "//", cst.Divide: "/"}
 
 
-def _spelled(node: cst.BaseExpression) -> str:
-    """The expression as `ast.unparse` writes it (the form `counters` names)."""
+def unparsed(node: cst.BaseExpression) -> str | None:
+    """The expression as `ast.unparse` writes it (the form `counters` names, one spelling for
+    `(a, b)` and `a, b`), None if it does not parse alone."""
     try:
         return ast.unparse(ast.parse(cst.Module([]).code_for_node(node).strip(), mode="eval"))
     except SyntaxError:
-        return ""
+        return None
 
 
 def _dims(value: cst.BaseExpression) -> cst.BaseExpression | None:
