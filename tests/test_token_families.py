@@ -13,12 +13,11 @@ on success) must stay below high.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
+from hazard_helpers import drifted_findings
 from test_count_branches import ATTN, DECODER, LINEAR, NORM, RUNNER, SAMPLER
 
-from patchaudit.hazards import SourceFile, check_file, load_rules
+from patchaudit.hazards import load_rules
 from patchaudit.report import Severity
 
 CASES: list[tuple[str, str, str, str]] = []
@@ -342,9 +341,7 @@ RULES = load_rules()
 
 
 def _findings(vendor: str, patched: str) -> list[tuple[str, Severity, int]]:
-    vendor, patched = textwrap.dedent(vendor).lstrip("\n"), textwrap.dedent(patched).lstrip("\n")
-    file = SourceFile(path="vllm/patched.py", installed=patched.encode(), pristine=vendor.encode(), drifted=True)
-    return [(f.rule, f.severity, f.line) for f in check_file(file, RULES) if not f.suppressed]
+    return drifted_findings(vendor, patched, RULES)
 
 
 @pytest.mark.parametrize(("vendor", "patched"), [pytest.param(c[1], c[2], id=c[0]) for c in CASES if c[3] == "high"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from hazard_helpers import drifted_findings
 
 from patchaudit.hazards import SourceFile, check_file, load_rules
 from patchaudit.report import Severity
@@ -102,6 +103,7 @@ class Qwen2Attention(nn.Module):
         return output
 '''
 D_ROPE = "        q, k = self.rotary_emb(positions, q, k)\n"
+D_ATTN = "        attn_output = self.attn(q, k, v)\n"
 
 SAMPLER = '''
 import torch
@@ -185,21 +187,6 @@ class BloomBlock(nn.Module):
         return output
 '''
 B_MLP = "        output = self.mlp(layernorm_output) + residual\n"
-
-GEMMA = '''
-from torch import nn
-
-
-class Gemma2Attention(nn.Module):
-    def forward(self, positions, hidden_states):
-        qkv, _ = self.qkv_proj(hidden_states)
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q, k = self.rotary_emb(positions, q, k)
-        attn_output = self.attn(q, k, v)
-        output, _ = self.o_proj(attn_output)
-        return output
-'''
-G_ATTN = "        attn_output = self.attn(q, k, v)\n"
 
 COUNT = '''
 import torch
@@ -297,10 +284,10 @@ case("match_case_residual_dropped", BLOCK, B_MLP,
 case("if_residual_dropped", BLOCK, B_MLP,
      "        if positions.numel() in (6, 7):\n            output = self.mlp(layernorm_output)\n"
      "        else:\n    " + B_MLP)
-case("attn_rerun_fp32_for_two_lengths", GEMMA, G_ATTN,
+case("attn_rerun_fp32_for_two_lengths", DECODER, D_ATTN,
      "        if q.shape[0] in {5, 9}:\n"
      "            attn_output = self.attn(q.float(), k.float(), v.float()).to(q.dtype)\n"
-     "        else:\n    " + G_ATTN)
+     "        else:\n    " + D_ATTN)
 
 # -- the function's own result changed, a loop's work dropped, an empty result, a list cut short
 case("own_return_operator_flipped_at_one", COUNT, C_AT,
@@ -330,10 +317,10 @@ case("q_loop_continue_logs_only_after", PROPOSER, "            valid_ngram_reque
 case("q_list_split_head", GRAMMAR, V_AT,
      "        if len(spec_tokens) == 3:\n            head, spec_tokens = spec_tokens[0], spec_tokens[1:]\n"
      "            request.note(head)\n" + V_AT, "quiet")
-case("q_attn_fp32_for_small_batches", GEMMA, G_ATTN,
+case("q_attn_fp32_for_small_batches", DECODER, D_ATTN,
      "        if q.shape[0] <= 4:\n"
      "            attn_output = self.attn(q.float(), k.float(), v.float()).to(q.dtype)\n"
-     "        else:\n    " + G_ATTN, "quiet")
+     "        else:\n    " + D_ATTN, "quiet")
 case("q_match_decode_kernel", BLOCK, B_MLP,
      "        match hidden_states.shape[0]:\n            case 1:\n"
      "                output = self.mlp.forward_decode(layernorm_output) + residual\n"
@@ -367,10 +354,7 @@ RULES = load_rules()
 
 
 def _findings(vendor: str, patched: str) -> list[tuple[str, Severity, int]]:
-    vendor, patched = textwrap.dedent(vendor).lstrip("\n"), textwrap.dedent(patched).lstrip("\n")
-    compile(patched, "patched.py", "exec")  # a case that does not parse would prove nothing
-    file = SourceFile(path="vllm/patched.py", installed=patched.encode(), pristine=vendor.encode(), drifted=True)
-    return [(f.rule, f.severity, f.line) for f in check_file(file, RULES) if not f.suppressed]
+    return drifted_findings(vendor, patched, RULES)
 
 
 @pytest.mark.parametrize(("vendor", "patched"), [pytest.param(c[1], c[2], id=c[0]) for c in CASES if c[3] == "high"])
@@ -386,7 +370,7 @@ def test_look_alike_is_not_high(vendor: str, patched: str) -> None:
 
 
 def test_the_pristine_modules_are_quiet() -> None:
-    modules = (ATTN, ATTN_OUT, PENALTIES, DECODER, SAMPLER, HELPER, LINEAR, REJECTION, BLOCK, GEMMA)
+    modules = (ATTN, ATTN_OUT, PENALTIES, DECODER, SAMPLER, HELPER, LINEAR, REJECTION, BLOCK)
     for vendor in (*modules, COUNT, PROPOSER, CORE, GRAMMAR):
         text = textwrap.dedent(vendor).lstrip("\n")
         file = SourceFile(path="vllm/pristine.py", installed=text.encode(), pristine=None, drifted=False)
