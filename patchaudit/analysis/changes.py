@@ -25,6 +25,7 @@ from enum import StrEnum
 import libcst as cst
 
 from patchaudit.analysis.counts import unparsed
+from patchaudit.analysis.likeness import altered, literal_only, same_work, variant
 from patchaudit.analysis.omits import calls_kernel, omitted, tuning
 from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
 from patchaudit.analysis.values import Resolves, ValuesOf
@@ -438,7 +439,7 @@ class _Changes(cst.CSTVisitor):
         """`return {}, True` where the function returns what it computed: an empty result made up on
         the spot (empty containers, constants and None only, one empty container at least)."""
         usual = self.function.usual
-        if usual is None or _literal_only(usual):
+        if usual is None or literal_only(usual):
             return False
         parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
         empty = [p for p in parts if isinstance(p, cst.List | cst.Dict | cst.Set | cst.Tuple) and not p.elements]
@@ -449,18 +450,7 @@ class _Changes(cst.CSTVisitor):
         """The function's own return with an operator or a constant changed (`(x > values).sum(-1)`
         where it returns `(x >= values).sum(-1)`): another result for the case, not another way to it."""
         usual = self.function.usual
-        if usual is None:
-            return False
-        try:
-            mine, theirs = (
-                ast.parse(cst.Module([]).code_for_node(value).strip(), mode="eval"),
-                ast.parse(usual, mode="eval"),
-            )
-        except SyntaxError:
-            return False
-        if ast.dump(mine) == ast.dump(theirs):
-            return False
-        return _skeleton(mine) == _skeleton(theirs)
+        return usual is not None and altered(value, usual)
 
     def _picked(self, value: cst.BaseExpression) -> bool:
         """`return logits.argmax(-1)` in a sampler that goes on to return what it sampled: tokens
@@ -469,9 +459,7 @@ class _Changes(cst.CSTVisitor):
         if not (self.function.samples and self.short and usual is not None and _calls(value)):
             return False
         return (
-            usual not in cst.Module([]).code_for_node(value)
-            and not self._kernel(value)
-            and not _same_work(value, usual)
+            usual not in cst.Module([]).code_for_node(value) and not self._kernel(value) and not same_work(value, usual)
         )
 
     def _unchanged(self, value: cst.BaseExpression) -> bool:
@@ -496,77 +484,6 @@ class _Changes(cst.CSTVisitor):
         spelled = unparsed(value)
         # `return input_, None` where it returns `output, output_bias`: its input in place of its result.
         return spelled != usual and all(isinstance(n, cst.Name) and n.value in self.params for n in names)
-
-
-def _literal_only(spelled: str) -> bool:
-    """A return that gives only literals (`return None`, `return {}, False`): nothing computed."""
-    try:
-        tree = ast.parse(spelled, mode="eval")
-    except SyntaxError:
-        return True
-    return all(
-        isinstance(n, ast.expr_context | ast.Constant | ast.Tuple | ast.List | ast.Dict | ast.Set | ast.Expression)
-        for n in ast.walk(tree)
-    )
-
-
-def _skeleton(tree: ast.AST) -> str:
-    """`tree` with every operator and constant blanked: two values that differ only there match."""
-    return ast.dump(_Blank().visit(tree))
-
-
-class _Blank(ast.NodeTransformer):
-    """Every constant (`-1` too) as `0`, every operator as `+`, `==`, `not` or `and`."""
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-        if isinstance(node.operand, ast.Constant):
-            return ast.Constant(0)
-        return ast.UnaryOp(op=ast.Not(), operand=self.visit(node.operand))
-
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        return ast.Constant(0)
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        return ast.BinOp(left=self.visit(node.left), op=ast.Add(), right=self.visit(node.right))
-
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        return ast.Compare(
-            left=self.visit(node.left),
-            ops=[ast.Eq() for _ in node.ops],
-            comparators=[self.visit(c) for c in node.comparators],
-        )
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-        return ast.BoolOp(op=ast.And(), values=[self.visit(v) for v in node.values])
-
-
-def _same_work(value: cst.BaseExpression, usual: str) -> bool:
-    """`torch.argmax(logits[0], dim=-1, keepdim=True)` where the function returns
-    `logits.argmax(dim=-1).view(-1)`: the same operation on the same data, laid out another way (a
-    fast path for one row), not tokens picked some other way."""
-    try:
-        other = ast.parse(usual, mode="eval")
-    except SyntaxError:
-        return False
-    theirs = {_op_name(n.func) for n in ast.walk(other) if isinstance(n, ast.Call)} - AS_IS - {""}
-    ours = {_called(c) for c in nodes(value, (cst.Call,)) if isinstance(c, cst.Call)} - AS_IS - {""}
-    data = {n.id for n in ast.walk(other) if isinstance(n, ast.Name)}
-    return bool(ours) and ours <= theirs and bool(data & names_in(value))
-
-
-def _op_name(func: ast.expr) -> str:
-    """`argmax` of `torch.argmax` and of `x.argmax`; "" for anything else called."""
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else ""
-
-
-def _called(call: cst.Call) -> str:
-    """`_op_name` of a libcst call."""
-    func = call.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""
 
 
 # A copy of a setting with fields changed (`replace(md, all_greedy=True)`): the same setting, altered.
@@ -725,58 +642,8 @@ def data_change(
         skipped = omitted(body, other, resolves, visitor._local, lambda v: made_up(v, resolves))
         found = Found(Change.OMITTED, skipped) if skipped is not None else None
     if found is None and other is not None and not isinstance(body, cst.BaseExpression):
-        found = _variant(body, other)
+        altered_arm = variant(body, other)
+        if altered_arm is not None:  # a term of the other way's value dropped, or its inputs recast
+            how, node = altered_arm
+            found = Found(Change.OMITTED if how == "dropped" else Change.CAST, node)
     return found
-
-
-def _simple_assigns(block: cst.CSTNode) -> dict[str, cst.Assign]:
-    """`name = value` statements of a block, at its top level, by name (the last one of each)."""
-    inner = block.body if isinstance(block, cst.Else) else block
-    lines = inner.body if isinstance(inner, cst.IndentedBlock) else []
-    out: dict[str, cst.Assign] = {}
-    for line in lines:
-        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-            if (
-                isinstance(small, cst.Assign)
-                and len(small.targets) == 1
-                and isinstance(small.targets[0].target, cst.Name)
-            ):
-                out[small.targets[0].target.value] = small
-    return out
-
-
-def _variant(taken: cst.CSTNode, other: cst.CSTNode) -> Found | None:
-    """The other way's computation of a name, altered on the taken way: a term dropped (`out =
-    self.mlp(x)` where the other way has `out = self.mlp(x) + residual`: `OMITTED`) or the same call
-    made on its inputs cast to another precision (`self.attn(q.float(), k.float(), v.float()).to(q.dtype)`
-    where the other way has `self.attn(q, k, v)`: `CAST`)."""
-    theirs = _simple_assigns(other)
-    for name, mine in _simple_assigns(taken).items():
-        their = theirs.get(name)
-        if their is None:
-            continue
-        value, usual = mine.value, their.value
-        dropped = isinstance(usual, cst.BinaryOperation) and not isinstance(value, cst.BinaryOperation)
-        if dropped and (usual.left.deep_equals(value) or usual.right.deep_equals(value)):  # type: ignore[attr-defined]
-            return Found(Change.OMITTED, their)  # a term of the other way's sum or product left out
-        if _recast(value, usual):
-            return Found(Change.CAST, mine)
-    return None
-
-
-def _recast(value: cst.BaseExpression, usual: cst.BaseExpression) -> bool:
-    """`f(q.float(), k).to(q.dtype)` against `f(q, k)`: the same call, some inputs cast first."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
-        value = value.func.value  # the cast back of the result
-    if not (isinstance(value, cst.Call) and isinstance(usual, cst.Call) and value.func.deep_equals(usual.func)):
-        return False
-    if len(value.args) != len(usual.args):
-        return False
-    cast = False
-    for mine, theirs in zip(value.args, usual.args, strict=True):
-        if mine.deep_equals(theirs):
-            continue
-        if not (isinstance(theirs.value, cst.Name) and cast_of(mine.value) == theirs.value.value):
-            return False
-        cast = True
-    return cast
