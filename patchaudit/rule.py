@@ -32,7 +32,6 @@ from patchaudit.analysis.flow import (
     dead_after,
     env_gated_exit,
     guard_in,
-    silencing_handler,
     swallowing_handler,
 )
 from patchaudit.analysis.guards import conjunction as guard_conjunction
@@ -64,7 +63,6 @@ __all__ = [
     "env_gated_exit",
     "CHECK_CALL",
     "unparsed",
-    "silencing_handler",
     "guard_in",
     "swallowing_handler",
     "guard_conjunction",

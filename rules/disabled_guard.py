@@ -14,7 +14,6 @@ from patchaudit.rule import (
     env_gated_exit,
     guard_in,
     nodes_under,
-    silencing_handler,
     swallowing_handler,
 )
 
@@ -678,7 +677,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         pristine = self.context.pristine
         if not (self.context.drifted and pristine is not None and self.in_step_path):
             return
-        handler = silencing_handler(node, self.resolves_to)
+        handler = swallowing_handler(node, self.resolves_to, gives_up=True)
         if handler is None or not any(isinstance(n, cst.Call) for n in nodes_under(node.body, (cst.Call,))):
             return
         spelled = " ".join(cst.Module([]).code_for_node(handler).split("#")[0].split())

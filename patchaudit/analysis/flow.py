@@ -17,7 +17,6 @@ from patchaudit.analysis.walk import nodes
 
 __all__ = [
     "CHECK_CALL",
-    "silencing_handler",
     "guard_in",
     "dead_after",
     "swallowing_handler",
@@ -86,8 +85,9 @@ def dead_after(body: Sequence[cst.BaseStatement]) -> tuple[cst.CSTNode, cst.CSTN
     return None
 
 
-def _quiet(body: cst.BaseSuite) -> bool:
-    """A handler body that only swallows: `pass`, `...`, `continue`, a print or a log call."""
+def _quiet(body: cst.BaseSuite, gives_up: bool = False) -> bool:
+    """A handler body that only swallows: `pass`, `...`, `continue`, a print or a log call;
+    `gives_up`: a `return` of nothing may end it too (`logger.debug(e); return None`)."""
     if isinstance(body, cst.SimpleStatementSuite):
         smalls = list(body.body)
     else:
@@ -95,6 +95,11 @@ def _quiet(body: cst.BaseSuite) -> bool:
         if len(statements) != len(body.body):
             return False
         smalls = [s for stmt in statements for s in stmt.body]
+    leave = smalls[-1] if smalls else None
+    if gives_up and isinstance(leave, cst.Return):
+        if not (leave.value is None or (isinstance(leave.value, cst.Name) and leave.value.value == "None")):
+            return False
+        smalls = smalls[:-1]
     for small in smalls:
         if isinstance(small, cst.Pass | cst.Continue):
             continue
@@ -108,45 +113,15 @@ def _quiet(body: cst.BaseSuite) -> bool:
     return True
 
 
-def swallowing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler | None:
-    """The `except:`/`except Exception:` of a try whose body only swallows what it catches."""
+def swallowing_handler(node: cst.Try, resolves: Resolves, *, gives_up: bool = False) -> cst.ExceptHandler | None:
+    """The `except:`/`except Exception:` of a try whose body only swallows what it catches;
+    `gives_up`: or ends in a `return` of nothing (`logger.debug(e); return None`)."""
     for handler in node.handlers:
         caught = handler.type
         catch_all = caught is None or resolves(caught, CATCH_ALL) is not None
-        if catch_all and _quiet(handler.body):
+        if catch_all and _quiet(handler.body, gives_up):
             return handler
     return None
-
-
-def silencing_handler(node: cst.Try, resolves: Resolves) -> cst.ExceptHandler | None:
-    """The `except:`/`except Exception:` of a try whose handler only logs and gives up quietly:
-    what `swallowing_handler` takes, or a `return` of nothing (`logger.debug(e); return None`)."""
-    for handler in node.handlers:
-        caught = handler.type
-        if not (caught is None or resolves(caught, CATCH_ALL) is not None):
-            continue
-        body = handler.body
-        lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
-        last = lines[-1] if lines else None
-        smalls = list(last.body) if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite) else []
-        leave = smalls[-1] if smalls else None
-        empty = isinstance(leave, cst.Return) and (
-            leave.value is None or (isinstance(leave.value, cst.Name) and leave.value.value == "None")
-        )
-        if _quiet(body) or (empty and _quiet(_without_last(body))):
-            return handler
-    return None
-
-
-def _without_last(body: cst.BaseSuite) -> cst.BaseSuite:
-    """A handler's body without its final small statement (the `return` it ends in)."""
-    if isinstance(body, cst.SimpleStatementSuite):
-        return body.with_changes(body=body.body[:-1] or [cst.Pass()])
-    last = body.body[-1]
-    if isinstance(last, cst.SimpleStatementLine) and len(last.body) > 1:
-        return body.with_changes(body=[*body.body[:-1], last.with_changes(body=last.body[:-1])])
-    rest = list(body.body[:-1])
-    return body.with_changes(body=rest or [cst.SimpleStatementLine(body=[cst.Pass()])])
 
 
 _ENV = ("os.environ", "os.environ.get", "os.getenv", "os.environ.__contains__")
