@@ -1695,10 +1695,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 numbers = self._numbers(right)
                 if count is not None and numbers is not None:
                     out.append((count, "in", numbers))
-            elif type(op) in _FLIPPED and self._floored(left, right, op):
-                out.extend(self._floored(left, right, op))
-            elif type(op) in _FLIPPED and self._distance(left, right, op):
-                out.extend(self._distance(left, right, op))
+            elif type(op) in _FLIPPED and (floored := self._floored(left, right, op)):
+                out.extend(floored)
+            elif type(op) in _FLIPPED and (distance := self._distance(left, right, op)):
+                out.extend(distance)
             elif type(op) in _FLIPPED:
                 for count_side, number_side, symbol in (
                     (left, right, _SYMBOL[type(op)]),
