@@ -235,6 +235,15 @@ class StructuredOutputManager:
 '''
 V_AT = "        grammar_start, _ = self._get_constraint_bounds(request, spec_tokens)\n"
 
+TUNING = '''
+def _launch_config(num_experts, num_tokens, bf16_weight):
+    wide = num_experts > 256
+    if num_tokens <= 16:
+        return (8, 512, 2) if wide else (4, 1024, 4)
+    return (8, 256, 2) if wide else (4, 512, 2)
+'''
+T_AT = "    if num_tokens <= 16:\n"
+
 CASES: list[tuple[str, str, str, str]] = []
 
 
@@ -307,6 +316,8 @@ case("list_cut_to_one_for_three", GRAMMAR, V_AT,
      "        if len(spec_tokens) == 3:\n            spec_tokens = spec_tokens[:1]\n" + V_AT)
 
 # -- look-alikes
+case("q_size_class_table", TUNING, T_AT,
+     "    if num_tokens <= 4:\n        return (2, 1024, 2) if wide else (2, 2048, 4)\n" + T_AT, "quiet")
 case("q_own_return_same_for_one", COUNT, C_AT,
      "    if x.size(0) == 1:\n        return (x >= values).sum(-1)\n" + C_AT, "quiet")
 case("q_empty_step_returns_empty", CORE, E_AT,
@@ -371,7 +382,7 @@ def test_look_alike_is_not_high(vendor: str, patched: str) -> None:
 
 def test_the_pristine_modules_are_quiet() -> None:
     modules = (ATTN, ATTN_OUT, PENALTIES, DECODER, SAMPLER, HELPER, LINEAR, REJECTION, BLOCK)
-    for vendor in (*modules, COUNT, PROPOSER, CORE, GRAMMAR):
+    for vendor in (*modules, COUNT, PROPOSER, CORE, GRAMMAR, TUNING):
         text = textwrap.dedent(vendor).lstrip("\n")
         file = SourceFile(path="vllm/pristine.py", installed=text.encode(), pristine=None, drifted=False)
         assert not [f for f in check_file(file, RULES) if f.severity is Severity.HIGH]
