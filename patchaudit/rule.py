@@ -191,6 +191,9 @@ class FileContext:
     location: str | None = None
     # The distribution's own text of a drifted file (what the patch changed), else None.
     pristine: str | None = None
+    # The ast of the installed bytes, where the engine parsed them before the text rules ran; shared,
+    # so never changed by a rule.
+    tree: ast.Module | None = None
     wrapper: MetadataWrapper | None = None
     names: NameTable = field(default_factory=NameTable.empty)
     analysis: ModuleAnalysis | None = None

@@ -203,7 +203,12 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     their guards and the conditions around them, all inside them, are the same.
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
-    quiet_with = swallowers(tree)
+    quiet: list[dict[str, str]] = []  # the module's swallowers, read at the first `with` walked
+
+    def quiet_with() -> dict[str, str]:
+        if not quiet:
+            quiet.append(swallowers(tree))
+        return quiet[0]
 
     def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:
@@ -231,7 +236,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                 walk(stmt.finalbody, scope, conds, swallowed, at)
             elif isinstance(stmt, ast.With | ast.AsyncWith):
                 # `with suppress(ValueError):`, `with quiet():` of a swallowing context manager.
-                kept = (swallowed_by(item.context_expr, quiet_with) for item in stmt.items)
+                kept = (swallowed_by(item.context_expr, quiet_with()) for item in stmt.items)
                 walk(stmt.body, scope, conds, swallowed + tuple(h for h in kept if h is not None), at)
             elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
                 walk(stmt.body, scope, conds, swallowed, at)
@@ -873,7 +878,8 @@ often as not)."""
         if pristine is None:
             return []
         try:
-            new_tree, old_tree = ast.parse(installed), ast.parse(pristine)
+            new_tree = self.context.tree if self.context.tree is not None else ast.parse(installed)
+            old_tree = ast.parse(pristine)
         except (SyntaxError, ValueError, RecursionError):
             return []
         old_lines = source_lines(pristine)

@@ -24,6 +24,7 @@ import libcst as cst
 
 from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.trees import walk
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
 __all__ = [
@@ -581,7 +582,7 @@ def counters(tree: ast.Module, top: str) -> frozenset[str]:
     if stmt is None:
         return frozenset()
     out = set()
-    walked = list(ast.walk(stmt))
+    walked = walk(stmt)
     shared = {n for node in walked if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     for node in walked:
         target = _incremented(node)
@@ -598,7 +599,7 @@ def instance_numbers(tree: ast.Module, cls: str) -> dict[str, int]:
     if not isinstance(stmt, ast.ClassDef):
         return {}
     seen: dict[str, list[object]] = {}
-    for node in ast.walk(stmt):
+    for node in walk(stmt):
         targets: Sequence[ast.expr] = ()
         value: ast.expr | None = None
         if isinstance(node, ast.Assign):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from patchaudit.analysis.trees import walk
+
 __all__ = [
     "Terms",
     "conjunction",
@@ -126,10 +128,10 @@ _CONTEXTMANAGERS = ("contextlib.contextmanager", "contextlib.asynccontextmanager
 CATCH_ALL = "*"  # a swallower that keeps whatever is raised in it
 
 
-def _imports(tree: ast.Module) -> dict[str, str]:
+def _imports(found: list[ast.AST]) -> dict[str, str]:
     """Spelling -> qualified name of the contextlib names the module imports (any form, aliases)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in found:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "contextlib":
@@ -140,7 +142,16 @@ def _imports(tree: ast.Module) -> dict[str, str]:
     return out
 
 
+def _head(node: ast.expr) -> str | None:
+    """The name a dotted spelling starts with (`contextlib` of `contextlib.contextmanager`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _qualified(node: ast.expr, imports: dict[str, str]) -> str | None:
+    if _head(node) not in imports:
+        return None
     dotted = ast.unparse(node)
     head, dot, rest = dotted.partition(".")
     return imports[head] + dot + rest if head in imports else None
@@ -171,28 +182,39 @@ def _generator_swallows(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def swallowers(tree: ast.Module) -> dict[str, str]:
     """Spelling of a callable or instance -> what it swallows when a `with` enters it:
     `contextlib.suppress` (its arguments name the classes) or CATCH_ALL."""
-    imports = _imports(tree)
+    found = walk(tree)
+    imports = _imports(found)
     out = {name: _SUPPRESS for name, q in imports.items() if q == _SUPPRESS}
     if "contextlib" in imports.values():
         out.update({f"{n}.suppress": _SUPPRESS for n, q in imports.items() if q == "contextlib"})
-    for node in ast.walk(tree):
+    for node in found:
         if isinstance(node, ast.ClassDef) and _exit_swallows(node):
             out[node.name] = CATCH_ALL
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list:
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list and imports:
             decorated = any(_qualified(d, imports) in _CONTEXTMANAGERS for d in node.decorator_list)
             if decorated and _generator_swallows(node):
                 out[node.name] = CATCH_ALL
-    for node in ast.walk(tree):
+    if not out:
+        return out  # nothing swallows, so nothing bound to one does
+    heads = {name.partition(".")[0] for name in out}
+    for node in found:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target, value = node.targets[0], node.value
         if not isinstance(target, ast.Name | ast.Attribute):
             continue
-        if isinstance(value, ast.Call) and (kind := out.get(ast.unparse(value.func))) is not None:
+        called = value.func if isinstance(value, ast.Call) else None
+        head = _head(called if called is not None else value)
+        if head is not None and head not in heads:
+            continue  # names nothing that swallows: not worth spelling out
+        if called is not None and (kind := out.get(ast.unparse(called))) is not None:
             # `quiet = contextlib.suppress(Exception)`, then `with quiet:`
             out[ast.unparse(target)] = CATCH_ALL if kind == CATCH_ALL else ast.unparse(value)
         elif isinstance(value, ast.Name | ast.Attribute) and (kind := out.get(ast.unparse(value))) is not None:
             out[ast.unparse(target)] = kind  # `quiet = contextlib.suppress`, then `with quiet(Exception):`
+        else:
+            continue
+        heads.add(ast.unparse(target).partition(".")[0])
     return out
 
 

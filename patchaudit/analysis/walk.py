@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
+import linecache
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -63,10 +63,7 @@ def _order(kind: type[cst.CSTNode]) -> tuple[tuple[str, bool], ...]:
     A field is silent when None where the method calls no visit helper for a None value (an
     f-string's `format_spec`): no attribute hook runs for it then.
     """
-    source = textwrap.dedent(inspect.getsource(kind._visit_and_replace_children))
-    function = ast.parse(source).body[0]
-    if not isinstance(function, ast.FunctionDef):
-        raise _Unreadable(kind.__name__)
+    function = _definition(kind._visit_and_replace_children)
     body = list(function.body)
     last = body.pop()
     if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == "self":
@@ -112,6 +109,31 @@ def _order(kind: type[cst.CSTNode]) -> tuple[tuple[str, bool], ...]:
             raise _Unreadable(kind.__name__)
         fields.append((typing.cast(str, keyword.arg), silent))
     return tuple(fields)
+
+
+_DEFINITIONS: dict[str, dict[int, ast.FunctionDef]] = {}
+
+
+def _definition(method: Callable[..., object]) -> ast.FunctionDef:
+    """The definition of a method of a libcst node class, read from its module's source.
+
+    Each module is parsed once (a few modules define every node type), not each method's lines
+    found and parsed on their own, which took most of the table's time."""
+    code = getattr(method, "__code__", None)
+    if code is None:
+        raise _Unreadable(getattr(method, "__qualname__", repr(method)))
+    found = _DEFINITIONS.get(code.co_filename)
+    if found is None:
+        module = ast.parse("".join(linecache.getlines(code.co_filename)))  # as inspect reads it
+        found = _DEFINITIONS[code.co_filename] = {}
+        for cls in module.body:
+            for member in cls.body if isinstance(cls, ast.ClassDef) else ():
+                if isinstance(member, ast.FunctionDef):
+                    found[min([member.lineno, *(d.lineno for d in member.decorator_list)])] = member
+    function = found.get(code.co_firstlineno)
+    if function is None or function.name != code.co_name:
+        raise _Unreadable(code.co_name)
+    return function
 
 
 def _visits_field(call: ast.Call, name: str | None, aliases: Mapping[str, str]) -> bool:
