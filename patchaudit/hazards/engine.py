@@ -13,6 +13,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
+from patchaudit.analysis.trees import walk
 from patchaudit.analysis.walk import Walker, walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
@@ -68,40 +69,13 @@ class _Nodes:
             if isinstance(stmt, ast.ClassDef):
                 found = [stmt]
                 for expr in [*stmt.decorator_list, *stmt.bases, *stmt.keywords]:
-                    found.extend(ast.walk(expr))
+                    found.extend(walk(expr))
                 for member in stmt.body:
                     found.extend(self(member))
             else:
-                found = _walk(stmt)
+                found = walk(stmt)
             self.memo[id(stmt)] = found
         return found
-
-
-# Fields that hold an identifier, a string, a number or a constant in every node type (Python's
-# ASDL grammar): never a node, so the walk does not read them.
-_PLAIN_FIELDS = frozenset(
-    {"id", "attr", "arg", "name", "module", "asname", "type_comment", "kind", "level", "is_async", "conversion"}
-    | {"rest", "kwd_attrs"}
-)
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _walk(root: ast.AST) -> list[ast.AST]:
-    """What `list(ast.walk(root))` gives, in the same order, at a fraction of its cost."""
-    found = [root]
-    for node in found:  # grows while it is read: breadth first, as ast.walk
-        kind = type(node)
-        fields = _FIELDS.get(kind)
-        if fields is None:
-            plain = _PLAIN_FIELDS | ({"value"} if kind is ast.Constant else set())
-            fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in plain)
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                found.extend([item for item in value if isinstance(item, ast.AST)])
-            elif isinstance(value, ast.AST):
-                found.append(value)
-    return found
 
 
 def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
@@ -118,6 +92,7 @@ def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]
 
 
 _WORD = re.compile(rb"\w+")
+_NAME = re.compile(r"\w+")
 
 
 def _words(text: bytes) -> frozenset[bytes]:
@@ -144,6 +119,13 @@ class _Spelled:
 
     def found(self, text: bytes, words: frozenset[bytes]) -> bool:
         return not self.plain.isdisjoint(words) or (self.other is not None and self.other.search(text) is not None)
+
+    def which(self, text: bytes, words: frozenset[bytes]) -> set[str]:
+        """The names spelled in the text."""
+        out = {word.decode() for word in self.plain & words}
+        if self.other is not None:
+            out.update(found.decode() for found in self.other.findall(text))
+        return out
 
 
 class _SpanIdentifiers:
@@ -204,6 +186,16 @@ class _Reduced(NamedTuple):
     keepers: dict[tuple[int, int], frozenset[int]]  # (class line or 0, first line) -> the rules that keep it
 
 
+def _may_name(rule: type[Rule], qualified: str) -> bool:
+    """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
+    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, one of its dotted parts is
+    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks; not
+    `rotary_embedding.MRotaryEmbedding` for the `embed` in it)."""
+    if not rule.mentions(qualified.encode()):
+        return False
+    return rule.IDENTIFIERS is None or not rule.IDENTIFIERS.isdisjoint(_NAME.findall(qualified))
+
+
 def _reduced(
     data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
 ) -> _Reduced | None:
@@ -233,47 +225,58 @@ def _reduced(
         helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
     constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
     # A helper of the module stands for what it calls (any depth): `_dump(x)` is a `torch.save`.
+    # Asked per statement, from the names it spells: each helper's text is read, and each rule's
+    # filters run over it, only when a statement reaches the helper (a drifted file's few changed
+    # statements reach few).
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
-    words = {name: [_words(text) for text in found] for name, found in texts.items()}
+    through = _Spelled(set(module_names) | set(texts))  # what a helper's text may reach through
+    spelled_names = _Spelled(set(module_names) | set(texts) | {name for name, _ in constants})
     nodes = _Nodes()
     spelled_in = _SpanIdentifiers(tree.body, nodes)
-    mentions: list[_Spelled] = []
-    for rule in rules:
-        bound = {n for n, qs in module_names.items() if any(rule.mentions(q.encode()) for q in qs)}
-        direct: dict[str, bool] = {}
-        while True:  # to a fixed point: a rule may follow a chain of helpers further than three
-            aliases = _Spelled(bound)
-            more = set()
-            for name, found in texts.items():
-                if name in bound:
-                    continue
-                if name not in direct:
-                    direct[name] = any(
-                        rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
-                        for text, span in zip(found, helpers[name], strict=True)
-                    )
-                if direct[name] or any(aliases.found(t, w) for t, w in zip(found, words[name], strict=True)):
-                    more.add(name)
-            if not more:
-                break
-            bound |= more
-        if rule.CONSTANTS:
-            bound |= {n for n, value in constants if rule.constant_matters(value)}
-        mentions.append(_Spelled(bound))
+    edges: dict[str, set[str]] = {}
+    reached: dict[str, frozenset[str]] = {}
+    direct: list[dict[str, bool]] = [{} for _ in rules]
+    matter = [{n for n, value in constants if r.constant_matters(value)} if r.CONSTANTS else set() for r in rules]
+
+    def reach(name: str) -> frozenset[str]:
+        """The name and every name its helpers' texts spell, at any depth."""
+        found = reached.get(name)
+        if found is None:
+            seen, todo = {name}, [name]
+            while todo:
+                at = todo.pop()
+                if at not in edges:
+                    edges[at] = set().union(*(through.which(t, _words(t)) for t in texts.get(at, ())))
+                todo.extend(edges[at] - seen)
+                seen |= edges[at]
+            found = reached[name] = frozenset(seen)
+        return found
+
+    def is_direct(index: int, name: str) -> bool:
+        """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
+        hit = direct[index].get(name)
+        if hit is None:
+            rule = rules[index]
+            hit = any(_may_name(rule, q) for q in module_names.get(name, ())) or any(
+                rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
+                for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
+            )
+            direct[index][name] = hit
+        return hit
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
         statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
-        spelled: frozenset[bytes] | None = None
+        named: set[str] | None = None
+        through_names: frozenset[str] = frozenset()
         found = set()
-        for index, (rule, aliases) in enumerate(zip(rules, mentions, strict=True)):
+        for index, rule in enumerate(rules):
             if not (touched or rule.WHOLE_MODULE):
                 continue
-            alias = False
-            if aliases:
-                if spelled is None:
-                    spelled = _words(statement.text)
-                alias = aliases.found(statement.text, spelled)
+            if named is None:
+                named = spelled_names.which(statement.text, _words(statement.text))
+                through_names = frozenset().union(*(reach(n) for n in named if n in texts or n in module_names))
+            alias = not matter[index].isdisjoint(named) or any(is_direct(index, n) for n in through_names)
             if rule.keeps(statement, alias):
                 found.add(index)
         return frozenset(found)
@@ -311,6 +314,16 @@ def _reduced(
     return _Reduced(b"".join(out), kept, inner, keepers)
 
 
+def _parsed(data: bytes) -> tuple[ast.Module | None, Hit | None]:
+    """The ast of a .py file, or the parse error to report."""
+    try:
+        return ast.parse(data), None
+    except SyntaxError as exc:
+        return None, _parse_error_hit(f"does not parse: {exc.msg}", exc.lineno)
+    except Exception as exc:  # undecodable bytes, bad coding cookie, recursion: report, never crash
+        return None, _parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")
+
+
 def _run_rules(
     file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True, changed: set[int] | None = None
 ) -> tuple[list[Hit], str]:
@@ -320,22 +333,24 @@ def _run_rules(
     active = active_rules(file, rules, prefilter=prefilter)
     hits: list[Hit] = []
     pristine_text = decode(file.pristine) if file.pristine is not None else None
+    cst_rules = [r for r in active if r.USES_LIBCST]
+    python = file.path.endswith(".py")
+    binary = python and b"\0" in data
+    # Parsed once, before the text rules, which are handed the tree: a file that verifies is parsed
+    # only when a rule could match.
+    tree, error = _parsed(data) if python and not binary and (cst_rules or file.drifted) else (None, None)
     for rule in active:
         if not rule.USES_LIBCST:
-            hits.extend(rule(FileContext(path=file.path, location=file.location)).check_text(text, pristine_text))
-    if not file.path.endswith(".py"):
+            context = FileContext(path=file.path, location=file.location, tree=tree)
+            hits.extend(rule(context).check_text(text, pristine_text))
+    if not python:
         return hits, text
-    cst_rules = [r for r in active if r.USES_LIBCST]
-    if b"\0" in data:
+    if binary:
         return hits + [_parse_error_hit("binary content in a .py file")], text
-    if not cst_rules and not file.drifted:
-        return hits, text  # a file that verifies is parsed only when a rule could match
-    try:
-        tree = ast.parse(data)
-    except SyntaxError as exc:
-        return hits + [_parse_error_hit(f"does not parse: {exc.msg}", exc.lineno)], text
-    except Exception as exc:  # undecodable bytes, bad coding cookie, recursion: report, never crash
-        return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
+    if error is not None:
+        return hits + [error], text
+    if tree is None:
+        return hits, text
     if not cst_rules:
         return hits, text
     names = NameTable.build(tree, data)
