@@ -149,6 +149,19 @@ _OTHER_BUILTINS = frozenset(dir(builtins)) - {"len", "int", "float", "round"}
 Values = dict[str, list[ast.expr]]
 
 
+def _spelled(node: ast.AST) -> str:
+    """`ast.unparse(node)`, read straight off a name or a dotted attribute of one (the common case)."""
+    parts = []
+    inner = node
+    while isinstance(inner, ast.Attribute):
+        parts.append(inner.attr)
+        inner = inner.value
+    if isinstance(inner, ast.Name):
+        parts.append(inner.id)
+        return ".".join(reversed(parts))
+    return ast.unparse(node)
+
+
 def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     """Whether an operand could be a count: the ast side of `Rule.count_of`, looser.
 
@@ -157,7 +170,7 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     """
     if depth > 8:
         return True
-    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and ast.unparse(node) in values.get(_COUNTERS, ()):
+    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and _spelled(node) in values.get(_COUNTERS, ()):
         return True  # `self._step += 1` in the same statement: a call counter
     if isinstance(node, ast.Name):
         if COUNT_NAME.match(node.id) is not None or MORE_COUNT_NAMES.match(node.id) is not None:
@@ -169,7 +182,7 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             or MORE_COUNT_NAMES.match(node.attr) is not None
             or node.attr == "shape"
             or PLURAL.search(node.attr) is not None
-            or any(_count_shaped(v, values, depth + 1) for v in values.get(ast.unparse(node), ()))
+            or any(_count_shaped(v, values, depth + 1) for v in values.get(_spelled(node), ()))
         )
     if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
         return _count_shaped(node.elt, values, depth + 1)  # `min([len(r) for r in reqs])`
@@ -237,7 +250,7 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name | ast.Attribute):
-                    out.setdefault(ast.unparse(target), []).append(node.value)
+                    out.setdefault(_spelled(target), []).append(node.value)
                 elif isinstance(target, ast.Tuple | ast.List):
                     for element in target.elts:
                         if isinstance(element, ast.Name):
@@ -246,7 +259,7 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
             out.setdefault(node.target.id, []).append(node.iter)  # `any(n == 5 for n in seq_lens)`
         elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
             out.setdefault(node.target.id, []).append(node.value)
-    out[_COUNTERS] = [ast.unparse(t) for t in out.get(_COUNTERS, ())]  # type: ignore[misc]
+    out[_COUNTERS] = [_spelled(t) for t in out.get(_COUNTERS, ())]  # type: ignore[misc]
     return out
 
 
@@ -267,12 +280,13 @@ def _number_like(node: ast.AST, values: Values | None = None) -> bool:
             return True
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             return True  # `self.debug_len`, bound in another method (the analysis decides)
-        bound = (values or {}).get(ast.unparse(node), ())
+        bound = (values or {}).get(_spelled(node), ())
         return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
         return any(_magic_constant(a) for a in node.args)  # `min(n, 8) == n`: n bounded by 8
     if isinstance(node, ast.Call):
-        return "environ" in ast.unparse(node) or "getenv" in ast.unparse(node)  # `int(os.getenv("N", "5"))`
+        text = ast.unparse(node)
+        return "environ" in text or "getenv" in text  # `int(os.getenv("N", "5"))`
     return _magic_constant(node)
 
 
@@ -300,8 +314,10 @@ def _bounded(node: ast.Compare, assigned: Values) -> bool:
     return False
 
 
-# The nodes _magic_test can accept.
+# The nodes _magic_test can accept; those _assigned reads; those whose test _wide reads.
 _TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp, ast.Call})
+_BINDERS = frozenset({ast.AugAssign, ast.Assign, ast.comprehension, ast.AnnAssign, ast.NamedExpr})
+_BRANCHES = frozenset({ast.If, ast.While, ast.IfExp})
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
@@ -336,8 +352,54 @@ def _unnamed(node: ast.expr) -> ast.expr:
     return node.value if isinstance(node, ast.NamedExpr) else node
 
 
-def _magic_test(node: ast.AST, assigned: Values) -> bool:
-    """The ast side of the rule: a comparison or case that could pin a count (no names resolved)."""
+def _longer(block: cst.IndentedBlock, lines: int) -> bool:
+    """Whether the block's code runs past `lines` lines: its parts generated one at a time, until it does."""
+    spell = cst.Module([]).code_for_node
+    seen = spell(block.header).count("\n")
+    for part in [*block.body, *block.footer]:
+        seen += spell(part).count("\n")
+        if seen > lines:
+            return True
+    return False
+
+
+def _literal_int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        found = _literal_int(node.operand)
+        return -found if found is not None else None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def _wide(branches: Sequence[ast.If | ast.While | ast.IfExp]) -> frozenset[int]:
+    """The ordering comparisons that hold for no window of counts: a test of its own (all of an
+    `if`/`while`/conditional's test, or under its `not`) that bounds a plain count on one side
+    only, by a literal at most 0 or past the window (`if row_size > 0:`, `if n >= 64:`).
+
+    One side open makes no window; a bound past `_WINDOW` leaves too many counts below it, and
+    one at most 0 none. Such a comparison kept nothing else in a statement: its window is worked
+    out from this test alone. A quotient, a distance, a walrus or any comparison joined to
+    another by `and`/`or`, bound to a name, or passed on is left to the rule (`n // 4 <= 0` is 0
+    to 3)."""
+    out = set()
+    for branch in branches:
+        test = branch.test
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], _ORDER)):
+            continue
+        for bound, count in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+            number = _literal_int(bound)
+            if number is None or 0 < number <= _WINDOW + 1 or _literal_int(count) is not None:
+                continue
+            if not any(isinstance(n, ast.BinOp | ast.NamedExpr) for n in ast.walk(count)):
+                out.add(id(test))
+    return frozenset(out)
+
+
+def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = None) -> bool:
+    """The ast side of the rule: a comparison or case that could pin a count (no names resolved).
+
+    `alone`: the ids of the ordering comparisons that cannot make a window (`_wide`)."""
     if isinstance(node, ast.Compare):
         if _compared(node, assigned, (ast.Eq, ast.NotEq)):
             return True
@@ -357,7 +419,7 @@ def _magic_test(node: ast.AST, assigned: Values) -> bool:
             )
             if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
-    if isinstance(node, ast.Compare) and _bounded(node, assigned):
+    if isinstance(node, ast.Compare) and _bounded(node, assigned) and id(node) not in (alone or ()):
         return True  # `n < 4`: a window down to 0, when the branch makes up data
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
         ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
@@ -1030,8 +1092,20 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
-        assigned = _assigned(nodes)
-        return any(_magic_test(node, assigned) for node in nodes if type(node) in _TESTS)
+        binders, tests, branches = [], [], []
+        for node in nodes:  # once over every node, by type: most of a statement is neither
+            kind = type(node)
+            if kind in _BINDERS:
+                binders.append(node)
+            if kind in _TESTS:
+                tests.append(node)
+            if kind in _BRANCHES:
+                branches.append(node)
+        if not tests:
+            return False
+        assigned = _assigned(binders)
+        alone = _wide(branches)
+        return any(_magic_test(node, assigned, alone) for node in tests)
 
     VALID = [
         """
@@ -2143,7 +2217,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     rest = loop
             if self._skips_rest(stmt, rest, leaves, node.body[:index]):  # type: ignore[arg-type]
                 continue
-            if cst.Module([]).code_for_node(rest).count("\n") > _SHORT:
+            if _longer(rest, _SHORT):
                 continue  # a long rest is the function's own work after a check of its input
             test = self.expanded(stmt.test, node.body[:index])  # type: ignore[attr-defined]
             self._bind_walrus(test)
