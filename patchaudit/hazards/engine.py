@@ -117,9 +117,6 @@ class _Spelled:
     def __bool__(self) -> bool:
         return bool(self.plain) or self.other is not None
 
-    def found(self, text: bytes, words: frozenset[bytes]) -> bool:
-        return not self.plain.isdisjoint(words) or (self.other is not None and self.other.search(text) is not None)
-
     def which(self, text: bytes, words: frozenset[bytes]) -> set[str]:
         """The names spelled in the text."""
         out = {word.decode() for word in self.plain & words}
