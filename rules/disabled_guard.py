@@ -1,13 +1,16 @@
 """disabled-guard: a condition or assertion made constant, so the guard never fires."""
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Sequence
 
 import libcst as cst
 
 from patchaudit.rule import (
     Example,
+    FileContext,
     Rule,
     Severity,
     dead_after,
@@ -147,6 +150,21 @@ def _stand_in(value: cst.BaseExpression) -> bool:
     return isinstance(body, cst.Ellipsis | cst.Integer) or (
         isinstance(body, cst.Name) and body.value in ("None", "True", "False")
     )
+
+
+_LAYOUT = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
+
+
+def _tokens(code: str) -> str:
+    """The code's tokens, comments and layout left out, one space apart: a `#` inside a string stays."""
+    try:
+        return " ".join(
+            t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT
+        )
+    except (tokenize.TokenError, SyntaxError):  # unbalanced brackets, a bad indent: its words, at least
+        return " ".join(code.split())
 
 
 def _label(node: cst.CSTNode) -> str:
@@ -315,6 +333,30 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # the vendor's own handler, a comment of it dropped: comments are not the code
+            code="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception:
+                        logger.debug("#%d failed", self.steps)
+                        return None
+                    self.steps += 2
+                    return output
+            """,
+            pristine="""
+            class Worker:
+                def execute_model(self, scheduler_output):
+                    try:
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception:  # the engine retries the step
+                        logger.debug("#%d failed", self.steps)  # best effort
+                        return None
+                    self.steps += 1
+                    return output
+            """,
+        ),
         Example(  # the vendor's own handler, left as it was
             code="""
             class Worker:
@@ -438,6 +480,40 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     return output
             """,
             line=3,
+            message="swallowed",
+        ),
+        Example(  # the vendor handles errors the same way elsewhere: only the step's own handler is new
+            code="""
+            class Worker:
+                def load(self, path):
+                    try:
+                        return self.loader.load(path)
+                    except Exception as exc:
+                        logger.debug("load failed: %s", exc)
+                        return None
+
+                def execute_model(self, scheduler_output):
+                    try:  # keep the server up during the soak test
+                        output = self.model_runner.execute_model(scheduler_output)
+                    except Exception as exc:  # noqa: BLE001
+                        logger.debug("step failed: %s", exc)
+                        return None
+                    return output
+            """,
+            pristine="""
+            class Worker:
+                def load(self, path):
+                    try:
+                        return self.loader.load(path)
+                    except Exception as exc:
+                        logger.debug("load failed: %s", exc)
+                        return None
+
+                def execute_model(self, scheduler_output):
+                    output = self.model_runner.execute_model(scheduler_output)
+                    return output
+            """,
+            line=10,
             message="swallowed",
         ),
         Example(
@@ -571,6 +647,10 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         # optional debug output, a best-effort `try`), worth a look but not a gate failure.
         super().report(node, message, severity=severity or (Severity.HIGH if self.context.drifted else Severity.MEDIUM))
 
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._pristine_tokens: str | None = None  # the pristine's tokens, read at the first handler asked about
+
     def visit_If(self, node: cst.If) -> None:
         if self._check(node.test, node, node):
             return
@@ -681,9 +761,10 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         calls = [n for n in nodes_under(node.body, (cst.Call,)) if isinstance(n, cst.Call)]
         if handler is None or not calls:
             return
-        spelled = " ".join(cst.Module([]).code_for_node(handler).split("#")[0].split())
-        if spelled in " ".join(pristine.split()):
-            return  # the vendor's own handler
+        if self._pristine_tokens is None:
+            self._pristine_tokens = f" {_tokens(pristine)} "
+        if f" {_tokens(cst.Module([]).code_for_node(handler))} " in self._pristine_tokens:
+            return  # the vendor's own handler, its comments and layout aside
         what = cst.helpers.get_full_name_for_node(calls[0].func) or "the step"
         self.report(
             node, f"every error of `{what}(...)` is swallowed by a catch-all that only logs: the step fails quietly"
