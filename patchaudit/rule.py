@@ -48,6 +48,7 @@ from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
+from patchaudit.analysis.trees import dotted
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
 from patchaudit.report import Severity
@@ -58,6 +59,7 @@ __all__ = [
     "neutered",
     "off_by_default",
     "Siblings",
+    "dotted",
     "imported_names",
     "dead_after",
     "env_gated_exit",

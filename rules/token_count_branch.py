@@ -19,6 +19,7 @@ from patchaudit.rule import (
     Rule,
     Severity,
     Statement,
+    dotted,
     element_count,
     literal_string,
     made_up,
@@ -151,15 +152,8 @@ Values = dict[str, list[ast.expr]]
 
 def _spelled(node: ast.AST) -> str:
     """`ast.unparse(node)`, read straight off a name or a dotted attribute of one (the common case)."""
-    parts = []
-    inner = node
-    while isinstance(inner, ast.Attribute):
-        parts.append(inner.attr)
-        inner = inner.value
-    if isinstance(inner, ast.Name):
-        parts.append(inner.id)
-        return ".".join(reversed(parts))
-    return ast.unparse(node)
+    found = dotted(node)
+    return found if found is not None else ast.unparse(node)
 
 
 def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:

@@ -537,15 +537,6 @@ def shape_compared(shape: cst.BaseExpression, literal: cst.BaseExpression) -> tu
     return dim(whole, 0), first.evaluated_value
 
 
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base is not None else None
-    return None
-
-
 def _top(tree: ast.Module, name: str) -> ast.stmt | None:
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.name == name:

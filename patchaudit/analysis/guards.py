@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from patchaudit.analysis.trees import walk
+from patchaudit.analysis.trees import dotted, walk
 
 __all__ = [
     "Terms",
@@ -144,9 +144,8 @@ def _imports(found: list[ast.AST]) -> dict[str, str]:
 
 def _head(node: ast.expr) -> str | None:
     """The name a dotted spelling starts with (`contextlib` of `contextlib.contextmanager`)."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+    found = dotted(node)
+    return found.partition(".")[0] if found is not None else None
 
 
 def _qualified(node: ast.expr, imports: dict[str, str]) -> str | None:

@@ -1,10 +1,11 @@
-"""Every node of an ast tree as a list: what `list(ast.walk(root))` gives, in the same order, at half its cost."""
+"""Plain reads of an ast tree: every node as a list (what `list(ast.walk(root))` gives, in the same
+order, at half its cost), and a dotted name as written."""
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["walk"]
+__all__ = ["dotted", "walk"]
 
 # Fields that hold an identifier, a string, a number or a constant in every node type (Python's
 # ASDL grammar): never a node, so the walk does not read them.
@@ -31,3 +32,15 @@ def walk(root: ast.AST) -> list[ast.AST]:
             elif isinstance(value, ast.AST):
                 found.append(value)
     return found
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for a name or a chain of attributes over one (what `ast.unparse` writes), else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

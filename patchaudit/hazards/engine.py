@@ -114,9 +114,6 @@ class _Spelled:
         self.plain = frozenset(plain)
         self.other = re.compile(rb"\b(?:" + b"|".join(other) + rb")\b") if other else None
 
-    def __bool__(self) -> bool:
-        return bool(self.plain) or self.other is not None
-
     def which(self, text: bytes, words: frozenset[bytes]) -> set[str]:
         """The names spelled in the text."""
         out = {word.decode() for word in self.plain & words}
