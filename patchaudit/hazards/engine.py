@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import NamedTuple
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
-from patchaudit.analysis.trees import walk
 from patchaudit.analysis.walk import Walker, walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
+from patchaudit.hazards.prefilter import Reduced, blocks
+from patchaudit.hazards.prefilter import reduced as prefilter_reduced
 from patchaudit.hazards.source import SourceFile
 from patchaudit.hazards.tracker import Tracker
 from patchaudit.report import Finding
-from patchaudit.rule import FileContext, Hit, Pending, Rule, Statement, spelled_identifiers
+from patchaudit.rule import FileContext, Hit, Pending, Rule
 
 __all__ = ["check_file", "needs_parse", "active_rules"]
 
@@ -55,257 +54,6 @@ def _parse_error_hit(message: str, line: int | None = 1) -> Hit:
         message=message,
         stmt_line=line,
     )
-
-
-class _Nodes:
-    """Every ast node of a statement, walked once per file; a class reuses its members' walks."""
-
-    def __init__(self) -> None:
-        self.memo: dict[int, list[ast.AST]] = {}
-
-    def __call__(self, stmt: ast.stmt) -> list[ast.AST]:
-        found = self.memo.get(id(stmt))
-        if found is None:
-            if isinstance(stmt, ast.ClassDef):
-                found = [stmt]
-                for expr in [*stmt.decorator_list, *stmt.bases, *stmt.keywords]:
-                    found.extend(walk(expr))
-                for member in stmt.body:
-                    found.extend(self(member))
-            else:
-                found = walk(stmt)
-            self.memo[id(stmt)] = found
-        return found
-
-
-def _blocks(statements: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
-    """Statements grouped by the lines they span (decorators included; `a; b` is one block)."""
-    blocks: list[tuple[int, int, list[ast.stmt]]] = []
-    for stmt in statements:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-        last = stmt.end_lineno or stmt.lineno
-        if blocks and first <= blocks[-1][1]:
-            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], last), [*blocks[-1][2], stmt])
-        else:
-            blocks.append((first, last, [stmt]))
-    return blocks
-
-
-_WORD = re.compile(rb"\w+")
-_NAME = re.compile(r"\w+")
-
-
-def _words(text: bytes) -> frozenset[bytes]:
-    return frozenset(_WORD.findall(text))
-
-
-class _Spelled:
-    """Names spelled as whole words in a text: what `\b(?:a|b)\b` finds, mostly by set lookup."""
-
-    def __init__(self, names: set[str]) -> None:
-        plain: set[bytes] = set()
-        other: list[bytes] = []
-        for name in names:
-            raw = name.encode()
-            if _WORD.fullmatch(raw):
-                plain.add(raw)  # ASCII word characters only: a whole word is one of the text's words
-            else:
-                other.append(re.escape(raw))
-        self.plain = frozenset(plain)
-        self.other = re.compile(rb"\b(?:" + b"|".join(other) + rb")\b") if other else None
-
-    def which(self, text: bytes, words: frozenset[bytes]) -> set[str]:
-        """The names spelled in the text."""
-        out = {word.decode() for word in self.plain & words}
-        if self.other is not None:
-            out.update(found.decode() for found in self.other.findall(text))
-        return out
-
-
-class _SpanIdentifiers:
-    """The identifiers spelled on a span of lines (a helper or a class of the module).
-
-    A helper stands for what it calls only where its own lines could hold a finding of the rule:
-    with IDENTIFIERS, a rule's sink is spelled on the way to it (or reached through a module
-    alias or another helper, which the caller follows). The identifiers are those of every node
-    that starts on the span's lines, within the module-level statements that overlap it (a
-    superset of the span's own, so never stricter than the rule).
-    """
-
-    def __init__(self, body: list[ast.stmt], nodes: _Nodes) -> None:
-        self.body = body
-        self.nodes = nodes
-        self.memo: dict[tuple[int, int], frozenset[str]] = {}
-        self.by_line: dict[int, dict[int, frozenset[str]]] = {}  # per statement: line -> identifiers
-
-    def any_of(self, identifiers: frozenset[str] | None, span: tuple[int, int]) -> bool:
-        if identifiers is None:
-            return True
-        found = self.memo.get(span)
-        if found is None:
-            found = self.memo[span] = self._spelled(*span)
-        return not identifiers.isdisjoint(found)
-
-    def _spelled(self, first: int, last: int) -> frozenset[str]:
-        out: set[str] = set()
-        for stmt in self.body:
-            if stmt.lineno <= last and (stmt.end_lineno or stmt.lineno) >= first:
-                table = self._lines_of(stmt)
-                if last - first < len(table):
-                    out.update(*(table[line] for line in range(first, last + 1) if line in table))
-                else:
-                    out.update(*(found for line, found in table.items() if first <= line <= last))
-        return frozenset(out)
-
-    def _lines_of(self, stmt: ast.stmt) -> dict[int, frozenset[str]]:
-        """The identifiers of a module-level statement's nodes, by the line each starts on (once per statement).
-
-        Every node that spells an identifier (a name, an attribute, an import, a string) has a line.
-        """
-        table = self.by_line.get(id(stmt))
-        if table is None:
-            grouped: dict[int, list[ast.AST]] = {}
-            for node in self.nodes(stmt):
-                line = getattr(node, "lineno", None)
-                if line is not None:
-                    grouped.setdefault(line, []).append(node)
-            table = self.by_line[id(stmt)] = {line: spelled_identifiers(found) for line, found in grouped.items()}
-        return table
-
-
-class _Reduced(NamedTuple):
-    source: bytes
-    firsts: list[int]  # the first line of each module-level statement kept
-    inner: dict[int, list[int]]  # a class cut down -> the first line of each member (or its `pass`)
-    keepers: dict[tuple[int, int], frozenset[int]]  # (class line or 0, first line) -> the rules that keep it
-
-
-def _may_name(rule: type[Rule], qualified: str) -> bool:
-    """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
-    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, one of its dotted parts is
-    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks; not
-    `rotary_embedding.MRotaryEmbedding` for the `embed` in it)."""
-    if not rule.mentions(qualified.encode()):
-        return False
-    return rule.IDENTIFIERS is None or not rule.IDENTIFIERS.isdisjoint(_NAME.findall(qualified))
-
-
-def _reduced(
-    data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
-) -> _Reduced | None:
-    """The file with every statement no rule could flag turned into blank lines.
-
-    Module-level statements are dropped whole; inside a class that is kept, each member that no
-    rule keeps becomes a `pass` (a class body cannot be empty). Lines keep their numbers, so
-    positions need no mapping; the line of every module-level statement kept comes along, and
-    for a class cut down so, the line of each member (or of the `pass` standing for it), keyed
-    by the class's line; and which rules keep each statement and member (by index in `rules`).
-    None when no statement is left. A rule keeps what its filters
-    match (Rule.keeps), counting a mention of a module-level name bound to something its
-    filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
-    drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
-    whole module (WHOLE_MODULE): its findings could not be in the change.
-    """
-    lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
-    tree, names = analysis.tree, analysis.names
-    module_names = {name: names.lookup(name, ()) for name in names.module_aliases()}
-    for name, strings in names.strings.get((), {}).items():
-        # `_SAVE = "save"`, then `getattr(torch, _SAVE)`: the name spells what its text does.
-        module_names[name] = module_names.get(name, frozenset()) | {t for t in strings if t.isidentifier()}
-    for attr, qualified in analysis.instance_aliases().items():
-        module_names[attr] = module_names.get(attr, frozenset()) | qualified  # `self.bp = pdb.set_trace`
-    helpers = analysis.helper_spans()
-    for name, spans in analysis.instance_spans().items():
-        helpers[name] = helpers.get(name, []) + spans  # `_dump = Dumper()`: `_dump(x)` runs its class
-    constants = [(name, value) for table in analysis.constants().values() for name, value in table.items()]
-    # A helper of the module stands for what it calls (any depth): `_dump(x)` is a `torch.save`.
-    # Asked per statement, from the names it spells: each helper's text is read, and each rule's
-    # filters run over it, only when a statement reaches the helper (a drifted file's few changed
-    # statements reach few).
-    texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
-    through = _Spelled(set(module_names) | set(texts))  # what a helper's text may reach through
-    spelled_names = _Spelled(set(module_names) | set(texts) | {name for name, _ in constants})
-    nodes = _Nodes()
-    spelled_in = _SpanIdentifiers(tree.body, nodes)
-    edges: dict[str, set[str]] = {}
-    reached: dict[str, frozenset[str]] = {}
-    direct: list[dict[str, bool]] = [{} for _ in rules]
-    matter = [{n for n, value in constants if r.constant_matters(value)} if r.CONSTANTS else set() for r in rules]
-
-    def reach(name: str) -> frozenset[str]:
-        """The name and every name its helpers' texts spell, at any depth."""
-        found = reached.get(name)
-        if found is None:
-            seen, todo = {name}, [name]
-            while todo:
-                at = todo.pop()
-                if at not in edges:
-                    edges[at] = set().union(*(through.which(t, _words(t)) for t in texts.get(at, ())))
-                todo.extend(edges[at] - seen)
-                seen |= edges[at]
-            found = reached[name] = frozenset(seen)
-        return found
-
-    def is_direct(index: int, name: str) -> bool:
-        """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
-        hit = direct[index].get(name)
-        if hit is None:
-            rule = rules[index]
-            hit = any(_may_name(rule, q) for q in module_names.get(name, ())) or any(
-                rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
-                for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
-            )
-            direct[index][name] = hit
-        return hit
-
-    def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
-        touched = changed is None or any(line in changed for line in range(first, last + 1))
-        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
-        named: set[str] | None = None
-        through_names: frozenset[str] = frozenset()
-        found = set()
-        for index, rule in enumerate(rules):
-            if not (touched or rule.WHOLE_MODULE):
-                continue
-            if named is None:
-                named = spelled_names.which(statement.text, _words(statement.text))
-                through_names = frozenset().union(*(reach(n) for n in named if n in texts or n in module_names))
-            alias = not matter[index].isdisjoint(named) or any(is_direct(index, n) for n in through_names)
-            if rule.keeps(statement, alias):
-                found.add(index)
-        return frozenset(found)
-
-    out = list(lines)
-    blocks = _blocks(tree.body)
-    kept: list[int] = []
-    inner: dict[int, list[int]] = {}
-    keepers: dict[tuple[int, int], frozenset[int]] = {}
-    for first, last, stmts in blocks:
-        keepers[0, stmts[0].lineno] = by = keep(first, last, stmts)
-        if not by:
-            for index in range(first - 1, min(last, len(lines))):
-                out[index] = b"\n"
-            continue
-        kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
-        (cls,) = stmts if len(stmts) == 1 else (None,)
-        if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
-            continue
-        members_at = inner[cls.lineno] = []
-        for m_first, m_last, members in _blocks(cls.body):
-            line = lines[m_first - 1]
-            member_by = keep(m_first, m_last, members)
-            if member_by or line[: members[0].col_offset].strip():
-                keepers[cls.lineno, members[0].lineno] = member_by or by
-                members_at.append(members[0].lineno)
-                continue  # kept, or on the header's line (`class A(B): ...`)
-            keepers[cls.lineno, m_first] = by  # the `pass` standing for it
-            members_at.append(m_first)
-            out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
-            for index in range(m_first, min(m_last, len(lines))):
-                out[index] = b"\n"
-    if not kept:
-        return None
-    return _Reduced(b"".join(out), kept, inner, keepers)
 
 
 def _parsed(data: bytes) -> tuple[ast.Module | None, Hit | None]:
@@ -350,9 +98,9 @@ def _run_rules(
     names = NameTable.build(tree, data)
     analysis = ModuleAnalysis.build(tree, names)
     if prefilter:
-        reduced = _reduced(data, analysis, cst_rules, changed)
+        reduced = prefilter_reduced(data, analysis, cst_rules, changed)
     else:
-        reduced = _Reduced(data, [b[2][0].lineno for b in _blocks(tree.body)], {}, {})
+        reduced = Reduced(data, [b[2][0].lineno for b in blocks(tree.body)], {}, {})
     if reduced is None:
         return hits, text
     source, firsts, inner, keepers = reduced
