@@ -7,7 +7,8 @@ Run by hand, with the Python that runs patchaudit:
 Each round runs the scan in a fresh process (its report to /dev/null, as JSON) with marks set around the
 worker pool's own functions, and prints, from the instant before that process was started: when the
 command line had loaded (the scan's modules imported), when the pool started, when the first task reached
-a worker, when the last result came back, and the exit; and the CPU of the main process (RUSAGE_SELF at
+a worker, when the last result came back, the exit (its atexit handlers) and the end (the process gone,
+as this one saw it); and the CPU of the main process (RUSAGE_SELF at
 exit) beside that of every process it waited for (RUSAGE_CHILDREN: the workers and the interpreter probe).
 Medians over the rounds; on a shared machine the CPU figures are the steady ones.
 """
@@ -74,7 +75,7 @@ from patchaudit.cli import main
 main()
 """
 
-EVENTS = ("pool start", "first task", "last result", "exit")
+EVENTS = ("pool start", "first task", "last result", "exit", "end")
 
 
 def one_round(cmd: list[str], scratch: Path) -> dict[str, float]:
@@ -85,10 +86,12 @@ def one_round(cmd: list[str], scratch: Path) -> dict[str, float]:
     env["MARKS"] = str(marks)
     begun = time.monotonic()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False)
+    ended = time.monotonic()
     if proc.returncode not in (0, 1):
         sys.exit(f"bench: the scan failed with exit {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
     got = json.loads(marks.read_text())
     out = {name: got[name] - begun for name in ("start", *EVENTS) if name in got}
+    out["end"] = ended - begun  # the process gone, its interpreter's teardown included
     out.update({k: got[k] for k in ("main cpu before the pool", "main cpu", "children cpu") if k in got})
     return out
 
