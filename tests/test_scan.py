@@ -438,6 +438,39 @@ def test_a_scan_of_many_distributions_on_worker_processes_reports_each_where_it_
     assert reports[0]["distributions"] == reports[1]["distributions"]
 
 
+def test_a_drift_is_told_once_while_the_workers_still_hash_and_a_clean_env_never(tmp_path: Path) -> None:
+    """verify(on_drift=...) is how the stages after the hashing get ready for a modified file (the scan
+    loads its wheel lookup then): called once, as the first piece with a file unlike its RECORD comes back
+    from a worker; never for an environment whose files all verify."""
+    from patchaudit.check.verify import verify
+    from patchaudit.target import environment
+
+    names = [f"told{n:02}" for n in range(40)]
+    wheels = [
+        build_wheel(
+            tmp_path / "w",
+            name,
+            "1.0",
+            {f"{name}/__init__.py": "", **{f"{name}/m{k}.py": f"X = {k}\n" for k in range(14)}},
+        )
+        for name in names
+    ]
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, *wheels)
+    env = environment.from_python(python)
+    dists = environment.select(environment.distributions(env), names)
+
+    def told() -> tuple[list[int], int]:
+        calls: list[int] = []
+        report = verify(env, dists, workers=3, on_drift=lambda: calls.append(len(calls)))
+        return calls, sum(len(d.drift) for d in report.distributions)
+
+    assert told() == ([], 0)
+    (site_packages(python) / "told07" / "m3.py").write_text("X = 33\n")
+    (site_packages(python) / "told31" / "m1.py").write_text("X = 11\n")
+    assert told() == ([0], 2)
+
+
 def test_a_scan_of_one_distribution_finds_added_files_however_its_record_spells_paths(tmp_path: Path) -> None:
     """The package directories to walk are read off RECORD bytes before any parsing; a RECORD edited to
     spell its paths `./pkg/...` still gets its directory walked, and an added file found."""

@@ -95,6 +95,11 @@ def scan(
         if meanwhile is not None:
             meanwhile()
 
+    def warm_drift() -> None:
+        """What a modified file costs after the hashing (its wheel looked up), loaded once the first one is found."""
+        if options.pristine:
+            import patchaudit.pristine  # noqa: F401
+
     report = verify(
         env,
         chosen,
@@ -104,6 +109,7 @@ def scan(
         progress=hashing,
         records_out=records,
         meanwhile=warm,
+        on_drift=warm_drift,
     )
     pristine: dict[Path, dict[str, bytes]] = {}
     if options.pristine:

@@ -79,11 +79,13 @@ def verify(
     progress: Callable[[int, int | None], None] | None = None,
     records_out: dict[Path, Loaded] | None = None,
     meanwhile: Callable[[], object] | None = None,
+    on_drift: Callable[[], object] | None = None,
 ) -> Report:
     """Check each distribution's files against its RECORD; `every` is the whole env, for ownership;
     `records_out` gets each checked distribution's RECORD (by metadata directory, parsed when first asked)
     for the stages after it; `meanwhile()` runs here while worker processes hash (not without them), for
-    work of the later stages that needs no verdict: importing their modules, say.
+    work of the later stages that needs no verdict: importing their modules, say; `on_drift()` runs once,
+    while they still hash, when the first file that is not as its RECORD says comes back.
 
     `progress(done, total)` counts files checked against a trusted hash, the report's `files_checked`
     (total: None until every RECORD is parsed)."""
@@ -119,7 +121,10 @@ def verify(
     total: int | None = None
 
     def tick(_index: int, value: object) -> None:
-        nonlocal done
+        nonlocal done, on_drift
+        if on_drift is not None and isinstance(value, Checked) and value.found:
+            drifted, on_drift = on_drift, None
+            drifted()
         if progress is not None and isinstance(value, Checked):
             done += value.checked
             progress(done, total)
