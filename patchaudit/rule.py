@@ -257,8 +257,15 @@ class Statement:
     Nodes and identifiers are computed on first use and shared by every rule.
     """
 
-    def __init__(self, text: bytes, statements: Sequence[ast.stmt], nodes: Callable[[ast.stmt], list[ast.AST]]):
+    def __init__(
+        self,
+        text: bytes,
+        statements: Sequence[ast.stmt],
+        nodes: Callable[[ast.stmt], list[ast.AST]],
+        module: ast.Module | None = None,
+    ):
         self.text = text
+        self.module = module  # the file's tree, for a filter that needs a module-level binding (None: unknown)
         self._statements = statements
         self._nodes_of = nodes
         self._nodes: list[ast.AST] | None = None
@@ -377,6 +384,12 @@ class Rule(cst.BatchableCSTVisitor):
             return False
         if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
             return False
+        return cls.statement_keeps(statement)
+
+    @classmethod
+    def statement_keeps(cls, statement: Statement) -> bool:
+        """statement_check over the statement's nodes; a rule whose check needs the module's own
+        bindings (Statement.module) overrides this."""
         return cls.statement_check(statement.nodes())
 
     @classmethod

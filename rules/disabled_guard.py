@@ -4,15 +4,18 @@ import ast
 import io
 import re
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import libcst as cst
 
 from patchaudit.rule import (
+    CHECK_CALL,
     Example,
     FileContext,
     Rule,
     Severity,
+    Statement,
     dead_after,
     env_gated_exit,
     guard_in,
@@ -104,15 +107,63 @@ _CHECK_NAME = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$
 
 def _has_guard(node: ast.AST) -> bool:
     """A raise, an assert or a call named like a check (what flow.guard_in finds), looser."""
-    for n in ast.walk(node):
+    return _guarded(ast.walk(node))
+
+
+def _guarded(nodes: Iterable[ast.AST]) -> bool:
+    """_has_guard over nodes already walked."""
+    for n in nodes:
         if isinstance(n, ast.Raise | ast.Assert):
             return True
         if isinstance(n, ast.Call):
             func = n.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if _CHECK_NAME.search(name):
+            if CHECK_CALL.search(name):
                 return True
     return False
+
+
+_ENV_WORDS = frozenset({"environ", "getenv", "envs"})
+
+
+def _env_aliases(nodes: Iterable[ast.AST]) -> frozenset[str]:
+    """Names an import binds to os.environ or os.getenv (`from os import getenv as ge`): the rule
+    resolves them, so a read spelled with one is a read."""
+    return frozenset(
+        alias.asname
+        for n in nodes
+        if isinstance(n, ast.ImportFrom) and n.module == "os"
+        for alias in n.names
+        if alias.asname and alias.name in ("environ", "getenv")
+    )
+
+
+class _ModuleEnv(NamedTuple):
+    names: frozenset[str]  # module-level names an assignment binds to an environment read
+    words: frozenset[str]  # what spells a read: _ENV_WORDS and the module's aliases of them
+
+
+def _module_env(module: ast.Module) -> _ModuleEnv:
+    """The module's environment flags (`SKIP = os.environ.get(...)`), as `_unaliased` reads them,
+    looser: any such assignment, not only the one."""
+    words = _ENV_WORDS | _env_aliases(module.body)
+    names = {
+        target.id
+        for stmt in module.body
+        if isinstance(stmt, ast.Assign) and _env(stmt.value, words)
+        for target in stmt.targets
+        if isinstance(target, ast.Name)
+    }
+    return _ModuleEnv(frozenset(names), words)
+
+
+_MODULE_ENV: list[tuple[ast.Module, _ModuleEnv]] = []  # the last module asked about, and its answer
+
+
+def _module_env_of(module: ast.Module) -> _ModuleEnv:
+    if not (_MODULE_ENV and _MODULE_ENV[0][0] is module):
+        _MODULE_ENV[:] = [(module, _module_env(module))]
+    return _MODULE_ENV[0][1]
 
 
 def _swallows(node: ast.Try | ast.TryStar) -> bool:
@@ -136,10 +187,22 @@ def _silences(node: ast.Try | ast.TryStar) -> bool:
     return False
 
 
-def _env(test: ast.expr) -> bool:
+def _env_test(test: ast.expr, nodes: Sequence[ast.AST], module: _ModuleEnv | None) -> bool:
+    """An exit's test that may read the environment: a read in it, or a name that a plain assignment
+    in the statement (`skip = os.environ.get(...)` above it) or at module level binds to one. Without
+    the module (None), any name may be a module's flag."""
+    words = (module.words if module is not None else _ENV_WORDS) | _env_aliases(nodes)
+    if not isinstance(test, ast.Name):
+        return _env(test, words)
+    if module is None or test.id in module.names:
+        return True
+    bound = (n for n in nodes if isinstance(n, ast.Assign) and _env(n.value, words))
+    return any(isinstance(t, ast.Name) and t.id == test.id for n in bound for t in n.targets)
+
+
+def _env(test: ast.expr, words: frozenset[str] = _ENV_WORDS) -> bool:
     return any(
-        (isinstance(n, ast.Name) and n.id in ("environ", "getenv", "envs"))
-        or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv", "envs"))
+        (isinstance(n, ast.Name) and n.id in words) or (isinstance(n, ast.Attribute) and n.attr in _ENV_WORDS)
         for n in ast.walk(test)
     )
 
@@ -160,9 +223,7 @@ _LAYOUT = frozenset(
 def _tokens(code: str) -> str:
     """The code's tokens, comments and layout left out, one space apart: a `#` inside a string stays."""
     try:
-        return " ".join(
-            t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT
-        )
+        return " ".join(t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT)
     except (tokenize.TokenError, SyntaxError):  # unbalanced brackets, a bad indent: its words, at least
         return " ".join(code.split())
 
@@ -300,7 +361,19 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return value is None or type(value) is bool or (type(value) is int and value in (0, 1))
 
     @classmethod
+    def statement_keeps(cls, statement: Statement) -> bool:
+        module = _module_env_of(statement.module) if statement.module is not None else None
+        return cls._kept(statement.nodes(), module)
+
+    @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        return cls._kept(nodes, None)
+
+    @classmethod
+    def _kept(cls, nodes: Sequence[ast.AST], module: _ModuleEnv | None) -> bool:
+        """statement_check, given what the module binds to environment reads (None: unknown, any
+        name may be such a flag)."""
+        guarded: bool | None = None
         for node in nodes:
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
@@ -319,8 +392,11 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
             test = getattr(node, "test", None)
             test = test.operand if isinstance(test, ast.UnaryOp) else test
-            if any(isinstance(e, ast.Return) for e in exits) and (isinstance(test, ast.Name) or _env(test)):  # type: ignore[arg-type]
-                return True  # an early exit gated on the environment
+            if any(isinstance(e, ast.Return) for e in exits) and _env_test(test, nodes, module):  # type: ignore[arg-type]
+                if guarded is None:
+                    guarded = _guarded(nodes)
+                if guarded:
+                    return True  # an early exit gated on the environment, and a check it could skip
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
                 return True  # may fold through module constants
@@ -408,6 +484,15 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             pristine="def load_plugins(names):\n    pass\n",
         ),
         "if use_fp8 and is_supported(dev):\n    x = quantize(x)\n",
+        Example(  # an early return on an argument, not on the environment
+            code="""
+            def check(self, q, trusted):
+                if trusted:
+                    return q
+                assert q.dim() == 3, "q"
+                return q
+            """
+        ),
         "class Hooks:\n    def __init__(self):\n        self.check_fn = None\n        self.on_step = lambda s: None\n",
         "key = lambda item: item.check_order\n",
         "while True:\n    step()\n",
@@ -637,6 +722,48 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     raise ValueError("fp8")
             """,
             line=4,
+            message="environment",
+        ),
+        Example(  # the read bound to a name above the exit
+            code="""
+            import os
+
+            def check(self, q):
+                skip = os.environ.get("SKIP_SHAPE_CHECK")
+                if skip:
+                    return q
+                assert q.dim() == 3, "q"
+                return q
+            """,
+            line=5,
+            message="environment",
+        ),
+        Example(  # a read through an import alias of environ, in the test itself
+            code="""
+            from os import environ as process_env
+
+            def check(self, q):
+                if process_env.get("SKIP_SHAPE_CHECK"):
+                    return q
+                assert q.dim() == 3, "q"
+                return q
+            """,
+            line=4,
+            message="environment",
+        ),
+        Example(  # a module's flag, read through an import alias of getenv
+            code="""
+            from os import getenv as env_flag
+
+            SKIP = env_flag("SKIP_HEAD_CHECK")
+
+            def check(head_size):
+                if SKIP:
+                    return
+                if head_size not in (64, 128):
+                    raise ValueError(head_size)
+            """,
+            line=6,
             message="environment",
         ),
     ]

@@ -108,6 +108,19 @@ def test_prefilter_changes_nothing(rule, example) -> None:
                 assert check_file(file, rules) == check_file(file, rules, prefilter=False), (pristine, installed)
 
 
+def test_the_guard_filters_count_every_check_the_rule_counts() -> None:
+    """disabled-guard's statement filter keeps a folding condition over a check named as flow's
+    CHECK_CALL names them (`raise_if_*`, `fail_on_*`), not only `check*`/`validate*`: the same finding
+    with the filters as without."""
+    (rule,) = [r for r in RULES if r.ID == "disabled-guard"]
+    for check in ("raise_if_misaligned", "fail_on_bad_shape", "self.error_unless_aligned", "validate"):
+        code = f"CHECKS = False\n\n\ndef load(self, w):\n    if CHECKS:\n        {check}(w)\n    return w\n"
+        file = SourceFile(path="m.py", installed=code.encode(), pristine=None)
+        found = check_file(file, [rule])
+        assert [(f.line, "folds to false" in f.message) for f in found] == [(5, True)], (check, found)
+        assert found == check_file(file, [rule], prefilter=False)
+
+
 def test_removed_guard_reads_only_changed_functions_without_changing_the_result(monkeypatch) -> None:
     import email
     import inspect

@@ -223,7 +223,7 @@ def reduced(
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
-        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes)
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree)
         named: set[str] | None = None
         through_names: frozenset[str] = frozenset()
         found = set()
