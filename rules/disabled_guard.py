@@ -187,17 +187,37 @@ def _silences(node: ast.Try | ast.TryStar) -> bool:
     return False
 
 
-def _env_test(test: ast.expr, nodes: Sequence[ast.AST], module: _ModuleEnv | None) -> bool:
+class _Scanned(NamedTuple):
+    """What the env-exit filter asks of a statement's nodes, read in one pass when it first asks."""
+
+    guarded: bool  # a raise, an assert or a check call (_has_guard)
+    aliases: frozenset[str]  # names its imports bind to os.environ or os.getenv (_env_aliases)
+    assigned: dict[str, list[ast.expr]]  # plain name -> the values plain assignments give it
+
+
+def _scan(nodes: Sequence[ast.AST]) -> _Scanned:
+    assigned: dict[str, list[ast.expr]] = {}
+    imports = []
+    for n in nodes:
+        if type(n) is ast.Assign:
+            for target in n.targets:
+                if type(target) is ast.Name:
+                    assigned.setdefault(target.id, []).append(n.value)
+        elif type(n) is ast.ImportFrom:
+            imports.append(n)
+    return _Scanned(_guarded(nodes), _env_aliases(imports), assigned)
+
+
+def _env_test(test: ast.expr, scanned: _Scanned, module: _ModuleEnv | None) -> bool:
     """An exit's test that may read the environment: a read in it, or a name that a plain assignment
     in the statement (`skip = os.environ.get(...)` above it) or at module level binds to one. Without
     the module (None), any name may be a module's flag."""
-    words = (module.words if module is not None else _ENV_WORDS) | _env_aliases(nodes)
+    words = (module.words if module is not None else _ENV_WORDS) | scanned.aliases
     if not isinstance(test, ast.Name):
         return _env(test, words)
     if module is None or test.id in module.names:
         return True
-    bound = (n for n in nodes if isinstance(n, ast.Assign) and _env(n.value, words))
-    return any(isinstance(t, ast.Name) and t.id == test.id for n in bound for t in n.targets)
+    return any(_env(value, words) for value in scanned.assigned.get(test.id, ()))
 
 
 def _env(test: ast.expr, words: frozenset[str] = _ENV_WORDS) -> bool:
@@ -363,17 +383,18 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:
         module = _module_env_of(statement.module) if statement.module is not None else None
-        return cls._kept(statement.nodes(), module)
+        return cls._kept(statement.nodes(), module, statement)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
-        return cls._kept(nodes, None)
+        return cls._kept(nodes, None, None)
 
     @classmethod
-    def _kept(cls, nodes: Sequence[ast.AST], module: _ModuleEnv | None) -> bool:
+    def _kept(cls, nodes: Sequence[ast.AST], module: _ModuleEnv | None, statement: Statement | None) -> bool:
         """statement_check, given what the module binds to environment reads (None: unknown, any
         name may be such a flag)."""
-        guarded: bool | None = None
+        scanned: _Scanned | None = None
+        spelled: bool | None = None
         for node in nodes:
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
@@ -392,10 +413,21 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             exits = [s for b in (node.body, node.orelse) for s in b[:1] + b[-1:]] if isinstance(node, ast.If) else []
             test = getattr(node, "test", None)
             test = test.operand if isinstance(test, ast.UnaryOp) else test
-            if any(isinstance(e, ast.Return) for e in exits) and _env_test(test, nodes, module):  # type: ignore[arg-type]
-                if guarded is None:
-                    guarded = _guarded(nodes)
-                if guarded:
+            if any(isinstance(e, ast.Return) for e in exits):
+                if spelled is None:
+                    # No import and no environment word spelled: no read in the statement, nor an alias of one.
+                    spelled = (
+                        module is None
+                        or statement is None
+                        or b"import" in statement.text
+                        or not module.words.isdisjoint(statement.identifiers())
+                    )
+                if spelled:
+                    scanned = scanned or _scan(nodes)
+                    env = _env_test(test, scanned, module)  # type: ignore[arg-type]
+                else:  # only a module's flag can gate it
+                    env = isinstance(test, ast.Name) and module is not None and test.id in module.names
+                if env and (scanned or _scan(nodes)).guarded:
                     return True  # an early exit gated on the environment, and a check it could skip
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
