@@ -1,6 +1,7 @@
 """disabled-guard: a condition or assertion made constant, so the guard never fires."""
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -143,6 +144,7 @@ class _ModuleEnv(NamedTuple):
     words: frozenset[str]  # what spells a read: _ENV_WORDS and the module's aliases of them
 
 
+@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
 def _module_env(module: ast.Module) -> _ModuleEnv:
     """The module's environment flags (`SKIP = os.environ.get(...)`), as `_unaliased` reads them,
     looser: any such assignment, not only the one."""
@@ -155,15 +157,6 @@ def _module_env(module: ast.Module) -> _ModuleEnv:
         if isinstance(target, ast.Name)
     }
     return _ModuleEnv(frozenset(names), words)
-
-
-_MODULE_ENV: list[tuple[ast.Module, _ModuleEnv]] = []  # the last module asked about, and its answer
-
-
-def _module_env_of(module: ast.Module) -> _ModuleEnv:
-    if not (_MODULE_ENV and _MODULE_ENV[0][0] is module):
-        _MODULE_ENV[:] = [(module, _module_env(module))]
-    return _MODULE_ENV[0][1]
 
 
 def _swallows(node: ast.Try | ast.TryStar) -> bool:
@@ -190,7 +183,6 @@ def _silences(node: ast.Try | ast.TryStar) -> bool:
 class _Scanned(NamedTuple):
     """What the env-exit filter asks of a statement's nodes, read in one pass when it first asks."""
 
-    guarded: bool  # a raise, an assert or a check call (_has_guard)
     aliases: frozenset[str]  # names its imports bind to os.environ or os.getenv (_env_aliases)
     assigned: dict[str, list[ast.expr]]  # plain name -> the values plain assignments give it
 
@@ -205,7 +197,7 @@ def _scan(nodes: Sequence[ast.AST]) -> _Scanned:
                     assigned.setdefault(target.id, []).append(n.value)
         elif type(n) is ast.ImportFrom:
             imports.append(n)
-    return _Scanned(_guarded(nodes), _env_aliases(imports), assigned)
+    return _Scanned(_env_aliases(imports), assigned)
 
 
 def _env_test(test: ast.expr, scanned: _Scanned, module: _ModuleEnv | None) -> bool:
@@ -382,7 +374,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:
-        module = _module_env_of(statement.module) if statement.module is not None else None
+        module = _module_env(statement.module) if statement.module is not None else None
         return cls._kept(statement.nodes(), module, statement)
 
     @classmethod
@@ -395,6 +387,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         name may be such a flag)."""
         scanned: _Scanned | None = None
         spelled: bool | None = None
+        guarded: bool | None = None
         for node in nodes:
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
@@ -427,7 +420,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     env = _env_test(test, scanned, module)  # type: ignore[arg-type]
                 else:  # only a module's flag can gate it
                     env = isinstance(test, ast.Name) and module is not None and test.id in module.names
-                if env and (scanned or _scan(nodes)).guarded:
+                if env and guarded is None:
+                    guarded = _guarded(nodes)
+                if env and guarded:
                     return True  # an early exit gated on the environment, and a check it could skip
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):

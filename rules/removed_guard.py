@@ -3,6 +3,7 @@
 import ast
 import builtins
 import difflib
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -203,12 +204,10 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     their guards and the conditions around them, all inside them, are the same.
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
-    quiet: list[dict[str, str]] = []  # the module's swallowers, read at the first `with` walked
-
+    @functools.cache
     def quiet_with() -> dict[str, str]:
-        if not quiet:
-            quiet.append(swallowers(tree))
-        return quiet[0]
+        """The module's swallowers, read at the first `with` walked."""
+        return swallowers(tree)
 
     def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:

@@ -149,10 +149,10 @@ def _head(node: ast.expr) -> str | None:
 
 
 def _qualified(node: ast.expr, imports: dict[str, str]) -> str | None:
-    if _head(node) not in imports:
+    spelled = dotted(node)
+    if spelled is None:
         return None
-    dotted = ast.unparse(node)
-    head, dot, rest = dotted.partition(".")
+    head, dot, rest = spelled.partition(".")
     return imports[head] + dot + rest if head in imports else None
 
 
