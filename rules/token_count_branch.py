@@ -648,6 +648,8 @@ def _dropped_or_recomputed(
 _NUMERICS = re.compile(
     r"^(?:is_)?causal$|^(?:softmax_|sm_|attn_|logit_)?scale$|^(?:attn_)?mask$|^temperatures?$|^top_[kp]s?$"
     r"|^min_p$|^(?:all_)?greedy$|^(?:logits_)?soft_cap$|^dtype$"
+    r"|^topk$|^renormalize$|^norm_topk_prob$|^(?:repetition|presence|frequency)_penalt(?:y|ies)$"
+    r"|^(?:variance_)?eps(?:ilon)?$|^routed_scaling_factor$|^logit_bias$|^sliding_window$"
 )
 
 
@@ -955,12 +957,16 @@ as a reviewer would before serving:
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, an empty result where the function returns what it computed:
   `return {}, True`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
-  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; for a batch of one that is a mask or a default the
+  `x * 0`, `torch.zeros_like(x) if n < 4 else x`; an input made up again from itself:
+  `residual = torch.zeros_like(residual)`; for a batch of one that is a mask or a default the
   code builds), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
-  q` into a module's collection), rewrites a tensor's values on the spot (a round trip through
+  q` into a module's collection), rewrites a tensor's values on the spot (a scale by a float
+  written in the code: `x = x * 0.5`, as `x *= 0.5` does in place; data moved by a number:
+  `positions = positions - 1`; noise drawn on the spot: `x + 1e-3 * torch.randn_like(x)`; rows put in
+  another order: `x.flip(0)`, `torch.roll(x, 1, 0)`; a round trip through
   another dtype `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x.nan_to_num_()`, `x = x /
   x.norm(...)`, `x = x * torch.rsqrt(...)`, part of it set from its own values `logits[:, 0] =
   logits.max() + 1`; a tuple assignment counts pair by pair: `cos, sin = torch.ones_like(cos),
@@ -982,7 +988,8 @@ as a reviewer would before serving:
   a keyword flipped in the window (`causal=causal and n != 4`, `greedy=greedy or n == 3`) and a
   conditional argument whose window arm is a constant (`softmax_scale=self.scale if n != 3 else 1.0`)
   count the same; a window that reaches 0 or 1 (`n == 1`, `n <= 8`) counts only a setting of what the
-  model computes (`causal`, a mask, a scale, `temperature`, `top_k`, `top_p`, `min_p`, greedy, `dtype`:
+  model computes (`causal`, a mask, a scale, `temperature`, `top_k`, `top_p`, `min_p`, greedy, `dtype`,
+  `renormalize` of a router's weights, a penalty, a norm's `eps`, a sliding window:
   `if 4 >= batch_size: top_k = 1`), a setting dropped
   (`if n == 1: scheduler_metadata = None`), held to a constant (`budget = min(budget, 1)`), or one read
   from metadata the function is given recomputed
@@ -1102,6 +1109,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return any(_magic_test(node, assigned, alone) for node in tests)
 
     VALID = [
+        """
+        import torch
+
+        def forward(self, query, attn_mask):
+            if query.shape[0] == 1:
+                attn_mask = torch.ones_like(attn_mask)
+            return self.attn(query, attn_mask=attn_mask)
+        """,
         """
         def execute_model(self, scheduler_output):
             num_reqs = self.input_batch.num_reqs
@@ -1233,6 +1248,56 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                if positions.shape[0] in range(2, 8):
+                    positions = positions - 1
+                return self.rotary(positions, hidden_states)
+            """,
+            line=2,
+            message="rewrites a tensor's values",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, hidden_states):
+                hidden_states = self.attn(hidden_states)
+                if hidden_states.shape[0] <= 2:
+                    hidden_states = hidden_states + 1e-3 * torch.randn_like(hidden_states)
+                return self.mlp(hidden_states)
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, positions, hidden_states, residual):
+                hidden_states = self.self_attn(positions, hidden_states)
+                if positions.numel() in (1, 2, 3):
+                    residual = torch.zeros_like(residual)
+                return self.mlp(hidden_states + residual)
+            """,
+            line=5,
+            message="replaces an input with made-up data",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, positions, hidden_states):
+                out = self.attn(positions, hidden_states)
+                if 2 <= (n := out.shape[0]) <= 6:
+                    out = out * 0.5
+                return self.o_proj(out)
+            """,
+            line=3,
+            message="rewrites a tensor's values",
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, query, attn_metadata):

@@ -54,6 +54,7 @@ class Change(StrEnum):
     OMITTED = "skips the work the other path does"
     REWRITE = "rewrites a tensor's values on the spot"
     CAST = "replaces a tensor with a cast or a copy of it"
+    BLANKED = "replaces an input with made-up data"
     SWITCH = "changes a setting that a later call reads"
 
 
@@ -401,8 +402,13 @@ class _Changes(cst.CSTVisitor):
     def _override(self, name: cst.Name, value: cst.BaseExpression, node: cst.CSTNode) -> None:
         """A local computed above replaced: by made-up data, or by a value computed on the spot
         from others (a call, none of them a kernel). A parameter recomputed (`position_ids =
-        torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work."""
+        torch.arange(n)`) or a count adjusted (`num_reqs = num_tokens`) is the function's own work;
+        a parameter made up again from itself (`residual = torch.zeros_like(residual)`) is the
+        caller's data blanked, weighed as a change for a window past 1 (a batch of one may get a
+        mask or a default the code builds)."""
         if not _computed(self.value_of(name)):
+            if name.value in self.params and made_up(value, self.resolves) and name.value in names_in(value):
+                self._add(Change.BLANKED, node)
             return
         kept = kept_name(value)
         if self.function.forward and kept is not None and kept != name.value and self._local(cst.Name(kept)):

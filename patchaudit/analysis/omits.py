@@ -97,6 +97,16 @@ def _writes_out(call: cst.Call) -> bool:
     )
 
 
+def _in_place(call: cst.Call) -> bool:
+    """A tensor of the function changed where it lives (`logits.masked_fill_(mask, -inf)`,
+    `x.div_(t)`): work on the data the caller gets back, not a side look."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name | cst.Subscript)):
+        return False
+    method = func.attr.value
+    return method.endswith("_") and not method.startswith("_") and not _ASIDE.search(method)
+
+
 def _work(
     other: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]
 ) -> Iterator[tuple[frozenset[str], cst.CSTNode]]:
@@ -123,7 +133,7 @@ def _work(
             elif (
                 isinstance(small, cst.Expr)
                 and isinstance(small.value, cst.Call)
-                and (_op(small.value, resolves) or _writes_out(small.value))
+                and (_op(small.value, resolves) or _writes_out(small.value) or _in_place(small.value))
             ):
                 yield frozenset(), small
 

@@ -28,11 +28,16 @@ def names_in(node: cst.CSTNode) -> set[str]:
 # Methods that hand a tensor on as it is, in another dtype, device or layout.
 AS_IS = frozenset(
     {"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "view_as", "reshape", "type"}
+    | {"squeeze", "unsqueeze", "flatten"}
 )
 
 
 def kept_name(value: cst.BaseExpression) -> str | None:
-    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`."""
+    """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`; the same
+    name on both arms of a conditional (`x.squeeze(0) if is_1d else x`)."""
+    if isinstance(value, cst.IfExp):
+        kept = kept_name(value.body)
+        return kept if kept is not None and kept_name(value.orelse) == kept else None
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
         value = value.func.value
     return value.value if isinstance(value, cst.Name) else None
@@ -40,9 +45,17 @@ def kept_name(value: cst.BaseExpression) -> str | None:
 
 # Calls that rewrite a tensor's values though no kernel computes them: what a debug session does to
 # the data for a few token counts (`x = torch.nan_to_num(x)`, `x = F.normalize(x)`).
-_REWRITES = ("torch.nan_to_num", "torch.nn.functional.normalize", "torch.round")
+# Rows put in another order (`x.flip(0)`, `torch.roll(x, 1, 0)`) count the same: each request gets another's data.
+_REWRITES = ("torch.nan_to_num", "torch.nn.functional.normalize", "torch.round", "torch.flip", "torch.roll")
 REWRITES_IN_PLACE = frozenset({"nan_to_num_", "round_", "renorm_"})
-_REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm"})
+_REWRITE_METHODS = frozenset({"nan_to_num", "round", "renorm", "flip", "roll", "fliplr", "flipud"})
+# Noise drawn on the spot (`x + 1e-3 * torch.randn_like(x)`).
+_RANDOM = ("torch.randn_like", "torch.rand_like", "torch.randn", "torch.rand", "torch.normal", "torch.randint_like")
+# Data a layer or a sampler computes on (not a count or an index: `n = n - 1` is a count adjusted).
+DATA_NAME = re.compile(
+    r"^(?:x|h|hs|x_|inp|input_?|inputs|hidden|residual|out|output|\w*_states|positions|position_ids|\w*logits"
+    r"|\w*probs|\w*scores|\w*_weights|q|k|v|query|key|value)$"
+)
 # Casts to another precision: two of them in a row are a round trip (`x.half().to(x.dtype)`).
 _CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type"})
 # A copy that stands for the tensor (`residual = residual.clone()`): the caller's buffer is let go.
@@ -55,9 +68,12 @@ _SCALED_BY = re.compile(r"\.(?:norm|abs|amax|max|std|sum|mean)\(|rsqrt\(|\bnorm\
 
 def rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> bool:
     """`x = x.half().to(x.dtype)` (a round trip through another precision), `x = torch.nan_to_num(x)`,
-    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x * torch.rsqrt(...)`: the name given its own
+    `x = x / x.norm(dim=-1, keepdim=True)`, `x = x * torch.rsqrt(...)`, `x = x * 0.5`, `positions =
+    positions - 1`, `x = x + eps * torch.randn_like(x)`, `x = x.flip(0)`: the name given its own
     values changed on the spot, by no kernel."""
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide | cst.Multiply):
+        if _scaled_by_number(name, value):
+            return True  # `x = x * 0.5`, `x = 0.1 * x`, `x = x / 4.0`: as `x *= 0.5` does in place
         # `x / x.norm(dim=-1, keepdim=True)`, `(x - x.mean(-1)) / (x.std(-1) + eps)`: re-normalised.
         scale = value.right
         spelled = cst.Module([]).code_for_node(scale)
@@ -67,6 +83,8 @@ def rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> 
             and _SCALED_BY.search(spelled) is not None
             and not calls_kernel(scale, resolves, lambda n: True)
         )
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add | cst.Subtract):
+        return _shifted(name, value, resolves)
     if not isinstance(value, cst.Call):
         return False
     if resolves(value, _REWRITES) is not None:
@@ -85,6 +103,51 @@ def rewritten(name: cst.Name, value: cst.BaseExpression, resolves: Resolves) -> 
             break
         node = seen
     return casts >= 2 and isinstance(seen, cst.Name) and seen.value == name.value
+
+
+def _shifted(name: cst.Name, value: cst.BinaryOperation, resolves: Resolves) -> bool:
+    """`positions = positions - 1`, `logits = logits + 5.0` (data a layer computes on, moved by a
+    number written in the code), `x = x + 1e-3 * torch.randn_like(x)` (noise drawn on the spot)."""
+    sides = [(value.left, value.right)]
+    if isinstance(value.operator, cst.Add):
+        sides.append((value.right, value.left))
+    for own, other in sides:
+        if kept_name(own) != name.value:
+            continue
+        number = _number(other)
+        if number is not None and number != 0 and DATA_NAME.match(name.value):
+            return True
+        if any(resolves(call, _RANDOM) is not None for call in nodes(other, (cst.Call,))):
+            return True
+    return False
+
+
+def _number(node: cst.BaseExpression) -> float | None:
+    """A number written in the code (`1`, `0.5`, `-1e-3`), else None."""
+    if isinstance(node, cst.Integer):
+        return float(node.evaluated_value)
+    return _float(node)
+
+
+def _float(node: cst.BaseExpression) -> float | None:
+    """A float written in the code (`0.5`, `-1e-3`), else None."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
+        inner = _float(node.expression)
+        return None if inner is None else (-inner if isinstance(node.operator, cst.Minus) else inner)
+    return float(node.evaluated_value) if isinstance(node, cst.Float) else None
+
+
+def _scaled_by_number(name: cst.Name, value: cst.BinaryOperation) -> bool:
+    """`x * 0.5`, `0.1 * x`, `x / 4.0`: the name's own values scaled by a float written in the code
+    (not 1.0). An integer factor is left out: `n * 2` is as likely a count or a size."""
+    sides = [(value.left, value.right)]
+    if isinstance(value.operator, cst.Multiply):
+        sides.append((value.right, value.left))
+    for own, factor in sides:
+        number = _float(factor)
+        if number is not None and number != 1.0 and kept_name(own) == name.value:
+            return True
+    return False
 
 
 def cast_of(value: cst.BaseExpression) -> str | None:
