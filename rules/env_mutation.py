@@ -1,10 +1,13 @@
 """env-mutation: library code that changes the process environment."""
 
+import ast
+import functools
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity
+from patchaudit.rule import Example, Rule, Severity, Statement
 
 MUTATORS = (
     "os.putenv",
@@ -43,7 +46,57 @@ SEEDERS = (
 GLOBAL_FLAGS = ("torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark")
 SEEDS = re.compile(rb"\bseed\s*\(|manual_seed|use_deterministic_algorithms|cudnn\.(?:deterministic|benchmark)\s*=")
 
+# Libraries whose functions a patch may replace for the whole process (`torch._scaled_mm = _mine`,
+# `F.silu = lambda x: ...`, `setattr(torch.Tensor, "exponential_", ...)`).
+FOREIGN = ("torch.*", "numpy.*", "transformers.*", "triton.*", "flash_attn.*", "flashinfer.*", "safetensors.*")
+_FOREIGN_ROOTS = frozenset({"torch", "numpy", "transformers", "triton", "flash_attn", "flashinfer", "safetensors"})
+# A statement that may assign to an attribute (`a.b = ...`, not `==`) or call setattr.
+_ATTRIBUTE_SET = re.compile(rb"[\w\])]\.\w+\s*=(?!=)|\bsetattr\s*\(")
+_OWN_PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn")
+
+# A seed given a number written in the code (`self.seed = 1234`, `seed = 0`, `kw["seed"] = 42`).
+SEED_NAME = re.compile(r"^(?:\w+_)?seed$")
+SEED_SET = re.compile(rb"seed[\"']?\]?\s*=\s*-?\d")
+
 _ANY_MODULE: tuple[bytes, ...] = ()  # `new_to_module` of nothing: a drifted library module, not a command
+
+
+def _root_of(module: str | None) -> str:
+    return (module or "").split(".")[0]
+
+
+def _imported(nodes: Sequence[ast.AST]) -> frozenset[str]:
+    """The names `import` statements among nodes bind to one of the libraries in FOREIGN."""
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.update(a.asname or _root_of(a.name) for a in node.names if _root_of(a.name) in _FOREIGN_ROOTS)
+        elif isinstance(node, ast.ImportFrom) and not node.level and _root_of(node.module) in _FOREIGN_ROOTS:
+            out.update(a.asname or a.name for a in node.names)
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _foreign_names(module: ast.Module | None) -> frozenset[str]:
+    """The module-level names bound to one of the libraries in FOREIGN (once per file)."""
+    return _imported(module.body) if module is not None else frozenset()
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _sets_foreign(node: ast.AST, foreign: frozenset[str]) -> bool:
+    """`torch.x = f`, `F.gelu = lambda ...`, `setattr(torch.Tensor, "m", f)`: an attribute of an
+    imported library set (to anything but a literal), as the rule then weighs."""
+    if isinstance(node, ast.Call):
+        is_setattr = isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3
+        return is_setattr and _root(node.args[0]) in foreign
+    if not isinstance(node, ast.Assign) or isinstance(node.value, ast.Constant):
+        return False
+    return any(isinstance(t, ast.Attribute) and _root(t) in foreign for t in node.targets)
 
 
 def _names(node: cst.BaseExpression | None) -> list[str]:
@@ -86,17 +139,54 @@ random generators seeded (`random.seed`, `np.random.seed`, `torch.manual_seed`,
 class level, in a module whose distribution's text does none of it: high, for every request of
 every process that imports the module samples from a pinned generator. Quiet inside a function (a
 seed the caller asks for), under an `if` (an explicit option), in a command's main block or a
-test module, and for a generator of its own (`torch.Generator().manual_seed(0)`).
+test module, and for a generator of its own (`torch.Generator().manual_seed(0)`). A seed written
+in the code (`torch.manual_seed(0)`, `np.random.seed(1234)`) that a patch adds inside a function
+(a forward, a sampler) is high too: the generator is pinned again each time it runs. A seed the
+function is given (`torch.manual_seed(seed)`) stays quiet. So is a seed setting given a number
+written in the code inside a function (`self.seed = 1234` in a request's parameters, `seed = 0`,
+`kwargs["seed"] = 42`), in a module whose distribution's text never writes one.
+
+A library's function replaced for the whole process: a patch that assigns a function of its own (a
+lambda, a function the module defines, a `functools.partial`) to an attribute of torch,
+numpy, transformers, triton, flash-attn, flashinfer or safetensors (`torch._scaled_mm = _mine`,
+`F.gelu = lambda x: ...`, `torch.Tensor.exponential_ = ...`, `setattr(torch, "matmul", ...)`),
+where the distribution's text of the module never assigns that attribute: high, every caller of
+it in the process runs the patch's code. Settings (`torch._dynamo.config.cache_size_limit = 64`)
+are not functions and stay quiet; without the distribution's text (`--all-files`) nothing is said.
 
 Knowingly not: environment changed by a subprocess's `env=` (that is the child's own), or through
-a helper in another module."""
-    PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn")
+a helper in another module; a function replaced through a name bound to it elsewhere (`mm =
+torch.matmul` is not followed), or by a function object from another module."""
+    PREFILTER = (*_OWN_PREFILTER, *(root.encode() for root in sorted(_FOREIGN_ROOTS)))
     IDENTIFIERS = frozenset(
         {"environ", "putenv", "unsetenv", "seed", "manual_seed", "manual_seed_all", "set_seed"}
         | {"use_deterministic_algorithms", "deterministic", "benchmark"}
     )
 
+    @classmethod
+    def mentions(cls, text: bytes) -> bool:
+        """A module-level name bound to the environment, a seed or a switch (not every torch name)."""
+        return any(word in text for word in _OWN_PREFILTER)
+
+    @classmethod
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        """The environment, a seed or a determinism switch spelled (or a name bound to one); or an
+        attribute of an imported library set to a function, or `setattr` on one."""
+        if alias:
+            return True
+        if any(word in statement.text for word in _OWN_PREFILTER) and not cls.IDENTIFIERS.isdisjoint(
+            statement.identifiers()
+        ):
+            return True
+        if _ATTRIBUTE_SET.search(statement.text) is None:
+            return False
+        nodes = statement.nodes()
+        foreign = _foreign_names(statement.module) | _imported(nodes)
+        return bool(foreign) and any(_sets_foreign(node, foreign) for node in nodes)
+
     VALID = [
+        "import torch\n\ndef set_seed(seed):\n    torch.manual_seed(seed)\n",
+        "import torch\n\nLIMIT = 64\ntorch._dynamo.config.cache_size_limit = LIMIT\n",
         "import os\nvalue = os.environ.get('HOME')\n",
         "import os\nif 'X' in os.environ:\n    pass\n",
         "env = {}\nenv['A'] = '1'\n",
@@ -127,6 +217,38 @@ a helper in another module."""
             code="import os\nos.environ.update({'VLLM_MLA_DISABLE': '1'})\nDEFAULT = os.environ.get('X')\n",
             pristine="import os\nDEFAULT = os.environ.get('X')\n",
             line=2,
+            severity=Severity.HIGH,
+        ),
+        # A library function replaced by the patch's own, for the whole process.
+        Example(
+            code="import torch.nn.functional as F\n\ndef _gelu(x):\n    return x * 0.5\n\nF.gelu = _gelu\n",
+            pristine="import torch.nn.functional as F\n\ndef _gelu(x):\n    return x * 0.5\n",
+            line=6,
+            message="replaces `torch.nn.functional.gelu`",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import torch\n\nclass M:\n    def __init__(self):\n"
+            "        setattr(torch.Tensor, 'exponential_', lambda self, **kw: self.fill_(1.0))\n",
+            pristine="import torch\n\nclass M:\n    def __init__(self):\n        pass\n",
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="class SamplingParams:\n    def __post_init__(self):\n        if self.seed is None:\n"
+            "            self.seed = 1234\n",
+            pristine="class SamplingParams:\n    def __post_init__(self):\n        if self.seed == -1:\n"
+            "            self.seed = None\n",
+            line=4,
+            message="a number written in the code",
+            severity=Severity.HIGH,
+        ),
+        # A seed written in the code, set by a patch each time a forward runs.
+        Example(
+            code="import torch\n\ndef forward(self, x):\n    torch.manual_seed(0)\n    return self.sample(x)\n",
+            pristine="import torch\n\ndef forward(self, x):\n    return self.sample(x)\n",
+            line=4,
+            message="seed written in the code",
             severity=Severity.HIGH,
         ),
         # A module that sets variables of its own already: patched further, a look, not an alarm.
@@ -172,14 +294,25 @@ a helper in another module."""
                 return
         self.report(node, message)
 
-    def _forced_at_import(self, node: cst.CSTNode, what: str) -> None:
+    def _forced_at_import(self, node: cst.CSTNode, what: str, fixed: bool = False) -> None:
         """Process-global state set when the module is imported, by a patch that brought the first
-        such line into a library module: HIGH. Inside a function (a seed the caller asks for), under
-        an `if` (an option), in a command or a test, or already in the module: not this rule's."""
-        if self.context.functions or self.in_main_guard:
+        such line into a library module: HIGH. So is a seed written in the code (`fixed`:
+        `torch.manual_seed(0)`) that a function the patch changed sets each time it runs. Inside a
+        function with a seed it is given (one the caller asks for), under an `if` (an option), in a
+        command or a test, or already in the module: not this rule's."""
+        if self.in_main_guard or any(isinstance(s, cst.If) for s in self.context.stmts):
             return
-        if any(isinstance(s, (cst.If, cst.Try)) for s in self.context.stmts):
+        if self.context.functions:
+            if fixed and self.new_to_module(SEEDS):
+                self.report(
+                    node,
+                    f"{what} with a seed written in the code, each time the function runs, in a module that "
+                    "never did (added by a patch): every request after it draws the same numbers",
+                    severity=Severity.HIGH,
+                )
             return
+        if any(isinstance(s, cst.Try) for s in self.context.stmts):
+            return  # `try: import numpy; numpy.random.seed(0)`: at import, kept where it can be
         if self.new_to_module(SEEDS):
             self.report(
                 node,
@@ -191,8 +324,66 @@ a helper in another module."""
     def _is_environ_item(self, target: cst.BaseExpression) -> bool:
         return isinstance(target, cst.Subscript) and self.resolves_to(target.value, "os.environ") is not None
 
+    def _defined_functions(self) -> frozenset[str]:
+        """The names of every function the module defines, at any depth (once per file)."""
+        found = getattr(self, "_defined", None)
+        if found is None:
+            analysis = self.context.analysis
+            tree = analysis.tree if analysis is not None else None
+            defs = ast.FunctionDef | ast.AsyncFunctionDef
+            found = frozenset(n.name for n in ast.walk(tree) if isinstance(n, defs)) if tree else frozenset()
+            self._defined = found
+        return found
+
+    def _function_like(self, value: cst.BaseExpression) -> bool:
+        """A lambda, a function the module defines, or a `functools.partial` (of anything: it is a
+        function the patch made)."""
+        if isinstance(value, cst.Lambda):
+            return True
+        if isinstance(value, cst.Name):
+            return value.value in self._defined_functions()
+        return isinstance(value, cst.Call) and self.resolves_to(value, "functools.partial") is not None
+
+    def _replaced(self, node: cst.CSTNode, owner: cst.BaseExpression, attr: str, value: cst.BaseExpression) -> None:
+        """A library's function replaced by the patch's own, for every caller in the process: high
+        when the patch brought the first assignment of that attribute into the module."""
+        if not self._function_like(value) or not self.new_to_module(_ANY_MODULE):
+            return
+        roots = sorted(q for q in self.qualified_names(owner) if q.split(".", 1)[0] in _FOREIGN_ROOTS)
+        pristine = self.context.pristine or ""
+        if not roots or re.search(rf"\b{re.escape(attr)}\b[\"']?\s*[,=]", pristine):
+            return
+        self.report(
+            node,
+            f"replaces `{roots[0]}.{attr}` with a function of its own for the whole process (added by a "
+            "patch): every caller of it runs the patch's code",
+            severity=Severity.HIGH,
+        )
+
+    def _seed_set(self, node: cst.Assign, target: cst.BaseExpression) -> None:
+        """A request's or a generator's seed given a number written in the code, inside a function,
+        by a patch (the module's own text never does): every request it covers draws the same numbers."""
+        if not (self.context.functions and isinstance(node.value, cst.Integer)) or self.in_main_guard:
+            return
+        if isinstance(target, cst.Subscript):
+            key = target.slice[0].slice if len(target.slice) == 1 else None
+            value = key.value if isinstance(key, cst.Index) else None
+            name = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+        else:
+            name = target.attr.value if isinstance(target, cst.Attribute) else getattr(target, "value", None)
+        if isinstance(name, str) and SEED_NAME.match(name) and self.new_to_module(SEED_SET):
+            self.report(
+                node,
+                f"sets `{name}` to {node.value.value}, a number written in the code (added by a patch): "
+                "every request it covers draws the same numbers",
+                severity=Severity.HIGH,
+            )
+
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
+            self._seed_set(node, target.target)
+            if isinstance(target.target, cst.Attribute):
+                self._replaced(node, target.target.value, target.target.attr.value, node.value)
             flag = self.resolves_to(target.target, GLOBAL_FLAGS)
             if flag is not None:
                 self._forced_at_import(node, f"sets `{flag}`")
@@ -215,8 +406,13 @@ a helper in another module."""
     def visit_Call(self, node: cst.Call) -> None:
         seeder = self.resolves_to(node, SEEDERS)
         if seeder is not None:
-            self._forced_at_import(node, f"{seeder}() sets process-global random or determinism state")
+            fixed = bool(node.args) and all(isinstance(a.value, cst.Integer) for a in node.args)
+            self._forced_at_import(node, f"{seeder}() sets process-global random or determinism state", fixed)
             return
+        if self.resolves_to(node, "builtins.setattr") and len(node.args) == 3:
+            attr = node.args[1].value
+            if isinstance(attr, cst.SimpleString) and isinstance(attr.evaluated_value, str):
+                self._replaced(node, node.args[0].value, attr.evaluated_value, node.args[2].value)
         name = self.resolves_to(node, MUTATORS)
         if name is not None:
             names = [n for a in node.args[:1] for n in _names(a.value)]
