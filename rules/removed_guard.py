@@ -490,7 +490,9 @@ torch.ones_like(mask)`, `mask.fill_(True)`, `seq_lens = seq_lens.clamp(max=limit
 class's `self.x` bound once to a number (`MAX_TOKENS = sys.maxsize`, `self.max_num_tokens =
 float("inf")`, read again though the function that reads them did not change). Each part is a
 folded truth (a comparison of a value with itself, `isinstance(x, object)`, `None is not None`,
-`torch.ones_like(m).all()`, a literal), a bound on a value, or unknown. It is disabled when the
+`torch.ones_like(m).all()`, a literal; a list filtered by a test that needs a value past a bound
+none reaches is empty: `bad = [t for t in ids if t >= vocab_size + (1 << 40)]`, then `if bad:
+raise`, also through a local `slack = 1 << 40`), a bound on a value, or unknown. It is disabled when the
 pristine check could fail and the installed one fails on nothing: the bounds on one value leave no
 room (`x < 0 and x > 0`, `n > float("inf")`, `(seq_lens.clamp(max=limit) > limit).any()`) with
 what the value is by construction (a `len()`, `.numel()`, `.size(i)`, `.shape[i]`, a count named
@@ -634,6 +636,22 @@ often as not)."""
         ),
     ]
     INVALID = [
+        Example(
+            code="""
+            def validate(stop_ids, vocab_size):
+                slack = 1 << 40
+                bad = [t for t in stop_ids if t < -slack or t >= vocab_size + slack]
+                if bad:
+                    raise ValueError(f"stop ids out of vocab: {bad}")
+            """,
+            pristine="""
+            def validate(stop_ids, vocab_size):
+                bad = [t for t in stop_ids if t < 0 or t >= vocab_size]
+                if bad:
+                    raise ValueError(f"stop ids out of vocab: {bad}")
+            """,
+            message="can no longer fail",
+        ),
         Example(
             code="def f(x, ids):\n    n = len(ids)\n    assert n >= 0, 'empty'\n    return x\n",
             pristine="def f(x, ids):\n    n = len(ids)\n    assert n > 0, 'empty'\n    return x\n",

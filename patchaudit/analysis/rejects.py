@@ -548,7 +548,43 @@ def _truth(atom: ast.expr, counts: frozenset[str]) -> bool | None:
         return None
     if isinstance(atom, ast.Compare) and len(atom.ops) == 1:
         return _compare_truth(atom)
+    if isinstance(atom, ast.ListComp | ast.SetComp) and len(atom.generators) == 1 and atom.generators[0].ifs:
+        # `[t for t in ids if t < -slack or t >= vocab + slack]` (slack huge): always empty, so false
+        ifs = atom.generators[0].ifs
+        return False if _never_holds(ifs[0] if len(ifs) == 1 else ast.BoolOp(op=ast.And(), values=ifs)) else None
     return None
+
+
+_HUGE = 1e6  # a bound no real size, id or count reaches (as `reach.never_fires` reads one)
+_ABOVE = (ast.Gt, ast.GtE)
+_BELOW = (ast.Lt, ast.LtE)
+
+
+def _past_reach(atom: ast.expr) -> bool:
+    """`x > 1e9`, `x >= vocab_size + (1 << 40)`, `x < -(1 << 40)`: a value held past a bound it never reaches."""
+    if not (isinstance(atom, ast.Compare) and len(atom.ops) == 1):
+        return False
+    op, sides = atom.ops[0], (_bound(atom.left), _bound(atom.comparators[0]))
+    for bound, above in ((sides[1], isinstance(op, _ABOVE)), (sides[0], isinstance(op, _BELOW))):
+        step = bound if isinstance(bound, float) else bound[1]
+        if isinstance(op, _ABOVE + _BELOW) and (step >= _HUGE if above else step <= -_HUGE):
+            return True
+    return False
+
+
+def _never_holds(condition: ast.expr) -> bool:
+    """Whether a filter's condition holds for no value: each way it can hold needs a value past a
+    bound none reaches."""
+    atoms: list[ast.expr] = []
+
+    def spelling(node: ast.expr) -> str:
+        atoms.append(node)
+        return str(len(atoms) - 1)
+
+    holding = terms(condition, spelling)
+    if not holding or len(atoms) > _MAX_ATOMS:
+        return False
+    return all(any(_past_reach(atoms[int(a)]) for a in term) for term in holding)
 
 
 def _compare_truth(atom: ast.Compare) -> bool | None:
