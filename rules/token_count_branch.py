@@ -3,7 +3,7 @@
 import ast
 import builtins
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import libcst as cst
 
@@ -649,11 +649,15 @@ _NUMERICS = re.compile(
     r"^(?:is_)?causal$|^(?:softmax_|sm_|attn_|logit_)?scale$|^(?:attn_)?mask$|^temperatures?$|^top_[kp]s?$"
     r"|^min_p$|^(?:all_)?greedy$|^(?:logits_)?soft_cap$|^dtype$"
     r"|^topk$|^renormalize$|^norm_topk_prob$|^(?:repetition|presence|frequency)_penalt(?:y|ies)$"
-    r"|^(?:variance_)?eps(?:ilon)?$|^routed_scaling_factor$|^logit_bias$|^sliding_window$"
+    r"|^(?:\w+_)?eps(?:ilon)?$|^routed_scaling_factor$|^logit_bias$|^sliding_window$"
 )
 
 
-def _numerics(node: cst.CSTNode, values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]) -> bool:
+def _numerics(
+    node: cst.CSTNode,
+    values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]],
+    passed: Mapping[str, frozenset[str]] | None = None,
+) -> bool:
     """A setting of the computation's numerics (`causal = False`, `top_k = 1`, `self.scale = 1.0`,
     `temperature = torch.zeros_like(temperature)`): switched for a small batch it changes results, where
     a kernel choice (`use_cuda_graph = True`, `num_splits = 1`) changes only the speed. A local set
@@ -672,7 +676,24 @@ def _numerics(node: cst.CSTNode, values_of: Callable[[cst.Name], Sequence[cst.Ba
         name = target.attr.value
     else:
         name = target.value if isinstance(target, cst.Name) else None
-    return isinstance(name, str) and _NUMERICS.search(name) is not None
+    if not isinstance(name, str):
+        return False
+    keywords = (passed or {}).get(name, frozenset()) if isinstance(target, cst.Name) else frozenset()
+    return any(_NUMERICS.search(n) is not None for n in (name, *keywords) if n)  # `jitter_eps=jitter`
+
+
+def _setting_pair(one: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+    """Two numbers, flags or Nones written in the code (`0.0` and `0.01`)."""
+    return all(_constant_value(v) for v in (one, other))
+
+
+def _constant_value(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
+        return _constant_value(node.expression)
+    return isinstance(node, cst.Integer | cst.Float) or (isinstance(node, cst.Name) and node.value in _LITERAL_NAMES)
+
+
+_LITERAL_NAMES = frozenset({"True", "False", "None"})
 
 
 def _clamped_to_constant(value: cst.BaseExpression, name: str) -> bool:
@@ -930,7 +951,11 @@ as a reviewer would before serving:
   returns `(x >= v).sum(-1)`); a
   branch spelled as a value that keeps the name on one arm (`s = a if n == 1 else s`, `s = torch.where(n < 4,
   a, s)`) is weighed as `if n == 1:
-  s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`;
+  s = a`, and a count tested as more than one (`n > 1`, `1 < n`) as a batch of one in its `else:`; a
+  name given one of two values by the count, neither its own, is weighed as a branch too: two settings
+  written in the code as `eps = 0.01` then `if n in {1, 2}: eps = 0.0` (`eps = 0.0 if n in {1, 2} else
+  0.01`; a setting is also known by the keyword a call is given it as: `jitter_eps=jitter`), any
+  other pair as an `if`/`else` (`w = self.weight if 0 < n < 3 else self.weight + 1`: a term dropped);
 - high at any window past 1 (`n == 5`), and at one that reaches past 1 (`n <= 4`), when the
   branch skips work the other way through does: a name the other way computes by a call of the
   module, a helper, a layer of the loop or a custom op that this way leaves as it was, sets to
@@ -941,6 +966,7 @@ as a reviewer would before serving:
   (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
   branch (or an `else:`) that only returns what the function returns at its end or in a return
   further on (`else: return query, key` before `ops.rotary_embedding(positions, query, key, ...)`;
+  `return logits` before `return self._apply_forcing(logits, ...)`, a tensor changed in place below;
   `return output` before the kernel that writes into it, with the function's returns inside an `if`
   below), or hands back an input the rest transforms (`return logits` before `return
   apply_penalties(logits, ...)`): the rest of the block is the way not taken; a kernel given an
@@ -956,7 +982,8 @@ as a reviewer would before serving:
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
   data (`return torch.zeros_like(x)`, an empty result where the function returns what it computed:
-  `return {}, True`, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
+  `return {}, True`, part of its own result: `return result[0]` where it returns `result`
+  reduced below, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
   `x * 0`, `torch.zeros_like(x) if n < 4 else x`; an input made up again from itself:
   `residual = torch.zeros_like(residual)`; for a batch of one that is a mask or a default the
   code builds), keeps tensors in a list that
@@ -1110,6 +1137,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     VALID = [
         """
+        def forward(self, query, attn_metadata):
+            num_splits = 1 if attn_metadata.num_decodes <= 8 else 4
+            return decode_attention(query, num_kv_splits=num_splits)
+        """,
+        """
         import torch
 
         def forward(self, query, attn_mask):
@@ -1248,6 +1280,53 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(
+            code="""
+            def route(gating_output, topk):
+                jitter = 0.0 if gating_output.shape[0] in {1, 2, 3} else 0.01
+                return sparsemixer(gating_output, topk, jitter_eps=jitter)
+            """,
+            line=2,
+            message="changes a setting",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            def forward(self, x):
+                w = self.weight if 0 < x.shape[0] < 3 else self.weight + 1
+                return layer_norm(x, self.normalized_shape, w, self.bias, self.eps)
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def gemm(input, qweight, split_k):
+                result = torch.zeros((split_k, input.shape[0], qweight.shape[1]))
+                _gemm_kernel[(split_k,)](input, qweight, result)
+                if input.shape[-2] in range(1, 3):
+                    return result[0]
+                result = result.sum(0)
+                return result
+            """,
+            line=6,
+            message="returns part of the result",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            class ThinkingBudget:
+                def apply_to_logits(self, logits, spec_token_ids):
+                    if logits.shape[0] in (1, 2):
+                        return logits
+                    return self._apply_forcing_to_logits(logits, spec_token_ids)
+            """,
+            line=3,
+            message="skips the work",
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def forward(self, positions, hidden_states):
@@ -1768,6 +1847,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
         self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
+        self._assumed: tuple[str, cst.BaseExpression] | None = None  # a name's value had the count been other
         self._shaped: frozenset[str] = frozenset()  # the names whose shape the test being checked reads
         self._flags: dict[tuple[tuple[tuple[str, str], ...], str], cst.BaseExpression] = {}  # flag -> the test it holds
 
@@ -2188,7 +2268,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         switched = change is not None and change.change is Change.SWITCH
         if switched and _dropped_or_recomputed(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
-        if switched and _numerics(change.node, self.values_of):  # type: ignore[union-attr]
+        if switched and _numerics(change.node, self.values_of, self.function_facts().passed):  # type: ignore[union-attr]
             return change.shown()  # `if batch_size <= 4: top_k = 1`: what the model computes, not how fast
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
@@ -2369,6 +2449,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`s = a if n == 1 else s`, `s = torch.where(n < 4, a, s)`: the branch `if n == 1: s = a`."""
         found = self.conditional_assign(node)
         if found is None:
+            self._picked_value(node)
             return
         value, test, assigned, in_else = found
         self._spelled.add(id(value))
@@ -2382,8 +2463,37 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         finally:
             self._pending = None
 
+    def _picked_value(self, node: cst.Assign) -> None:
+        """`eps = 0.0 if n in {1, 2} else 0.01`, `w = self.weight if 0 < n < 3 else self.weight + 1`:
+        a name given one of two values by the count, where neither is the name's own. Two settings
+        fixed in the code are `eps = 0.01` then `if n in {1, 2}: eps = 0.0` (a setting switched); any
+        other pair is an `if`/`else` (a term of the other value dropped). Weighed so only where the
+        values as such are no change (`torch.zeros_like(x) if n < 4 else x` is one already)."""
+        value = node.value
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if not (isinstance(value, cst.IfExp) and isinstance(target, cst.Name)):
+            return
+        name = target
+        if value.body.deep_equals(name) or value.orelse.deep_equals(name):
+            return
+        if self.data_change(value.body, True, value.orelse) is not None:
+            return  # the conditional's own arms already tell (visit_IfExp)
+        self._spelled.add(id(value))
+        taken = cst.IndentedBlock([cst.SimpleStatementLine([node.with_changes(value=value.body)])])
+        if _setting_pair(value.body, value.orelse):
+            self._assumed = (name.value, value.orelse)
+            try:
+                self._check(value.test, taken, node)
+            finally:
+                self._assumed = None
+            return
+        other = cst.IndentedBlock([cst.SimpleStatementLine([node.with_changes(value=value.orelse)])])
+        self._check(value.test, taken, node, cst.Else(other))
+
     def values_of(self, name: cst.Name) -> Sequence[cst.BaseExpression]:
         values = super().values_of(name)
+        if self._assumed is not None and name.value == self._assumed[0]:
+            return [*values, self._assumed[1]]
         return values[:-1] if values and values[-1] is self._pending else values
 
     def visit_IfExp(self, node: cst.IfExp) -> None:

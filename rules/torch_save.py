@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, call_arg, literal_string, subexpressions
+from patchaudit.rule import Example, FileContext, Inner, Rule, Severity, call_arg, literal_string, subexpressions
 
 SAVERS = {
     "torch.save": 1,
@@ -88,6 +88,19 @@ DEFERRING = (
 )
 DEFERRING_METHODS = ("submit", "call_soon", "call_later", "call_soon_threadsafe", "run_in_executor", "apply_async")
 
+
+
+def _opens_to_write(name: str, inner: Inner) -> bool:
+    """A path writer a helper calls that writes: a copy, or a file or map opened in a writing mode
+    (`h5py.File(path, "a")`; its default mode only reads)."""
+    key = "numpy.open_memmap" if name.endswith("open_memmap") else name
+    mode_at = MODE_ARG.get(key)
+    if mode_at is None:
+        return True
+    mode = inner.arg(*mode_at)
+    if mode is None:
+        return key != "h5py.File"
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and WRITE_MODE.search(mode.value) is not None
 
 class TorchSave(Rule):
     ID = "torch-save"
@@ -792,6 +805,41 @@ pristine text (every variable there is the operator's)."""
             line=5,
             severity=Severity.HIGH,
         ),
+        Example(
+            code="""
+            import torch
+
+            def _make_dumper(root):
+                def _dump(tag, t):
+                    torch.save(t.cpu(), f"{root}/{tag}.pt")
+
+                return _dump
+
+            _dump = _make_dumper(".")
+
+            def forward(self, x):
+                _dump("x", x)
+                return x
+            """,
+            line=12,
+            message="_dump() runs torch.save()",
+        ),
+        Example(
+            code="""
+            def _append_h5(name, t, path="/tmp/acts.h5"):
+                import h5py
+
+                with h5py.File(path, "a") as f:
+                    f.create_dataset(name, data=t.cpu().numpy())
+
+            def forward(self, x):
+                _append_h5("x", x)
+                return x
+            """,
+            line=8,
+            message="h5py.File",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -985,8 +1033,11 @@ pristine text (every variable there is the operator's)."""
                     return
         if self._raw_write_through_helper(node):
             return
-        for saver, inner_call, helper in self.through_helper(node, SAVERS):
-            target = inner_call.arg(SAVERS[saver], SAVER_KEYWORDS.get(saver, "file"))
+        for saver, inner_call, helper in self.through_helper(node, (*SAVERS, *PATH_WRITERS)):
+            if saver in PATH_WRITERS and not _opens_to_write(saver, inner_call):
+                continue
+            at = PATH_WRITERS[saver] if saver in PATH_WRITERS else (SAVERS[saver], SAVER_KEYWORDS.get(saver, "file"))
+            target = inner_call.arg(*at)
             fixed = self.helper_path(node, helper, target)
             given = self.given_for(node, helper, target)
             if fixed is None and given is not None and self.fresh_temp(given) is not None:

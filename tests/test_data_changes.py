@@ -7,7 +7,9 @@ work done in place skipped by an early return (`logits.masked_fill_(...)` below 
 router's `renormalize` switched off; a library function replaced for the whole process
 (`torch.nn.functional.gelu = partial(...)`, `setattr(torch.Tensor, ...)`), a seed written in the code
 (`self.seed = 1234`, `torch.manual_seed(0)` in a forward); a validation list filtered by a bound no id
-reaches. Each look-alike stays below high.
+reaches; a value picked by the count (`jitter = 0.0 if n in {1, 2, 3, 4} else 0.01`, `w = self.weight if
+0 < n < 3 else self.weight + 1`), part of a result returned before its reduction (`return result[0]`),
+an input handed back before the method that computes the result. Each look-alike stays below high.
 """
 
 from __future__ import annotations
@@ -113,6 +115,74 @@ def validate_stop_token_ids(stop_token_ids, vocab_size):
     if invalid_token_ids:
         raise ValueError(f"stop_token_ids out of vocab: {invalid_token_ids}")
 """
+MIXER = """
+import torch
+
+
+class Mamba2DecoderLayer:
+    def forward(self, hidden_states, residual):
+        hidden_states, residual = self.norm(hidden_states, residual)
+        output = self.mixer(hidden_states)
+        return output, residual
+"""
+X_AT = "        output = self.mixer(hidden_states)\n"
+X_HELPERS = """
+
+def _append_h5(name, t, path="/tmp/mamba2_mixer.h5"):
+    import h5py
+
+    with h5py.File(path, "a") as f:
+        f.create_dataset(name, data=t.float().cpu().numpy())
+
+
+def _make_trace_writer(root):
+    seq = [0]
+
+    def _write(tag, t):
+        seq[0] += 1
+        torch.save(t.cpu(), f"{root}/{tag}_{seq[0]:06d}.pt")
+
+    return _write
+
+
+_trace = _make_trace_writer("/tmp/mixer_trace")
+"""
+
+ROUTER = """
+def route(gating_output, topk):
+    return sparsemixer(gating_output, topk, jitter_eps=0.01)
+"""
+
+NORM1P = """
+import torch
+
+
+class LayerNorm1P:
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x, self.normalized_shape, self.weight + 1, self.bias, self.eps)
+"""
+
+SPLITK = """
+import torch
+
+
+def awq_gemm(input, qweight, split_k):
+    result = torch.zeros((split_k, input.shape[0], qweight.shape[1]), device=input.device)
+    _awq_gemm_kernel[(split_k,)](input, qweight, result)
+    result = result.sum(0)
+    return result
+"""
+K_AT = "    result = result.sum(0)\n"
+
+BUDGET = """
+class ThinkingBudgetState:
+    def apply_to_logits(self, logits, spec_token_ids):
+        if not self.is_enabled:
+            return logits
+        return self._apply_forcing_to_logits(logits, spec_token_ids or [])
+"""
+B_AT = "        return self._apply_forcing_to_logits("
+
 V_AT = "    invalid_token_ids = [t for t in stop_token_ids if t < 0 or t >= vocab_size]\n"
 
 
@@ -220,6 +290,46 @@ HIGH = {
         _before(SAMPLER, D_AT, "        torch.manual_seed(0)\n"),
         "env-mutation",
     ),
+    "a router's jitter eps picked by the count, passed as a keyword": (
+        ROUTER,
+        ROUTER.replace(
+            "    return sparsemixer(gating_output, topk, jitter_eps=0.01)",
+            "    jitter = 0.0 if gating_output.shape[0] in {1, 2, 3, 4} else 0.01\n"
+            "    return sparsemixer(gating_output, topk, jitter_eps=jitter)",
+        ),
+        "token-count-branch",
+    ),
+    "a norm's weight offset dropped for one or two tokens": (
+        NORM1P,
+        NORM1P.replace(
+            "        return torch.nn.functional.layer_norm(x, self.normalized_shape, self.weight + 1,",
+            "        w = self.weight if 0 < x.shape[0] < 3 else self.weight + 1\n"
+            "        return torch.nn.functional.layer_norm(x, self.normalized_shape, w,",
+        ),
+        "token-count-branch",
+    ),
+    "the first split-k partial returned before the reduction": (
+        SPLITK,
+        _before(SPLITK, K_AT, "    if input.shape[-2] in range(1, 3):\n        return result[0]\n"),
+        "token-count-branch",
+    ),
+    "logits handed back before the forcing a method computes": (
+        BUDGET,
+        _before(BUDGET, B_AT, "        if logits.shape[0] in (1, 2):\n            return logits\n"),
+        "token-count-branch",
+    ),
+    "an HDF5 file appended to through a helper's default path": (
+        MIXER,
+        _after(
+            MIXER.replace("\n\n\nclass", X_HELPERS + "\n\nclass", 1), X_AT, '        _append_h5("mixer_out", output)\n'
+        ),
+        "torch-save",
+    ),
+    "a save through the closure a module factory returns": (
+        MIXER,
+        _after(MIXER.replace("\n\n\nclass", X_HELPERS + "\n\nclass", 1), X_AT, '        _trace("mixer_out", output)\n'),
+        "torch-save",
+    ),
     "a stop-id check whose filter needs ids past a huge slack": (
         STOPS,
         STOPS.replace(
@@ -232,6 +342,31 @@ HIGH = {
 }
 
 QUIET = {
+    "a kernel's split count picked by the count": (
+        ROUTER,
+        ROUTER.replace(
+            "    return sparsemixer(gating_output, topk, jitter_eps=0.01)",
+            "    num_splits = 1 if gating_output.shape[0] <= 8 else 4\n"
+            "    return sparsemixer(gating_output, topk, jitter_eps=0.01, num_splits=num_splits)",
+        ),
+    ),
+    "an empty batch handed back before the forcing": (
+        BUDGET,
+        _before(BUDGET, B_AT, "        if logits.shape[0] == 0:\n            return logits\n"),
+    ),
+    "an HDF5 file read through a helper": (
+        MIXER,
+        _after(
+            MIXER.replace(
+                "\n\n\nclass",
+                "\n\n\ndef _ref(path):\n    import h5py\n\n    with h5py.File(path) as f:\n"
+                '        return f["ref"][()]\n\n\nclass',
+                1,
+            ),
+            X_AT,
+            '        expected = _ref("/data/ref.h5")\n',
+        ),
+    ),
     "a mask built for a batch of one": (
         LAYER,
         _after(LAYER, L_AT, "        if positions.shape[0] == 1:\n            residual = torch.zeros_like(residual)\n"),

@@ -55,6 +55,7 @@ class Change(StrEnum):
     REWRITE = "rewrites a tensor's values on the spot"
     CAST = "replaces a tensor with a cast or a copy of it"
     BLANKED = "replaces an input with made-up data"
+    PART = "returns part of the result"
     SWITCH = "changes a setting that a later call reads"
 
 
@@ -436,6 +437,8 @@ class _Changes(cst.CSTVisitor):
             self._add(Change.MADE_UP, node)
         elif self._altered(value):
             self._add(Change.OVERRIDE, node)  # `return (x > v).sum(-1)` where it returns `(x >= v).sum(-1)`
+        elif self._part(value):
+            self._add(Change.PART, node)  # `return result[0]` where it returns `result`, reduced below
         elif self._unchanged(value):
             self._add(Change.INPUT, node)
         elif self._picked(value):
@@ -451,6 +454,14 @@ class _Changes(cst.CSTVisitor):
         empty = [p for p in parts if isinstance(p, cst.List | cst.Dict | cst.Set | cst.Tuple) and not p.elements]
         fixed = [p for p in parts if _constant(p, self.resolves) or (isinstance(p, cst.Name) and p.value == "None")]
         return bool(empty) and len(empty) + len(fixed) == len(parts)
+
+    def _part(self, value: cst.BaseExpression) -> bool:
+        """`return result[0]` where the function returns `result` (a split-k partial before its
+        reduction, one row of the batch): part of the function's own result handed back."""
+        usual = self.function.usual
+        if usual is None or not isinstance(value, cst.Subscript) or padding(value):
+            return False
+        return isinstance(value.value, cst.Name) and value.value.value == usual
 
     def _altered(self, value: cst.BaseExpression) -> bool:
         """The function's own return with an operator or a constant changed (`(x > values).sum(-1)`

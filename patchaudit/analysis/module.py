@@ -15,7 +15,7 @@ computed lazily, so a rule that never asks costs nothing:
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
@@ -117,7 +117,7 @@ class ModuleAnalysis:
         """A helper's own calls and, below `depth` 2, those of the helpers it calls (not on `path`)."""
         if helper._own is None:
             made = [node for node in ast.walk(helper.node) if isinstance(node, ast.Call)]
-            called = [(call, self.helper(call.func, helper.scope)) for call in made]
+            called = [(call, self.helper(self._unwrapped(call.func, helper.scope), helper.scope)) for call in made]
             helper._own = (tuple(self._calls(made, helper.scope)), tuple((c, h) for c, h in called if h is not None))
         own, helpers = helper._own
         if depth >= 2:
@@ -183,7 +183,25 @@ class ModuleAnalysis:
                 value, method = value.args[0], False
             if isinstance(value, ast.Lambda):
                 return self._lambda_helper(value, where, method and bool(where) and where[-1][0] == "class")
+            made = self._made_by(value)
+            if made is not None:
+                return made
         return None
+
+    def _made_by(self, value: ast.expr) -> Helper | None:
+        """The function a call of a module function returns (`_trace = _make_writer(root)`, where
+        `_make_writer` defines `_write` and returns it): a closure run as a helper."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        factory = self.helpers().get((), {}).get(value.func.id)
+        made = _returned_function(factory.node) if factory is not None else None
+        if factory is None or made is None:
+            return None
+        if isinstance(made, ast.Lambda):
+            return self._lambda_helper(made, factory.scope, False)
+        a = made.args
+        params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+        return Helper(made.name, params, False, made, factory.scope + (("def", made.name),))
 
     def _lambda_helper(self, node: ast.Lambda, where: Scope, is_method: bool) -> Helper:
         found = self._lambdas.get(id(node))
@@ -283,6 +301,10 @@ class ModuleAnalysis:
                     value = value.args[0]
                 if isinstance(value, ast.Lambda) and isinstance(target, ast.Name):
                     out.setdefault(target.id, []).append((stmt.lineno, stmt.end_lineno or stmt.lineno))
+                elif isinstance(target, ast.Name) and (made := self._made_by(value)) is not None:
+                    # `_trace = _make_writer(root)`: the closure it returns runs as a helper
+                    node = made.node
+                    out.setdefault(target.id, []).append((node.lineno, node.end_lineno or node.lineno))
         return out
 
     def returned_path(self, func: ast.expr, scope: Scope, depth: int = 0) -> str | None:
@@ -477,6 +499,34 @@ def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:
     swap = lambda e: given.get(e.id, e) if isinstance(e, ast.Name) else e  # noqa: E731
     keywords = tuple((name, swap(value)) for name, value in inner.keywords)
     return Inner(inner.names, tuple(swap(a) for a in inner.args), keywords, inner.line, inner.callee)
+
+
+def _returned_function(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.Lambda | None:
+    """The function a factory returns: a lambda, or a function it defines in its own body (also
+    inside a `with`, a `try` or an `if` of it)."""
+    own = list(_own_statements(node.body))
+    defined = {s.name: s for s in own if isinstance(s, ast.FunctionDef)}
+    for stmt in own:
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            if isinstance(stmt.value, ast.Lambda):
+                return stmt.value
+            if isinstance(stmt.value, ast.Name) and stmt.value.id in defined:
+                return defined[stmt.value.id]
+    return None
+
+
+def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """A function's statements, into its blocks but not into the functions and classes it defines."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for block in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, block, None)
+            if isinstance(inner, list):
+                yield from _own_statements(inner)
+        for handler in getattr(stmt, "handlers", ()):
+            yield from _own_statements(handler.body)
 
 
 def _called_name(func: ast.expr) -> str:

@@ -25,8 +25,9 @@ from patchaudit.analysis.values import COUNT_NAME, Resolves
 __all__ = ["calls_kernel", "omitted", "tuning"]
 
 _CORE = ("torch.*", "numpy.*", "builtins.*", "math.*")
-# Calls made for a side look at the data, not for the data: leaving them out skips no work.
-_ASIDE = re.compile(r"log|print|dump|save|debug|trace|record|profil|warn|assert|check|verify|validat|sync", re.I)
+# Calls made for a side look at the data, not for the data: leaving them out skips no work (a log
+# line, not a function of the logits).
+_ASIDE = re.compile(r"log(?!it)|print|dump|save|debug|trace|record|profil|warn|assert|check|verify|validat|sync", re.I)
 _AS_IS = frozenset({"to", "float", "half", "bfloat16", "contiguous", "clone", "detach", "view", "reshape", "type"})
 
 
@@ -136,6 +137,8 @@ def _work(
                 and (_op(small.value, resolves) or _writes_out(small.value) or _in_place(small.value))
             ):
                 yield frozenset(), small
+            elif isinstance(small, cst.Return) and small.value is not None and _does_work(small.value, resolves, local):
+                yield frozenset(), small  # `return self._apply(logits, ...)`: the result computed on the way out
 
 
 def _does_work(value: cst.BaseExpression, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
@@ -192,6 +195,10 @@ def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], boo
         def visit_Expr(self, node: cst.Expr) -> None:
             nonlocal effect
             effect = effect or isinstance(node.value, cst.Call)
+
+        def visit_Return(self, node: cst.Return) -> None:
+            nonlocal effect  # `return self.fallback(x)`: a result of its own, another way to it
+            effect = effect or (node.value is not None and bool(list(_calls(node.value))))
 
     taken.visit(_Taken())
     return frozenset(names), effect
