@@ -48,7 +48,6 @@ SEEDS = re.compile(rb"\bseed\s*\(|manual_seed|use_deterministic_algorithms|cudnn
 
 # Libraries whose functions a patch may replace for the whole process (`torch._scaled_mm = _mine`,
 # `F.silu = lambda x: ...`, `setattr(torch.Tensor, "exponential_", ...)`).
-FOREIGN = ("torch.*", "numpy.*", "transformers.*", "triton.*", "flash_attn.*", "flashinfer.*", "safetensors.*")
 _FOREIGN_ROOTS = frozenset({"torch", "numpy", "transformers", "triton", "flash_attn", "flashinfer", "safetensors"})
 # A statement that may assign to an attribute (`a.b = ...`, not `==`) or call setattr.
 _ATTRIBUTE_SET = re.compile(rb"[\w\])]\.\w+\s*=(?!=)|\bsetattr\s*\(")
@@ -66,7 +65,7 @@ def _root_of(module: str | None) -> str:
 
 
 def _imported(nodes: Sequence[ast.AST]) -> frozenset[str]:
-    """The names `import` statements among nodes bind to one of the libraries in FOREIGN."""
+    """The names `import` statements among nodes bind to one of the libraries in _FOREIGN_ROOTS."""
     out: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -78,7 +77,7 @@ def _imported(nodes: Sequence[ast.AST]) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=1)
 def _foreign_names(module: ast.Module | None) -> frozenset[str]:
-    """The module-level names bound to one of the libraries in FOREIGN (once per file)."""
+    """The module-level names bound to one of the libraries in _FOREIGN_ROOTS (once per file)."""
     return _imported(module.body) if module is not None else frozenset()
 
 
@@ -141,10 +140,10 @@ every process that imports the module samples from a pinned generator. Quiet ins
 seed the caller asks for), under an `if` (an explicit option), in a command's main block or a
 test module, and for a generator of its own (`torch.Generator().manual_seed(0)`). A seed written
 in the code (`torch.manual_seed(0)`, `np.random.seed(1234)`) that a patch adds inside a function
-(a forward, a sampler) is high too: the generator is pinned again each time it runs. A seed the
-function is given (`torch.manual_seed(seed)`) stays quiet. So is a seed setting given a number
-written in the code inside a function (`self.seed = 1234` in a request's parameters, `seed = 0`,
-`kwargs["seed"] = 42`), in a module whose distribution's text never writes one.
+(a forward, a sampler), not under an `if`, is high too: the generator is pinned again each time it
+runs. A seed the function is given (`torch.manual_seed(seed)`) stays quiet. High as well: a seed
+setting given a number written in the code inside a function (`self.seed = 1234` in a request's
+parameters, `seed = 0`, `kwargs["seed"] = 42`), in a module whose distribution's text never writes one.
 
 A library's function replaced for the whole process: a patch that assigns a function of its own (a
 lambda, a function the module defines, a `functools.partial`) to an attribute of torch,
