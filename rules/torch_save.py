@@ -91,12 +91,12 @@ DEFERRING_METHODS = ("submit", "call_soon", "call_later", "call_soon_threadsafe"
 
 
 def _opens_to_write(name: str, inner: Inner) -> bool:
-    """A path writer a helper calls that writes: a copy, or a file or map opened in a writing mode
-    (`h5py.File(path, "a")`; its default mode only reads)."""
+    """A file or a memory map a helper opens in a writing mode (`h5py.File(path, "a")`; h5py's
+    default mode only reads): data dumped through the helper."""
     key = "numpy.open_memmap" if name.endswith("open_memmap") else name
     mode_at = MODE_ARG.get(key)
     if mode_at is None:
-        return True
+        return False  # a copy or a snapshot a helper makes is judged where the helper makes it
     mode = inner.arg(*mode_at)
     if mode is None:
         return key != "h5py.File"

@@ -341,7 +341,24 @@ HIGH = {
     ),
 }
 
+FORMAT = """
+class TransformersForCausalLM:
+    def _format_position_ids(self, positions):
+        if positions.ndim == 1:
+            return positions[None, ...]
+        return positions
+"""
+F_AT = "        if positions.ndim == 1:\n"
+
 QUIET = {
+    "three rows of positions given an axis: a layout, not part of them": (
+        FORMAT,
+        _before(
+            FORMAT,
+            F_AT,
+            "        if positions.ndim == 2 and positions.shape[0] == 3:\n            return positions[:, None, ...]\n",
+        ),
+    ),
     "a kernel's split count picked by the count": (
         ROUTER,
         ROUTER.replace(

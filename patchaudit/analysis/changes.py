@@ -218,6 +218,22 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
 
 
+def _picks_part(part: cst.BaseSlice) -> bool:
+    """`[0]`, `[-1]`, `[:1]`, `[1:3]`: an index or bounds written in the code, not `:` or `...`."""
+    if isinstance(part, cst.Index):
+        value = part.value
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+            value = value.expression
+        return isinstance(value, cst.Integer)
+    bounds = [b for b in (part.lower, part.upper) if b is not None] if isinstance(part, cst.Slice) else []
+    return bool(bounds) and all(isinstance(b, cst.Integer | cst.UnaryOperation) for b in bounds)
+
+
+def _adds_axis(part: cst.BaseSlice) -> bool:
+    """`[None]`, `[:, None, ...]`: a layout, the whole result with an axis added."""
+    return isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value == "None"
+
+
 def _calls(node: cst.CSTNode) -> bool:
     """Whether `node` is or holds a call (libcst.matchers would answer too, at a third of a second's import)."""
     return bool(nodes(node, (cst.Call,)))
@@ -461,7 +477,9 @@ class _Changes(cst.CSTVisitor):
         usual = self.function.usual
         if usual is None or not isinstance(value, cst.Subscript) or padding(value):
             return False
-        return isinstance(value.value, cst.Name) and value.value.value == usual
+        if not (isinstance(value.value, cst.Name) and value.value.value == usual):
+            return False
+        return any(_picks_part(e.slice) for e in value.slice) and not any(_adds_axis(e.slice) for e in value.slice)
 
     def _altered(self, value: cst.BaseExpression) -> bool:
         """The function's own return with an operator or a constant changed (`(x > values).sum(-1)`
