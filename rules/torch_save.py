@@ -124,9 +124,11 @@ local string constant, `save = torch.save`, `sys.modules["torch"]`, an import in
 `functools.partial(torch.save, ...)` (a destination it binds counts), a lambda whose body saves
 (bound to a name or a class attribute, `staticmethod(lambda ...)` too: a path passed at the call
 site counts), `self.dump = torch.save` (or a partial of it) bound in a method, a function or method
-of the same module that saves (three levels of calls deep: the call site is the finding, high when
-it passes a fixed path, leaves a fixed default in place, or sits in a forward function; medium there
-behind a switch the operator sets), a method, partial, lambda or class attribute of a base class of
+of the same module that saves (three levels of calls deep, through `functools.partial` too: the call
+site is the finding, high when it passes a fixed path, leaves a fixed default in place, or sits in a
+forward function; medium there behind a switch the operator sets), the same for a helper that opens an
+HDF5 file or a memory map to write (`h5py.File(path, "a")`), a closure a module function returns
+(`_trace = _make_writer(root)`, then `_trace("x", t)`), a method, partial, lambda or class attribute of a base class of
 the module reached as `self.x`, `cls.x`, `super().x` or `type(self).x` (looked up along the module's
 own bases, depth first), a class of the module (`Dumper(...)` runs `__init__`, `dump(x)` with `dump
 = Dumper()` runs `__call__`, `dumper.save(x)` and `self.dumper.save(x)` run the method), pickle,
@@ -197,7 +199,8 @@ or a documented setting, stays the operator's (above); a test that reads an exis
 
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
 its parameter (its callers decide), a path an enclosing function's parameter fixes (a factory
-`make_dumper("/tmp/")` returning the function that saves), a lambda's default destination, methods of objects built in
+`make_dumper("/tmp/")` returning the function that saves: its call sites count only in a forward
+function), a lambda's default destination, methods of objects built in
 other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
 name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
 to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
