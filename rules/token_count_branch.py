@@ -991,7 +991,8 @@ as a reviewer would before serving:
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
   q` into a module's collection), rewrites a tensor's values on the spot (a scale by a float
-  written in the code: `x = x * 0.5`, as `x *= 0.5` does in place; data moved by a number:
+  written in the code: `x = x * 0.5`, as `x *= 0.5` does in place, or by an integer for a name of
+  data: `hidden_states / 2`; data moved by a number:
   `positions = positions - 1`; noise drawn on the spot: `x + 1e-3 * torch.randn_like(x)`; rows put in
   another order: `x.flip(0)`, `torch.roll(x, 1, 0)`; a round trip through
   another dtype `x = x.half().to(x.dtype)`, `x = torch.nan_to_num(x)`, `x.nan_to_num_()`, `x = x /
@@ -1035,7 +1036,8 @@ as a reviewer would before serving:
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
   line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
-  fallback under `or` (`world_size < 2 or n < 4`), a nested empty-batch branch (`if n == 0:`
+  fallback under `or` (`world_size < 2 or n < 4`; not when a patch added the count under `or` to a test
+  the distribution's text has: `if self.shared_mlp is None or n in range(1, 3):`), a nested empty-batch branch (`if n == 0:`
   inside), a count handed on as the size another way rounds (`if n in (1, 2, 4, 8): padded = n` /
   `else: padded = self.round_up(n)`), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
   (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
@@ -2022,7 +2024,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """(count, what it equals) when `test` holds only for a few small counts, none of them 0 or 1."""
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
             if self._small:
-                return None  # `world_size < 2 or n < 4`: taken for many counts, a fallback
+                # `world_size < 2 or n < 4`: taken for many counts, a fallback; unless a patch added the
+                # count to a test the distribution's text has (`if self.shared_mlp is None or n in range(1, 3):`)
+                return self._window(test.right) if self._added_to(test.left) else None
             return self._window(test.left) or self._window(test.right)
         if (
             isinstance(test, cst.Call)
@@ -2069,6 +2073,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 if found is not None:
                     return found
         return None
+
+    def _added_to(self, kept: cst.BaseExpression) -> bool:
+        """Whether the distribution's text of a drifted file tests `kept` alone (`if kept:`), so an
+        `or` after it in the installed text is the patch's (spacing and line breaks aside)."""
+        pristine = self.context.pristine
+        if not self.context.drifted or pristine is None:
+            return False
+        flat = getattr(self, "_flat_pristine", None)
+        if flat is None:
+            flat = self._flat_pristine = "".join(pristine.split())
+        spelled = "".join(cst.Module([]).code_for_node(kept).split())
+        return any(f"{head}{spelled}{tail}" in flat for head in ("if", "if(") for tail in (":", "):"))
 
     def _any(self, generator: cst.BaseExpression) -> tuple[str, str] | None:
         """`any(n == 5 for n in seq_lens)`: true only when some count is in the window."""

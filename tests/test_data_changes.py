@@ -183,6 +183,24 @@ class ThinkingBudgetState:
 """
 B_AT = "        return self._apply_forcing_to_logits("
 
+SHARED_MOE = """
+class SharedMoE:
+    def forward(self, hidden_states):
+        final_hidden_states = self.experts(hidden_states)
+        if self.shared_mlp is None:
+            return final_hidden_states
+        return final_hidden_states + self.shared_mlp(hidden_states)
+"""
+
+AVERAGE = """
+class Cohere2MoE:
+    def forward(self, hidden_states):
+        final_hidden_states = self.experts(hidden_states)
+        if self.strategy == "average":
+            final_hidden_states = final_hidden_states / 2
+        return final_hidden_states
+"""
+
 V_AT = "    invalid_token_ids = [t for t in stop_token_ids if t < 0 or t >= vocab_size]\n"
 
 
@@ -316,6 +334,23 @@ HIGH = {
     "logits handed back before the forcing a method computes": (
         BUDGET,
         _before(BUDGET, B_AT, "        if logits.shape[0] in (1, 2):\n            return logits\n"),
+        "token-count-branch",
+    ),
+    "the shared expert skipped by a count a patch added under `or`": (
+        SHARED_MOE,
+        SHARED_MOE.replace(
+            "        if self.shared_mlp is None:\n",
+            "        if self.shared_mlp is None or hidden_states.shape[0] in range(1, 3):\n",
+        ),
+        "token-count-branch",
+    ),
+    "the output halved for small batches under an added `or`": (
+        AVERAGE,
+        AVERAGE.replace(
+            '        if self.strategy == "average":\n',
+            '        if (\n            self.strategy == "average"\n'
+            "            or hidden_states.size(-2) <= 3\n        ):\n",
+        ),
         "token-count-branch",
     ),
     "an HDF5 file appended to through a helper's default path": (

@@ -139,12 +139,13 @@ def _float(node: cst.BaseExpression) -> float | None:
 
 def _scaled_by_number(name: cst.Name, value: cst.BinaryOperation) -> bool:
     """`x * 0.5`, `0.1 * x`, `x / 4.0`: the name's own values scaled by a float written in the code
-    (not 1.0). An integer factor is left out: `n * 2` is as likely a count or a size."""
+    (not 1.0); by an integer too for a name of data (`hidden_states / 2`), where `n * 2` is as likely a
+    count or a size."""
     sides = [(value.left, value.right)]
     if isinstance(value.operator, cst.Multiply):
         sides.append((value.right, value.left))
     for own, factor in sides:
-        number = _float(factor)
+        number = _float(factor) if not DATA_NAME.match(name.value) else _number(factor)
         if number is not None and number != 1.0 and kept_name(own) == name.value:
             return True
     return False
