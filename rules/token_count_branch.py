@@ -1036,9 +1036,10 @@ as a reviewer would before serving:
   self.decode_kernel(x) else: ...` (a decode fast path computes the same thing), a log
   line for small batches, a value returned as it came outside a model's forward (`if c ==
   3: return image`: already RGB; `if len(x) <= 1: return x`: nothing to sort), a
-  fallback under `or` (`world_size < 2 or n < 4`; not when a patch added the count under `or` to a test
-  the distribution's text has: `if self.shared_mlp is None or n in range(1, 3):`), a nested empty-batch branch (`if n == 0:`
-  inside), a count handed on as the size another way rounds (`if n in (1, 2, 4, 8): padded = n` /
+  fallback under `or` (`world_size < 2 or n < 4`; not when a patch added the count under `or` to a
+  test the distribution's text has: `if self.shared_mlp is None or n in range(1, 3):`), a nested
+  empty-batch branch (`if n == 0:` inside), a count handed on as the size another way rounds (`if n in
+  (1, 2, 4, 8): padded = n` /
   `else: padded = self.round_up(n)`), a parameter recomputed (`position_ids = torch.arange(n)`), a count adjusted
   (`num_reqs = num_tokens`), a named constant returned, and offsets into a batch
   (`cu_seqlens.numel() <= 2`: one sequence) or a weight's size (`weight.numel() == 1`), which
