@@ -25,6 +25,7 @@ from patchaudit.rule import (
     made_up,
     nodes_under,
     padding,
+    setting,
     shape_compared,
     unparsed,
 )
@@ -680,20 +681,6 @@ def _numerics(
         return False
     keywords = (passed or {}).get(name, frozenset()) if isinstance(target, cst.Name) else frozenset()
     return any(_NUMERICS.search(n) is not None for n in (name, *keywords) if n)  # `jitter_eps=jitter`
-
-
-def _setting_pair(one: cst.BaseExpression, other: cst.BaseExpression) -> bool:
-    """Two numbers, flags or Nones written in the code (`0.0` and `0.01`)."""
-    return all(_constant_value(v) for v in (one, other))
-
-
-def _constant_value(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
-        return _constant_value(node.expression)
-    return isinstance(node, cst.Integer | cst.Float) or (isinstance(node, cst.Name) and node.value in _LITERAL_NAMES)
-
-
-_LITERAL_NAMES = frozenset({"True", "False", "None"})
 
 
 def _clamped_to_constant(value: cst.BaseExpression, name: str) -> bool:
@@ -2497,7 +2484,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             return  # the conditional's own arms already tell (visit_IfExp)
         self._spelled.add(id(value))
         taken = cst.IndentedBlock([cst.SimpleStatementLine([node.with_changes(value=value.body)])])
-        if _setting_pair(value.body, value.orelse):
+        if setting(value.body, self.resolves_to) and setting(value.orelse, self.resolves_to):
             self._assumed = (name.value, value.orelse)
             try:
                 self._check(value.test, taken, node)

@@ -40,6 +40,7 @@ __all__ = [
     "data_change",
     "made_up",
     "padding",
+    "setting",
     "STRONG_CHANGES",
 ]
 
@@ -625,7 +626,7 @@ def conditional_assign(
     return None
 
 
-def _setting(node: cst.BaseExpression, resolves: Resolves) -> bool:
+def setting(node: cst.BaseExpression, resolves: Resolves) -> bool:
     """A value fixed in the code that a kernel may be given: a number, a flag, None."""
     return _constant(node, resolves) or (isinstance(node, cst.Name) and node.value == "None")
 
@@ -661,7 +662,7 @@ def data_change(
     if isinstance(body, cst.BaseExpression):
         if made_up(body, resolves):
             return Found(Change.MADE_UP, body)
-        if _setting(body, resolves) and isinstance(other, cst.BaseExpression) and not _setting(other, resolves):
+        if setting(body, resolves) and isinstance(other, cst.BaseExpression) and not setting(other, resolves):
             return Found(Change.SWITCH, body)  # `softmax_scale=self.scale if n != 3 else 1.0`
         # `self.layers[:2] if n <= 4 else self.layers`: the other arm cut to a fixed few.
         return Found(Change.OMITTED, body) if isinstance(other, cst.BaseExpression) and _cut_of(body, other) else None
