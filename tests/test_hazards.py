@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import gc
 import json
 import os
 import sys
@@ -231,6 +232,37 @@ def test_a_rule_that_raises_is_reported_not_fatal(tmp_path: Path) -> None:
     found = check_files([SourceFile(path="x.py", installed=b"f()\n", pristine=None)], rule_dirs=[pack])
     assert [(f.rule, f.severity) for f in found] == [("rule-error", Severity.LOW)]
     assert "KeyError" in found[0].message
+
+
+def test_the_collector_is_paused_for_a_file_and_given_back_as_found(tmp_path: Path) -> None:
+    """The cyclic collector is off while a file's rules run (a parse's objects are not walked again
+    and again), and the caller's setting comes back after, a rule that raises included."""
+    pack = tmp_path / "probe"
+    pack.mkdir()
+    (pack / "probe.py").write_text(
+        "import gc\nimport libcst as cst\nfrom patchaudit.rule import Rule, Severity\n\n"
+        "class Probe(Rule):\n    ID = 'probe'\n    SEVERITY = Severity.LOW\n    MESSAGE = 'm'\n"
+        "    EXPLANATION = 'e'\n\n    def visit_Call(self, node: cst.Call) -> None:\n"
+        "        self.report(node, f'collector on: {gc.isenabled()}')\n        raise KeyError('boom')\n"
+    )
+    rules = load_rules([pack])
+    source = SourceFile(path="x.py", installed=b"f()\n", pristine=None)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        found = check_file(source, rules)
+        assert gc.isenabled()
+        assert [f.rule for f in found] == ["rule-error"]  # it raised after its report: the file's error only
+        gc.disable()
+        check_file(source, rules)
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    (quiet / "probe.py").write_text((pack / "probe.py").read_text().replace("        raise KeyError('boom')\n", ""))
+    found = check_file(source, load_rules([quiet]))
+    assert [f.message for f in found if f.rule == "probe"] == ["collector on: False"]
 
 
 def test_a_rule_with_attribute_hooks_sees_them_in_libcst_order(tmp_path: Path) -> None:

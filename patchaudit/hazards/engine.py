@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import libcst as cst
@@ -395,6 +397,25 @@ def _mini(module: cst.Module, stmt: cst.CSTNode) -> cst.Module:
     )
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while one file's rules run, on again after it.
+
+    A parse builds some ten objects per byte of source, and they all live until the file is done:
+    left on, the collector walks them again at every few hundred allocations (a tenth or more of
+    the time of an `--all-files` scan). The cycles a file leaves behind (closures, nodes held by
+    them) are collected by the first collection after it, in one pass over what is left.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[Finding]:
     """Findings for one file, suppressions applied, before severity overrides.
 
@@ -405,7 +426,8 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     changed: set[int] | None = None
     if file.drifted and file.pristine is not None:
         changed = changed_lines(decode(file.installed), decode(file.pristine))
-    hits, text = _run_rules(file, rules, prefilter=prefilter, changed=changed)
+    with _collector_paused():
+        hits, text = _run_rules(file, rules, prefilter=prefilter, changed=changed)
     found_ignores = ignores(text) if b"patchaudit:" in file.installed else {}
     used: set[tuple[int, str]] = set()
     suppressed: list[bool] = []
