@@ -192,7 +192,8 @@ def reduced(
     spelled_in = _SpanIdentifiers(tree.body, nodes)
     edges: dict[str, set[str]] = {}
     reached: dict[str, frozenset[str]] = {}
-    direct: list[dict[str, bool]] = [{} for _ in rules]
+    asked: list[set[str]] = [set() for _ in rules]  # per rule: the names weighed so far
+    direct: list[set[str]] = [set() for _ in rules]  # and of those, the ones that are its sink
     matter = [{n for n, value in constants if r.constant_matters(value)} if r.CONSTANTS else set() for r in rules]
 
     def reach(name: str) -> frozenset[str]:
@@ -211,15 +212,23 @@ def reduced(
 
     def is_direct(index: int, name: str) -> bool:
         """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
-        hit = direct[index].get(name)
-        if hit is None:
-            rule = rules[index]
-            hit = any(_may_name(rule, q) for q in module_names.get(name, ())) or any(
-                rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
-                for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
-            )
-            direct[index][name] = hit
-        return hit
+        rule = rules[index]
+        return any(_may_name(rule, q) for q in module_names.get(name, ())) or any(
+            rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
+            for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
+        )
+
+    def any_direct(index: int, names: frozenset[str]) -> bool:
+        """Whether one of the names is direct for the rule (each name weighed once per rule, the rest
+        by set operations)."""
+        if not direct[index].isdisjoint(names):
+            return True
+        for name in names - asked[index]:
+            asked[index].add(name)
+            if is_direct(index, name):
+                direct[index].add(name)
+                return True
+        return False
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
@@ -233,7 +242,7 @@ def reduced(
             if named is None:
                 named = spelled_names.which(statement.text, _words(statement.text))
                 through_names = frozenset().union(*(reach(n) for n in named if n in texts or n in module_names))
-            alias = not matter[index].isdisjoint(named) or any(is_direct(index, n) for n in through_names)
+            alias = not matter[index].isdisjoint(named) or any_direct(index, through_names)
             if rule.keeps(statement, alias):
                 found.add(index)
         return frozenset(found)
