@@ -2,6 +2,7 @@
 
 import ast
 import builtins
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 
@@ -2062,15 +2063,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     return found
         return None
 
+    @functools.cached_property
+    def _flat_pristine(self) -> str | None:
+        """The distribution's text of a drifted file without its spacing and line breaks (None: none)."""
+        pristine = self.context.pristine
+        return "".join(pristine.split()) if self.context.drifted and pristine is not None else None
+
     def _added_to(self, kept: cst.BaseExpression) -> bool:
         """Whether the distribution's text of a drifted file tests `kept` alone (`if kept:`), so an
         `or` after it in the installed text is the patch's (spacing and line breaks aside)."""
-        pristine = self.context.pristine
-        if not self.context.drifted or pristine is None:
-            return False
-        flat = getattr(self, "_flat_pristine", None)
+        flat = self._flat_pristine
         if flat is None:
-            flat = self._flat_pristine = "".join(pristine.split())
+            return False
         spelled = "".join(cst.Module([]).code_for_node(kept).split())
         return any(f"{head}{spelled}{tail}" in flat for head in ("if", "if(") for tail in (":", "):"))
 

@@ -144,8 +144,9 @@ def _scaled_by_number(name: cst.Name, value: cst.BinaryOperation) -> bool:
     sides = [(value.left, value.right)]
     if isinstance(value.operator, cst.Multiply):
         sides.append((value.right, value.left))
+    number_of = _number if DATA_NAME.match(name.value) else _float
     for own, factor in sides:
-        number = _float(factor) if not DATA_NAME.match(name.value) else _number(factor)
+        number = number_of(factor)
         if number is not None and number != 1.0 and kept_name(own) == name.value:
             return True
     return False
