@@ -583,23 +583,29 @@ def _works(block: cst.CSTNode) -> bool:
     return False
 
 
+class _Returns(cst.CSTVisitor):
+    """What `_returns` gathers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Return] = []
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.found.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 def _returns(block: cst.CSTNode) -> list[cst.Return]:
     """The returns with a value in `block`, at any depth, outside functions defined there."""
-    found: list[cst.Return] = []
-
-    class _Returns(cst.CSTVisitor):
-        def visit_Return(self, node: cst.Return) -> None:
-            if node.value is not None:
-                found.append(node)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-    block.visit(_Returns())
-    return found
+    visitor = _Returns()
+    block.visit(visitor)
+    return visitor.found
 
 
 def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:

@@ -42,18 +42,24 @@ def _spelled(call: cst.Call) -> str:
     return cst.helpers.get_full_name_for_node(call.func) or ""
 
 
+class _Calls(cst.CSTVisitor):
+    """The calls under a node, outside lambdas."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, call: cst.Call) -> None:
+        self.found.append(call)
+
+    def visit_Lambda(self, lam: cst.Lambda) -> bool:
+        return False
+
+
 def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-        def visit_Lambda(self, lam: cst.Lambda) -> bool:
-            return False
-
-    node.visit(_Calls())
-    return iter(found)
+    visitor = _Calls()
+    node.visit(visitor)
+    return iter(visitor.found)
 
 
 def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
@@ -108,22 +114,28 @@ def _in_place(call: cst.Call) -> bool:
     return method.endswith("_") and not method.startswith("_") and not _ASIDE.search(method)
 
 
+class _Lines(cst.CSTVisitor):
+    """The simple statement lines under a node, outside functions defined there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[cst.SimpleStatementLine] = []
+
+    def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
+        self.lines.append(line)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
 def _work(
     other: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]
 ) -> Iterator[tuple[frozenset[str], cst.CSTNode]]:
     """(names it computes, statement) for each statement of `other` that does a layer's work; an op
     called for its effect computes no name."""
-    lines: list[cst.SimpleStatementLine] = []
-
-    class _Lines(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
-            lines.append(line)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-    other.visit(_Lines())
-    for line in lines:
+    visitor = _Lines()
+    other.visit(visitor)
+    for line in visitor.lines:
         for small in line.body:
             if isinstance(small, cst.Assign | cst.AugAssign):
                 value = small.value
@@ -173,35 +185,41 @@ def tuning(name: str) -> bool:
     return _TUNING.search(name.rsplit(".", 1)[-1]) is not None
 
 
+class _Taken(cst.CSTVisitor):
+    """What `_computes` gathers: the names a branch computes, and whether it calls for an effect."""
+
+    def __init__(self, fabricated: Callable[[cst.BaseExpression], bool]) -> None:
+        super().__init__()
+        self.fabricated = fabricated
+        self.names: set[str] = set()
+        self.effect = False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        targets = [n.value for t in node.targets for n in _target_names(t.target)]
+        if isinstance(node.value, cst.Integer) and targets and all(_TUNING.search(n) for n in targets):
+            self.names.update(targets)  # a number picked for a size
+        elif isinstance(node.value, cst.Name) and COUNT_NAME.match(node.value.value):
+            self.names.update(targets)  # `padded = num_seqs`: a count that is already a size the other way rounds to
+        elif not (_as_is(node.value) or self.fabricated(node.value)):
+            self.names.update(targets)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names.update(n.value for n in _target_names(node.target))
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self.effect = self.effect or isinstance(node.value, cst.Call)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        # `return self.fallback(x)`: a result of its own, another way to it
+        self.effect = self.effect or (node.value is not None and bool(list(_calls(node.value))))
+
+
 def _computes(taken: cst.CSTNode, fabricated: Callable[[cst.BaseExpression], bool]) -> tuple[frozenset[str], bool]:
     """The names `taken` computes some way (not as they were, not made up), and whether it calls
     anything for its effect."""
-    names: set[str] = set()
-    effect = False
-
-    class _Taken(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            targets = [n.value for t in node.targets for n in _target_names(t.target)]
-            if isinstance(node.value, cst.Integer) and targets and all(_TUNING.search(n) for n in targets):
-                names.update(targets)  # a number picked for a size
-            elif isinstance(node.value, cst.Name) and COUNT_NAME.match(node.value.value):
-                names.update(targets)  # `padded = num_seqs`: a count that is already a size the other way rounds to
-            elif not (_as_is(node.value) or fabricated(node.value)):
-                names.update(targets)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(n.value for n in _target_names(node.target))
-
-        def visit_Expr(self, node: cst.Expr) -> None:
-            nonlocal effect
-            effect = effect or isinstance(node.value, cst.Call)
-
-        def visit_Return(self, node: cst.Return) -> None:
-            nonlocal effect  # `return self.fallback(x)`: a result of its own, another way to it
-            effect = effect or (node.value is not None and bool(list(_calls(node.value))))
-
-    taken.visit(_Taken())
-    return frozenset(names), effect
+    visitor = _Taken(fabricated)
+    taken.visit(visitor)
+    return frozenset(visitor.names), visitor.effect
 
 
 def omitted(

@@ -277,14 +277,24 @@ class Walker:
         """Call the hooks over `root`; at and below a node named in `gates` (by id), the hooks of the
         walker given there instead, until a node below names another."""
         closures: dict[int, Callable[[cst.CSTNode], None]] = {}
+        used: list[Walker] = []
 
         def closure(walker: Walker) -> Callable[[cst.CSTNode], None]:
             found = closures.get(id(walker))
             if found is None:
                 found = closures[id(walker)] = walker._visitor(gates or None, closure)
+                used.append(walker)
             return found
 
-        closure(self)(root)
+        try:
+            closure(self)(root)
+        finally:
+            # Each visit closure calls itself, a cycle only the collector frees. Dropping the hooks
+            # it reaches leaves that cycle small: the visitors, and the trees they hold, go at once.
+            closures.clear()
+            for each in used:
+                each.plans.clear()
+                each.methods = {}
 
     def _visitor(
         self,
@@ -368,20 +378,23 @@ def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None) -> list[cst.
     wanted = kinds if kinds is not None else cst.CSTNode
     sentinel = MaybeSentinel.DEFAULT
 
-    def visit(node: cst.CSTNode) -> None:
+    # Depth first, children in field order, by a stack of its own: a recursive closure would be a
+    # cycle that keeps `out`, and the trees under it, until the collector runs.
+    todo = [root]
+    while todo:
+        node = todo.pop()
         if isinstance(node, wanted):
             out.append(node)
+        below: list[cst.CSTNode] = []
         for field in fields[node.__class__]:
             child = getattr(node, field)
             kind = child.__class__
             if kind is tuple or kind is list:
-                for each in child:
-                    if each.__class__ not in hidden:
-                        visit(each)
+                below.extend(each for each in child if each.__class__ not in hidden)
             elif child is not None and child is not sentinel and kind not in hidden:
-                visit(child)
-
-    visit(root)
+                below.append(child)
+        below.reverse()
+        todo.extend(below)
     return out
 
 
