@@ -23,7 +23,7 @@ from patchaudit.rule import (
     dotted,
     element_count,
     literal_string,
-    made_up,
+    made_up_result,
     nodes_under,
     padding,
     setting,
@@ -190,6 +190,10 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return _count_shaped(node.body, values, depth + 1) or _count_shaped(node.orelse, values, depth + 1)
     if isinstance(node, ast.Subscript):
         owner = node.value
+        while isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id in ("tuple", "list"):
+            if len(owner.args) != 1:
+                break
+            owner = owner.args[0]  # `tuple(x.shape)[0]`
         if isinstance(owner, ast.Call):
             owner = owner.func
         return isinstance(owner, ast.Attribute) and owner.attr in ("shape", "size")
@@ -826,9 +830,9 @@ class _SideEffects(cst.CSTVisitor):
             self._note("raise")
 
     def visit_Return(self, node: cst.Return) -> None:
-        # Data made up for this case (`return x * 0`, `return torch.zeros_like(x)`), not another
-        # computation chosen for a shape (`return x.permute(1, 0)`).
-        if self.returns and node.value is not None and made_up(node.value, self.rule.resolves_to):
+        # Data made up for this case (`return x * 0`, `return torch.zeros_like(x), residual`), not
+        # another computation chosen for a shape (`return x.permute(1, 0)`).
+        if self.returns and node.value is not None and made_up_result(node.value, self.rule.resolves_to):
             self._note("a return of made-up data")
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -1277,6 +1281,42 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(  # a decoder layer's output made up for a few tokens, its residual passed on
+            code="""
+            import torch
+
+            class DecoderLayer:
+                def forward(self, positions, hidden_states, residual):
+                    hidden_states = self.mlp(hidden_states)
+                    if hidden_states.shape[0] < 4:
+                        return torch.zeros_like(hidden_states), residual
+                    return hidden_states, residual
+            """,
+            line=6,
+            message="a return of made-up data",
+            severity=Severity.HIGH,
+        ),
+        Example(  # the count of a list made from the tokens' positions
+            code="""
+            def forward(self, positions, hidden_states):
+                toks = positions.tolist()
+                if len(toks) == 5:
+                    print(toks)
+                return self.mlp(hidden_states)
+            """,
+            line=3,
+            severity=Severity.HIGH,
+        ),
+        Example(  # the first dimension of a shape made a tuple
+            code="""
+            def forward(self, hidden_states):
+                if tuple(hidden_states.shape)[0] in (5, 6):
+                    print("dbg", hidden_states.sum())
+                return self.mlp(hidden_states)
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="""
             def route(gating_output, topk):

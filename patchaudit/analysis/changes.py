@@ -39,6 +39,7 @@ __all__ = [
     "conditional_assign",
     "data_change",
     "made_up",
+    "made_up_result",
     "padding",
     "setting",
     "STRONG_CHANGES",
@@ -217,6 +218,13 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
         return True
     func = value.func
     return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
+
+
+def made_up_result(value: cst.BaseExpression, resolves: Resolves) -> bool:
+    """A returned value made from nothing, or a tuple of results one of which is
+    (`return torch.zeros_like(hidden_states), residual`: a layer's output replaced, the rest passed on)."""
+    parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    return any(made_up(part, resolves) for part in parts)
 
 
 def _picks_part(part: cst.BaseSlice) -> bool:
@@ -450,7 +458,7 @@ class _Changes(cst.CSTVisitor):
         value = node.value
         if value is None:
             return
-        if made_up(value, self.resolves) or _blanked(value, self.resolves) or self._emptied(value):
+        if made_up_result(value, self.resolves) or _blanked(value, self.resolves) or self._emptied(value):
             self._add(Change.MADE_UP, node)
         elif self._altered(value):
             self._add(Change.OVERRIDE, node)  # `return (x > v).sum(-1)` where it returns `(x >= v).sum(-1)`

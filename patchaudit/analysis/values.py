@@ -223,6 +223,25 @@ _CASTS = ("builtins.int", "builtins.float", "builtins.len")
 _CAST_METHODS = ("item", "long", "int", "tolist")
 
 
+# What turns a tensor or a shape into a list or a copy of the same length: `len(ids.tolist())` is
+# `len(ids)`, `tuple(x.shape)[0]` is `x.shape[0]`.
+_LISTING_METHODS = frozenset({"tolist", "cpu", "numpy", "detach", "clone", "contiguous"})
+_LISTING_CALLS = frozenset({"list", "tuple"})
+
+
+def _listed(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The value under conversions that keep its length (`.tolist()`, `.cpu()`, `list(...)`)."""
+    while isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _LISTING_METHODS and not node.args:
+            node = func.value
+        elif isinstance(func, cst.Name) and func.value in _LISTING_CALLS and [a.star for a in node.args] == [""]:
+            node = node.args[0].value
+        else:
+            break
+    return node
+
+
 def _small_index(node: cst.BaseExpression) -> bool:
     """An integer index of a dimension, negative ones included (`shape[0]`, `size(-2)`)."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
@@ -260,7 +279,7 @@ def count_of(
         index = node.slice[0].slice
         if not (isinstance(index, cst.Index) and _small_index(index.value)):
             return None
-        owner = node.value
+        owner = _listed(node.value)  # `tuple(x.shape)[0]` is `x.shape[0]`
         if isinstance(owner, cst.Attribute) and owner.attr.value == "shape":
             return _rows(owner.value, index.value) + f".shape[{_index_text(index.value)}]"
         sized = isinstance(owner, cst.Call) and not owner.args and isinstance(owner.func, cst.Attribute)
@@ -281,14 +300,14 @@ def count_of(
             if name == "builtins.len":
                 # len() of anything is too common a guard (`len(args) == 2`): only counts of
                 # tokens, ids, sequences, requests or batches.
-                value = node.args[0].value
+                value = _listed(node.args[0].value)
                 arg = cst.helpers.get_full_name_for_node(value) or ""
                 if LEN_OF.search(arg.rsplit(".", 1)[-1]):
                     return f"len({arg})"
                 if isinstance(value, cst.Name) and value_of is not None:
                     # `ids = batch.input_ids; n = len(ids)` under any local name.
                     for assigned in reversed(value_of(value)):
-                        source = cst.helpers.get_full_name_for_node(assigned) or ""
+                        source = cst.helpers.get_full_name_for_node(_listed(assigned)) or ""
                         if source and LEN_OF.search(source.rsplit(".", 1)[-1]):
                             return f"len({arg} = {source})"
                 return None
