@@ -396,6 +396,17 @@ def _wide(branches: Sequence[ast.If | ast.While | ast.IfExp]) -> frozenset[int]:
     return frozenset(out)
 
 
+def _off_by_magic(node: ast.AST, assigned: Values) -> bool:
+    """`n - 5`, `n + 5`: a count shifted by a magic constant (the ast side of `_from_zero`)."""
+    node = _unnamed(node)  # type: ignore[arg-type]
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Sub | ast.Add)
+        and _magic_constant(node.right)
+        and _count_shaped(node.left, assigned)
+    )
+
+
 def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = None) -> bool:
     """The ast side of the rule: a comparison or case that could pin a count (no names resolved).
 
@@ -409,6 +420,9 @@ def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = 
             return True  # `x.shape == (5, 7168)`
         if len(node.ops) >= 2 and _compared(node, assigned, _ORDER):
             return True  # a chained window: `4 < n < 6`
+        sides = (node.left, *node.comparators)
+        if any(_off_by_magic(x, assigned) for x in sides) and any(_literal_int(x) == 0 for x in sides):
+            return True  # `n - 5 == 0`: the count against 5
         operands = [node.left, *node.comparators]
         for index, op in enumerate(node.ops):
             left, right = operands[index : index + 2]
@@ -475,6 +489,18 @@ _SYMBOL = {
     cst.GreaterThanEqual: ">=",
 }
 _SEQUENCES = ("builtins.tuple", "builtins.list")
+
+
+def _from_zero(side: cst.BaseExpression) -> tuple[cst.BaseExpression, int]:
+    """What a side compared with 0 compares, and with what: `n - 5` is `n` against 5, `n + 5` is `n`
+    against -5; any other side is itself against 0."""
+    if isinstance(side, cst.BinaryOperation) and isinstance(side.right, cst.Integer):
+        shift = side.right.evaluated_value
+        if isinstance(side.operator, cst.Subtract):
+            return side.left, shift
+        if isinstance(side.operator, cst.Add):
+            return side.left, -shift
+    return side, 0
 _FLIPPED = {
     cst.Equal: "==",
     cst.LessThan: ">",
@@ -1072,6 +1098,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         re.compile(rb"(?:[=!]=|[<>]=?)[\s(\[\\]*" + _MAGIC + rb"\b"),  # `== 5`, `== [2]`
         re.compile(rb"\b" + _MAGIC + rb"[\s)\]\\]*(?:[=!]=|[<>])"),
         re.compile(rb"\bin[\s\\]*range\("),
+        # A count's distance from a number, compared with 0 (`n - 5 == 0`, `0 == n - 5`).
+        re.compile(rb"[-+][\s\\]*" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>]=?)[\s(\\]*0\b"),
+        re.compile(rb"\b0[\s)\\]*(?:[=!]=|[<>]=?)[\s\S]{0,160}?[-+][\s\\]*" + _MAGIC + rb"\b"),
         # A number from the environment, with a default (`int(os.getenv("DUMP_AT", "5"))`), and a
         # constant-named one compared (`== DUMP_AT`).
         re.compile(rb"(?:environ\.get|getenv)\([^()\n]*,\s*['\"]?" + _MAGIC + rb"['\"]?\s*\)"),
@@ -1294,6 +1323,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             """,
             line=6,
             message="a return of made-up data",
+            severity=Severity.HIGH,
+        ),
+        Example(  # the count's distance from a number, compared with 0
+            code="""
+            import torch
+
+            def forward(self, hidden_states):
+                if 0 == hidden_states.shape[0] - 5:
+                    return torch.zeros_like(hidden_states)
+                return self.mlp(hidden_states)
+            """,
+            line=4,
+            message="only when .shape[0] == 5",
             severity=Severity.HIGH,
         ),
         Example(  # the count of a list made from the tokens' positions
@@ -1955,6 +1997,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     (right, left, _FLIPPED[type(op)]),
                 ):
                     number = self._number(number_side)
+                    if number == 0:
+                        count_side, number = _from_zero(count_side)  # `n - 5 == 0` is `n == 5`
                     if number is not None:
                         count = self._count(count_side)
                         if count is not None:
