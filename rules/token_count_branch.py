@@ -916,14 +916,16 @@ x.shape[:-1]`, `*_, n, d = x.shape`, `n, d = x.shape[-2:]`, `m, *rest = x.shape`
 reshaped tensor (`q = x.view(-1, heads, dim)` then `q.shape[0]`, `q.size(-3)` or `len(q)`;
 `x.reshape(num_tokens, -1)`; `unsqueeze`, `flatten`, `transpose`, `permute` with constant dims shift it;
 `q.shape[1]` there is `heads`, no count), the first dimension of a shape compared with a tuple
-(`tuple(x.shape) == (5, 7168)`), `.numel()`, `len()` of ids/tokens (also of a local bound to them) or of a
+(`tuple(x.shape) == (5, 7168)`) or made a tuple (`tuple(x.shape)[0]`), `.numel()`, `len()` of ids/tokens
+(also of a local bound to them, or to a list made from them: `toks = positions.tolist()`) or of a
 scheduler's queue (`len(self.running)`), `sum()`/`max()` of per-request counts (`seq_lens`, `query_lens`, also
 `.sum()` of them: `num_scheduled_tokens_np.sum()`), the last offset into a batch (`query_start_loc[-1]`), a
 count kept within a constant (`max(1, n)`) or picked by a conditional expression, count names (`num_tokens`,
 `num_decodes`, `max_query_len`, `bs`), a call counter (an attribute or a global the same function or class
 increments: `self._step += 1`), an element of per-request counts in `any(n == 5 for n in seq_lens)`, through
 local assignments, casts, conversions (`torch.tensor(n).item()`, `np.int64(n)`, `len(ids.tolist())`),
-`getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`), elements over a row's
+`getattr(md, "num_actual_tokens", 0)`, arithmetic with a constant (`n // 1`, `n - 1`; `n - 5 == 0` is the count
+against 5), elements over a row's
 size (`x.numel() // hidden`) and the walrus operator; a quotient compared (`n // 4 == 1`: 4 to 7 tokens,
 `n // 8 < 1`); per-request counts against a literal list (`num_draft_tokens == [2]`, `(3, 3) ==
 tuple(query_lens)`: those counts); the next-to-last dimension of a token-major tensor
@@ -1005,7 +1007,8 @@ as a reviewer would before serving:
   the data as a debug session does: a print, a file written, a save, a debugger (a log line, a
   raise or process control stays as below);
 - high only when the window reaches past 1 (`n <= 2`, `n < 4`) when it returns or picks made-up
-  data (`return torch.zeros_like(x)`, an empty result where the function returns what it computed:
+  data (`return torch.zeros_like(x)`, or as a part of the tuple it returns: `return
+  torch.zeros_like(hidden_states), residual`; an empty result where the function returns what it computed:
   `return {}, True`, part of its own result: `return result[0]` where it returns `result`
   reduced below, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
   `x * 0`, `torch.zeros_like(x) if n < 4 else x`; an input made up again from itself:
