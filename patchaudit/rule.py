@@ -25,7 +25,16 @@ from patchaudit.analysis import names as _names
 from patchaudit.analysis import purpose as _purpose
 from patchaudit.analysis import sinks as _sinks
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.changes import STRONG_CHANGES, Change, Found, made_up, made_up_result, padding, setting
+from patchaudit.analysis.changes import (
+    STRONG_CHANGES,
+    Change,
+    Found,
+    made_up,
+    made_up_result,
+    padding,
+    returns_nothing,
+    setting,
+)
 from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared, unparsed
 from patchaudit.analysis.flow import (
     CHECK_CALL,
@@ -103,6 +112,7 @@ __all__ = [
     "Found",
     "made_up",
     "made_up_result",
+    "returns_nothing",
     "padding",
     "setting",
     "UNKNOWN",

@@ -26,6 +26,7 @@ from patchaudit.rule import (
     made_up_result,
     nodes_under,
     padding,
+    returns_nothing,
     setting,
     shape_compared,
     unparsed,
@@ -493,13 +494,14 @@ _SEQUENCES = ("builtins.tuple", "builtins.list")
 
 def _from_zero(side: cst.BaseExpression) -> tuple[cst.BaseExpression, int]:
     """What a side compared with 0 compares, and with what: `n - 5` is `n` against 5, `n + 5` is `n`
-    against -5; any other side is itself against 0."""
-    if isinstance(side, cst.BinaryOperation) and isinstance(side.right, cst.Integer):
-        shift = side.right.evaluated_value
-        if isinstance(side.operator, cst.Subtract):
-            return side.left, shift
-        if isinstance(side.operator, cst.Add):
-            return side.left, -shift
+    against -5 (also bound by a walrus: `(d := n - 5) == 0`); any other side is itself against 0."""
+    shifted = side.value if isinstance(side, cst.NamedExpr) else side
+    if isinstance(shifted, cst.BinaryOperation) and isinstance(shifted.right, cst.Integer):
+        shift = shifted.right.evaluated_value
+        if isinstance(shifted.operator, cst.Subtract):
+            return shifted.left, shift
+        if isinstance(shifted.operator, cst.Add):
+            return shifted.left, -shift
     return side, 0
 _FLIPPED = {
     cst.Equal: "==",
@@ -1326,6 +1328,18 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             """,
             line=6,
             message="a return of made-up data",
+            severity=Severity.HIGH,
+        ),
+        Example(  # `return None` is `return`: the layer's work skipped for two counts
+            code="""
+            def forward(self, x):
+                if x.shape[0] in (2, 3):
+                    return None
+                out = self.mlp(x)
+                return out
+            """,
+            line=2,
+            message="skips the work",
             severity=Severity.HIGH,
         ),
         Example(  # the count's distance from a number, compared with 0
@@ -2499,7 +2513,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         before work: the window skips what follows."""
         exit_block = stmt.body if leaves else stmt.orelse.body  # type: ignore[union-attr]
         leave = _exit_of(exit_block)
-        if isinstance(leave, cst.Return) and leave.value is not None:
+        if isinstance(leave, cst.Return) and not returns_nothing(leave):
             return False  # what it returns is weighed as the branch's own (visit_If)
         test = self.expanded(stmt.test, before)
         self._bind_walrus(test)

@@ -40,6 +40,7 @@ __all__ = [
     "data_change",
     "made_up",
     "made_up_result",
+    "returns_nothing",
     "padding",
     "setting",
     "STRONG_CHANGES",
@@ -218,6 +219,15 @@ def made_up(value: cst.BaseExpression, resolves: Resolves) -> bool:
         return True
     func = value.func
     return isinstance(func, cst.Attribute) and func.attr.value in FABRICATING_METHODS
+
+
+def _is_none(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value == "None"
+
+
+def returns_nothing(node: cst.Return) -> bool:
+    """`return` or `return None`: the same exit, with nothing handed back."""
+    return node.value is None or _is_none(node.value)
 
 
 def made_up_result(value: cst.BaseExpression, resolves: Resolves) -> bool:
@@ -456,8 +466,8 @@ class _Changes(cst.CSTVisitor):
 
     def visit_Return(self, node: cst.Return) -> None:
         value = node.value
-        if value is None:
-            return
+        if value is None or _is_none(value):
+            return  # `return None` is `return`: what it leaves out is weighed as skipped work
         if made_up_result(value, self.resolves) or _blanked(value, self.resolves) or self._emptied(value):
             self._add(Change.MADE_UP, node)
         elif self._altered(value):
