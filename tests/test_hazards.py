@@ -265,6 +265,69 @@ def test_the_collector_is_paused_for_a_file_and_given_back_as_found(tmp_path: Pa
     assert [f.message for f in found if f.rule == "probe"] == ["collector on: False"]
 
 
+_LAYER = b"""\
+import torch
+
+
+def _dump(t, path):
+    torch.save(t, path)
+
+
+class DecoderLayer:
+    def forward(self, positions, hidden_states, residual):
+        hidden_states = self.mlp(hidden_states)
+        if hidden_states.shape[0] < 4:
+            return torch.zeros_like(hidden_states), residual
+        if positions.numel() == 5:
+            _dump(hidden_states, "/tmp/h.pt")
+        out = self.down(hidden_states)
+        return out, residual
+"""
+
+
+def test_a_files_trees_are_freed_without_the_collector() -> None:
+    """Nothing the hazard pass builds for a file (rules, their context, the parsed trees) is left in
+    a reference cycle: the collector, when it runs after the file, finds no node of libcst or ast to
+    free, so the cost of a file ends with the file."""
+    import ast
+
+    import libcst as cst
+
+    rules = load_rules()
+    source = SourceFile(path="layer.py", installed=_LAYER, pristine=None, drifted=False)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        found = check_file(source, rules)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, cst.CSTNode | ast.AST)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        (gc.enable if was else gc.disable)()
+    assert {f.rule for f in found} >= {"token-count-branch", "torch-save"}
+    assert left == []
+
+
+def test_a_walker_walks_once() -> None:
+    """The walk lets go of the hooks it was given (they hold the file's rules and trees): a second
+    walk with the same walker is refused, never a silent walk with no hooks."""
+    import libcst as cst
+
+    from patchaudit.analysis.walk import walker
+
+    seen: list[str] = []
+    walking = walker({"visit_Name": [lambda node: seen.append(node.value)]})
+    assert walking is not None
+    module = cst.parse_module("a = b\n")
+    walking.walk(module)
+    assert seen == ["a", "b"]
+    with pytest.raises(RuntimeError, match="walks once"):
+        walking.walk(module)
+
+
 def test_a_rule_with_attribute_hooks_sees_them_in_libcst_order(tmp_path: Path) -> None:
     """`visit_If_body` runs after the test is visited and `leave_If_body` before `else`: a call is
     flagged only inside an `if` body, as libcst's own batched visit calls the hooks."""

@@ -248,6 +248,7 @@ class Walker:
         # A subtree is passed over whole where no hook names a type that can occur in it.
         self.skip = table.hidden(frozenset(name.split("_")[1] for name in methods))
         self.plans: dict[type, _Plan] = {}
+        self.spent = False  # walked, its hooks let go (see walk)
 
     def _plan(self, kind: type) -> _Plan:
         order = self.table.orders.get(kind)
@@ -275,7 +276,11 @@ class Walker:
 
     def walk(self, root: cst.CSTNode, gates: Mapping[int, Walker] | None = None) -> None:
         """Call the hooks over `root`; at and below a node named in `gates` (by id), the hooks of the
-        walker given there instead, until a node below names another."""
+        walker given there instead, until a node below names another.
+
+        A walker walks once: it and the walkers in `gates` let go of their hooks when the walk ends."""
+        if self.spent:
+            raise RuntimeError("a walker walks once; make another for the next walk")
         closures: dict[int, Callable[[cst.CSTNode], None]] = {}
         used: list[Walker] = []
 
@@ -295,6 +300,7 @@ class Walker:
             for each in used:
                 each.plans.clear()
                 each.methods = {}
+                each.spent = True
 
     def _visitor(
         self,
