@@ -751,7 +751,12 @@ class Rule(cst.BatchableCSTVisitor):
     def inlined(self, node: cst.Call) -> cst.BaseExpression | None:
         """What a call of a short helper of the module returns, with the helper's parameters
         replaced by what the call passes (`_ntok(h)` with `def _ntok(x): return x.shape[0]`
-        is `h.shape[0]`), else None."""
+        is `h.shape[0]`; a lambda bound to a local above: `is_five = lambda n: n == 5`, then
+        `is_five(x.shape[0])` is `x.shape[0] == 5`), else None."""
+        if isinstance(node.func, cst.Name):
+            bound = self.values_of(node.func)
+            if bound and isinstance(bound[-1], cst.Lambda):
+                return _applied(bound[-1], node)
         analysis, func = self.context.analysis, _ast_ref(node.func)
         found = analysis.returned_value(func, tuple(self.context.scope)) if analysis and func else None
         if found is None:
@@ -983,6 +988,22 @@ _COMPARE: dict[type, Callable[[object, object], object]] = {
     cst.LessThanEqual: lambda a, b: a <= b,  # type: ignore[operator]
     cst.GreaterThanEqual: lambda a, b: a >= b,  # type: ignore[operator]
 }
+
+
+def _applied(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
+    """The lambda's body with its parameters replaced by what the call passes; None where a
+    parameter has a default, a star, or gets nothing."""
+    params = lam.params
+    if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.star_kwarg or params.kwonly_params:
+        return None
+    names = [p.name.value for p in [*params.posonly_params, *params.params] if p.default is None]
+    if len(names) != len(params.posonly_params) + len(params.params):
+        return None
+    given = {n: a.value for n, a in zip(names, call.args, strict=False) if a.keyword is None and not a.star}
+    given |= {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if set(given) != set(names) or len(call.args) != len(names):
+        return None
+    return lam.body.visit(_Substitute(given))  # type: ignore[return-value]
 
 
 def _forwards(lam: cst.Lambda) -> bool:

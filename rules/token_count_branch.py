@@ -936,7 +936,8 @@ tensor (`int(mask.sum().item())`, `valid.count_nonzero()`, `torch.count_nonzero(
 `torch.numel(positions)`); an aggregate of per-request counts (`max(num_tokens_list)`, `min(counts)` with
 `counts = [len(r.prompt_token_ids) for r in reqs]`, `max(d.values())`, `any(...)`/`all(n == 5 for n in
 lens)`); `self._n` bound to a count above in the same function; a short helper of the module that returns one
-(`def _ntok(x): return x.shape[0]`). A test is read with each call of a short predicate helper of the module
+(`def _ntok(x): return x.shape[0]`; or a lambda bound to a local above: `ntok = lambda t: t.shape[0]`). A test
+is read with each call of a short predicate helper of the module (or of a lambda bound to a local above)
 replaced by what it returns (`if _want_dump(n):` with `def _want_dump(k): return k in (3, 5)`,
 `self._probe(n)`), and each flag replaced by the comparison assigned to it above in the same function
 (`is_probe = n == 5` then `if is_probe:`; `hit = n <= 4 and ...` then `if hit and step > 3:`; `self._probe =
@@ -1328,6 +1329,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             """,
             line=6,
             message="a return of made-up data",
+            severity=Severity.HIGH,
+        ),
+        Example(  # the test in a lambda bound to a local above
+            code="""
+            import torch
+
+            def forward(self, x):
+                is_five = lambda n: n == 5
+                if is_five(x.shape[0]):
+                    torch.save(x, "/tmp/x.pt")
+                return self.mlp(x)
+            """,
+            line=5,
             severity=Severity.HIGH,
         ),
         Example(  # `return None` is `return`: the layer's work skipped for two counts
