@@ -60,6 +60,7 @@ from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import dotted
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
+from patchaudit.filters import Filter, Statement, matches_any
 from patchaudit.report import Severity
 
 __all__ = [
@@ -132,8 +133,6 @@ FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
 STEP_NAMES = re.compile(
     r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs)(?:_\w+)?$"
 )
-
-Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -263,57 +262,6 @@ def visitor_methods(visitor: cst.BatchableCSTVisitor) -> dict[str, Callable[[cst
     return {name: getattr(visitor, name) for name in names}
 
 
-class Statement:
-    """A statement as prefilters see it: its source bytes, its ast nodes, the identifiers it spells.
-
-    Nodes and identifiers are computed on first use and shared by every rule.
-    """
-
-    def __init__(
-        self,
-        text: bytes,
-        statements: Sequence[ast.stmt],
-        nodes: Callable[[ast.stmt], list[ast.AST]],
-        module: ast.Module | None = None,
-    ):
-        self.text = text
-        self.module = module  # the file's tree, for a filter that needs a module-level binding (None: unknown)
-        self._statements = statements
-        self._nodes_of = nodes
-        self._nodes: list[ast.AST] | None = None
-        self._identifiers: frozenset[str] | None = None
-
-    def nodes(self) -> list[ast.AST]:
-        if self._nodes is None:
-            self._nodes = [n for stmt in self._statements for n in self._nodes_of(stmt)]
-        return self._nodes
-
-    def identifiers(self) -> frozenset[str]:
-        """Every name, attribute, imported module part and short string the statement spells."""
-        if self._identifiers is None:
-            self._identifiers = spelled_identifiers(self.nodes())
-        return self._identifiers
-
-
-def spelled_identifiers(nodes: Iterable[ast.AST]) -> frozenset[str]:
-    """Every name, attribute, imported module part and short string that `nodes` spell."""
-    out: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Name):
-            out.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            out.add(node.attr)
-        elif isinstance(node, ast.alias):
-            out.update(node.name.split("."))
-            if node.asname:
-                out.add(node.asname)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.update(node.module.split("."))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 80:
-            out.update(node.value.split("."))
-    return frozenset(out)
-
-
 class Rule(cst.BatchableCSTVisitor):
     """A libcst rule. Subclass it in a file of its own and declare the class attributes below."""
 
@@ -370,7 +318,7 @@ class Rule(cst.BatchableCSTVisitor):
     @classmethod
     def prefilter(cls, data: bytes) -> bool:
         """Whether the file could hold a finding (cheap, on bytes)."""
-        return _any(cls.PREFILTER, data) and _any(cls.REQUIRES, data)
+        return matches_any(cls.PREFILTER, data) and matches_any(cls.REQUIRES, data)
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:
@@ -380,8 +328,8 @@ class Rule(cst.BatchableCSTVisitor):
     @classmethod
     def mentions(cls, text: bytes) -> bool:
         """Whether text (a qualified name a local name is bound to) holds one of the filter's bytes."""
-        return (cls.PREFILTER is not None and _any(cls.PREFILTER, text)) or (
-            cls.REQUIRES_IN_STATEMENT and cls.REQUIRES is not None and _any(cls.REQUIRES, text)
+        return (cls.PREFILTER is not None and matches_any(cls.PREFILTER, text)) or (
+            cls.REQUIRES_IN_STATEMENT and cls.REQUIRES is not None and matches_any(cls.REQUIRES, text)
         )
 
     @classmethod
@@ -390,9 +338,9 @@ class Rule(cst.BatchableCSTVisitor):
 
         `alias`: the statement names a module-level name bound to something `mentions` accepts.
         """
-        if not (alias or _any(cls.PREFILTER, statement.text)):
+        if not (alias or matches_any(cls.PREFILTER, statement.text)):
             return False
-        if cls.REQUIRES_IN_STATEMENT and not (alias or _any(cls.REQUIRES, statement.text)):
+        if cls.REQUIRES_IN_STATEMENT and not (alias or matches_any(cls.REQUIRES, statement.text)):
             return False
         if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
             return False
@@ -912,7 +860,10 @@ class Rule(cst.BatchableCSTVisitor):
             tree = analysis.tree if analysis is not None else None
             own_use = tree is not None and (_purpose.is_script(tree) or _purpose.is_test_module(tree))
             self._new_to_module[key] = (
-                self.context.drifted and pristine is not None and not own_use and not _any(patterns, pristine.encode())
+                self.context.drifted
+                and pristine is not None
+                and not own_use
+                and not matches_any(patterns, pristine.encode())
             )
         return self._new_to_module[key]
 
@@ -925,57 +876,6 @@ class TextRule(Rule):
     """A rule over the text of a file (and of its pristine version): override check_text."""
 
     USES_LIBCST: ClassVar[bool] = False
-
-
-def _any(tests: Filter, data: bytes) -> bool:
-    if tests is None:
-        return True
-    if isinstance(tests, bytes | re.Pattern):
-        tests = (tests,)
-    for test in tests:
-        if isinstance(test, bytes):
-            if test in data:
-                return True
-        elif _may_match(test, data) and test.search(data) is not None:
-            return True
-    return False
-
-
-_REQUIRED: dict[re.Pattern[bytes], bytes] = {}
-_sre_parse = re._parser.parse  # type: ignore[attr-defined]
-_LITERAL = re._constants.LITERAL  # type: ignore[attr-defined]
-
-
-def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
-    """False only when data lacks a literal every match of the pattern contains (a cheap `in` first)."""
-    literal = _REQUIRED.get(pattern)
-    if literal is None:
-        literal = _REQUIRED[pattern] = required_literal(pattern)
-    return literal in data
-
-
-def required_literal(pattern: re.Pattern[bytes]) -> bytes:
-    """The longest run of literal bytes at the pattern's top level: every match holds it (b"" if none).
-
-    Read from the pattern's own parse tree; any case folding, or a str pattern, proves nothing.
-    """
-    if not isinstance(pattern.pattern, bytes) or pattern.flags & re.IGNORECASE:
-        return b""
-    try:
-        parsed = _sre_parse(pattern.pattern, pattern.flags)
-    except Exception:  # noqa: BLE001 - a parser of another Python version: no check, not a wrong one
-        return b""
-    if parsed.state.flags & re.IGNORECASE:
-        return b""
-    best: list[int] = []
-    run: list[int] = []
-    for op, value in parsed:
-        if op is _LITERAL:
-            run.append(value)
-            best = max(best, run, key=len)[:]
-        else:
-            run = []
-    return bytes(best)
 
 
 _COMPARE: dict[type, Callable[[object, object], object]] = {

@@ -8,8 +8,8 @@ import re
 import sysconfig
 from pathlib import Path
 
+from patchaudit.filters import required_literal
 from patchaudit.hazards import load_rules
-from patchaudit.rule import required_literal
 
 RULES = load_rules()
 

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.trees import walk
-from patchaudit.rule import Rule, Statement, spelled_identifiers
+from patchaudit.filters import Statement, spelled_identifiers
+from patchaudit.rule import Rule
 
 __all__ = ["Reduced", "blocks", "reduced"]
 
