@@ -27,7 +27,8 @@ LAYERS: list[set[str]] = [
     {"procs", "models", "image", "serving"},
     {"check"},  # checking bytes: RECORD/git/md5sums vs disk -> drift, facts, errata, hooks; one audit
     {"revert"},  # plan, transaction + recovery, file operations, quarantine
-    {"hazards", "rule", "analysis"},  # the rule engine and its worker pool, the rules' only API, analysis
+    # the rule engine and its worker pool, the rules' only API, what their byte filters see, analysis
+    {"hazards", "rule", "filters", "analysis"},
     {"pristine"},  # where pristine bytes come from: one module per source; diffs against them
     {"target"},  # opening the target: interpreter probe, layout, --root trees, trust, metadata, RECORD, dpkg
     {"parallel"},  # the engine: worker processes, hashing on every CPU, the stat cache, CPUs, the deadline
