@@ -711,8 +711,7 @@ class Rule(cst.BatchableCSTVisitor):
             return None
         helper, value = found
         params = helper.params  # without `self`: the call passes the rest
-        given = {p: a.value for p, a in zip(params, node.args, strict=False) if a.keyword is None and not a.star}
-        given |= {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        given = _passed(params, node)
         if id(value) not in self._returned:
             try:
                 self._returned[id(value)] = cst.parse_expression(ast.unparse(value))  # once per helper
@@ -896,14 +895,21 @@ def _applied(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
     params = lam.params
     if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.star_kwarg or params.kwonly_params:
         return None
-    names = [p.name.value for p in [*params.posonly_params, *params.params] if p.default is None]
-    if len(names) != len(params.posonly_params) + len(params.params):
+    positional = [*params.posonly_params, *params.params]
+    if any(p.default is not None for p in positional):
         return None
-    given = {n: a.value for n, a in zip(names, call.args, strict=False) if a.keyword is None and not a.star}
-    given |= {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    names = [p.name.value for p in positional]
+    given = _passed(names, call)
     if set(given) != set(names) or len(call.args) != len(names):
         return None
     return lam.body.visit(_Substitute(given))  # type: ignore[return-value]
+
+
+def _passed(params: Sequence[str], call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """What a call passes for each parameter it names, by position or keyword (stars pass nothing known)."""
+    given = {p: a.value for p, a in zip(params, call.args, strict=False) if a.keyword is None and not a.star}
+    given |= {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    return given
 
 
 def _forwards(lam: cst.Lambda) -> bool:

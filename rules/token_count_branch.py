@@ -503,6 +503,8 @@ def _from_zero(side: cst.BaseExpression) -> tuple[cst.BaseExpression, int]:
         if isinstance(shifted.operator, cst.Add):
             return shifted.left, -shift
     return side, 0
+
+
 _FLIPPED = {
     cst.Equal: "==",
     cst.LessThan: ">",
@@ -615,29 +617,10 @@ def _works(block: cst.CSTNode) -> bool:
     return False
 
 
-class _Returns(cst.CSTVisitor):
-    """What `_returns` gathers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[cst.Return] = []
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.found.append(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
 def _returns(block: cst.CSTNode) -> list[cst.Return]:
     """The returns with a value in `block`, at any depth, outside functions defined there."""
-    visitor = _Returns()
-    block.visit(visitor)
-    return visitor.found
+    found = nodes_under(block, (cst.Return,), opaque=(cst.FunctionDef, cst.Lambda))
+    return [r for r in found if r.value is not None]  # type: ignore[attr-defined]
 
 
 def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) -> str | None:

@@ -160,3 +160,25 @@ def test_nodes_of_a_type_are_libcsts_in_its_order(kinds) -> None:
         module = cst.parse_module(source)
         for root in [module, *module.body[:20]]:
             assert [id(n) for n in walk.nodes(root, kinds)] == [id(n) for n in walk._visited(root, kinds)]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "opaque"),
+    [
+        ((cst.Call,), (cst.Lambda,)),
+        ((cst.SimpleStatementLine,), (cst.FunctionDef,)),
+        ((cst.Return,), (cst.FunctionDef, cst.Lambda)),
+    ],
+)
+def test_nodes_below_an_opaque_type_are_not_entered_as_libcst_would_not(kinds, opaque) -> None:
+    """An opaque node is met but not entered, as a visitor whose `visit_Lambda` returns False: the
+    calls inside a lambda, the lines of a nested function are not among the nodes."""
+    shapes = "def f(x):\n    g = lambda y: h(y)\n    def inner():\n        return k(x)\n    return g(x)\n"
+    for source in [shapes.encode(), SHAPES.encode()] + [path.read_bytes() for path in _files()[:12]]:
+        module = cst.parse_module(source)
+        for root in [module, *module.body[:20]]:
+            ours = walk.nodes(root, kinds, opaque)
+            assert [id(n) for n in ours] == [id(n) for n in walk._visited(root, kinds, opaque)]
+    module = cst.parse_module(shapes)
+    calls = walk.nodes(module, (cst.Call,), (cst.Lambda,))
+    assert [cst.Module([]).code_for_node(c.func) for c in calls] == ["k", "g"]  # type: ignore[attr-defined]

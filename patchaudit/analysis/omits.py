@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 from patchaudit.analysis.values import COUNT_NAME, Resolves
+from patchaudit.analysis.walk import nodes
 
 __all__ = ["calls_kernel", "omitted", "tuning"]
 
@@ -42,24 +43,9 @@ def _spelled(call: cst.Call) -> str:
     return cst.helpers.get_full_name_for_node(call.func) or ""
 
 
-class _Calls(cst.CSTVisitor):
-    """The calls under a node, outside lambdas."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[cst.Call] = []
-
-    def visit_Call(self, call: cst.Call) -> None:
-        self.found.append(call)
-
-    def visit_Lambda(self, lam: cst.Lambda) -> bool:
-        return False
-
-
 def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    visitor = _Calls()
-    node.visit(visitor)
-    return iter(visitor.found)
+    """The calls under a node, outside lambdas."""
+    return iter(nodes(node, (cst.Call,), opaque=(cst.Lambda,)))  # type: ignore[arg-type]
 
 
 def calls_kernel(node: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]) -> bool:
@@ -114,28 +100,15 @@ def _in_place(call: cst.Call) -> bool:
     return method.endswith("_") and not method.startswith("_") and not _ASIDE.search(method)
 
 
-class _Lines(cst.CSTVisitor):
-    """The simple statement lines under a node, outside functions defined there."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[cst.SimpleStatementLine] = []
-
-    def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
-        self.lines.append(line)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-
 def _work(
     other: cst.CSTNode, resolves: Resolves, local: Callable[[cst.Name], bool]
 ) -> Iterator[tuple[frozenset[str], cst.CSTNode]]:
     """(names it computes, statement) for each statement of `other` that does a layer's work; an op
     called for its effect computes no name."""
-    visitor = _Lines()
-    other.visit(visitor)
-    for line in visitor.lines:
+    lines: list[cst.SimpleStatementLine] = nodes(  # type: ignore[assignment]
+        other, (cst.SimpleStatementLine,), opaque=(cst.FunctionDef,)
+    )  # outside functions defined there
+    for line in lines:
         for small in line.body:
             if isinstance(small, cst.Assign | cst.AugAssign):
                 value = small.value

@@ -364,12 +364,13 @@ def walker(methods: Mapping[str, Sequence[Hook]]) -> Walker | None:
 _UNDER: dict[frozenset[type] | None, tuple[dict[type, tuple[str, ...]], frozenset[type]]] = {}
 
 
-def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None) -> list[cst.CSTNode]:
+def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None, opaque: tuple[type, ...] = ()) -> list[cst.CSTNode]:
     """The nodes of these types under `root`, itself included, in the order `root.visit` meets them
-    (every node where kinds is None); subtrees that cannot hold one are not entered."""
+    (every node where kinds is None); subtrees that cannot hold one are not entered, nor what is
+    below a node of an `opaque` type (met itself, as a visitor whose `visit_Lambda` returns False)."""
     table = _table()
     if table is None:
-        return _visited(root, kinds)
+        return _visited(root, kinds, opaque)
     key = frozenset(kinds) if kinds is not None else None
     plan = _UNDER.get(key)
     if plan is None:
@@ -391,6 +392,8 @@ def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None) -> list[cst.
         node = todo.pop()
         if isinstance(node, wanted):
             out.append(node)
+        if opaque and isinstance(node, opaque):
+            continue
         below: list[cst.CSTNode] = []
         for field in fields[node.__class__]:
             child = getattr(node, field)
@@ -404,7 +407,7 @@ def nodes(root: cst.CSTNode, kinds: tuple[type, ...] | None = None) -> list[cst.
     return out
 
 
-def _visited(root: cst.CSTNode, kinds: tuple[type, ...] | None) -> list[cst.CSTNode]:
+def _visited(root: cst.CSTNode, kinds: tuple[type, ...] | None, opaque: tuple[type, ...] = ()) -> list[cst.CSTNode]:
     """`nodes` through libcst's own traversal."""
     out: list[cst.CSTNode] = []
     wanted = kinds if kinds is not None else cst.CSTNode
@@ -413,7 +416,7 @@ def _visited(root: cst.CSTNode, kinds: tuple[type, ...] | None) -> list[cst.CSTN
         def on_visit(self, node: cst.CSTNode) -> bool:
             if isinstance(node, wanted):
                 out.append(node)
-            return True
+            return not isinstance(node, opaque)
 
     root.visit(_All())
     return out
