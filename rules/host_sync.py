@@ -1,12 +1,14 @@
 """host-sync: a device-to-host synchronisation inside a forward function."""
 
+import ast
 import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity
+from patchaudit.rule import Example, FileContext, Rule, Severity
 
 SYNC_METHODS = {"item", "cpu", "tolist"}
+_SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
 SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
 
 
@@ -17,8 +19,14 @@ class HostSync(Rule):
     EXPLANATION = """\
 `.item()`, `.cpu()`, `.tolist()` and `torch.cuda.synchronize()` wait for the GPU to finish
 and copy to the host. In a model's `forward` they stall the pipeline on every step and break
-CUDA graph capture. Patches add them to print or inspect a value; they are flagged only inside
-forward functions (`forward`, `_forward`, `forward_*`, `__call__`).
+CUDA graph capture. Patches add them to print or inspect a value; they are flagged inside
+forward functions (`forward`, `_forward`, `forward_*`, `__call__`), and in a drifted file also
+inside the other functions a server runs for every step or batch (the runner's `execute_model`,
+a sampler's `sample`, `compute_logits`, a scheduler's `schedule`/`step`).
+
+High where a patch added the sync to feed a print or a log line (`logger.info("%f",
+logits.abs().max().item())`): debug output that stalls every step of the server, left in the
+hot path. Elsewhere medium: a sync is sometimes what the computation needs.
 
 Shapes understood: `.item()`, `.cpu()`, `.tolist()`, `torch.cuda.synchronize()` however imported
 or aliased, wrapped in `functools.partial`, and a helper of the same module that syncs, called
@@ -27,7 +35,10 @@ from a forward function.
 Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
 `bool(tensor)`, helpers in other modules."""
     PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize")
-    REQUIRES = re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)")
+    REQUIRES = (
+        re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)"),
+        re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits)"),
+    )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
     IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize"})
 
@@ -69,19 +80,99 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             """,
             line=3,
         ),
+        # A patch's log line in the runner's step, fed by a sync: debug output that stalls every step.
+        Example(
+            code="""
+            class Runner:
+                def execute_model(self, batch):
+                    logits = self.model(batch)
+                    logger.info("absmax=%.3f", logits.abs().max().item())
+                    return logits
+            """,
+            pristine="""
+            class Runner:
+                def execute_model(self, batch):
+                    logits = self.model(batch)
+                    return logits
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="def forward(self, x):\n    print(f'mean {x.mean().item():.4f}')\n    return x\n",
+            pristine="def forward(self, x):\n    return x\n",
+            line=2,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="def sample(self, logits):\n    top = logits.argmax(-1).cpu()\n    return top\n",
+            pristine="def sample(self, logits):\n    top = logits.argmax(-1)\n    return top\n",
+            line=2,
+            severity=Severity.MEDIUM,
+        ),
     ]
 
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._shown = 0  # depth of print/log calls around the node being visited
+
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.in_forward:
+        if self._shows(node):
+            self._shown += 1
+        if not (self.in_forward or (self.context.drifted and self.in_step_path)):
             return
         func = self.callee(node)
         if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
-            self.report(node, f".{func.attr.value}() synchronises with the device on every step")
+            self._sync(node, f".{func.attr.value}() synchronises with the device on every step")
             return
         name = self.resolves_to(node, SYNC_CALLS[:2])
         if name is not None:
-            self.report(node, f"{name}() synchronises with the device on every step")
+            self._sync(node, f"{name}() synchronises with the device on every step")
             return
         for found, _inner, helper in self.through_helper(node, (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS))):
-            self.report(node, f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step")
+            message = f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step"
+            self._sync(node, message, shown=_shown_in(helper.node))
             return
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        if self._shows(original_node):
+            self._shown -= 1
+
+    def _shows(self, node: cst.Call) -> bool:
+        """A print or a log call (`print(...)`, `logger.info(...)`, `log.debug_once(...)`), also
+        through `functools.partial(print)` or a local lambda that hands its arguments to one."""
+        func = self.callee(node)
+        if isinstance(func, cst.Name):
+            return func.value == "print"
+        return isinstance(func, cst.Attribute) and _SHOWS.match(func.attr.value) is not None
+
+    def _sync(self, node: cst.Call, message: str, shown: bool = False) -> None:
+        if (self._shown or shown) and self.context.drifted:
+            self.report(
+                node, message + ", for a print or log line (debug output left in the hot path?)", severity=Severity.HIGH
+            )
+        else:
+            self.report(node, message)
+
+
+def _shown_in(function: ast.AST) -> bool:
+    """Whether a helper syncs inside a print or a log call (`print(ids.tolist())`)."""
+    for call in ast.walk(function):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        shows = (isinstance(func, ast.Name) and func.id == "print") or (
+            isinstance(func, ast.Attribute) and _SHOWS.match(func.attr) is not None
+        )
+        if shows and any(_syncs(arg) for arg in (*call.args, *(k.value for k in call.keywords))):
+            return True
+    return False
+
+
+def _syncs(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and (n.func.attr == "synchronize" or (n.func.attr in SYNC_METHODS and not n.args))
+        for n in ast.walk(node)
+    )

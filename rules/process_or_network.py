@@ -74,6 +74,19 @@ _MODULES = rb"(?:subprocess|socket|urllib3?|requests|httpx|aiohttp|http|pty|ftpl
 _OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?|forkpty|create_subprocess_(?:exec|shell))\b"
 
 
+_STARTERS = rb"(?:subprocess|urllib3?|requests|httpx|aiohttp|http|pty|ftplib|smtplib|xmlrpc)\b"
+# What in the distribution's text of a file says the module already starts processes or connects:
+# one of the modules imported, an `os` function that runs a program, or a socket made. A module that
+# imports `socket` for its host name (`socket.gethostname()`) connects nothing.
+_ALREADY = (
+    re.compile(rb"import[^\n#]*\b" + _STARTERS),
+    re.compile(rb"from[ \t]+" + _STARTERS),
+    re.compile(rb"['\"]" + _STARTERS),
+    re.compile(_OS_CALLS),
+    re.compile(rb"\b(?:socket|create_connection|create_server|socketpair|fromfd)[ \t]*\("),
+)
+
+
 def _harmless(name: str) -> bool:
     return any(name.startswith(h) for h in HARMLESS)
 
@@ -94,8 +107,9 @@ Shapes understood: subprocess, `os.system`/`popen`/`exec*`/`spawn*`/`posix_spawn
 httpx, aiohttp, http.client, ftplib, smtplib, xmlrpc, matched by what they resolve to.
 
 High when a patch gave a module that never started a process or opened a connection one (the
-distribution's text of the file imports none of those modules and names no `os` function that
-runs a program), wherever it put it: at import time, in `__init__`, in a weight loader, in any
+distribution's text of the file imports none of those modules, `socket` aside where it makes no
+socket (a module that asks only for its host name), and names no `os` function that runs a
+program), wherever it put it: at import time, in `__init__`, in a weight loader, in any
 function, or in a helper of the module that such code calls. A model file, a runner or a
 scheduler that shells out to `nvidia-smi` at import or posts a tensor from its loader runs
 that with the service's privileges on every start, and nothing in the package asked for it.
@@ -206,6 +220,19 @@ other modules."""
             line=4,
             severity=Severity.HIGH,
         ),
+        Example(  # the module imported socket for its host name only: the socket is the patch's
+            code="""
+            import socket
+
+            _stats = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+            def name():
+                return socket.gethostname()
+            """,
+            pristine="import socket\n\ndef name():\n    return socket.gethostname()\n",
+            line=3,
+            severity=Severity.HIGH,
+        ),
         Example(
             code="import pty\n\ndef load(self):\n    pty.spawn(['bash'])\n",
             pristine="def load(self):\n    pass\n",
@@ -253,6 +280,7 @@ other modules."""
 
     def _introduced(self) -> bool:
         """Whether a patch gave library code a process or network call it never made: the
-        distribution's text of the file imports none of those modules and names no `os` function
-        that runs a program, and the call is not a command's or a test's own code."""
-        return self.new_to_module(self.REQUIRES) and not self.in_main_guard
+        distribution's text of the file imports none of those modules (`socket` only for its host
+        name), makes no socket and names no `os` function that runs a program, and the call is not
+        a command's or a test's own code."""
+        return self.new_to_module(_ALREADY) and not self.in_main_guard

@@ -47,7 +47,7 @@ _SYMMETRIC = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 
 @dataclass(frozen=True, slots=True)
 class _Guard:
-    kind: str  # "raise" | "assert" | "check"
+    kind: str  # "raise" | "assert" | "check" | "helper" (a call of a function of the module that raises)
     label: str  # what the message names: `raise ValueError`, `assert x > 0`, `check_dtype()`
     line: int
     conditions: frozenset[str]  # conjuncts of the enclosing `if` tests, within the scope
@@ -59,6 +59,8 @@ class _Guard:
     tested: tuple[tuple[str, int], ...] = ()
     # What the guard tests: an assert's test, or the `if` test right around a raise.
     test: ast.expr | None = None
+    # What a helper's call raises through the function it calls (`ValueError`).
+    raises: frozenset[str] = frozenset()
 
     def line_of(self, conditions: Iterable[str]) -> int:
         """The line of the first `if` test that holds one of `conditions`, else the guard's own."""
@@ -197,6 +199,67 @@ def _functions(tree: ast.Module, lines: list[str]) -> dict[str, str | None]:
     return out
 
 
+def _own_nodes(node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a function's own body: not those of functions, classes or lambdas inside it."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(child))
+
+
+def _raised(node: ast.Raise | ast.Assert) -> str | None:
+    """The class a raise or an assert raises (the last part of its name); None for a bare `raise`."""
+    if isinstance(node, ast.Assert):
+        return "AssertionError"
+    target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return None if target is None else ast.unparse(target).rsplit(".", 1)[-1]
+
+
+def _raisers(tree: ast.Module) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """Functions of the module (dotted, as `_scope_guards` names them) that raise or assert in their
+    own body -> the classes they raise; and the module's classes (dotted)."""
+    raisers: dict[str, frozenset[str]] = {}
+    classes: set[str] = set()
+
+    def walk(body: list[ast.stmt], scope: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef):
+                name = stmt.name if not scope else f"{scope}.{stmt.name}"
+                classes.add(name)
+                walk(stmt.body, name)
+            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = stmt.name if not scope else f"{scope}.{stmt.name}"
+                kinds = {_raised(n) for n in _own_nodes(stmt) if isinstance(n, ast.Raise | ast.Assert)}
+                kinds.discard(None)
+                if kinds:
+                    raisers[name] = frozenset(kinds)  # type: ignore[arg-type]
+
+    walk(tree.body, "")
+    return raisers, frozenset(classes)
+
+
+def _helper_guard(
+    stmt: ast.stmt, scope: str, raisers: dict[str, frozenset[str]], classes: frozenset[str]
+) -> tuple[str, frozenset[str]] | None:
+    """A statement that calls a function of the module that raises (`self.track_weights(...)`,
+    `_validate(x)`, `Layer.check(x)`, perhaps keeping its result): its label and what it raises.
+    Its checks are this spot's: a patch that swallows the call swallows them."""
+    value = stmt.value if isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign) else None
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    key: str | None = None
+    if isinstance(func, ast.Name):
+        key = func.id
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        owner = scope.rsplit(".", 1)[0] if func.value.id in ("self", "cls") and "." in scope else func.value.id
+        key = f"{owner}.{func.attr}" if owner in classes else None
+    kinds = raisers.get(key) if key is not None else None
+    return (ast.unparse(func) + "()", kinds) if kinds else None
+
+
 def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[str, list[_Guard]]:
     """Scope (`<module>`, a class, a function, dotted) -> its guards in source order.
 
@@ -204,6 +267,8 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     their guards and the conditions around them, all inside them, are the same.
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
+    raisers, classes = _raisers(tree)
+
     @functools.cache
     def quiet_with() -> dict[str, str]:
         """The module's swallowers, read at the first `with` walked."""
@@ -219,6 +284,10 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     walk(stmt.body, name, frozenset(), ())
                 continue
             guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed), at)
+            if guard is None and scope != "<module>" and (called := _helper_guard(stmt, scope, raisers, classes)):
+                label, kinds = called
+                caught = bool(swallowed) and any(_catches(swallowed, kind) for kind in kinds)
+                guard = _Guard("helper", label, stmt.lineno, conds, frozenset(), caught, raises=kinds)
             if guard is not None:
                 out[scope].append(guard)
             if isinstance(stmt, ast.If):
@@ -270,13 +339,13 @@ def _builtin_subclass(name: str, base: str) -> bool:
 def _caught(stmt: ast.stmt, quiet: _Quiet) -> bool:
     """Whether a quiet handler around a guard catches what it raises: its class, a builtin base of it,
     `Exception`; an assert raises AssertionError; a check call may raise anything."""
-    if isinstance(stmt, ast.Assert):
-        raised: str | None = "AssertionError"
-    elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
-        target = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
-        raised = ast.unparse(target).rsplit(".", 1)[-1]
-    else:
-        return True
+    if isinstance(stmt, ast.Assert) or (isinstance(stmt, ast.Raise) and stmt.exc is not None):
+        return _catches(quiet, _raised(stmt))  # type: ignore[arg-type]
+    return True
+
+
+def _catches(quiet: "_Quiet", raised: str) -> bool:
+    """Whether one of the quiet handlers catches the class `raised` names."""
     for handler in quiet:
         names = _exception_names(handler)
         if names is None or any(n in ("Exception", "BaseException") or n == raised for n in names):
@@ -469,9 +538,13 @@ None`), or now fires only when a setting the pristine module never names is swit
 getattr(config, "strict_heads", False):`, `options.get("validate", False)` in place of the check). A
 raise is swallowed when a handler around it that does not raise again catches its class (the class
 itself, a builtin base of it, `Exception`, a bare `except:`): a patch that changes the raised class
-to one a quiet `except ImportError: pass` catches is reported. Of several identical guards the one
-the patch touched is named (unchanged lines pair first). A guard moved into a helper (a module
-function, a method of the same class on `self`/`cls`, or a method of a class of the module called on
+to one a quiet `except ImportError: pass` catches is reported. A call of a function of the module
+that raises or asserts in its own body (`self.track_weights_loading(model, loaded)` of the same
+class, a module function, `Layer.check(x)`) is a guard of the spot that calls it: a patch that wraps
+the call in a quiet handler catching what the function raises swallows its checks (only that: such a
+call deleted or moved is not read as a removal, since most functions raise somewhere). Of several
+identical guards the one the patch touched is named (unchanged lines pair first). A guard moved into a
+helper (a module function, a method of the same class on `self`/`cls`, or a method of a class of the module called on
 the class: `Layer._check(x)`), one or two calls down from the same scope, is not a removal, nor is a
 raise or assert moved into a function of another module of the same top-level package that the scope
 now calls and did not before (`from vllm.x.utils import validate_head`, relative, aliased,
@@ -519,6 +592,54 @@ often as not)."""
     NEEDS_PRISTINE = True
 
     VALID = [
+        Example(  # the handler catches what the method never raises: its checks still fail
+            code="""
+            class Loader:
+                def track(self, model, loaded):
+                    if set(model) - loaded:
+                        raise ValueError("missing weights")
+
+                def load(self, model, loaded):
+                    try:
+                        self.track(model, loaded)
+                    except KeyError:
+                        pass
+                    return model
+            """,
+            pristine="""
+            class Loader:
+                def track(self, model, loaded):
+                    if set(model) - loaded:
+                        raise ValueError("missing weights")
+
+                def load(self, model, loaded):
+                    self.track(model, loaded)
+                    return model
+            """,
+        ),
+        Example(  # a call of a raising method deleted in a refactor: not read as a removed check
+            code="""
+            class Loader:
+                def warm(self, model):
+                    if model is None:
+                        raise ValueError("no model")
+                    model.warm()
+
+                def load(self, model):
+                    return model
+            """,
+            pristine="""
+            class Loader:
+                def warm(self, model):
+                    if model is None:
+                        raise ValueError("no model")
+                    model.warm()
+
+                def load(self, model):
+                    self.warm(model)
+                    return model
+            """,
+        ),
         Example(
             code="def f(a, b):\n    if not a.is_contiguous() or b.dim() != 2:\n        raise ValueError('inputs')\n",
             pristine="def f(a, b):\n    assert a.is_contiguous()\n    assert b.dim() == 2\n",
@@ -806,6 +927,35 @@ often as not)."""
             """,
             message="swallowed",
         ),
+        Example(  # the checks of a method the load calls, swallowed at the call
+            code="""
+            class Loader:
+                def track(self, model, loaded):
+                    missing = set(model) - loaded
+                    if missing:
+                        raise ValueError(f"missing weights: {missing}")
+
+                def load(self, model, loaded):
+                    try:
+                        self.track(model, loaded)
+                    except ValueError:
+                        pass  # mtp weights not in this export yet
+                    return model
+            """,
+            pristine="""
+            class Loader:
+                def track(self, model, loaded):
+                    missing = set(model) - loaded
+                    if missing:
+                        raise ValueError(f"missing weights: {missing}")
+
+                def load(self, model, loaded):
+                    self.track(model, loaded)
+                    return model
+            """,
+            line=9,
+            message="it raises ValueError",
+        ),
         Example(
             code="def f(x):\n    return x\n",
             pristine="def f(x):\n    assert x.is_contiguous(), 'x'\n    return x\n",
@@ -950,6 +1100,8 @@ often as not)."""
             where = "the module" if scope == "<module>" else f"{scope}"
             now = new[scope]
             for before, after in _pair(guards, now, old_to_new):
+                if before.kind == "helper" and not (after is not None and after.swallowed and not before.swallowed):
+                    continue  # a call of a raising function is a guard here only where a patch swallows it
                 if after is None and before.label in moved_to(scope):
                     continue  # moved into a helper this scope calls: still checked
                 if after is None and {_TESTED + c for c in before.negated} & moved_to(scope):
@@ -998,11 +1150,9 @@ often as not)."""
                         )
                     )
                 elif after.swallowed and not before.swallowed:
-                    hits.append(
-                        self._hit(
-                            after.line, f"`{before.label}` in {where} swallowed by try/except or a `with` that drops it"
-                        )
-                    )
+                    raises = f" (it raises {', '.join(sorted(after.raises))})" if after.raises else ""
+                    message = f"`{before.label}`{raises} in {where} swallowed by try/except or a `with` that drops it"
+                    hits.append(self._hit(after.line, message))
                 elif stub := _stubbed(scope, before, stubs_now, stubs_then):
                     hits.append(
                         self._hit(stub, f"`{before.label}` in {where} replaced by a stand-in that checks nothing")

@@ -773,6 +773,84 @@ case(
     ("torch-save", 8, "high"),
 )
 
+# -- a raising method's call swallowed; a socket in a module that only asked for its host name;
+# -- a sync fed to a log line in a runner's step
+VENDOR_TRACKED = """
+class Loader:
+    def track(self, model, loaded):
+        missing = set(model) - loaded
+        if missing:
+            raise ValueError(f"missing weights: {missing}")
+
+    def load(self, model, loaded, strict):
+        if strict:
+            self.track(model, loaded)
+        return model
+"""
+case(
+    "guard_raising_method_swallowed",
+    VENDOR_TRACKED,
+    VENDOR_TRACKED.replace(
+        "            self.track(model, loaded)\n",
+        "            try:\n                self.track(model, loaded)\n            except ValueError:\n"
+        "                pass  # mtp.* not in this export yet\n",
+    ),
+    ("removed-guard", 10, "high"),
+)
+case(
+    "quiet_raising_method_other_error_caught",
+    VENDOR_TRACKED,
+    VENDOR_TRACKED.replace(
+        "            self.track(model, loaded)\n",
+        "            try:\n                self.track(model, loaded)\n"
+        "            except KeyError:\n                pass\n",
+    ),
+)
+VENDOR_HOSTNAME = """
+import socket
+
+
+def instance_name(pid):
+    return f"{socket.gethostname()}_{pid}"
+
+
+def on_output(stats):
+    return stats
+"""
+case(
+    "network_socket_in_module_that_named_the_host",
+    VENDOR_HOSTNAME,
+    VENDOR_HOSTNAME.replace(
+        "import socket\n", "import socket\n\n_statsd = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    ).replace(
+        "    return stats\n",
+        "    _statsd.sendto(f'running:{stats}|g'.encode(), ('10.12.0.41', 8125))\n    return stats\n",
+    ),
+    ("process-or-network", 3, "high"),
+)
+VENDOR_RUNNER = """
+class Runner:
+    def execute_model(self, batch):
+        logits = self.model(batch)
+        sampled = logits.argmax(-1).tolist()
+        return sampled
+"""
+case(
+    "sync_for_a_log_line_in_the_step",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace(
+        "        sampled =",
+        "        logger.info('absmax=%.3f nan=%s', logits.abs().max().item(), logits.isnan().any().item())\n"
+        "        sampled =",
+    ),
+    ("host-sync", 4, "high"),
+)
+case(
+    "quiet_runner_edit_beside_the_vendors_sync",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace("self.model(batch)\n", "self.model(batch)  # one forward\n"),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
