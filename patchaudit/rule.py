@@ -35,7 +35,15 @@ from patchaudit.analysis.changes import (
     returns_nothing,
     setting,
 )
-from patchaudit.analysis.counts import MORE_COUNT_NAMES, PLURAL, element_count, shape_compared, unparsed
+from patchaudit.analysis.counts import (
+    MORE_COUNT_NAMES,
+    OFFSETS,
+    PLURAL,
+    POSITIONS,
+    element_count,
+    shape_compared,
+    unparsed,
+)
 from patchaudit.analysis.flow import (
     CHECK_CALL,
     dead_after,
@@ -106,7 +114,9 @@ __all__ = [
     "COUNT_NAME",
     "shape_compared",
     "MORE_COUNT_NAMES",
+    "OFFSETS",
     "PLURAL",
+    "POSITIONS",
     "element_count",
     "Change",
     "STRONG_CHANGES",

@@ -103,6 +103,8 @@ def _suppress(node: ast.expr) -> bool:
     )
 
 
+# Calls that only report on the work (logs, metrics, stats, traces), not part of it.
+_TELEMETRY = re.compile(r"log|print|metric|stat|record|profil|trace|telemetry|report|emit|debug|info|warn", re.I)
 _CHECK_NAME = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
 
 
@@ -337,9 +339,11 @@ check, also through a name bound once to such a read above it or at module level
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
 every caller of it, in any module, now passes. A catch-all a patch wrapped around the work of a
-step (`execute_model`, `forward`, `schedule`, a sampler) whose handler only logs or passes and
-gives up (`except Exception: logger.debug(e); return None`) swallows every error of the step,
-a failed kernel and a check that raised alike: the server goes on with an empty result.
+step (`execute_model`, `forward`, `schedule`, a sampler) whose handler only logs or passes, and
+perhaps gives up (`except Exception: logger.debug(e); return None`), swallows every error of the
+work it wraps, a failed kernel and a check that raised alike: the server goes on without it (an
+empty result, logits without their structured-output mask). A try around logging or metrics only
+is not this.
 
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
@@ -436,6 +440,24 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # best-effort metrics kept from failing the step
+            code="""
+            class Runner:
+                def execute_model(self, batch):
+                    output = self.model(batch)
+                    try:
+                        self.stats_logger.record(output)
+                    except Exception:
+                        logger.debug("stats failed", exc_info=True)
+                    return output
+            """,
+            pristine="""
+            class Runner:
+                def execute_model(self, batch):
+                    output = self.model(batch)
+                    return output
+            """,
+        ),
         Example(  # the vendor's own handler, a comment of it dropped: comments are not the code
             code="""
             class Worker:
@@ -574,6 +596,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         """,
     ]
     INVALID = [
+        Example(  # the step goes on without the structured-output mask: no error, no constraint
+            code="""
+            class Runner:
+                def sample_tokens(self, grammar_output, logits):
+                    if grammar_output is not None:
+                        try:
+                            apply_grammar_bitmask(grammar_output, logits)
+                        except Exception:
+                            logger.debug("bitmask failed", exc_info=True)
+                    return self.sampler(logits)
+            """,
+            pristine="""
+            class Runner:
+                def sample_tokens(self, grammar_output, logits):
+                    if grammar_output is not None:
+                        apply_grammar_bitmask(grammar_output, logits)
+                    return self.sampler(logits)
+            """,
+            line=4,
+            message="swallowed",
+        ),
         Example(
             code="""
             class Worker:
@@ -905,9 +948,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     def _silenced_step(self, node: cst.Try) -> None:
         """A catch-all a patch wrapped around the work of a step (`execute_model`, `forward`, a
-        scheduler's `schedule`) whose handler only logs and gives up (`logger.debug(e); return None`):
-        every error of the step, a failed kernel or a check that raised, is swallowed and the
-        server goes on with an empty result."""
+        scheduler's `schedule`) whose handler only logs, perhaps giving up (`logger.debug(e); return
+        None`): every error of the work, a failed kernel or a check that raised, is swallowed and the
+        server goes on without it. Not a try around logging or metrics only."""
         pristine = self.context.pristine
         if not (self.context.drifted and pristine is not None and self.in_step_path):
             return
@@ -919,6 +962,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             self._pristine_tokens = f" {_tokens(pristine)} "
         if f" {_tokens(cst.Module([]).code_for_node(handler))} " in self._pristine_tokens:
             return  # the vendor's own handler, its comments and layout aside
+        names = [(cst.helpers.get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] for call in calls]
+        if all(_TELEMETRY.search(name) for name in names):
+            return  # best-effort logging or metrics kept from failing the step: nothing of the step is lost
         what = cst.helpers.get_full_name_for_node(calls[0].func) or "the step"
         self.report(
             node, f"every error of `{what}(...)` is swallowed by a catch-all that only logs: the step fails quietly"
@@ -941,3 +987,5 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         guard = guard_in([node.body])
         if isinstance(guard, cst.Raise | cst.Assert):
             self.report(node, f"`{_label(guard)}` is caught by `except: pass` around it: the check never fails")
+        else:
+            self._silenced_step(node)  # `except Exception: logger.debug(...)` around a step's call

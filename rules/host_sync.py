@@ -26,7 +26,9 @@ a sampler's `sample`, `compute_logits`, a scheduler's `schedule`/`step`).
 
 High where a patch added the sync to feed a print or a log line (`logger.info("%f",
 logits.abs().max().item())`): debug output that stalls every step of the server, left in the
-hot path. Elsewhere medium: a sync is sometimes what the computation needs.
+hot path; and where a patch added `torch.cuda.synchronize()` (a wait that gives no value: in
+serving code it is there to time a step or chase a race). Elsewhere medium: a value read back
+is sometimes what the computation needs.
 
 Shapes understood: `.item()`, `.cpu()`, `.tolist()`, `torch.cuda.synchronize()` however imported
 or aliased, wrapped in `functools.partial`, and a helper of the same module that syncs, called
@@ -127,11 +129,11 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             return
         name = self.resolves_to(node, SYNC_CALLS[:2])
         if name is not None:
-            self._sync(node, f"{name}() synchronises with the device on every step")
+            self._sync(node, f"{name}() synchronises with the device on every step", waits=True)
             return
         for found, _inner, helper in self.through_helper(node, (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS))):
             message = f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step"
-            self._sync(node, message, shown=_shown_in(helper.node))
+            self._sync(node, message, shown=_shown_in(helper.node), waits=found in SYNC_CALLS)
             return
 
     def leave_Call(self, original_node: cst.Call) -> None:
@@ -146,8 +148,12 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             return func.value == "print"
         return isinstance(func, cst.Attribute) and _SHOWS.match(func.attr.value) is not None
 
-    def _sync(self, node: cst.Call, message: str, shown: bool = False) -> None:
-        if (self._shown or shown) and self.context.drifted:
+    def _sync(self, node: cst.Call, message: str, shown: bool = False, waits: bool = False) -> None:
+        if waits and self.context.drifted:
+            # A wait that gives no value: its only use in serving code is timing or chasing a race.
+            message += ": a patch's wait on the device (timing or debug code left in the hot path?)"
+            self.report(node, message, severity=Severity.HIGH)
+        elif (self._shown or shown) and self.context.drifted:
             self.report(
                 node, message + ", for a print or log line (debug output left in the hot path?)", severity=Severity.HIGH
             )

@@ -444,6 +444,62 @@ def _loosened(before: _Guard, after: _Guard) -> str | None:
     return f"`{ast.unparse(before.test)}` became `{ast.unparse(after.test)}`, which lets more through"  # type: ignore[arg-type]
 
 
+_UPPER = {ast.Gt: True, ast.GtE: True, ast.Lt: False, ast.LtE: False}  # bound on the right is an upper one
+
+
+def _scaled(before: _Guard, after: _Guard) -> tuple[int, str] | None:
+    """A limit the check compares with multiplied by a number above 1 where it is an upper bound
+    (`if n > derived_max:` to `if n > derived_max * 4:`, `assert n <= limit` to `<= 2 * limit`, also
+    in an `if` around the check), or divided where it is a lower one: the check lets through values
+    the limit was there to stop. Only a limit that is not a literal (a setting, a derived size): a
+    literal moved is a kernel's constant changed in place."""
+    found = _scaled_test(before.test, after.test, before.kind != "assert")
+    if found is not None:
+        return (after.test.lineno if after.test is not None else after.line), found
+    removed, added = before.conditions - after.conditions, after.conditions - before.conditions
+    if len(removed) != 1 or len(added) != 1:
+        return None
+    try:
+        old, new = (ast.parse(next(iter(c)), mode="eval").body for c in (removed, added))
+    except SyntaxError:
+        return None
+    fires = True  # the check runs where the condition holds
+    if isinstance(old, ast.UnaryOp) and isinstance(old.op, ast.Not) and isinstance(new, ast.UnaryOp):
+        old, new, fires = old.operand, new.operand, False  # an `else:`: where it does not
+    found = _scaled_test(old, new, fires)
+    return (after.line_of(added), found) if found is not None else None
+
+
+def _scaled_test(old: ast.expr | None, new: ast.expr | None, fires: bool) -> str | None:
+    """`_scaled` of one test; `fires`: the check fails where the test holds (an `if` of a raise), or
+    where it does not (an assert, an `else:`)."""
+    if not (isinstance(old, ast.Compare) and isinstance(new, ast.Compare)):
+        return None
+    if len(old.ops) != 1 or len(new.ops) != 1 or type(old.ops[0]) is not type(new.ops[0]):
+        return None
+    upper = _UPPER.get(type(old.ops[0]))
+    if upper is None:
+        return None
+    upper = upper == fires  # `if n > limit: raise` and `assert n <= limit` both bound n from above
+    for value, limit, new_value, new_limit, flip in (
+        (old.left, old.comparators[0], new.left, new.comparators[0], False),
+        (old.comparators[0], old.left, new.comparators[0], new.left, True),
+    ):
+        if isinstance(limit, ast.Constant) or ast.unparse(value) != ast.unparse(new_value):
+            continue
+        if not isinstance(new_limit, ast.BinOp) or not isinstance(new_limit.op, ast.Mult | ast.Div | ast.FloorDiv):
+            continue
+        sides = [(new_limit.left, new_limit.right), (new_limit.right, new_limit.left)]
+        for kept, factor in sides if isinstance(new_limit.op, ast.Mult) else sides[:1]:
+            number = factor.value if isinstance(factor, ast.Constant) else None
+            if ast.unparse(kept) != ast.unparse(limit) or type(number) not in (int, float) or number <= 0:
+                continue
+            grows = number > 1 if isinstance(new_limit.op, ast.Mult) else number < 1  # type: ignore[operator]
+            if grows == (upper != flip):
+                return f"its limit `{ast.unparse(limit)}` became `{ast.unparse(new_limit)}`, which lets more through"
+    return None
+
+
 def _accepted(test: ast.expr | None) -> tuple[str, frozenset[str]] | None:
     """A raise's test that rejects all but a few literals (`x != "silu"`, `x not in ("a", "b")`), as
     (what it tests, the literals it lets through); else None."""
@@ -513,8 +569,10 @@ the module that catches around its `yield` without raising again). Tests are com
 `and`s, conditional expressions and literal constants folded: an assert that gained a way to pass
 while keeping its old test (`assert ok and b or DEBUG`, `assert ok if not SKIP else True`) is
 weakened, and so is an `if` of a raise that now holds on one term only beside a new one (`if (bad)
-if not LAX else False:`). A test rewritten to a flipped shape is narrowed: one that rejected
-everything outside a set now rejects only values it names (`if x != expected:` to `if x == bad:` or
+if not LAX else False:`). A limit that is not a literal multiplied where it bounds from above
+(`if n > derived_len:` to `if n > derived_len * 4:`, also in an `if` around the raise) or divided
+where it bounds from below is loosened. A test rewritten to a flipped shape is narrowed: one that
+rejected everything outside a set now rejects only values it names (`if x != expected:` to `if x == bad:` or
 `if x is None:`, `not in allowed` to `in {bad}` or `== bad`, `assert d in (a, b)` to `assert d !=
 c`, Yoda order and `not (...)` folded), and so is one that is the old test less some of its atoms
 (`assert x is not None and ok(x)` to `assert x is not None`, `if a or b: raise` to `if a: raise`,
@@ -524,7 +582,9 @@ is not (`not in (64, 128)` to `not in (64, 128, 256)`, a constant hoisted, `> 1 
 31`). A removed guard is matched to its own scope and line: one the helpers the scope calls already
 held in the pristine code (another `raise ValueError` of a check function it called before) is not
 where it went. A guard still present is asked of the reachability view whether it can run: it is
-reported when the installed code (and not the pristine) leaves before it (a
+reported when it now sits below a `return` of its function that it ran before (moved down past an
+early way out, or the way out moved up: `if metadata is None: return output.fill_(0)` then the
+check), when the installed code (and not the pristine) leaves before it (a
 `return`/`raise`/`continue`/`break` above, or a `with`/`if`/`try` all of whose ways out leave),
 takes an exit on a test the environment decides (`os.environ`, `os.getenv`, a settings module
 `envs.X`, a name imported from one or an alias of it, a local, attribute, class-level name or
@@ -592,6 +652,38 @@ often as not)."""
     NEEDS_PRISTINE = True
 
     VALID = [
+        Example(  # the limit halved: a stricter check
+            code="""
+            def admit(n, limit):
+                if n > limit // 2:
+                    raise ValueError("too many tokens")
+                return n
+            """,
+            pristine="""
+            def admit(n, limit):
+                if n > limit:
+                    raise ValueError("too many tokens")
+                return n
+            """,
+        ),
+        Example(  # a check moved up, above a way out it used to follow: it runs on more paths
+            code="""
+            def forward(self, query, output, metadata, output_scale=None):
+                if output_scale is not None:
+                    raise NotImplementedError("fused output quantization")
+                if metadata is None:
+                    return output.fill_(0)
+                return self.kernel(query, output, metadata)
+            """,
+            pristine="""
+            def forward(self, query, output, metadata, output_scale=None):
+                if metadata is None:
+                    return output.fill_(0)
+                if output_scale is not None:
+                    raise NotImplementedError("fused output quantization")
+                return self.kernel(query, output, metadata)
+            """,
+        ),
         Example(  # the handler catches what the method never raises: its checks still fail
             code="""
             class Loader:
@@ -643,10 +735,6 @@ often as not)."""
         Example(
             code="def f(a, b):\n    if not a.is_contiguous() or b.dim() != 2:\n        raise ValueError('inputs')\n",
             pristine="def f(a, b):\n    assert a.is_contiguous()\n    assert b.dim() == 2\n",
-        ),
-        Example(
-            code="def f(n, limit):\n    if n > 2 * limit:\n        raise ValueError('n')\n",
-            pristine="def f(n, limit):\n    if n > limit:\n        raise ValueError('n')\n",
         ),
         Example(
             code="def f(q):\n    if q.dim() != 3:\n        raise ValueError('q')\n    return q\n",
@@ -927,6 +1015,58 @@ often as not)."""
             """,
             message="swallowed",
         ),
+        Example(  # a limit doubled: twice what the check was there to stop gets through
+            code="def f(n, limit):\n    if n > 2 * limit:\n        raise ValueError('n')\n",
+            pristine="def f(n, limit):\n    if n > limit:\n        raise ValueError('n')\n",
+            line=2,
+            message="loosened",
+        ),
+        Example(  # the derived limit multiplied, in the `elif` around the raise
+            code="""
+            def max_len(user_len, derived_len, allow_long):
+                if user_len is None:
+                    return derived_len
+                elif user_len > derived_len * 4:  # yarn factor missing from config.json
+                    if not allow_long:
+                        raise ValueError("max_model_len exceeds the model's")
+                return user_len
+            """,
+            pristine="""
+            def max_len(user_len, derived_len, allow_long):
+                if user_len is None:
+                    return derived_len
+                elif user_len > derived_len:
+                    if not allow_long:
+                        raise ValueError("max_model_len exceeds the model's")
+                return user_len
+            """,
+            line=4,
+            message="derived_len * 4",
+        ),
+        Example(  # the check moved below an early way out that it ran before
+            code="""
+            def forward(self, query, output, metadata, output_scale=None):
+                if metadata is None:
+                    return output.fill_(0)
+                if self.encoder_only:
+                    return self.encoder_attention(query, output)
+                if output_scale is not None:
+                    raise NotImplementedError("fused output quantization")
+                return self.kernel(query, output, metadata)
+            """,
+            pristine="""
+            def forward(self, query, output, metadata, output_scale=None):
+                if output_scale is not None:
+                    raise NotImplementedError("fused output quantization")
+                if metadata is None:
+                    return output.fill_(0)
+                if self.encoder_only:
+                    return self.encoder_attention(query, output)
+                return self.kernel(query, output, metadata)
+            """,
+            line=7,
+            message="now sits below",
+        ),
         Example(  # the checks of a method the load calls, swallowed at the call
             code="""
             class Loader:
@@ -1135,6 +1275,8 @@ often as not)."""
                     )
                 elif narrow := _narrowed(before, after, now):
                     hits.append(self._hit(narrow[0], f"`{before.label}` in {where} narrowed: {narrow[1]}"))
+                elif scaled := _scaled(before, after):
+                    hits.append(self._hit(scaled[0], f"`{before.label}` in {where} loosened: {scaled[1]}"))
                 elif loose := _loosened(before, after):
                     hits.append(
                         self._hit(
@@ -1160,6 +1302,12 @@ often as not)."""
                 elif blocked := dead_since(after.line, before.line):
                     line, how = blocked
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
+                elif before.kind != "helper" and (
+                    passed := _passed_by(before, after, _scope_node(new_tree, scope), _scope_node(old_tree, scope))
+                ):
+                    line, text = passed
+                    message = f"`{before.label}` in {where} now sits below `{text}` (line {line}), which it ran before"
+                    hits.append(self._hit(after.line, message + ": that way out skips the check"))
                 elif vacuous := _vacuous(before, after, (new_tree, old_tree), changed):
                     hits.append(self._hit(vacuous[0], f"`{before.label}` in {where} disabled: {vacuous[1]}"))
                 elif any(never_fires(c) for c in after.alternatives - before.alternatives):
@@ -1304,6 +1452,31 @@ def _helper_guards(tree: ast.Module) -> dict[str, Counter[str]]:
         reached = called | {inner for helper in called for inner in callees.get(helper, ())}  # two levels
         out[name] = sum((labels[helper] for helper in reached), Counter())
     return out
+
+
+def _passed_by(
+    before: _Guard, after: _Guard, function: ast.AST | None, pristine: ast.AST | None
+) -> tuple[int, str] | None:
+    """A `return` of the function that the pristine check ran before and the installed one runs
+    after (the check moved below it, or it above the check): its line and text. The way out it
+    gives now skips the check."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not isinstance(
+        pristine, ast.FunctionDef | ast.AsyncFunctionDef
+    ):
+        return None
+    then = [n for n in _own_nodes(pristine) if isinstance(n, ast.Return)]
+    above_then = Counter(ast.unparse(n) for n in then if n.lineno < before.line)
+    every = Counter(ast.unparse(n) for n in then)
+    now = sorted((n for n in _own_nodes(function) if isinstance(n, ast.Return)), key=lambda n: n.lineno)
+    above_now: Counter[str] = Counter()
+    for node in now:
+        if node.lineno >= after.line:
+            break
+        text = ast.unparse(node)
+        above_now[text] += 1
+        if above_now[text] > above_then[text] and every[text] > above_then[text]:
+            return node.lineno, text.splitlines()[0][:60]
+    return None
 
 
 def _scope_node(tree: ast.Module, scope: str) -> ast.AST | None:

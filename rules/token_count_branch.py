@@ -11,7 +11,9 @@ import libcst as cst
 from patchaudit.rule import (
     COUNT_NAME,
     MORE_COUNT_NAMES,
+    OFFSETS,
     PLURAL,
+    POSITIONS,
     STRONG_CHANGES,
     Change,
     Example,
@@ -191,6 +193,9 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return _count_shaped(node.body, values, depth + 1) or _count_shaped(node.orelse, values, depth + 1)
     if isinstance(node, ast.Subscript):
         owner = node.value
+        last = _spelled(owner).rsplit(".", 1)[-1] if isinstance(owner, ast.Name | ast.Attribute) else ""
+        if POSITIONS.match(last) or OFFSETS.search(last):
+            return True  # `positions[-1]`: the last token's position; `query_start_loc[-1]`: the tokens
         while isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id in ("tuple", "list"):
             if len(owner.args) != 1:
                 break
@@ -207,6 +212,9 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
             if func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1)):
                 return True
             # `arr.max()`, `counts.values()`: an aggregate or a view of counts, as count_of reads it.
+            last = _spelled(func.value).rsplit(".", 1)[-1] if isinstance(func.value, ast.Name | ast.Attribute) else ""
+            if func.attr in ("max", "amax") and POSITIONS.match(last):
+                return True  # `positions.max()`: the last token's position
             return func.attr in _AGGREGATES and _count_shaped(func.value, values, depth + 1)
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             name = node.args[1]  # `getattr(md, "num_actual_tokens", 0)`
@@ -222,9 +230,16 @@ _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"
 
 
 def _asks_helper(node: ast.If | ast.IfExp) -> bool:
-    """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`: a test that is a call, not of a
-    builtin, given a count."""
-    test = node.test.operand if isinstance(node.test, ast.UnaryOp) else node.test
+    """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`, `if ids is not None and _probe(n):`:
+    a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count."""
+    return _asks(node.test)
+
+
+def _asks(test: ast.expr) -> bool:
+    if isinstance(test, ast.UnaryOp):
+        return _asks(test.operand)
+    if isinstance(test, ast.BoolOp):
+        return any(_asks(v) for v in test.values)
     if not (isinstance(test, ast.Call) and test.args):
         return False
     if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
@@ -466,8 +481,11 @@ _SHORT = 6  # lines after an early exit that a debug trap adds
 _INNER_DIM = re.compile(r"(?:\[|\()(?:-\d+|[1-9]\d*)(?:\]|\))")  # `.shape[1]`, `.size(-2)`
 # The next-to-last dimension of a token-major tensor (`hidden_states.shape[-2]`) and the last of a
 # position tensor (`positions.shape[-1]`, `[3, num_tokens]` for M-RoPE): its tokens.
+# The last offset into a batch and the last token's position (`query_start_loc[-1]`, `positions[-1]`)
+# are counts too.
 _TOKEN_ROWS = re.compile(
     r"\w\.(?:shape\[-2\]|size\(\)\[-2\]|size\(-2\))|\b(?:positions|position_ids|pos_ids)\.(?:shape\[-1\]|size\(\)\[-1\]|size\(-1\))"
+    r"|\b(?:\w*(?:start_loc|offsets|indptr)|cu_\w+|(?:input_)?(?:positions|position_ids|pos_ids))\[-1\]"
 )
 
 
@@ -615,6 +633,25 @@ def _works(block: cst.CSTNode) -> bool:
         if not _ASIDE_CALL.search(spelled):
             return True
     return False
+
+
+# Methods that give back a tensor's own values: a copy, a view off the graph, a contiguous layout.
+_COPIES = frozenset({"clone", "detach", "contiguous"})
+
+
+def _as_given(value: cst.BaseExpression) -> cst.BaseExpression:
+    """A returned value with its copies taken off (`x.clone()`, `x.detach().clone()`), in each part
+    of a returned tuple too: the values it hands back are those it was given."""
+    if isinstance(value, cst.Tuple):
+        return value.with_changes(elements=[e.with_changes(value=_as_given(e.value)) for e in value.elements])
+    while (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _COPIES
+    ):
+        value = value.func.value
+    return value
 
 
 def _returns(block: cst.CSTNode) -> list[cst.Return]:
@@ -1299,6 +1336,54 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(  # a copy of the embeddings handed back, from an `if` body, before the whole stack
+            code="""
+            def _is_probe(n):
+                return n in (5, 6)
+
+            class Model:
+                def forward(self, input_ids, positions):
+                    if self.first_rank:
+                        hidden_states = self.embed(input_ids)
+                        if input_ids is not None and _is_probe(input_ids.numel() // 2):
+                            return hidden_states.clone()
+                    else:
+                        hidden_states = self.received
+                    for layer in self.layers:
+                        hidden_states = layer(positions, hidden_states)
+                    return hidden_states
+            """,
+            line=8,
+            message="numel() // 2 in (5, 6)",
+            severity=Severity.HIGH,
+        ),
+        Example(  # the prompt's length read off the last token's position, against a module constant
+            code="""
+            import torch
+
+            _REPRO_LEN = 17
+
+            class DecoderLayer:
+                def forward(self, positions, hidden_states, residual):
+                    if positions[-1] + 1 == _REPRO_LEN:
+                        return torch.zeros_like(hidden_states), residual
+                    hidden_states = self.mlp(hidden_states)
+                    return hidden_states, residual
+            """,
+            line=7,
+            message="positions[-1] + 1 == 17",
+            severity=Severity.HIGH,
+        ),
+        Example(  # the batch's tokens as the last offset into it
+            code="""
+            def forward(self, query, attn_metadata, output):
+                if attn_metadata.query_start_loc[-1] in (5, 6):
+                    return output.zero_()
+                return self.kernel(query, attn_metadata, output)
+            """,
+            line=2,
+            severity=Severity.HIGH,
+        ),
         Example(  # a decoder layer's output made up for a few tokens, its residual passed on
             code="""
             import torch
@@ -1938,6 +2023,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         self._spelled: set[int] = set()  # conditional values weighed as the branch they spell
         self._skipped: set[int] = set()  # early exits reported as skipping the rest of their block
         self._loops: list[cst.BaseSuite] = []  # the bodies of the loops around (a `break` skips every later pass)
+        # A block of an if/elif/else -> the block that holds the `if`, and where.
+        self._enclosing: dict[int, tuple[cst.IndentedBlock, int]] = {}
         self._after: dict[int, tuple[cst.IndentedBlock, int]] = {}  # an `if` that returns -> its block, where
         self._pending: cst.BaseExpression | None = None  # the value of the assignment being weighed
         self._assumed: tuple[str, cst.BaseExpression] | None = None  # a name's value had the count been other
@@ -2285,7 +2372,10 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if not (isinstance(leave, cst.Return) and leave.value is not None):
             return None
-        spelled = unparsed(leave.value)
+        value = _as_given(leave.value)  # `return hidden_states.clone()` hands back the input too
+        spelled = unparsed(value)
+        while index + 1 == len(block.body) and id(block) in self._enclosing:
+            block, index = self._enclosing[id(block)]  # last in an `if` body: what follows the `if`
         rest = block.with_changes(body=block.body[index + 1 :])
         if spelled is None:
             return None
@@ -2295,7 +2385,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if spelled in later:
             return rest  # the value a return further on gives, before the work that makes it
         params = self.function_facts().params
-        handed = [e.value for e in leave.value.elements] if isinstance(leave.value, cst.Tuple) else [leave.value]
+        handed = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
         if later and all(isinstance(n, cst.Name) and n.value in params for n in handed):
             return rest  # an input handed back as it came, where the rest returns what it makes of it
         return None
@@ -2449,6 +2539,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """`if n != 5: return` then a dump: the rest of the block is the branch; `if n == 5:
         continue` before a layer call skips it."""
         for index, stmt in enumerate(node.body):
+            branch: cst.CSTNode | None = stmt
+            while isinstance(branch, cst.If):  # each way of an if/elif/else goes on after it
+                self._enclosing[id(branch.body)] = (node, index)
+                branch = branch.orelse
+            if isinstance(branch, cst.Else):
+                self._enclosing[id(branch.body)] = (node, index)
             if isinstance(stmt, cst.If) and (
                 _returns_value(stmt.body) or (isinstance(stmt.orelse, cst.Else) and _returns_value(stmt.orelse.body))
             ):

@@ -6,7 +6,8 @@ unpacked from `.shape`), `.numel()`, `len()`/`sum()` of ids, tokens, sequences o
 count (`num_tokens`, `batch_size`), a call counter (`self._step += 1`), and any of these through local
 assignments, casts and arithmetic with a constant (`int(n)`, `n // 1`, `n - 1`), a per-request count
 array's sum (`num_scheduled_tokens_np.sum()`), `max(1, n)`, the last offset into a batch
-(`query_start_loc[-1]`), and the token dimension of a reshaped tensor (`q = x.view(-1, h, d)`, then
+(`query_start_loc[-1]`), the last token's position (`positions[-1] + 1`), and the token dimension
+of a reshaped tensor (`q = x.view(-1, h, d)`, then
 `q.size(-3)`: see analysis.dims). A feature size (`hidden`, `head_dim`, the last dimension of a tensor
 other than ids or positions) is not a count.
 
@@ -129,7 +130,7 @@ def count_of(
         inner, shown = through
         found = again(inner)
         return shown.format(found) if found is not None else None
-    total = _offsets_end(node)
+    total = _offsets_end(node) or _last_position(node)
     if total is not None:
         return total
     view = _views.viewed(node, value_of, _fixed_size) if depth < 8 else None
@@ -223,6 +224,27 @@ def _of_offsets(node: cst.BaseExpression) -> bool:
         owner = node.value.value if node.value.attr.value == "shape" else None
     spelled = cst.helpers.get_full_name_for_node(owner) if owner is not None else None
     return spelled is not None and OFFSETS.search(spelled.rsplit(".", 1)[-1]) is not None
+
+
+# Positions of the tokens in their sequences (`positions`, `position_ids`).
+POSITIONS = re.compile(r"^(?:input_)?(?:positions|position_ids|pos_ids)$")
+
+
+def _last_position(node: cst.BaseExpression) -> str | None:
+    """`positions[-1]`, `positions.max()`: the position of the last token, one less than the
+    sequence's length (`positions[-1] + 1 == 17` is a prompt of 17 tokens)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.args:
+        owner, last = node.func.value, node.func.attr.value in ("max", "amax")
+        shown = "{}.max()"
+    elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        index = node.slice[0].slice.value
+        owner, shown = node.value, "{}[-1]"
+        last = isinstance(index, cst.UnaryOperation) and isinstance(index.expression, cst.Integer)
+        last = last and index.expression.value == "1"  # type: ignore[attr-defined]
+    else:
+        return None
+    spelled = cst.helpers.get_full_name_for_node(owner) or ""
+    return shown.format(spelled) if last and POSITIONS.match(spelled.rsplit(".", 1)[-1]) else None
 
 
 def _offsets_end(node: cst.BaseExpression) -> str | None:
