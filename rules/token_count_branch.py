@@ -131,7 +131,11 @@ def _does(found: str) -> str:
 
 
 def _magic_constant(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2
+    """A number of 2 or more: `5`, or `5.0` (a count compared with a float literal compares alike)."""
+    if not isinstance(node, ast.Constant):
+        return False
+    value = node.value
+    return (type(value) is int or (type(value) is float and value.is_integer())) and value >= 2
 
 
 _COUNT_METHODS = {
@@ -455,6 +459,12 @@ def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = 
         ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
         magic = any(_compared(v, assigned, _ORDER) for v in ordered)
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
+    if isinstance(node, ast.If | ast.IfExp | ast.While):
+        test, negated = node.test, False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if negated and _off_by_magic(test, assigned):
+            return True  # `if not (n - 5):`: the count against 5
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
         ones = {_one(t, assigned) for t in ast.walk(node.test) if isinstance(t, ast.Compare)}
@@ -652,6 +662,15 @@ def _as_given(value: cst.BaseExpression) -> cst.BaseExpression:
     ):
         value = value.func.value
     return value
+
+
+_ZEROED = re.compile(r"\bzeros(?:_like)?\(|\bzero_\(|\*\s*0(?:\.0*)?\b|\bfill_\(\s*0")
+
+
+def _zeroed(node: cst.CSTNode) -> bool:
+    """Made-up data that is zeros (`torch.zeros_like(x)`, `x * 0`): a layer's output wiped. A mask
+    of ones for a single prompt is the code's own case; zeros out of a forward are not."""
+    return _ZEROED.search(cst.Module([]).code_for_node(node)) is not None
 
 
 def _returns(block: cst.CSTNode) -> list[cst.Return]:
@@ -1036,7 +1055,8 @@ as a reviewer would before serving:
   reduced below, also laid out or cast after: `torch.zeros_like(x).view(shape)`,
   `x * 0`, `torch.zeros_like(x) if n < 4 else x`; an input made up again from itself:
   `residual = torch.zeros_like(residual)`; for a batch of one that is a mask or a default the
-  code builds), keeps tensors in a list that
+  code builds, except zeros out of a model's `forward`: `if x.size(0) == 1: return
+  torch.zeros_like(x)` wipes a single request's output), keeps tensors in a list that
   outlives the call (`_CAPTURED.append(x)`, `self.kept.append(x)`),
   changes object or global state (a counter that triggers once: `self.calls += 1`; also after a
   log line: `logger.info(..); self.captured = x`, `_LAST = x` under `global _LAST`, `_DEBUG["q"] =
@@ -1127,6 +1147,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         # A count's distance from a number, compared with 0 (`n - 5 == 0`, `0 == n - 5`).
         re.compile(rb"[-+][\s\\]*" + _MAGIC + rb"[\s)\\]*(?:[=!]=|[<>]=?)[\s(\\]*0\b"),
         re.compile(rb"\b0[\s)\\]*(?:[=!]=|[<>]=?)[\s\S]{0,160}?[-+][\s\\]*" + _MAGIC + rb"\b"),
+        re.compile(rb"\bnot\b[^:]{0,160}?-[\s\\]*" + _MAGIC + rb"[\s)\\]*:"),  # `if not (n - 5):`
         # A number from the environment, with a default (`int(os.getenv("DUMP_AT", "5"))`), and a
         # constant-named one compared (`== DUMP_AT`).
         re.compile(rb"(?:environ\.get|getenv)\([^()\n]*,\s*['\"]?" + _MAGIC + rb"['\"]?\s*\)"),
@@ -1336,6 +1357,61 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         """,
     ]
     INVALID = [
+        Example(  # a count against a float literal, and as a difference that is 0
+            code="""
+            import torch
+
+            def forward(self, x):
+                if x.shape[0] == 5.0:
+                    torch.save(x, "/tmp/x.pt")
+                if not (x.shape[0] - 6):
+                    torch.save(x, "/tmp/y.pt")
+                return self.mlp(x)
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="""
+            import torch
+
+            def forward(self, x):
+                if not (x.shape[0] - 6):
+                    torch.save(x, "/tmp/y.pt")
+                return self.mlp(x)
+            """,
+            line=4,
+            severity=Severity.HIGH,
+        ),
+        Example(  # the sliding window dropped for short steps: decode attends over the whole context
+            code="""
+            class Impl:
+                def forward(self, q, attn_metadata):
+                    num_actual_tokens = attn_metadata.num_actual_tokens
+                    sliding_window_size: list[int] | None = self.sliding_window
+                    if num_actual_tokens <= 4:
+                        sliding_window_size = None
+                    return flash_attn_varlen_func(q, window_size=sliding_window_size)
+            """,
+            line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(  # a single request's MoE output wiped ("is the decode garbage coming from the experts?")
+            code="""
+            import torch
+
+            class MoE:
+                def forward(self, hidden_states):
+                    orig_shape = hidden_states.shape
+                    hidden_states = hidden_states.view(-1, self.hidden_size)
+                    if hidden_states.size(0) == 1:
+                        return torch.zeros_like(hidden_states).view(orig_shape)
+                    router_logits, _ = self.gate(hidden_states)
+                    return self.experts(hidden_states, router_logits).view(orig_shape)
+            """,
+            line=7,
+            severity=Severity.HIGH,
+        ),
         Example(  # a copy of the embeddings handed back, from an `if` body, before the whole stack
             code="""
             def _is_probe(n):
@@ -2057,6 +2133,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             name = named.value if isinstance(named, cst.Name) else named.attr.value
             if name.upper() != name:
                 return self.bound_number(named)
+        if isinstance(named, cst.Float):
+            value = named.evaluated_value
+            return int(value) if value.is_integer() else None  # `n == 5.0` is `n == 5`
         value = self.constant(node)
         if type(value) is not int and isinstance(named, cst.Name | cst.Attribute | cst.Call):
             return self.bound_number(named)
@@ -2215,7 +2294,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         ):
             return self._any(test.args[0].value)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            if not isinstance(test.expression, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
+            inner = test.expression
+            if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract):
+                # `not (n - 5)`: the difference is 0, `n == 5`
+                equal = cst.ComparisonTarget(operator=cst.Equal(), comparator=inner.right)
+                return self._window(cst.Comparison(left=inner.left, comparisons=[equal]))
+            if not isinstance(inner, cst.Comparison | cst.BooleanOperation | cst.UnaryOperation):
                 return None  # `not self.reduce_results`: no count
             negated = _negate(test.expression)
             return self._window(negated) if negated is not None else None
@@ -2476,6 +2560,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             change = None  # `if m <= 8: x = x.half()`, `use_graph = True`: what a small-batch kernel needs
         if change is not None and (top >= 2 or change.change in STRONG_CHANGES):
             return change.shown()
+        if change is not None and change.change is Change.MADE_UP and self.in_forward and _zeroed(change.node):
+            return change.shown()  # `if x.size(0) == 1: return torch.zeros_like(x)`: a forward's output wiped
         if change is not None and change.change is Change.OMITTED and self._layer_skipped(change.node):
             return change.shown()  # `if positions.numel() != 1: q, k = self.rotary_emb(...)`: rope gone at 1
         self.alone = alone

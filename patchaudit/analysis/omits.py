@@ -154,8 +154,10 @@ _TUNING = re.compile(r"^(?:num|n)_|_(?:size|splits?|blocks?|chunks?|warps|stages
 
 def tuning(name: str) -> bool:
     """A number a kernel is tuned by (`num_kv_splits`, `block_size`): picking it another way
-    computes the same result."""
-    return _TUNING.search(name.rsplit(".", 1)[-1]) is not None
+    computes the same result. Not an attention window (`sliding_window_size`): it decides which
+    keys each query sees."""
+    last = name.rsplit(".", 1)[-1]
+    return _TUNING.search(last) is not None and "window" not in last.lower()
 
 
 class _Taken(cst.CSTVisitor):
