@@ -117,11 +117,14 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._shown = 0  # depth of print/log calls around the node being visited
+        self._showing: list[bool] = []  # per call being visited: whether it is one
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self._shows(node):
-            self._shown += 1
-        if not (self.in_forward or (self.context.drifted and self.in_step_path)):
+        hot = self.in_forward or (self.context.drifted and self.in_step_path)
+        shows = hot and self._shows(node)
+        self._showing.append(shows)
+        self._shown += shows
+        if not hot:
             return
         func = self.callee(node)
         if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
@@ -137,13 +140,14 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             return
 
     def leave_Call(self, original_node: cst.Call) -> None:
-        if self._shows(original_node):
-            self._shown -= 1
+        self._shown -= self._showing.pop()
 
     def _shows(self, node: cst.Call) -> bool:
         """A print or a log call (`print(...)`, `logger.info(...)`, `log.debug_once(...)`), also
         through `functools.partial(print)` or a local lambda that hands its arguments to one."""
-        func = self.callee(node)
+        func = node.func
+        if isinstance(func, cst.Call) or (isinstance(func, cst.Name) and func.value != "print"):
+            func = self.callee(node)
         if isinstance(func, cst.Name):
             return func.value == "print"
         return isinstance(func, cst.Attribute) and _SHOWS.match(func.attr.value) is not None

@@ -222,32 +222,42 @@ def _raised(node: ast.Raise | ast.Assert) -> str | None:
     return None if target is None else ast.unparse(target).rsplit(".", 1)[-1]
 
 
-def _raisers(tree: ast.Module) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
-    """Functions of the module (dotted, as `_scope_guards` names them) that raise or assert in their
-    own body -> the classes they raise; and the module's classes (dotted)."""
-    raisers: dict[str, frozenset[str]] = {}
-    classes: set[str] = set()
+class _Raisers:
+    """Functions of the module (dotted, as `_scope_guards` names them) -> the classes they raise
+    or assert in their own body, read when first asked (a drifted file asks about few)."""
 
-    def walk(body: list[ast.stmt], scope: str) -> None:
-        for stmt in body:
-            if isinstance(stmt, ast.ClassDef):
-                name = stmt.name if not scope else f"{scope}.{stmt.name}"
-                classes.add(name)
-                walk(stmt.body, name)
-            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                name = stmt.name if not scope else f"{scope}.{stmt.name}"
-                kinds = {_raised(n) for n in _own_nodes(stmt) if isinstance(n, ast.Raise | ast.Assert)}
-                kinds.discard(None)
-                if kinds:
-                    raisers[name] = frozenset(kinds)  # type: ignore[arg-type]
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        classes: set[str] = set()
+        self._kinds: dict[str, frozenset[str]] = {}
 
-    walk(tree.body, "")
-    return raisers, frozenset(classes)
+        def walk(body: list[ast.stmt], scope: str) -> None:
+            for stmt in body:
+                if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    name = stmt.name if not scope else f"{scope}.{stmt.name}"
+                    if isinstance(stmt, ast.ClassDef):
+                        classes.add(name)
+                        walk(stmt.body, name)
+                    else:
+                        self.functions[name] = stmt
+
+        walk(tree.body, "")
+        self.classes = frozenset(classes)
+
+    def raised(self, name: str) -> frozenset[str]:
+        if name not in self._kinds:
+            function = self.functions.get(name)
+            kinds = (
+                {_raised(n) for n in _own_nodes(function) if isinstance(n, ast.Raise | ast.Assert)}
+                if function
+                else set()
+            )
+            kinds.discard(None)
+            self._kinds[name] = frozenset(kinds)  # type: ignore[arg-type]
+        return self._kinds[name]
 
 
-def _helper_guard(
-    stmt: ast.stmt, scope: str, raisers: dict[str, frozenset[str]], classes: frozenset[str]
-) -> tuple[str, frozenset[str]] | None:
+def _helper_guard(stmt: ast.stmt, scope: str, raisers: _Raisers) -> tuple[str, frozenset[str]] | None:
     """A statement that calls a function of the module that raises (`self.track_weights(...)`,
     `_validate(x)`, `Layer.check(x)`, perhaps keeping its result): its label and what it raises.
     Its checks are this spot's: a patch that swallows the call swallows them."""
@@ -260,8 +270,8 @@ def _helper_guard(
         key = func.id
     elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
         owner = scope.rsplit(".", 1)[0] if func.value.id in ("self", "cls") and "." in scope else func.value.id
-        key = f"{owner}.{func.attr}" if owner in classes else None
-    kinds = raisers.get(key) if key is not None else None
+        key = f"{owner}.{func.attr}" if owner in raisers.classes else None
+    kinds = raisers.raised(key) if key is not None and key in raisers.functions else None
     return (ast.unparse(func) + "()", kinds) if kinds else None
 
 
@@ -272,7 +282,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
     their guards and the conditions around them, all inside them, are the same.
     """
     out: dict[str, list[_Guard]] = {"<module>": []}
-    raisers, classes = _raisers(tree)
+    raisers = _Raisers(tree)
 
     @functools.cache
     def quiet_with() -> dict[str, str]:
@@ -289,7 +299,7 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     walk(stmt.body, name, frozenset(), ())
                 continue
             guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed), at)
-            if guard is None and scope != "<module>" and (called := _helper_guard(stmt, scope, raisers, classes)):
+            if guard is None and scope != "<module>" and (called := _helper_guard(stmt, scope, raisers)):
                 label, kinds = called
                 caught = bool(swallowed) and any(_catches(swallowed, kind) for kind in kinds)
                 guard = _Guard("helper", label, stmt.lineno, conds, frozenset(), caught, raises=kinds)
@@ -1177,6 +1187,13 @@ often as not)."""
             return frozenset(label for label, count in now.items() if count > then[label])
 
         outside: dict[str, bool] = {}
+        exits: dict[str, tuple[list[tuple[int, str]], list[tuple[int, str]]] | None] = {}
+
+        def exits_of(scope: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]] | None:
+            """The returns of the scope's function now and then, read once per scope."""
+            if scope not in exits:
+                exits[scope] = _exits_now_and_then(_scope_node(new_tree, scope), _scope_node(old_tree, scope))
+            return exits[scope]
 
         def moved_out(scope: str) -> bool:
             if scope not in outside:
@@ -1249,9 +1266,7 @@ often as not)."""
                 elif blocked := dead_since(after.line, before.line):
                     line, how = blocked
                     hits.append(self._hit(line, f"`{before.label}` in {where} can no longer run: {how}"))
-                elif before.kind != "helper" and (
-                    passed := _passed_by(before, after, _scope_node(new_tree, scope), _scope_node(old_tree, scope))
-                ):
+                elif before.kind != "helper" and (passed := _passed_by(before, after, exits_of(scope))):
                     line, text = passed
                     message = f"`{before.label}` in {where} now sits below `{text}` (line {line}), which it ran before"
                     hits.append(self._hit(after.line, message + ": that way out skips the check"))
@@ -1401,28 +1416,37 @@ def _helper_guards(tree: ast.Module) -> dict[str, Counter[str]]:
     return out
 
 
+def _exits_now_and_then(
+    function: ast.AST | None, pristine: ast.AST | None
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]] | None:
+    """The `return`s of a function's own body, installed and pristine, as (line, text) in order."""
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
+    if not isinstance(function, functions) or not isinstance(pristine, functions):
+        return None
+    return tuple(  # type: ignore[return-value]
+        sorted((n.lineno, ast.unparse(n)) for n in _own_nodes(f) if isinstance(n, ast.Return))
+        for f in (function, pristine)
+    )
+
+
 def _passed_by(
-    before: _Guard, after: _Guard, function: ast.AST | None, pristine: ast.AST | None
+    before: _Guard, after: _Guard, exits: tuple[list[tuple[int, str]], list[tuple[int, str]]] | None
 ) -> tuple[int, str] | None:
     """A `return` of the function that the pristine check ran before and the installed one runs
     after (the check moved below it, or it above the check): its line and text. The way out it
     gives now skips the check."""
-    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not isinstance(
-        pristine, ast.FunctionDef | ast.AsyncFunctionDef
-    ):
+    if exits is None:
         return None
-    then = [n for n in _own_nodes(pristine) if isinstance(n, ast.Return)]
-    above_then = Counter(ast.unparse(n) for n in then if n.lineno < before.line)
-    every = Counter(ast.unparse(n) for n in then)
-    now = sorted((n for n in _own_nodes(function) if isinstance(n, ast.Return)), key=lambda n: n.lineno)
+    now, then = exits
+    above_then = Counter(text for line, text in then if line < before.line)
+    every = Counter(text for _, text in then)
     above_now: Counter[str] = Counter()
-    for node in now:
-        if node.lineno >= after.line:
+    for line, text in now:
+        if line >= after.line:
             break
-        text = ast.unparse(node)
         above_now[text] += 1
         if above_now[text] > above_then[text] and every[text] > above_then[text]:
-            return node.lineno, text.splitlines()[0][:60]
+            return line, text.splitlines()[0][:60]
     return None
 
 
