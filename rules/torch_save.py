@@ -197,10 +197,13 @@ at module level), and it is not in the package's own namespace nor the serving s
 or a documented setting, stays the operator's (above); a test that reads an existing setting
 (`if self.trace_dir:` with `self.trace_dir = os.environ.get(...)`) is a switch.
 
+A factory's closure is read with what the module-level call gave the factory: `_dump =
+_make_dumper("/tmp/dsv3_logits")`, where the closure saves to `f"{out_dir}/step.pt"`, saves to a
+fixed path under `/tmp` at each of its call sites.
+
 Knowingly not: a callee passed to a helper as an argument, a save function whose destination is
-its parameter (its callers decide), a path an enclosing function's parameter fixes (a factory
-`make_dumper("/tmp/")` returning the function that saves: its call sites count only in a forward
-function), a lambda's default destination, methods of objects built in
+its parameter (its callers decide), a factory's closure whose path comes from something other than
+a literal the factory was given, a lambda's default destination, methods of objects built in
 other modules (`self.model_runner.save_sharded_state(...)`), helpers in other modules, a saver
 name built at run time (`getattr(torch, "sa" + "ve")`: the file must name the saver for the rule
 to read it), `operator.methodcaller("save", ...)`, a new variable in a documented namespace
@@ -807,6 +810,30 @@ pristine text (every variable there is the operator's)."""
             code="import os\nimport torch\n\ndef dbg(t):\n    torch.save(t, os.getenv('VLLM_X') or '/tmp/t.pt')\n",
             line=5,
             severity=Severity.HIGH,
+        ),
+        Example(  # a factory's closure, given its directory at module level, called from the runner's step
+            code="""
+            import itertools
+            import torch
+
+            def _make_logits_dumper(out_dir):
+                step = itertools.count()
+
+                def dump(logits):
+                    torch.save(logits.float(), f"{out_dir}/step{next(step):05d}.pt")
+
+                return dump
+
+            _dump_logits = _make_logits_dumper("/tmp/dsv3_logits")
+
+            class Runner:
+                def execute_model(self, batch):
+                    logits = self.model(batch)
+                    _dump_logits(logits)
+                    return logits
+            """,
+            line=17,
+            message="to the fixed path '/tmp/dsv3_logits'",
         ),
         Example(
             code="""

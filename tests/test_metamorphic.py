@@ -33,6 +33,7 @@ KNOWN = {
     ("torch-save", 21): "`fh.write` of a local file object through a lambda: the object is not followed",
     ("torch-save", 22): "the lambda that calls `logging.basicConfig` is passed to the helper",
     ("torch-save", 34): "the lambda that calls `ndarray.dump` is passed to the helper",
+    ("torch-save", 51): "the closure's save moved into a helper whose destination is its parameter (by design)",
 }
 
 

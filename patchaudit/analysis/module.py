@@ -15,6 +15,7 @@ computed lazily, so a rule that never asks costs nothing:
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -201,6 +202,10 @@ class ModuleAnalysis:
             return self._lambda_helper(made, factory.scope, False)
         a = made.args
         params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+        given = dict(zip(factory.params, value.args, strict=False))
+        given.update({k.arg: k.value for k in value.keywords if k.arg is not None})
+        # `_make_dumper("/tmp/x")`: the closure's free names are what the factory was given
+        made = _bound_free(made, {n: v for n, v in given.items() if isinstance(v, ast.Constant)}, params)
         return Helper(made.name, params, False, made, factory.scope + (("def", made.name),))
 
     def _lambda_helper(self, node: ast.Lambda, where: Scope, is_method: bool) -> Helper:
@@ -499,6 +504,24 @@ def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:
     swap = lambda e: given.get(e.id, e) if isinstance(e, ast.Name) else e  # noqa: E731
     keywords = tuple((name, swap(value)) for name, value in inner.keywords)
     return Inner(inner.names, tuple(swap(a) for a in inner.args), keywords, inner.line, inner.callee)
+
+
+def _bound_free(function: ast.FunctionDef, given: dict[str, ast.expr], params: tuple[str, ...]) -> ast.FunctionDef:
+    """A closure with the free names its factory was given as constants put in (a copy; the module's
+    tree is left as it is). Names the closure binds itself are its own."""
+    own = set(params) | {
+        n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
+    given = {name: value for name, value in given.items() if name not in own}
+    if not given:
+        return function
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            value = given.get(node.id)
+            return ast.copy_location(ast.Constant(value.value), node) if value is not None else node  # type: ignore[attr-defined]
+
+    return _Put().visit(copy.deepcopy(function))
 
 
 def _returned_function(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.Lambda | None:
