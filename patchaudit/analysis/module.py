@@ -194,6 +194,8 @@ class ModuleAnalysis:
         `_make_writer` defines `_write` and returns it): a closure run as a helper."""
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
             return None
+        if id(value) in self._lambdas:
+            return self._lambdas[id(value)]  # the closure of this call, already read
         factory = self.helpers().get((), {}).get(value.func.id)
         made = _returned_function(factory.node) if factory is not None else None
         if factory is None or made is None:
@@ -206,7 +208,9 @@ class ModuleAnalysis:
         given.update({k.arg: k.value for k in value.keywords if k.arg is not None})
         # `_make_dumper("/tmp/x")`: the closure's free names are what the factory was given
         made = _bound_free(made, {n: v for n, v in given.items() if isinstance(v, ast.Constant)}, params)
-        return Helper(made.name, params, False, made, factory.scope + (("def", made.name),))
+        found = Helper(made.name, params, False, made, factory.scope + (("def", made.name),))
+        self._lambdas[id(value)] = found
+        return found
 
     def _lambda_helper(self, node: ast.Lambda, where: Scope, is_method: bool) -> Helper:
         found = self._lambdas.get(id(node))
