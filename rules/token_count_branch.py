@@ -32,6 +32,7 @@ from patchaudit.rule import (
     setting,
     shape_compared,
     unparsed,
+    unwrapped,
 )
 
 SIDE_EFFECT_CALLS = (
@@ -731,10 +732,8 @@ def _replaced_by_input(
     what the computation decided is thrown away for the case, not a setting picked for a kernel."""
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
         return False
-    target, value = node.targets[0].target, _as_given(node.value)
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _RECAST:
-        value = value.func.value  # `ids.to(dtype)`, `ids.long()`
-    root = value
+    target = node.targets[0].target
+    root = unwrapped(_as_given(node.value), _RECAST)  # `ids.to(dtype)`, `ids.long()`
     while isinstance(root, cst.Attribute):
         root = root.value
     if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):

@@ -27,7 +27,7 @@ import libcst as cst
 from patchaudit.analysis.counts import unparsed
 from patchaudit.analysis.likeness import altered, literal_only, same_work, variant
 from patchaudit.analysis.omits import calls_kernel, omitted, tuning
-from patchaudit.analysis.rewrites import AS_IS, REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten
+from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten, unwrapped
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -546,9 +546,7 @@ _COPIES_WITH_CHANGES = ("dataclasses.replace", "copy.copy", "copy.deepcopy")
 
 def _as_is(value: cst.BaseExpression) -> cst.BaseExpression:
     """What a chain of layout, device, copy and cast methods is called on (`q.contiguous().to(d)`: `q`)."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
-        value = value.func.value
-    return value
+    return unwrapped(value)
 
 
 def _dotted(node: cst.BaseExpression) -> str | None:

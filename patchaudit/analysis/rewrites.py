@@ -17,7 +17,7 @@ from patchaudit.analysis.omits import calls_kernel
 from patchaudit.analysis.values import Resolves
 from patchaudit.analysis.walk import nodes
 
-__all__ = ["AS_IS", "REWRITES_IN_PLACE", "cast_of", "kept_name", "names_in", "rewritten"]
+__all__ = ["AS_IS", "REWRITES_IN_PLACE", "cast_of", "kept_name", "names_in", "rewritten", "unwrapped"]
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -32,14 +32,21 @@ AS_IS = frozenset(
 )
 
 
+def unwrapped(value: cst.BaseExpression, methods: frozenset[str] = AS_IS) -> cst.BaseExpression:
+    """What a chain of `methods` called without changing the values is called on
+    (`q.contiguous().to(d)`: `q`)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in methods:
+        value = value.func.value
+    return value
+
+
 def kept_name(value: cst.BaseExpression) -> str | None:
     """The name a value hands on as it is: `x`, `x.to(orig_dtype)`, `x.contiguous()`; the same
     name on both arms of a conditional (`x.squeeze(0) if is_1d else x`)."""
     if isinstance(value, cst.IfExp):
         kept = kept_name(value.body)
         return kept if kept is not None and kept_name(value.orelse) == kept else None
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in AS_IS:
-        value = value.func.value
+    value = unwrapped(value)
     return value.value if isinstance(value, cst.Name) else None
 
 
