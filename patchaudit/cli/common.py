@@ -3,6 +3,7 @@ writing output (the options themselves are declared in patchaudit.cli.options)."
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -99,8 +100,13 @@ def _resolve(python: Path | None, site_path: Path | None) -> Any:
 
 
 def interrupted_runs(env: Any) -> list[str]:
-    """Run ids of reverts a kill interrupted in `env` (names only: nothing is read or changed)."""
-    if not (env.state_dir / "journal").exists():
+    """Run ids of reverts a kill interrupted in `env` (names only: nothing is read or changed). The revert
+    package (30 ms of imports) loads only when a journal is there: every revert leaves the directory."""
+    try:
+        names = os.listdir(env.state_dir / "journal")
+    except OSError:
+        return []
+    if not any(name.endswith(".json") for name in names):
         return []
     from patchaudit.revert.recovery import pending_runs
 
@@ -126,7 +132,6 @@ def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, l
 
 def target_args(python: Path | None, site_path: Path | None) -> str:
     """The target options again, as a hint that runs as printed from any directory: absolute, quoted."""
-    import os
     import shlex
 
     if python is not None:
@@ -172,8 +177,6 @@ def dist_paths(dist: Any, paths: tuple[str, ...]) -> tuple[str, ...]:
     the site directory as RECORD writes them), each as RECORD writes it; one that the distribution
     neither lists nor holds is an error: no such file in DIST. For an editable install from a git
     checkout, paths are the project's, and git says what is there."""
-    import os
-
     from patchaudit.check import vcs
     from patchaudit.check.ownership import read_record
     from patchaudit.target.record import parse_record
