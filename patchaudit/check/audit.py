@@ -98,6 +98,8 @@ def scan(
     def warm_drift() -> None:
         """What a modified file costs after the hashing (its wheel looked up), loaded once the first one is found."""
         if options.pristine:
+            import tomllib  # noqa: F401  (the errata's parser)
+
             import patchaudit.pristine  # noqa: F401
 
     report = verify(

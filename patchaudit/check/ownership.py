@@ -38,6 +38,7 @@ class Loaded:
     hashed: int | None = None  # entries with a sha256 digest of a simple RECORD (no problems); None: parse it
     parsed: Record | None = None
     heads: set[str] | None = None  # what the paths below a directory start with, worked out when asked
+    top_files: set[str] | None = None  # the paths with no directory (a .pth), when the workers said so
 
     @property
     def entries(self) -> dict[str, str | None]:
@@ -218,10 +219,11 @@ class Ownership:
         return rel in self._index(location, top)[0]
 
     def _top_level_owners(self, location: Path, name: str) -> list[InstalledDist]:
-        """Owners of a file directly in a site directory (a .pth), without parsing every RECORD."""
+        """Owners of a file directly in a site directory (a .pth), without parsing every RECORD: the
+        workers that checked a simple RECORD sent back its top-level files (Loaded.top_files)."""
         needle = name.encode()
-        # A path is listed whole in its RECORD's bytes (normalizing only drops parts of it), unless a
-        # quote in it is doubled: a RECORD without the name is not cut into paths to say so.
+        # Else a path is listed whole in its RECORD's bytes (normalizing only drops parts of it), unless
+        # a quote in it is doubled: a RECORD without the name is not cut into paths to say so.
         quoted = '"' in name
         found = []
         for dist in self._every:
@@ -233,6 +235,10 @@ class Ownership:
                 if needle not in raw:
                     continue
                 item = self._loaded[dist.meta_dir] = load(dist)
+            elif item.top_files is not None:
+                if name in item.top_files:
+                    found.append(dist)
+                continue
             elif not quoted and needle not in (item.data or b""):
                 continue
             if name in item.entries:

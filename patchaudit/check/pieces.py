@@ -81,6 +81,7 @@ class Checked:
     foreign: list[Unverified] = field(default_factory=list)
     simple: bool = True  # every line of the piece is a simple one (SIMPLE_LINE), in UTF-8
     firsts: set[str] = field(default_factory=set)  # of a simple piece: the first parts of its paths (Loaded.firsts)
+    tops: set[str] = field(default_factory=set)  # of a simple piece: the files it lists directly in the site directory
 
 
 def pieces(records: list[tuple[str, bytes]]) -> list[Piece]:
@@ -251,7 +252,13 @@ def check(shared: Shared, piece: Piece) -> Checked:
     started = time.time_ns()  # before every read of the piece: a stricter racy check, never a looser one
     out = Checked(simple=simple)
     if simple:  # what the main process would read off every line of a clean RECORD to walk its directories
-        out.firsts = {key.partition("/")[0] for entry in record.entries if "/" in (key := normalize(entry.path))}
+        for entry in record.entries:  # and to tell who owns a file beside the packages (a .pth)
+            key = normalize(entry.path)
+            head, sep, _ = key.partition("/")
+            if sep:
+                out.firsts.add(head)
+            else:
+                out.tops.add(key)
     with DirCache() as dirs:  # one descriptor per directory for the piece, not a walk per file
         _check_entries(record.entries, location, cache, buf, started, dirs, out)
     # The sources bytecode may stand for: every .py the piece names inside the site directory, on a

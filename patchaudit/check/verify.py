@@ -152,6 +152,7 @@ def verify(
         if of_pieces.simple:  # the workers' count and first parts stand: its lines are not read here
             loaded[meta_dir].hashed = of_pieces.checked
             loaded[meta_dir].heads = of_pieces.firsts
+            loaded[meta_dir].top_files = of_pieces.tops
         else:  # what it lists cannot be read off its lines: parsed
             loaded[meta_dir] = load(loaded[meta_dir].dist, raw[meta_dir])
     ownership, added_by = _added(every, loaded, walked)
@@ -290,6 +291,7 @@ class _Found:
     foreign: list[Unverified] = dataclasses.field(default_factory=list)
     simple: bool = True  # every line of the RECORD is a simple one: the paths load_unchecked read stand
     firsts: set[str] = dataclasses.field(default_factory=set)  # the first parts of its paths, when simple
+    tops: set[str] = dataclasses.field(default_factory=set)  # the files it lists beside the packages, when simple
 
 
 def _collect(
@@ -312,6 +314,7 @@ def _collect(
         into.checked += checked.checked
         into.simple = into.simple and checked.simple
         into.firsts |= checked.firsts
+        into.tops |= checked.tops
         for path, expected, raw in checked.found:
             into.found[path, expected] = to_state(absolute_path(location, path), raw, cache)
         if cache is not None:
