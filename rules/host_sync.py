@@ -1,4 +1,4 @@
-"""host-sync: a device-to-host synchronisation inside a forward function."""
+"""host-sync: a device-to-host synchronisation (or a patch's sleep) inside a forward function."""
 
 import ast
 import re
@@ -10,6 +10,7 @@ from patchaudit.rule import Example, FileContext, Rule, Severity
 SYNC_METHODS = {"item", "cpu", "tolist"}
 _SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
 SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
+SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
 
 
 class HostSync(Rule):
@@ -27,27 +28,31 @@ a sampler's `sample`, `compute_logits`, a scheduler's `schedule`/`step`).
 High where a patch added the sync to feed a print or a log line (`logger.info("%f",
 logits.abs().max().item())`): debug output that stalls every step of the server, left in the
 hot path; and where a patch added `torch.cuda.synchronize()` (a wait that gives no value: in
-serving code it is there to time a step or chase a race). Elsewhere medium: a value read back
-is sometimes what the computation needs.
+serving code it is there to time a step or chase a race), or a `time.sleep()` (the host stalls
+instead of the device: every step, or every pass of the scheduler's loop, waits for nothing).
+Elsewhere medium: a value read back is sometimes what the computation needs.
 
 Shapes understood: `.item()`, `.cpu()`, `.tolist()`, `torch.cuda.synchronize()` however imported
 or aliased, wrapped in `functools.partial`, and a helper of the same module that syncs, called
-from a forward function.
+from a forward function; `time.sleep()` however imported, also through such a helper, in a drifted
+file only.
 
 Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
-`bool(tensor)`, helpers in other modules."""
-    PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize")
+`bool(tensor)`, helpers in other modules, `asyncio.sleep()`."""
+    PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize", b"sleep")
     REQUIRES = (
         re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)"),
         re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits)"),
     )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
-    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize"})
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep"})
 
     VALID = [
         "def load_weights(self, w):\n    return w.cpu()\n",
         "def forward(self, x):\n    return self.proj(x)\n",
         "def forward(self, x):\n    return x.to(device)\n",
+        "import time\n\ndef wait_until_ready(self):\n    time.sleep(0.1)\n",  # not a step
+        "import asyncio\n\nasync def step(self):\n    await asyncio.sleep(0)\n",  # yields to the event loop
     ]
     INVALID = [
         Example(
@@ -112,6 +117,33 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             line=2,
             severity=Severity.MEDIUM,
         ),
+        # "give the remote prefill side a moment": the scheduler's loop stalls whenever the branch holds.
+        Example(
+            code="""
+            import time
+
+            class Scheduler:
+                def schedule(self):
+                    if self.connector is not None and self.waiting and not self.running:
+                        time.sleep(0.005)
+                    return self._schedule()
+            """,
+            pristine="""
+            import time
+
+            class Scheduler:
+                def schedule(self):
+                    return self._schedule()
+            """,
+            line=6,
+            severity=Severity.HIGH,
+            message="time.sleep() stalls",
+        ),
+        Example(
+            code="from time import sleep as nap\n\ndef forward(self, x):\n    nap(0.01)\n    return x\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -134,7 +166,16 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
         if name is not None:
             self._sync(node, f"{name}() synchronises with the device on every step", waits=True)
             return
-        for found, _inner, helper in self.through_helper(node, (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS))):
+        if self.context.drifted and self.resolves_to(node, SLEEPS) is not None:
+            message = "time.sleep() stalls the host on every step: a patch's wait left in the hot path?"
+            self.report(node, message, severity=Severity.HIGH)
+            return
+        hunted = (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS), *(SLEEPS if self.context.drifted else ()))
+        for found, _inner, helper in self.through_helper(node, hunted):
+            if found in SLEEPS:
+                message = f"{helper.name}() runs time.sleep(): the host stalls on every step"
+                self.report(node, message + " (a patch's wait left in the hot path?)", severity=Severity.HIGH)
+                return
             message = f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step"
             self._sync(node, message, shown=_shown_in(helper.node), waits=found in SYNC_CALLS)
             return

@@ -850,6 +850,33 @@ case(
     VENDOR_RUNNER,
     VENDOR_RUNNER.replace("self.model(batch)\n", "self.model(batch)  # one forward\n"),
 )
+VENDOR_SCHEDULER = """
+import time
+
+
+class Scheduler:
+    def schedule(self):
+        started = time.monotonic()
+        out = self._schedule()
+        self.stats.record(time.monotonic() - started)
+        return out
+"""
+case(
+    "sleep_left_in_the_schedulers_loop",
+    VENDOR_SCHEDULER,
+    VENDOR_SCHEDULER.replace(
+        "        out = self._schedule()\n",
+        "        if self.connector is not None and self.waiting and not self.running:\n"
+        "            time.sleep(0.005)  # give the remote prefill a moment\n"
+        "        out = self._schedule()\n",
+    ),
+    ("host-sync", 8, "high"),
+)
+case(
+    "quiet_scheduler_edit_beside_the_vendors_clock",
+    VENDOR_SCHEDULER,
+    VENDOR_SCHEDULER.replace("        return out\n", "        return out  # what runs this step\n"),
+)
 
 
 @pytest.fixture(scope="module")
