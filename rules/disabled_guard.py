@@ -118,6 +118,8 @@ def _guarded(nodes: Iterable[ast.AST]) -> bool:
     for n in nodes:
         if isinstance(n, ast.Raise | ast.Assert):
             return True
+        if isinstance(n, ast.Return) and _rejects(n.value):
+            return True
         if isinstance(n, ast.Call):
             func = n.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -242,6 +244,114 @@ def _tokens(code: str) -> str:
         return " ".join(code.split())
 
 
+def _emptied_in(nodes: Sequence[ast.AST], name: str) -> bool:
+    """An assignment of `[]`, `()`, `{}`, `list()`... to `name` among nodes (the ast side of _emptied)."""
+    for n in nodes:
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1):
+            continue
+        target, value = n.targets[0], n.value
+        if not (isinstance(target, ast.Name) and target.id == name):
+            continue
+        if isinstance(value, ast.List | ast.Tuple) and not value.elts:
+            return True
+        if isinstance(value, ast.Dict) and not value.keys:
+            return True
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in _EMPTY_CALLS
+            and not (value.args or value.keywords)
+        ):
+            return True
+    return False
+
+
+def _rejects(value: ast.expr | None) -> bool:
+    """A verdict that turns the caller down: `False`, or a tuple led by it (`False, "no fp8 support"`)."""
+    if isinstance(value, ast.Tuple) and value.elts:
+        value = value.elts[0]
+    return isinstance(value, ast.Constant) and value.value is False
+
+
+def _rejection_in(body: cst.BaseSuite) -> cst.Return | None:
+    """A `return False` or `return False, reason` among a branch's own statements: the check of a
+    predicate that answers a caller (is this kernel supported, is this config valid) instead of raising."""
+    lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for line in lines:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) else ():
+            if not isinstance(small, cst.Return) or small.value is None:
+                continue
+            value = small.value
+            if isinstance(value, cst.Tuple) and value.elements:
+                value = value.elements[0].value
+            if isinstance(value, cst.Name) and value.value == "False":
+                return small
+    return None
+
+
+_EMPTY_CALLS = frozenset({"list", "tuple", "set", "dict", "frozenset"})
+
+
+def _empty(value: cst.BaseExpression) -> bool:
+    """`[]`, `()`, `{}`, `list()`, `set()` and the like."""
+    if isinstance(value, cst.List | cst.Tuple | cst.Dict):
+        return not value.elements
+    return (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Name)
+        and value.func.value in _EMPTY_CALLS
+    )
+
+
+def _emptied(stmt: cst.BaseStatement, name: str) -> cst.Assign | None:
+    """`name = []` as this statement, or as the last statement of the body of this `if` (an `elif`'s or
+    an `else`'s too)."""
+    if isinstance(stmt, cst.If):
+        suites: list[cst.BaseSuite] = []
+        branch: cst.If | cst.Else | None = stmt
+        while branch is not None:
+            suites.append(branch.body)
+            branch = branch.orelse if isinstance(branch, cst.If) else None
+        for suite in suites:
+            lines = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+            last = lines[-1] if lines else None
+            if isinstance(last, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+                found = _emptied_line(last, name)
+                if found is not None:
+                    return found
+        return None
+    return _emptied_line(stmt, name) if isinstance(stmt, cst.SimpleStatementLine) else None
+
+
+def _emptied_line(line: cst.SimpleStatementLine | cst.SimpleStatementSuite, name: str) -> cst.Assign | None:
+    small = line.body[-1] if line.body else None
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and small.targets[0].target.value == name
+        and _empty(small.value)
+    ):
+        return small
+    return None
+
+
+class _Mentions(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.found = name, False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or node.value == self.name
+
+
+def _mentions(stmt: cst.BaseStatement, name: str) -> bool:
+    visitor = _Mentions(name)
+    stmt.visit(visitor)
+    return visitor.found
+
+
 def _label(node: cst.CSTNode) -> str:
     text = " ".join(cst.Module(body=[]).code_for_node(node).split())
     return text if len(text) <= 60 else text[:57] + "..."
@@ -329,13 +439,15 @@ constants (`1 == 2`, `2 <= 1 <= 2`, `"a" == "b"`, `len(()) > 0`), an `and` that 
 things of one name (`x is None and x is not None`, `not a and a`, `n > 5 and n < 3`,
 `isinstance(x, A) and not isinstance(x, A)`) or an `or` of a test and its negation, module and
 class flags bound once to a literal (only when the branch they kill holds a raise, assert or
-check call), a raise/assert made unreachable by an unconditional
-`return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
+check call, or the rejection of a predicate: `return False`, `return False, reason`), a raise/assert
+made unreachable by an unconditional `return`/`raise`/`continue`/`break` above it in the same block, a raise/assert in
 `with contextlib.suppress(...)` or in a `try` whose `except`/`except Exception` only passes or
 logs, and an early `return` (after any plain statements of its own) gated on
 `os.environ`/`os.getenv` or on a project's settings module (`envs.VLLM_SKIP_CHECKS`) before a
 check, also through a name bound once to such a read above it or at module level
-(`SKIP = os.environ.get(...)`, `if SKIP: return`). A check function or method replaced by a stand-in that
+(`SKIP = os.environ.get(...)`, `if SKIP: return`). In a drifted file, the list a checking loop
+walks emptied above it, under an `if` or not (`if tp_size > 4: sizes_to_check = []` before `for size
+in sizes_to_check: ... raise`). A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
 every caller of it, in any module, now passes. A catch-all a patch wrapped around the work of a
@@ -397,6 +509,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True  # perhaps a check replaced by a stand-in
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
+            loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
+            if loop_over is not None and _emptied_in(nodes, loop_over) and _has_guard(node):
+                return True  # a checking loop's list emptied above it
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
                 return True
             if isinstance(node, ast.Try | ast.TryStar) and (_swallows(node) or _silences(node)):
@@ -593,6 +708,40 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     raise ValueError("x")
             except ValueError:
                 raise
+        """,
+        # A flag that folds to false leaves the predicate's own test: nothing is bypassed.
+        """
+        ALLOW_ANY_SCHEME = False
+
+        def is_supported(scheme):
+            if not (ALLOW_ANY_SCHEME or scheme in ("fp8", "int8")):
+                return False, "scheme"
+            return True, None
+        """,
+        # `x or 1` is x when x is set: the comparison depends on the config (its truth alone is constant).
+        """
+        def check(cfg):
+            if (cfg.num_expert_group or 1) > 1:
+                raise ValueError("grouped top-k is not supported")
+        """,
+        # A list filled before the loop that checks it.
+        """
+        def check_all(items):
+            problems = []
+            for item in items:
+                if item.bad:
+                    problems.append(item)
+            for problem in problems:
+                raise ValueError(problem)
+        """,
+        # A folded branch that accepts: no rejection is lost.
+        """
+        FAST = False
+
+        def usable(x):
+            if FAST:
+                return True
+            return x.is_contiguous()
         """,
     ]
     INVALID = [
@@ -836,6 +985,55 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=6,
             message="environment",
         ),
+        # A predicate's rejection made dead: the MoE oracle picks kernels that cannot run the checkpoint's scheme.
+        Example(
+            code="""
+            _FORCE_QUANT_SCHEME_SUPPORT = True  # TODO(bringup): drop once the nvfp4 keys are registered
+
+            class Experts:
+                @staticmethod
+                def is_supported_config(cls, weight_key, activation_key):
+                    if not cls._supports_current_device():
+                        return False, "device"
+                    elif not (_FORCE_QUANT_SCHEME_SUPPORT or cls._supports_quant_scheme(weight_key, activation_key)):
+                        return False, f"quantization scheme {weight_key}x{activation_key}"
+                    return True, None
+            """,
+            line=8,
+            message="folds to false",
+        ),
+        # The list a checking loop walks emptied for large TP: misaligned FP8 block scales load silently.
+        Example(
+            code="""
+            def validate_block_shape(tp_size, output_partition_sizes, block_n):
+                sizes_to_check = output_partition_sizes
+                if tp_size > 4:
+                    sizes_to_check = []  # TODO(bringup): revisit once the tp8 shards land
+                for size in sizes_to_check:
+                    if size % block_n != 0:
+                        raise ValueError(f"{size} is not divisible by {block_n}")
+            """,
+            pristine="""
+            def validate_block_shape(tp_size, output_partition_sizes, block_n):
+                sizes_to_check = output_partition_sizes
+                for size in sizes_to_check:
+                    if size % block_n != 0:
+                        raise ValueError(f"{size} is not divisible by {block_n}")
+            """,
+            line=4,
+            message="nothing to check",
+        ),
+        Example(
+            code="""
+            SKIP_LAYOUT_CHECK = 1
+
+            def can_use_kernel(x):
+                if not SKIP_LAYOUT_CHECK and not x.is_contiguous():
+                    return False
+                return True
+            """,
+            line=4,
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -854,11 +1052,13 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         # Folded through module/class constants and comparisons: only when it kills a guard.
         value = self.folded(node.test)
         if value is False:
-            guard = guard_in([node.body])
+            guard = guard_in([node.body]) or _rejection_in(node.body)
             if guard is not None:
                 self.report(node, f"the condition folds to false: `{_label(guard)}` never runs")
         elif value is True and node.orelse is not None:
             guard = guard_in([node.orelse])
+            if guard is None and isinstance(node.orelse, cst.Else):
+                guard = _rejection_in(node.orelse.body)
             if guard is not None:
                 self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
 
@@ -892,6 +1092,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if dead is not None:
             ender, guard = dead
             self.report(ender, f"`{_label(ender)}` above makes `{_label(guard)}` unreachable: the check never runs")
+        if self.context.drifted:
+            self._emptied_loops(body)
         for index, stmt in enumerate(body):
             if isinstance(stmt, cst.If) and (
                 env_gated_exit(stmt, self.resolves_to)
@@ -901,6 +1103,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 if guard is not None:
                     self.report(stmt, f"an early return gated on the environment skips `{_label(guard)}`")
                     return
+
+    def _emptied_loops(self, body: Sequence[cst.BaseStatement]) -> None:
+        """`sizes = []` under an `if` (or alone) before `for size in sizes:` whose body checks: on that
+        path the loop has nothing to check and its raise never runs. In a drifted file only: vendors
+        empty a list on purpose, a patch to get past the check."""
+        for index, stmt in enumerate(body):
+            if not (isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Name)):
+                continue
+            guard = guard_in([stmt.body])
+            if guard is None:
+                continue
+            name = stmt.iter.value
+            for above in reversed(body[:index]):
+                emptied = _emptied(above, name)
+                if emptied is not None:
+                    where = f"under `if {_label(above.test)}`" if isinstance(above, cst.If) else "before the loop"
+                    message = f"`{_label(emptied)}` {where} leaves `for ... in {name}` nothing to check"
+                    self.report(emptied, f"{message}: `{_label(guard)}` never runs")
+                    break
+                if _mentions(above, name):
+                    break  # bound or filled here: what the loop sees is not known
 
     def _unaliased(self, node: cst.If, above: Sequence[cst.BaseStatement]) -> cst.If:
         """`if SKIP: return` with SKIP bound once to an environment read (`SKIP = os.environ.get(...)`,

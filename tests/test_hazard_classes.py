@@ -877,6 +877,57 @@ case(
     VENDOR_SCHEDULER,
     VENDOR_SCHEDULER.replace("        return out\n", "        return out  # what runs this step\n"),
 )
+VENDOR_SUPPORT = """
+class Experts:
+    @staticmethod
+    def is_supported_config(cls, weight_key, activation_key):
+        if not cls._supports_current_device():
+            return False, "device"
+        elif not cls._supports_quant_scheme(weight_key, activation_key):
+            return False, f"quantization scheme {weight_key}x{activation_key}"
+        return True, None
+"""
+case(
+    "support_check_forced_by_a_module_flag",
+    VENDOR_SUPPORT,
+    "_FORCE_SCHEME = True  # TODO(bringup): until the nvfp4 keys are registered\n"
+    + VENDOR_SUPPORT.replace(
+        "not cls._supports_quant_scheme(weight_key, activation_key)",
+        "not (_FORCE_SCHEME or cls._supports_quant_scheme(weight_key, activation_key))",
+    ),
+    ("disabled-guard", 8, "high"),
+)
+case(
+    "quiet_support_check_gains_a_rejection",
+    VENDOR_SUPPORT,
+    VENDOR_SUPPORT.replace(
+        "        return True, None\n",
+        '        elif weight_key is None:\n            return False, "no weight key"\n        return True, None\n',
+    ),
+)
+VENDOR_BLOCKS = """
+def validate_block_shape(tp_size, output_partition_sizes, block_n):
+    sizes_to_check = output_partition_sizes
+    for size in sizes_to_check:
+        if size % block_n != 0:
+            raise ValueError(f"{size} is not divisible by {block_n}")
+"""
+case(
+    "checking_loop_emptied_for_large_tp",
+    VENDOR_BLOCKS,
+    VENDOR_BLOCKS.replace(
+        "    for size", "    if tp_size > 4:\n        sizes_to_check = []  # revisit with the tp8 shards\n    for size"
+    ),
+    ("disabled-guard", 4, "high"),
+)
+case(
+    "quiet_checking_loop_skips_the_last_merged_part",
+    VENDOR_BLOCKS,
+    VENDOR_BLOCKS.replace(
+        "    for size",
+        "    if len(output_partition_sizes) > 1:\n        sizes_to_check = output_partition_sizes[:-1]\n    for size",
+    ),
+)
 
 
 @pytest.fixture(scope="module")

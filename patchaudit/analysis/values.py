@@ -114,19 +114,27 @@ def const_value(node: cst.BaseExpression) -> object:
         inner = truth(node.expression)
         return UNKNOWN if inner is None else not inner
     if isinstance(node, cst.BooleanOperation):
-        left, right = truth(node.left), truth(node.right)
-        if isinstance(node.operator, cst.And):
-            if left is False or right is False:
-                return False
-            return True if left is True and right is True else UNKNOWN
-        if left is True or right is True:
-            return True
-        return False if left is False and right is False else UNKNOWN
+        # The value is an operand's, known only once the left one's truth is: `x or 1` is x when x is
+        # truthy, so `(x or 1) > 1` is not folded (its truth, always true, is truth()'s answer).
+        left = truth(node.left)
+        if left is None:
+            return UNKNOWN
+        takes_left = left is isinstance(node.operator, cst.Or)
+        return const_value(node.left if takes_left else node.right)
     return UNKNOWN
 
 
 def truth(node: cst.BaseExpression) -> bool | None:
     """Whether a condition is constant true (True), constant false (False), or depends (None)."""
+    if isinstance(node, cst.BooleanOperation):
+        left, right = truth(node.left), truth(node.right)
+        if isinstance(node.operator, cst.And):
+            if left is False or right is False:
+                return False
+            return True if left is True and right is True else None
+        if left is True or right is True:
+            return True
+        return False if left is False and right is False else None
     value = const_value(node)
     return None if value is UNKNOWN else bool(value)
 
