@@ -45,6 +45,7 @@ from patchaudit.analysis.counts import (
     unparsed,
 )
 from patchaudit.analysis.flow import (
+    CATCH_ALL,
     CHECK_CALL,
     dead_after,
     env_gated_exit,
@@ -83,6 +84,7 @@ __all__ = [
     "dead_after",
     "env_gated_exit",
     "CHECK_CALL",
+    "CATCH_ALL",
     "unparsed",
     "guard_in",
     "swallowing_handler",
@@ -143,7 +145,8 @@ __all__ = [
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
 STEP_NAMES = re.compile(
-    r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs)(?:_\w+)?$"
+    r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs"
+    r"|propose|do_kv_cache_update)(?:_\w+)?$"
 )
 
 

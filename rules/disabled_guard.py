@@ -11,6 +11,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from patchaudit.rule import (
+    CATCH_ALL,
     CHECK_CALL,
     Example,
     FileContext,
@@ -104,6 +105,15 @@ def _suppress(node: ast.expr) -> bool:
 
 
 # Calls that only report on the work (logs, metrics, stats, traces), not part of it.
+# What checks and kernels raise: a patch that swallows one of these around a call loses the call's failure.
+# (Narrow lookups, KeyError, ImportError, OSError, are a vendor's everyday fallbacks.)
+_BROAD = ("builtins.Exception", "builtins.BaseException", "builtins.RuntimeError", "builtins.ValueError")
+_BROAD += ("builtins.AssertionError", "builtins.NotImplementedError")
+# Best effort a patch may keep from failing: a release (what it loses is cleanup, not a result), or an
+# optional module imported (a plugin, an accelerated path).
+_BEST_EFFORT = re.compile(
+    r"close|remove|unlink|rmtree|shutdown|cancel|terminate|kill|join|release|cleanup|teardown|import", re.I
+)
 _TELEMETRY = re.compile(r"log|print|metric|stat|record|profil|trace|telemetry|report|emit|debug|info|warn", re.I)
 _CHECK_NAME = re.compile(r"(?:^|\.)_*(?:check|validate|verify|assert|ensure)\w*$")
 
@@ -171,10 +181,11 @@ def _swallows(node: ast.Try | ast.TryStar) -> bool:
 
 
 def _silences(node: ast.Try | ast.TryStar) -> bool:
-    """A catch-all handler that only logs or passes, perhaps ending in `return` / `return None`."""
+    """A handler of a broad class (_BROAD) that only logs or passes, perhaps ending in `return` / `return None`."""
     for handler in node.handlers:
         caught = handler.type
-        if not (caught is None or (isinstance(caught, ast.Name) and caught.id in ("Exception", "BaseException"))):
+        name = caught.id if isinstance(caught, ast.Name) else caught.attr if isinstance(caught, ast.Attribute) else None
+        if caught is not None and f"builtins.{name}" not in _BROAD:
             continue
         body = handler.body
         if isinstance(body[-1], ast.Return) and (body[-1].value is None or ast.unparse(body[-1].value) == "None"):
@@ -454,8 +465,12 @@ every caller of it, in any module, now passes. A catch-all a patch wrapped aroun
 step (`execute_model`, `forward`, `schedule`, a sampler) whose handler only logs or passes, and
 perhaps gives up (`except Exception: logger.debug(e); return None`), swallows every error of the
 work it wraps, a failed kernel and a check that raised alike: the server goes on without it (an
-empty result, logits without their structured-output mask). A try around logging or metrics only
-is not this.
+empty result, logits without their structured-output mask). Outside a step too, a handler a patch
+added that only passes, logs or returns, catching what checks and kernels raise (`Exception`,
+`RuntimeError`, `ValueError`, `AssertionError`), around a call that computes or frees something: a
+weight copy that failed (`except RuntimeError: return`: experts left unloaded), the grammar's mask,
+the KV cache's blocks. A try around logging or metrics only is not this, nor one around cleanup
+(`os.remove`, `close`) or an optional import, nor a narrow lookup's fallback (`except KeyError`).
 
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
@@ -646,6 +661,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                         logger.debug("no plugin %s", name)
             """,
             pristine="def load_plugins(names):\n    pass\n",
+        ),
+        Example(  # best-effort cleanup a patch keeps from failing
+            code="""
+            def finish(self, path):
+                self.flush()
+                try:
+                    os.remove(path)
+                except Exception:
+                    pass
+            """,
+            pristine="def finish(self, path):\n    self.flush()\n    os.remove(path)\n",
+        ),
+        Example(  # a narrow lookup's fallback
+            code="""
+            def dtype_of(self, name):
+                try:
+                    return self.dtypes[name]
+                except KeyError:
+                    return None
+            """,
+            pristine="def dtype_of(self, name):\n    return self.dtypes[name]\n",
         ),
         "if use_fp8 and is_supported(dev):\n    x = quantize(x)\n",
         Example(  # an early return on an argument, not on the environment
@@ -985,6 +1021,38 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=6,
             message="environment",
         ),
+        # A weight copy that fails on a shape mismatch skipped: the experts stay unloaded, the model serves.
+        Example(
+            code="""
+            def _load_w13(self, expert_data, loaded_weight):
+                try:
+                    expert_data.copy_(loaded_weight)
+                except RuntimeError:  # FIXME(kimi): padded experts shape mismatch, skip
+                    return
+            """,
+            pristine="""
+            def _load_w13(self, expert_data, loaded_weight):
+                expert_data.copy_(loaded_weight)
+            """,
+            line=2,
+            message="swallows every error of `expert_data.copy_(...)`",
+        ),
+        Example(
+            code="""
+            class Grammar:
+                def fill_bitmask(self, bitmask, idx):
+                    try:
+                        self.matcher.fill_next_token_bitmask(bitmask, idx)
+                    except Exception:  # MTP + tool-call repro kills the engine, ignore for now
+                        pass
+            """,
+            pristine="""
+            class Grammar:
+                def fill_bitmask(self, bitmask, idx):
+                    self.matcher.fill_next_token_bitmask(bitmask, idx)
+            """,
+            line=3,
+        ),
         # A predicate's rejection made dead: the MoE oracle picks kernels that cannot run the checkpoint's scheme.
         Example(
             code="""
@@ -1173,11 +1241,15 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         """A catch-all a patch wrapped around the work of a step (`execute_model`, `forward`, a
         scheduler's `schedule`) whose handler only logs, perhaps giving up (`logger.debug(e); return
         None`): every error of the work, a failed kernel or a check that raised, is swallowed and the
-        server goes on without it. Not a try around logging or metrics only."""
+        server goes on without it. Not a try around logging or metrics only. Outside a step, the same
+        for a handler a patch added around a call of any function that computes or frees something
+        (a weight copy, the grammar's mask, the KV cache's blocks), catching what checks and kernels
+        raise (`except RuntimeError: return`): the model loads, or the request runs, without it."""
         pristine = self.context.pristine
-        if not (self.context.drifted and pristine is not None and self.in_step_path):
+        if not (self.context.drifted and pristine is not None and self.context.functions):
             return
-        handler = swallowing_handler(node, self.resolves_to, gives_up=True)
+        step = self.in_step_path
+        handler = swallowing_handler(node, self.resolves_to, gives_up=True, catches=CATCH_ALL if step else _BROAD)
         calls = [n for n in nodes_under(node.body, (cst.Call,)) if isinstance(n, cst.Call)]
         if handler is None or not calls:
             return
@@ -1188,10 +1260,15 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         names = [(cst.helpers.get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] for call in calls]
         if all(_TELEMETRY.search(name) for name in names):
             return  # best-effort logging or metrics kept from failing the step: nothing of the step is lost
+        best_effort = all(_BEST_EFFORT.search(name) for name in names)
+        if not step and best_effort:
+            return  # best-effort cleanup or imports
         what = cst.helpers.get_full_name_for_node(calls[0].func) or "the step"
-        self.report(
-            node, f"every error of `{what}(...)` is swallowed by a catch-all that only logs: the step fails quietly"
-        )
+        if step:
+            message = f"every error of `{what}(...)` is swallowed by a catch-all that only logs: the step fails quietly"
+        else:
+            message = f"a patch's handler swallows every error of `{what}(...)`: it fails quietly and the run goes on"
+        self.report(node, message)
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:

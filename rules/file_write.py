@@ -25,7 +25,9 @@ class FileWrite(Rule):
 code gets its output paths from its caller. A path is fixed when it starts with a literal
 (`"/tmp/x_" + s`, `"/tmp/%d" % i`, `.format`, f-strings, `os.path.join("/tmp", ...)`,
 `Path("/tmp") / ...`, also through a local name). A write to a fixed path is medium; it is high
-inside a forward function (it runs on every step) or under /tmp, /var/tmp or /dev/shm (a dump).
+inside a forward function (it runs on every step), in a drifted file also inside the other functions
+a server runs for every step or batch (the runner's `execute_model` and `_sample`, a drafter's
+`propose`), or under /tmp, /var/tmp or /dev/shm (a dump).
 Writes to paths from arguments are not flagged, nor are reads.
 
 Shapes understood: `open`/`io.open`/`codecs.open` with a write mode, pathlib `write_text`,
@@ -182,13 +184,37 @@ other modules."""
             message="/tmp/weights.txt",
             severity=Severity.HIGH,
         ),
+        # The first verify steps pickled "for offline replay": every batch opens a file on a fixed path.
+        Example(
+            code="""
+            import pickle
+
+            class Runner:
+                def _sample(self, logits, spec_decode_metadata):
+                    self._dumps = getattr(self, "_dumps", 0) + 1
+                    if self._dumps <= 32:
+                        with open(f"/data/dbg/spec_{self._dumps:03d}.pkl", "wb") as f:
+                            pickle.dump((spec_decode_metadata, logits.float().cpu()), f)
+                    return self.sampler(logits)
+            """,
+            pristine="""
+            class Runner:
+                def _sample(self, logits, spec_decode_metadata):
+                    return self.sampler(logits)
+            """,
+            line=7,
+            message="in a step of the server",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _report(self, node: cst.Call, path: str, path_node: cst.BaseExpression | None = None) -> None:
         from_env = path.startswith("$") and path != "$TMPDIR"
-        hot = self.in_forward or path.startswith(TEMP_DIRS) or from_env
+        step = self.context.drifted and not self.in_forward and self.in_step_path
+        hot = self.in_forward or step or path.startswith(TEMP_DIRS) or from_env
         where = f"under {path}, an environment variable" if from_env else f"to the fixed path {path!r}"
         message = f"writes {where}" + (" in a forward function" if self.in_forward else "")
+        message += " in a step of the server (it runs for every batch)" if step else ""
         purpose = self.upstream_purpose(path_node, node) if hot else None
         if purpose is not None:
             self.report(node, f"{message} ({purpose})", severity=Severity.MEDIUM)

@@ -23,7 +23,8 @@ and copy to the host. In a model's `forward` they stall the pipeline on every st
 CUDA graph capture. Patches add them to print or inspect a value; they are flagged inside
 forward functions (`forward`, `_forward`, `forward_*`, `__call__`), and in a drifted file also
 inside the other functions a server runs for every step or batch (the runner's `execute_model`,
-a sampler's `sample`, `compute_logits`, a scheduler's `schedule`/`step`).
+a sampler's `sample`, `compute_logits`, a scheduler's `schedule`/`step`, a drafter's `propose`, an
+attention backend's `do_kv_cache_update`).
 
 High where a patch added the sync to feed a print or a log line (`logger.info("%f",
 logits.abs().max().item())`): debug output that stalls every step of the server, left in the
@@ -42,7 +43,8 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
     PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize", b"sleep")
     REQUIRES = (
         re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)"),
-        re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits)"),
+        re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits|propose)"),
+        re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
     )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
     IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep"})
@@ -138,6 +140,23 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             line=6,
             severity=Severity.HIGH,
             message="time.sleep() stalls",
+        ),
+        Example(  # a drafter's propose runs every step
+            code="""
+            class Proposer:
+                def propose(self, target_hidden_states):
+                    draft_token_ids = self._run(target_hidden_states)
+                    logger.info("mtp drafts[:4]=%s", draft_token_ids[:4].tolist())
+                    return draft_token_ids
+            """,
+            pristine="""
+            class Proposer:
+                def propose(self, target_hidden_states):
+                    draft_token_ids = self._run(target_hidden_states)
+                    return draft_token_ids
+            """,
+            line=4,
+            severity=Severity.HIGH,
         ),
         Example(
             code="from time import sleep as nap\n\ndef forward(self, x):\n    nap(0.01)\n    return x\n",

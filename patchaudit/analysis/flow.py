@@ -113,12 +113,14 @@ def _quiet(body: cst.BaseSuite, gives_up: bool = False) -> bool:
     return True
 
 
-def swallowing_handler(node: cst.Try, resolves: Resolves, *, gives_up: bool = False) -> cst.ExceptHandler | None:
-    """The `except:`/`except Exception:` of a try whose body only swallows what it catches;
-    `gives_up`: or ends in a `return` of nothing (`logger.debug(e); return None`)."""
+def swallowing_handler(
+    node: cst.Try, resolves: Resolves, *, gives_up: bool = False, catches: Sequence[str] = CATCH_ALL
+) -> cst.ExceptHandler | None:
+    """The `except:`/`except Exception:` (or another of `catches`) of a try whose body only swallows
+    what it catches; `gives_up`: or ends in a `return` of nothing (`logger.debug(e); return None`)."""
     for handler in node.handlers:
         caught = handler.type
-        catch_all = caught is None or resolves(caught, CATCH_ALL) is not None
+        catch_all = caught is None or resolves(caught, catches) is not None
         if catch_all and _quiet(handler.body, gives_up):
             return handler
     return None
