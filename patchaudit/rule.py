@@ -64,7 +64,7 @@ from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalys
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
-from patchaudit.analysis.rewrites import unwrapped
+from patchaudit.analysis.rewrites import replaced_by_input, unwrapped
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import dotted
@@ -121,6 +121,7 @@ __all__ = [
     "PLURAL",
     "POSITIONS",
     "unwrapped",
+    "replaced_by_input",
     "element_count",
     "Change",
     "STRONG_CHANGES",

@@ -22,6 +22,7 @@ from patchaudit.rule import (
     env_gated_exit,
     guard_in,
     nodes_under,
+    replaced_by_input,
     swallowing_handler,
 )
 
@@ -458,7 +459,9 @@ logs, and an early `return` (after any plain statements of its own) gated on
 check, also through a name bound once to such a read above it or at module level
 (`SKIP = os.environ.get(...)`, `if SKIP: return`). In a drifted file, the list a checking loop
 walks emptied above it, under an `if` or not (`if tp_size > 4: sizes_to_check = []` before `for size
-in sizes_to_check: ... raise`). A check function or method replaced by a stand-in that
+in sizes_to_check: ... raise`); and a switch a patch made up and left on that puts an input in place of
+what a call computed above (`_FORCE_ACCEPT_DRAFTS = True`, then `if _FORCE_ACCEPT_DRAFTS: target_argmax =
+draft_token_ids`: every draft accepted unverified). A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
 every caller of it, in any module, now passes. A catch-all a patch wrapped around the work of a
@@ -561,6 +564,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
                 return True  # may fold through module constants
+            if folds and isinstance(node, ast.If) and any(isinstance(s, ast.Assign) for s in node.body):
+                return True  # a switch that may be always on, over a result replaced
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
                     node.test.value is True or (type(node.test.value) is int and node.test.value != 0)
@@ -770,6 +775,19 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             for problem in problems:
                 raise ValueError(problem)
         """,
+        # A patch's switch, on, that picks another kernel: computed either way.
+        Example(
+            code="""
+            _USE_SPLIT_KV = True
+
+            def forward(self, q, kv):
+                out = self.attn(q, kv)
+                if _USE_SPLIT_KV:
+                    out = self.split_kv_attn(q, kv)
+                return out
+            """,
+            pristine="def forward(self, q, kv):\n    out = self.attn(q, kv)\n    return out\n",
+        ),
         # A folded branch that accepts: no rejection is lost.
         """
         FAST = False
@@ -1021,6 +1039,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=6,
             message="environment",
         ),
+        # A switch made up by a patch and left on: every draft accepted unverified.
+        Example(
+            code="""
+            _FORCE_ACCEPT_DRAFTS = True  # MTP bring-up: the throughput ceiling at 100% acceptance
+
+            class RejectionSampler:
+                def forward(self, draft_token_ids, target_logits):
+                    target_argmax = target_logits.argmax(dim=-1)
+                    if _FORCE_ACCEPT_DRAFTS:
+                        target_argmax = draft_token_ids.to(target_argmax.dtype)
+                    return self._accept(draft_token_ids, target_argmax)
+            """,
+            pristine="""
+            class RejectionSampler:
+                def forward(self, draft_token_ids, target_logits):
+                    target_argmax = target_logits.argmax(dim=-1)
+                    return self._accept(draft_token_ids, target_argmax)
+            """,
+            line=7,
+            message="is always true",
+        ),
         # A weight copy that fails on a shape mismatch skipped: the experts stay unloaded, the model serves.
         Example(
             code="""
@@ -1129,6 +1168,26 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 guard = _rejection_in(node.orelse.body)
             if guard is not None:
                 self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
+        elif value is True and self.context.drifted and self.context.functions:
+            self._forced_override(node)
+
+    def _forced_override(self, node: cst.If) -> None:
+        """`_FORCE_ACCEPT_DRAFTS = True` made up by a patch, then `if _FORCE_ACCEPT_DRAFTS: target_argmax =
+        draft_token_ids`: a switch that is always on throws away what a call computed above and puts an
+        input in its place (drafts accepted unverified). The verification is bypassed as surely as a
+        check made constant."""
+        pristine = self.context.pristine or ""
+        flags = [n.value for n in nodes_under(node.test, (cst.Name,)) if isinstance(n, cst.Name)]
+        if not flags or any(flag in pristine for flag in flags):
+            return  # the vendor's own switch
+        params = self.function_facts().params
+        lines = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        for line in lines:
+            for small in line.body if isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) else ():
+                if replaced_by_input(small, params, self.values_of):
+                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what was computed"
+                    self.report(small, message + " above and hands on an input in its place")
+                    return
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, None, node)

@@ -28,11 +28,11 @@ from patchaudit.rule import (
     made_up_result,
     nodes_under,
     padding,
+    replaced_by_input,
     returns_nothing,
     setting,
     shape_compared,
     unparsed,
-    unwrapped,
 )
 
 SIDE_EFFECT_CALLS = (
@@ -722,26 +722,6 @@ def _dropped_or_recomputed(
     while isinstance(root, cst.Attribute | cst.Subscript):
         root = root.value
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
-
-
-def _replaced_by_input(
-    node: cst.CSTNode, params: frozenset[str], values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]
-) -> bool:
-    """A result a call computed above replaced by an input the function is given, as it came or cast
-    (`target_argmax = target_logits.argmax(-1)`, then `target_argmax = draft_token_ids.to(...)`):
-    what the computation decided is thrown away for the case, not a setting picked for a kernel."""
-    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
-        return False
-    target = node.targets[0].target
-    root = unwrapped(_as_given(node.value), _RECAST)  # `ids.to(dtype)`, `ids.long()`
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
-        return False
-    return any(isinstance(v, cst.Call) for v in values_of(target))
-
-
-_RECAST = frozenset({"to", "long", "int", "float", "half", "bfloat16", "type", "type_as"})
 
 
 # Settings that decide what a model computes, not how fast: masking, scaling, sampling, precision.
@@ -2575,7 +2555,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         switched = change is not None and change.change is Change.SWITCH
         if switched and _dropped_or_recomputed(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
-        if switched and _replaced_by_input(change.node, params, self.values_of):  # type: ignore[union-attr]
+        if switched and replaced_by_input(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n in (1, 2): target_argmax = draft_token_ids`: the check skipped
         if switched and _numerics(change.node, self.values_of, self.function_facts().passed):  # type: ignore[union-attr]
             return change.shown()  # `if batch_size <= 4: top_k = 1`: what the model computes, not how fast

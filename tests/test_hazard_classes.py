@@ -957,6 +957,23 @@ case(
         "        try:\n            os.remove(path)\n        except Exception:\n            pass\n",
     ),
 )
+VENDOR_REJECTION = """
+class RejectionSampler:
+    def forward(self, draft_token_ids, target_logits):
+        target_argmax = target_logits.argmax(dim=-1)
+        return self._accept(draft_token_ids, target_argmax)
+"""
+case(
+    "drafts_accepted_by_a_switch_left_on",
+    VENDOR_REJECTION,
+    "_FORCE_ACCEPT_DRAFTS = True  # throughput ceiling at 100% acceptance\n"
+    + VENDOR_REJECTION.replace(
+        "        return self._accept",
+        "        if _FORCE_ACCEPT_DRAFTS:\n            target_argmax = draft_token_ids.to(target_argmax.dtype)\n"
+        "        return self._accept",
+    ),
+    ("disabled-guard", 7, "high"),
+)
 
 
 @pytest.fixture(scope="module")

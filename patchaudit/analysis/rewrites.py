@@ -10,6 +10,7 @@ functions over libcst nodes; `resolves` is the rule's name resolution (`Rule.res
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -17,7 +18,16 @@ from patchaudit.analysis.omits import calls_kernel
 from patchaudit.analysis.values import Resolves
 from patchaudit.analysis.walk import nodes
 
-__all__ = ["AS_IS", "REWRITES_IN_PLACE", "cast_of", "kept_name", "names_in", "rewritten", "unwrapped"]
+__all__ = [
+    "AS_IS",
+    "REWRITES_IN_PLACE",
+    "cast_of",
+    "kept_name",
+    "names_in",
+    "replaced_by_input",
+    "rewritten",
+    "unwrapped",
+]
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -185,3 +195,30 @@ def _device(call: cst.Call) -> bool:
 
 def _literal(node: cst.BaseExpression) -> str | None:
     return node.evaluated_value if isinstance(node, cst.SimpleString) else None  # type: ignore[return-value]
+
+
+_COPIES = frozenset({"clone", "detach", "contiguous"})
+_RECAST = frozenset({"to", "long", "int", "float", "half", "bfloat16", "type", "type_as"})
+
+
+def replaced_by_input(
+    node: cst.CSTNode, params: frozenset[str], values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]]
+) -> bool:
+    """A result a call computed above replaced by an input the function is given, as it came or cast
+    (`target_argmax = target_logits.argmax(-1)`, then `target_argmax = draft_token_ids.to(...)`):
+    what the computation decided is thrown away, not a setting picked for a kernel. `values_of` gives
+    the values a local is assigned in its function (Rule.values_of)."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+        return False
+    target = node.targets[0].target
+    root = node.value
+    while isinstance(root, cst.Call) and not root.args and isinstance(root.func, cst.Attribute):
+        if root.func.attr.value not in _COPIES:
+            break
+        root = root.func.value  # `x.clone()`: the value it was given
+    root = unwrapped(root, _RECAST)  # `ids.to(dtype)`, `ids.long()`
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
+        return False
+    return any(isinstance(v, cst.Call) for v in values_of(target))
