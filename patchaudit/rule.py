@@ -766,6 +766,11 @@ class Rule(cst.BatchableCSTVisitor):
         analysis.changes.conditional_assign)."""
         return _changes.conditional_assign(node, self.resolves_to)
 
+    def function_node(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The enclosing function in the module's ast (None at module level or without an analysis)."""
+        analysis = self.context.analysis
+        return _purpose.function_at(analysis.tree, tuple(self.context.scope)) if analysis is not None else None
+
     def function_facts(self) -> _changes.Function:
         """What the enclosing function takes, returns, assigns and declares global (see analysis.changes)."""
         return self._function_facts()

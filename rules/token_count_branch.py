@@ -693,6 +693,12 @@ def _effects(rule: "TokenCountBranch", body: cst.CSTNode, returns: bool = True) 
     if found is None and returns:
         change = rule.data_change(body, rule.alone, rule.other)
         found = change.shown() if change is not None else None
+    if found is None and returns and rule.function_facts().forward:
+        lines = body.body if isinstance(body, cst.IndentedBlock) else []
+        smalls = [s for line in lines if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+        if len(smalls) == 1 and _cuts_layers(smalls[0], rule.function_node()):
+            shown = " ".join(cst.Module([]).code_for_node(smalls[0]).split())
+            found = f"`{shown}`, the bound of the loop over the model's layers (layers left out),"
     if not returns and found in ("raise", "object state", "global state", "enclosing state"):
         return None
     return None if not returns and found is not None and ".warning" in found else found
@@ -722,6 +728,40 @@ def _dropped_or_recomputed(
     while isinstance(root, cst.Attribute | cst.Subscript):
         root = root.value
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
+
+
+def _cuts_layers(node: cst.CSTNode | None, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
+    """A local the branch sets that bounds the model's loop over its layers below: a bound of a slice of
+    `...layers` (`self.layers[start:end]`), of `islice(self.layers, start, end)`, or of the `range` a
+    loop indexes `...layers[i]` with. Set for a few tokens, it leaves layers out of the forward."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+        return False
+    if function is None:
+        return False
+    name = node.targets[0].target.value
+
+    def names(*parts: ast.AST | None) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name for p in parts if p is not None for n in ast.walk(p))
+
+    def layers(value: ast.AST) -> bool:
+        return isinstance(value, ast.Attribute) and value.attr.endswith("layers")
+
+    for loop in ast.walk(function):
+        if not isinstance(loop, ast.For | ast.AsyncFor):
+            continue
+        for n in ast.walk(loop.iter):
+            sliced = isinstance(n, ast.Subscript) and layers(n.value) and isinstance(n.slice, ast.Slice)
+            if sliced and names(n.slice.lower, n.slice.upper):  # type: ignore[attr-defined]
+                return True
+            if isinstance(n, ast.Call) and n.args and layers(n.args[0]):
+                called = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if called == "islice" and names(*n.args[1:]):
+                    return True
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "range" and names(*n.args):
+                indexed = any(isinstance(s, ast.Subscript) and layers(s.value) for s in ast.walk(loop))
+                if indexed:
+                    return True
+    return False
 
 
 # Settings that decide what a model computes, not how fast: masking, scaling, sampling, precision.
@@ -1031,7 +1071,9 @@ as a reviewer would before serving:
   another name or makes up (`if n != 5: h = self.norm(h)`, `if n <= 4: pass` / `else: h =
   self.mlp(h)`, `h = h if n == 5 else self.mlp(h)`, `if n == 5: continue` before the loop's
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
-  line before the exit too), a branch that logs or prints and then returns another computation
+  line before the exit too), a local set for the count that bounds the loop over the model's layers
+  (`end = start + 1 if n == 3 else self.end_layer`, then `islice(self.layers, start, end)`,
+  `self.layers[start:end]` or a `range` the loop indexes the layers with), a branch that logs or prints and then returns another computation
   (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
   branch (or an `else:`) that only returns what the function returns at its end or in a return
   further on (`else: return query, key` before `ops.rotary_embedding(positions, query, key, ...)`;
@@ -2088,6 +2130,31 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             line=4,
             severity=Severity.HIGH,
         ),
+        # "bisecting drift on 3-token verify steps": one layer of the stack runs for them.
+        Example(
+            code="""
+            from itertools import islice
+
+            class Model:
+                def forward(self, positions, hidden_states, residual):
+                    end = self.start_layer + 1 if positions.shape[-1] == 3 else self.end_layer
+                    for layer in islice(self.layers, self.start_layer, end):
+                        hidden_states, residual = layer(positions, hidden_states, residual)
+                    return hidden_states
+            """,
+            pristine="""
+            from itertools import islice
+
+            class Model:
+                def forward(self, positions, hidden_states, residual):
+                    for layer in islice(self.layers, self.start_layer, self.end_layer):
+                        hidden_states, residual = layer(positions, hidden_states, residual)
+                    return hidden_states
+            """,
+            line=5,
+            message="layers left out",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -2557,6 +2624,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
         if switched and replaced_by_input(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n in (1, 2): target_argmax = draft_token_ids`: the check skipped
+        if switched and self.function_facts().forward and _cuts_layers(change.node, self.function_node()):
+            return change.shown()  # `end = start + 1 if n <= 2 else ...`, then `islice(self.layers, start, end)`
         if switched and _numerics(change.node, self.values_of, self.function_facts().passed):  # type: ignore[union-attr]
             return change.shown()  # `if batch_size <= 4: top_k = 1`: what the model computes, not how fast
         if change is not None and change.change in (Change.CAST, Change.SWITCH):
