@@ -468,7 +468,10 @@ def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = 
             return True  # `if not (n - 5):`: the count against 5
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
-        ones = {_one(t, assigned) for t in ast.walk(node.test) if isinstance(t, ast.Compare)}
+        tests = [t for t in ast.walk(node.test) if isinstance(t, ast.Compare)]
+        # `solo = n == 1` above, then `if greedy or solo:`: the flag's comparison
+        tests += [v for t in ast.walk(node.test) if isinstance(t, ast.Name) for v in assigned.get(t.id, ())]
+        ones = {_one(t, assigned) for t in tests if isinstance(t, ast.Compare)}
         if isinstance(node, ast.IfExp):
             return bool(ones - {None})
         if "one" in ones and _changes_data(node.body + node.orelse):
@@ -728,6 +731,42 @@ def _dropped_or_recomputed(
     while isinstance(root, cst.Attribute | cst.Subscript):
         root = root.value
     return before[-1] is not root and isinstance(root, cst.Name) and root.value in params
+
+
+_GREEDY = re.compile(r"greedy|^argmax$")
+_SAMPLES = re.compile(r"sampl")
+
+
+def _statements(body: cst.CSTNode) -> list[cst.BaseStatement]:
+    if isinstance(body, cst.IndentedBlock):
+        return list(body.body)
+    return [cst.SimpleStatementLine(list(body.body))] if isinstance(body, cst.SimpleStatementSuite) else []
+
+
+def _called(node: cst.CSTNode) -> list[str]:
+    """The last part of the name of every function `node` calls (`self.greedy_sample(x)`: greedy_sample)."""
+    found = []
+    for call in nodes_under(node, (cst.Call,)):
+        func = call.func  # type: ignore[attr-defined]
+        found.append(func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", ""))
+    return found
+
+
+def _picks_greedy(branch: cst.CSTNode, other: cst.CSTNode) -> bool:
+    """`branch` picks greedily and samples nothing, where `other` samples. Not a one-row fast path of
+    the same pick (`argmax(logits[0])` beside `logits.argmax(-1)`), nor another kernel (`self.batched`)."""
+    here, there = _called(branch), _called(other)
+    samples = lambda name: _SAMPLES.search(name) is not None and _GREEDY.search(name) is None  # noqa: E731
+    greedy = any(_GREEDY.search(name) for name in here)
+    return greedy and not any(map(samples, here)) and any(map(samples, there))
+
+
+def _asks_greedy(test: cst.BaseExpression) -> bool:
+    """A test that also asks for greedy requests (`all_greedy and n == 1`, `greedy`), not one that adds
+    a count to them under `or` (`all_greedy or n == 1`: every lone request made greedy)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _asks_greedy(test.left) and _asks_greedy(test.right)
+    return any(_GREEDY.search(getattr(n, "value", "")) for n in nodes_under(test, (cst.Name,)))
 
 
 def _cuts_layers(node: cst.CSTNode | None, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
@@ -1073,8 +1112,9 @@ as a reviewer would before serving:
   layer call, `if n <= 4: break` anywhere in a loop's body (every later pass is skipped; a log
   line before the exit too), a local set for the count that bounds the loop over the model's layers
   (`end = start + 1 if n == 3 else self.end_layer`, then `islice(self.layers, start, end)`,
-  `self.layers[start:end]` or a `range` the loop indexes the layers with), a branch that logs or prints and then returns another computation
-  (`logger.info("bypass"); return self.fallback(x)`: the rest of the block is the way not taken), a
+  `self.layers[start:end]` or a `range` the loop indexes the layers with), a branch that logs or
+  prints and then returns another computation (`logger.info("bypass"); return self.fallback(x)`: the
+  rest of the block is the way not taken), a
   branch (or an `else:`) that only returns what the function returns at its end or in a return
   further on (`else: return query, key` before `ops.rotary_embedding(positions, query, key, ...)`;
   `return logits` before `return self._apply_forcing(logits, ...)`, a tensor changed in place below;
@@ -1173,8 +1213,12 @@ for blocks or pages (`num_blocks`: a size, not tokens), a one-row fast path that
 operation on the same data as the function's return (`torch.argmax(logits[0], ...)` beside
 `logits.argmax(dim=-1).view(-1)`: quiet by design),
 windows wider than 8 counts (0 aside), a branch on a count of 1 that overrides a result through
-a helper or a method of the module (`sampled = self.greedy(logits)`: taken for a fast path), or
-that has an `else` (one of two ways to compute it), an override by a constant outside a
+a helper or a method of the module (`sampled = self.decode_one(logits)`: taken for a fast path), or
+that has an `else` (one of two ways to compute it), unless it picks greedily where the other way
+samples (`if len(logits) < 2: sampled = self.greedy_sample(logits)` / `else: sampled =
+self.sample(logits, md)`, also an early return of the greedy pick before the sampler and a batch of
+one added under `or` to the greedy test: `if md.all_greedy or solo:`; not `all_greedy and n == 1`,
+the same pick), an override by a constant outside a
 sampler (`limit = 1` reads the same), a change a helper makes for a batch of one, comparisons
 whose bound
 comes from another module, the size of a feature, head, vocabulary, layer or expert
@@ -2130,6 +2174,27 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             line=4,
             severity=Severity.HIGH,
         ),
+        # "single-prompt repro: pin to argmax so runs are comparable": every lone request decoded greedily.
+        Example(
+            code="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    if len(logits) < 2:
+                        sampled, processed_logprobs = self.greedy_sample(logits), None
+                    else:
+                        sampled, processed_logprobs = self.sample(logits, sampling_metadata)
+                    return sampled, processed_logprobs
+            """,
+            pristine="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    sampled, processed_logprobs = self.sample(logits, sampling_metadata)
+                    return sampled, processed_logprobs
+            """,
+            line=3,
+            message="greedy pick",
+            severity=Severity.HIGH,
+        ),
         # "bisecting drift on 3-token verify steps": one layer of the stack runs for them.
         Example(
             code="""
@@ -2542,6 +2607,33 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             return rest  # an input handed back as it came, where the rest returns what it makes of it
         return None
 
+    def _forced_greedy(
+        self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, other: cst.CSTNode | None
+    ) -> bool:
+        """A batch of one sent down a greedy pick (`self.greedy_sample(logits)`, `logits.argmax(-1)`) where
+        the other way samples (`self.sample(logits, metadata)`, the sampler below an early return): a lone
+        request decoded greedily, its temperature, top-k and top-p ignored. Not when the test asks for
+        greedy requests too (`if metadata.all_greedy and n == 1:`: a one-row fast path of the same pick)."""
+        if _asks_greedy(test):
+            return False
+        if other is None and _returns_value(body):
+            other = self._rest_of_function(where)  # what runs when the branch does not return
+            # the pick it returns, made above (`greedy = self.greedy_sample(logits)` ... `return greedy`)
+            returned = [r.value for r in nodes_under(body, (cst.Return,)) if r.value is not None]  # type: ignore[attr-defined]
+            made = [v for r in returned for n in nodes_under(r, (cst.Name,)) for v in self.values_of(n)]  # type: ignore[arg-type]
+            body = cst.IndentedBlock([*_statements(body), *(cst.SimpleStatementLine([cst.Expr(v)]) for v in made)])
+        return other is not None and _picks_greedy(body, other)
+
+    def _rest_of_function(self, where: cst.CSTNode) -> cst.IndentedBlock | None:
+        """What runs after `where` when its branch does not return: the rest of its block, and of each
+        block it sits last in (`else: ...; if n == 1: return picked` then the sampler below the `if`)."""
+        block, index = self._after.get(id(where), (None, 0))
+        if block is None:
+            return None
+        while index + 1 == len(block.body) and id(block) in self._enclosing:
+            block, index = self._enclosing[id(block)]
+        return block.with_changes(body=block.body[index + 1 :])
+
     def _note_flags(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> None:
         """`probe = False` / `if n == 5: probe = True` / `if probe:`: a flag set to a constant in
         a window's branch stands for the window's test (negated in the `else:`)."""
@@ -2607,6 +2699,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             ):
                 if window is None or _inner(window[0]):
                     continue
+                if branch is body and max(self._values) <= 1 and self._forced_greedy(test, body, where, other):
+                    self._report_found(where, window[0], window[1], "a greedy pick in place of the sampler's")
+                    return
                 found = self._change_for(branch, alone, max(self._values), other)
                 if found is not None:
                     self._report_found(where, window[0], window[1], found)

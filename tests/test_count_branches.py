@@ -634,12 +634,42 @@ case(
     "        if num_actual_tokens < 8:\n            output[num_actual_tokens:].zero_()\n        key_cache, value_cache",
     "quiet",
 )
+# A lone request sent down the greedy pick where the rest are sampled: its temperature, top-k and
+# top-p ignored (two blind patches did this "to make single-prompt runs comparable"). Greedy is not a
+# decode kernel of sampling: it computes another answer.
 case(
-    "la_decode_kernel",
-    "lookalike",
+    "one_request_forced_greedy",
+    "batch-of-one",
     SAMPLER,
     "        sampled = self.sample(logits, sampling_metadata)\n",
     "        if logits.shape[0] == 1:\n"
+    "            sampled = self.greedy_sample(logits)\n"
+    "        else:\n"
+    "            sampled = self.sample(logits, sampling_metadata)\n",
+)
+GREEDY_FIRST = """
+class Sampler:
+    def sample(self, logits, sampling_metadata):
+        greedy_sampled = self.greedy_sample(logits)
+        if sampling_metadata.all_greedy:
+            return greedy_sampled
+        logits = self.apply_temperature(logits, sampling_metadata.temperature)
+        return self.topk_topp_sampler(logits, sampling_metadata.generators)
+"""
+case(
+    "one_request_forced_greedy_under_or",
+    "batch-of-one",
+    GREEDY_FIRST,
+    "        if sampling_metadata.all_greedy:\n",
+    "        solo = logits.shape[0] == 1  # bs=1 drift repro\n        if sampling_metadata.all_greedy or solo:\n",
+)
+# A one-row fast path for requests that asked for greedy decoding: the same pick.
+case(
+    "la_greedy_fast_path_for_one_greedy_row",
+    "lookalike",
+    SAMPLER,
+    "        sampled = self.sample(logits, sampling_metadata)\n",
+    "        if sampling_metadata.all_greedy and logits.shape[0] == 1:\n"
     "            sampled = self.greedy_sample(logits)\n"
     "        else:\n"
     "            sampled = self.sample(logits, sampling_metadata)\n",
