@@ -748,7 +748,10 @@ def _called(node: cst.CSTNode) -> list[str]:
     found = []
     for call in nodes_under(node, (cst.Call,)):
         func = call.func  # type: ignore[attr-defined]
-        found.append(func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", ""))
+        if isinstance(func, cst.Attribute):
+            found.append(func.attr.value)
+        elif isinstance(func, cst.Name):
+            found.append(func.value)  # not `fns[i](x)`, `make()(x)`: no name
     return found
 
 
@@ -766,7 +769,7 @@ def _asks_greedy(test: cst.BaseExpression) -> bool:
     a count to them under `or` (`all_greedy or n == 1`: every lone request made greedy)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
         return _asks_greedy(test.left) and _asks_greedy(test.right)
-    return any(_GREEDY.search(getattr(n, "value", "")) for n in nodes_under(test, (cst.Name,)))
+    return any(isinstance(n, cst.Name) and _GREEDY.search(n.value) for n in nodes_under(test, (cst.Name,)))
 
 
 def _cuts_layers(node: cst.CSTNode | None, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:

@@ -206,3 +206,21 @@ def test_every_rule_page_lists_what_it_understands_and_what_it_does_not() -> Non
         assert "Shapes understood:" in text, rule.ID
         assert "Knowingly not:" in text, rule.ID
         assert text.index("Shapes understood:") < text.index("Knowingly not:"), rule.ID
+
+
+def test_a_call_through_a_table_in_a_batch_of_one_branch_is_read_without_error() -> None:
+    """`self.pickers[kind](logits)` has no name to read: the greedy reading of a lone request's branch
+    must skip it, not fail the file (a rule error hides every finding of the file's other rules)."""
+    code = textwrap.dedent(
+        """
+        class Sampler:
+            def sample(self, logits, metadata):
+                if logits.shape[0] == 1:
+                    picked = self.pickers[metadata.kind](logits)
+                else:
+                    picked = self.sample_all(logits, metadata)
+                return picked
+        """
+    ).encode()
+    found = check_files([SourceFile(path="pkg/sampler.py", installed=code, pristine=None)])
+    assert [f.rule for f in found if f.rule == "rule-error"] == [], found
