@@ -75,7 +75,7 @@ def _fail(exc: BaseException) -> None:
 def open_environment(python: Path | None, site_path: Path | None) -> Any:
     """Resolve the target, read-only: a revert that was killed half-way is reported on stderr, never touched."""
     env = _resolve(python, site_path)
-    pending = interrupted_runs(env)
+    pending = env.interrupted_runs()
     if pending:
         from patchaudit.revert.recovery import interrupted_message
 
@@ -99,20 +99,6 @@ def _resolve(python: Path | None, site_path: Path | None) -> Any:
     return env
 
 
-def interrupted_runs(env: Any) -> list[str]:
-    """Run ids of reverts a kill interrupted in `env` (names only: nothing is read or changed). The revert
-    package (30 ms of imports) loads only when a journal is there: every revert leaves the directory."""
-    try:
-        names = os.listdir(env.state_dir / "journal")
-    except OSError:
-        return []
-    if not any(name.endswith(".json") for name in names):
-        return []
-    from patchaudit.revert.recovery import pending_runs
-
-    return pending_runs(env)
-
-
 def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, list[Any], tuple[str, ...]]:
     """Resolve the target for a command that writes (revert, quarantine restore): finish or roll back an
     interrupted revert first. Returns (env, its distributions, its editable installs' project roots)."""
@@ -122,7 +108,7 @@ def open_for_change(python: Path | None, site_path: Path | None) -> tuple[Any, l
     env = _resolve(python, site_path)
     every = environment.distributions(env)
     roots = vcs.project_roots(every)
-    if interrupted_runs(env):
+    if env.interrupted_runs():
         from patchaudit import revert
 
         for message in revert.recover(env, roots=roots):

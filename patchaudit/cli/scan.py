@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchaudit.cli.common import interrupted_runs, open_environment, target_args, with_reach, write_output
+from patchaudit.cli.common import open_environment, target_args, with_reach, write_output
 from patchaudit.cli.examples import examples
 from patchaudit.cli.options import (
     cache_dir_option,
@@ -207,7 +207,7 @@ def _scan_env(
             from patchaudit.check.audit import cache_dir as scan_cache_dir
 
             report = with_reach(report, env, serve, scan_cache_dir(env, options), workers, wheelhouse)
-    pending = interrupted_runs(env)
+    pending = env.interrupted_runs()
     if pending:
         import dataclasses
 

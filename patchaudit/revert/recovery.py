@@ -26,11 +26,7 @@ RESUME_COMMAND = "patchaudit revert --resume"
 
 def pending_runs(env: Environment) -> list[str]:
     """Run ids of interrupted runs (their journals), without reading or changing anything."""
-    try:
-        names = os.listdir(journal_dir(env))
-    except OSError:
-        return []
-    return sorted(n.removesuffix(".json") for n in names if n.endswith(".json"))
+    return env.interrupted_runs()
 
 
 def recover(env: Environment, *, roots: Sequence[str] = (), lock_wait: float = 0.0) -> list[str]:

@@ -45,6 +45,15 @@ class Environment:
 
         return outside_state(self.tree) if self.tree is not None else tree_state(self.prefix)
 
+    def interrupted_runs(self) -> list[str]:
+        """Run ids of reverts a kill interrupted here: the journals in the state directory, by name only
+        (nothing read or changed). Here, not in the revert package, so a scan asks it without loading that."""
+        try:
+            names = os.listdir(self.state_dir / "journal")
+        except OSError:
+            return []
+        return sorted(n.removesuffix(".json") for n in names if n.endswith(".json"))
+
     def writable_roots(self) -> tuple[Path, ...]:
         """The only directories patchaudit may ever write below."""
         roots = {p for p in self.site_dirs if p not in self.borrowed}
