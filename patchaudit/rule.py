@@ -64,7 +64,7 @@ from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalys
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
-from patchaudit.analysis.rewrites import replaced_by_input, unwrapped
+from patchaudit.analysis.rewrites import as_given, replaced_by_input, unwrapped
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import dotted
@@ -122,6 +122,7 @@ __all__ = [
     "POSITIONS",
     "unwrapped",
     "replaced_by_input",
+    "as_given",
     "element_count",
     "Change",
     "STRONG_CHANGES",
@@ -677,7 +678,7 @@ class Rule(cst.BatchableCSTVisitor):
             return None
         if _purpose.is_test_module(analysis.tree):
             return "in a test module"
-        func = _purpose.function_at(analysis.tree, tuple(self.context.scope))
+        func = self.function_node()
         name = path.value if isinstance(path, cst.Name) else None
         if func is None or name is None:
             return None
@@ -696,8 +697,7 @@ class Rule(cst.BatchableCSTVisitor):
 
     def bound_by_with(self, name: str) -> bool:
         """Whether `name` is the target of a `with <call> as name` in the enclosing function."""
-        analysis = self.context.analysis
-        func = _purpose.function_at(analysis.tree, tuple(self.context.scope)) if analysis is not None else None
+        func = self.function_node()
         return func is not None and _purpose.with_target(func, name)
 
     def count_of(self, node: cst.BaseExpression) -> str | None:
@@ -777,9 +777,9 @@ class Rule(cst.BatchableCSTVisitor):
 
     def _function_facts(self) -> _changes.Function:
         """What the enclosing function takes, returns and assigns (once per function)."""
-        scope, analysis = tuple(self.context.scope), self.context.analysis
+        scope = tuple(self.context.scope)
         if scope not in self._functions:
-            func = _purpose.function_at(analysis.tree, scope) if analysis is not None else None
+            func = self.function_node()
             params = self.context.params[-1] if self.context.params else frozenset()
             forward = bool(self.context.functions) and FORWARD_NAMES.match(self.context.functions[-1]) is not None
             self._functions[scope] = _changes.function_facts(func, params, forward)

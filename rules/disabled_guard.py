@@ -349,19 +349,8 @@ def _emptied_line(line: cst.SimpleStatementLine | cst.SimpleStatementSuite, name
     return None
 
 
-class _Mentions(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name, self.found = name, False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.found = self.found or node.value == self.name
-
-
 def _mentions(stmt: cst.BaseStatement, name: str) -> bool:
-    visitor = _Mentions(name)
-    stmt.visit(visitor)
-    return visitor.found
+    return any(isinstance(n, cst.Name) and n.value == name for n in nodes_under(stmt, (cst.Name,)))
 
 
 def _label(node: cst.CSTNode) -> str:

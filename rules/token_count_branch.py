@@ -22,6 +22,7 @@ from patchaudit.rule import (
     Rule,
     Severity,
     Statement,
+    as_given,
     dotted,
     element_count,
     literal_string,
@@ -647,25 +648,6 @@ def _works(block: cst.CSTNode) -> bool:
         if not _ASIDE_CALL.search(spelled):
             return True
     return False
-
-
-# Methods that give back a tensor's own values: a copy, a view off the graph, a contiguous layout.
-_COPIES = frozenset({"clone", "detach", "contiguous"})
-
-
-def _as_given(value: cst.BaseExpression) -> cst.BaseExpression:
-    """A returned value with its copies taken off (`x.clone()`, `x.detach().clone()`), in each part
-    of a returned tuple too: the values it hands back are those it was given."""
-    if isinstance(value, cst.Tuple):
-        return value.with_changes(elements=[e.with_changes(value=_as_given(e.value)) for e in value.elements])
-    while (
-        isinstance(value, cst.Call)
-        and not value.args
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value in _COPIES
-    ):
-        value = value.func.value
-    return value
 
 
 _ZEROED = re.compile(r"\bzeros(?:_like)?\(|\bzero_\(|\*\s*0(?:\.0*)?\b|\bfill_\(\s*0")
@@ -2584,20 +2566,17 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         and a `return output` inside an `if` below), or hands back an input the rest goes on to
         transform (`return logits` before `return apply_penalties(logits, ...)`): the work between is
         skipped."""
-        block, index = self._after.get(id(where), (None, 0))
         body = branch.body if isinstance(branch, cst.Else) else branch
-        if block is None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        if id(where) not in self._after or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
             return None
         line = body.body[0]
         leave = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if not (isinstance(leave, cst.Return) and leave.value is not None):
             return None
-        value = _as_given(leave.value)  # `return hidden_states.clone()` hands back the input too
+        value = as_given(leave.value)  # `return hidden_states.clone()` hands back the input too
         spelled = unparsed(value)
-        while index + 1 == len(block.body) and id(block) in self._enclosing:
-            block, index = self._enclosing[id(block)]  # last in an `if` body: what follows the `if`
-        rest = block.with_changes(body=block.body[index + 1 :])
-        if spelled is None:
+        rest = self._rest_of_function(where)
+        if rest is None or spelled is None:
             return None
         if spelled == self.function_facts().usual:
             return rest
@@ -2722,8 +2701,6 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             return change.shown()  # `if n == 1: scheduler_metadata = None`: metadata a kernel reads
         if switched and replaced_by_input(change.node, params, self.values_of):  # type: ignore[union-attr]
             return change.shown()  # `if n in (1, 2): target_argmax = draft_token_ids`: the check skipped
-        if switched and self.function_facts().forward and _cuts_layers(change.node, self.function_node()):
-            return change.shown()  # `end = start + 1 if n <= 2 else ...`, then `islice(self.layers, start, end)`
         if switched and _numerics(change.node, self.values_of, self.function_facts().passed):  # type: ignore[union-attr]
             return change.shown()  # `if batch_size <= 4: top_k = 1`: what the model computes, not how fast
         if change is not None and change.change in (Change.CAST, Change.SWITCH):

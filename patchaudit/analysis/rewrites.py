@@ -21,6 +21,7 @@ from patchaudit.analysis.walk import nodes
 __all__ = [
     "AS_IS",
     "REWRITES_IN_PLACE",
+    "as_given",
     "cast_of",
     "kept_name",
     "names_in",
@@ -197,8 +198,24 @@ def _literal(node: cst.BaseExpression) -> str | None:
     return node.evaluated_value if isinstance(node, cst.SimpleString) else None  # type: ignore[return-value]
 
 
-_COPIES = frozenset({"clone", "detach", "contiguous"})
+# Methods that give back a tensor's own values: a copy, a view off the graph, a contiguous layout.
+_OWN_VALUES = frozenset({"clone", "detach", "contiguous"})
 _RECAST = frozenset({"to", "long", "int", "float", "half", "bfloat16", "type", "type_as"})
+
+
+def as_given(value: cst.BaseExpression) -> cst.BaseExpression:
+    """A returned value with its copies taken off (`x.clone()`, `x.detach().clone()`), in each part
+    of a returned tuple too: the values it hands back are those it was given."""
+    if isinstance(value, cst.Tuple):
+        return value.with_changes(elements=[e.with_changes(value=as_given(e.value)) for e in value.elements])
+    while (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _OWN_VALUES
+    ):
+        value = value.func.value
+    return value
 
 
 def replaced_by_input(
@@ -211,12 +228,7 @@ def replaced_by_input(
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
         return False
     target = node.targets[0].target
-    root = node.value
-    while isinstance(root, cst.Call) and not root.args and isinstance(root.func, cst.Attribute):
-        if root.func.attr.value not in _COPIES:
-            break
-        root = root.func.value  # `x.clone()`: the value it was given
-    root = unwrapped(root, _RECAST)  # `ids.to(dtype)`, `ids.long()`
+    root = unwrapped(as_given(node.value), _RECAST)  # `ids.clone()`, `ids.to(dtype)`, `ids.long()`
     while isinstance(root, cst.Attribute):
         root = root.value
     if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
