@@ -176,7 +176,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "patchaudit's own cache directory; as root, one another user may write is skipped",
     ),
     "cli/common.py": (
-        3,
+        2,
         "existence checks that choose a message or a path's spelling; nothing read is shown or written",
     ),
     "cli/model.py": (1, "whether a journal exists, to suggest recovery; nothing is read"),
@@ -186,8 +186,9 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
     "parallel/cpus.py": (4, "this process's own cgroup files in /proc and /sys"),
     "target/dpkg.py": (6, "dpkg's own database under /var/lib/dpkg (root's), for Debian's own packages"),
     "target/environment.py": (
-        5,
-        "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below",
+        6,
+        "the interpreter, scheme and metadata directories the user names; direct_url.json by read_below;"
+        " the journal names in patchaudit's own state directory (interrupted_runs)",
     ),
     "check/errata.py": (3, "the errata file shipped with patchaudit, or one the user names"),
     "gate/core.py": (
@@ -301,7 +302,7 @@ READS_ALLOWED: dict[str, tuple[int, str]] = {
         "scheme roots and the 0700 state directory (as root, checked by refuse_unsafe_root); destinations by real_dir",
     ),
     "revert/quarantine.py": (3, "run directories in the 0700 state directory"),
-    "revert/recovery.py": (2, "journals in the 0700 state directory"),
+    "revert/recovery.py": (1, "journals in the 0700 state directory"),
     "revert/state.py": (2, "journal and manifests in the 0700 state directory, safefs-bounded"),
     "target/rootfs.py": (
         12,
