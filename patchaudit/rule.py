@@ -145,7 +145,14 @@ __all__ = [
 
 # Function names that run on every step of a model: a hazard there fires per token or per batch.
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
-FORWARD_NAMES = re.compile(r"^_*forward(_\w+)?$|^__call__$")
+# A forward and its variants (`forward_cuda`), a function named for the forward it runs
+# (`_model_forward`, `moe_forward`: the pass itself), and `__call__`; not one named for what it does
+# around a forward (`prepare_forward`, `set_forward_context`, `_make_forward`).
+FORWARD_NAMES = re.compile(
+    r"^_*forward(_\w+)?$|^__call__$"
+    r"|^(?!_*(?:pre|post|prepare|finish|update|no|make|create|begin|end|init|set|get|register|compile|rewrite"
+    r"|benchmark|collect|skip|join|recover|dispatch)_)\w+_forward$"
+)
 STEP_NAMES = re.compile(
     r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs"
     r"|propose|do_kv_cache_update)(?:_\w+)?$"
@@ -621,21 +628,50 @@ class Rule(cst.BatchableCSTVisitor):
         for sub in _sinks.names_in(node):
             for value, where in self.context.names.values(sub, scope):
                 keys.extend(_sinks.env_keys_ast(value, self._ast_names(where)))
+        return next((k for k in keys if self._made_up_env(k)), None)
+
+    def _made_up_env(self, key: str) -> bool:
+        """Whether an environment variable is one a patch made up: the distribution's text of this
+        file never names it, and it is not in the package's own namespace or the serving stack's."""
+        pristine = self.context.pristine
         own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
-        return next((k for k in keys if k not in pristine and not k.startswith(own)), None)
+        return pristine is not None and key not in pristine and not key.startswith(own)
+
+    def _env_default(self, key: str | None, default: str) -> str | None:
+        """The default of an environment lookup as a destination: a temp directory, or any absolute
+        path when the variable is one the patch made up; else None."""
+        if default.startswith(_TEMP_DIRS):
+            return default
+        return default if default.startswith(("/", "~/")) and key is not None and self._made_up_env(key) else None
+
+    def _env_default_ast(self, value: ast.expr, scope: Scope) -> str | None:
+        """`_env_default` of a module-level binding (`os.environ.get("K_DUMP", "/scratch/k")`)."""
+        if not (isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords):
+            return None
+        if not self._ast_names(scope)(value.func) & {"os.environ.get", "os.getenv"}:
+            return None
+        key, default = (a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in value.args)
+        return self._env_default(key, default) if default is not None else None
 
     def env_keys(self, node: cst.BaseExpression) -> list[str]:
         """The environment variables `node` reads with no default, through local names."""
         return list(_sinks.env_keys(node, self.resolves_to, self.values_of))
 
     def env_temp_default(self, target: cst.BaseExpression, depth: int = 0) -> str | None:
-        """The temp directory an environment lookup falls back to, where the destination is built
-        from one (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), else None."""
+        """The place an environment lookup falls back to, where the destination is built from one:
+        a temp directory (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), or any
+        absolute path when the variable is one the patch made up (`os.environ.get("K_DUMP",
+        "/scratch/k")`: on by default, to one machine's disk); else None."""
         if depth > 6:
             return None
         again = lambda n: self.env_temp_default(n, depth + 1)  # noqa: E731
         if isinstance(target, cst.Name):
-            return next((f for f in map(again, reversed(self.values_of(target))) if f is not None), None)
+            local = self.values_of(target)
+            if not local:  # a module-level name: `_DUMP = os.environ.get("K_DUMP", "/scratch/k")`
+                scope = tuple(self.context.scope)
+                found = (self._env_default_ast(v, w) for v, w in self.context.names.values(target.value, scope))
+                return next((f for f in found if f is not None), None)
+            return next((f for f in map(again, reversed(local)) if f is not None), None)
         if isinstance(target, cst.BinaryOperation):
             return again(target.left)
         if isinstance(target, cst.FormattedString):
@@ -646,7 +682,10 @@ class Rule(cst.BatchableCSTVisitor):
         if self.resolves_to(target, ("os.environ.get", "os.getenv")) is not None:
             default = call_arg(target, 1, "default")
             text = literal_string(default) if default is not None else None
-            return text if text is not None and text.startswith(_TEMP_DIRS) else None
+            if text is None:
+                return None
+            key = literal_string(call_arg(target, 0, "key") or target.args[0].value)
+            return self._env_default(key, text)
         return again(target.args[0].value)
 
     def _ast_names(self, scope: Scope) -> Callable[[ast.expr], frozenset[str]]:

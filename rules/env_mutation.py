@@ -185,6 +185,11 @@ torch.matmul` is not followed), or by a function object from another module."""
 
     VALID = [
         "import torch\n\ndef set_seed(seed):\n    torch.manual_seed(seed)\n",
+        # The helper run by a function (a seed the caller asks for), not at import.
+        Example(
+            code="import torch\n\ndef _pin(seed):\n    torch.manual_seed(seed)\n\ndef init(cfg):\n    _pin(cfg.seed)\n",
+            pristine="import torch\n",
+        ),
         "import torch\n\nLIMIT = 64\ntorch._dynamo.config.cache_size_limit = LIMIT\n",
         "import os\nvalue = os.environ.get('HOME')\n",
         "import os\nif 'X' in os.environ:\n    pass\n",
@@ -248,6 +253,14 @@ torch.matmul` is not followed), or by a function object from another module."""
             pristine="import torch\n\ndef forward(self, x):\n    return self.sample(x)\n",
             line=4,
             message="seed written in the code",
+            severity=Severity.HIGH,
+        ),
+        # Seeds pinned through a helper of the module that the module calls when it is imported.
+        Example(
+            code="import torch\n\ndef _pin(seed=1234):\n    torch.manual_seed(seed)\n\n_pin()\n",
+            pristine="import torch\n",
+            line=6,
+            message="when the module is imported",
             severity=Severity.HIGH,
         ),
         # A module that sets variables of its own already: patched further, a look, not an alarm.
@@ -408,6 +421,12 @@ torch.matmul` is not followed), or by a function object from another module."""
             fixed = bool(node.args) and all(isinstance(a.value, cst.Integer) for a in node.args)
             self._forced_at_import(node, f"{seeder}() sets process-global random or determinism state", fixed)
             return
+        if not self.context.functions:
+            # `_pin()` at import, where the module's `_pin` seeds: the call is the import-time setting.
+            for seeder, _inner, helper in self.through_helper(node, SEEDERS):
+                what = f"{helper.name}() runs {seeder}(), setting process-global random or determinism state,"
+                self._forced_at_import(node, what)
+                return
         if self.resolves_to(node, "builtins.setattr") and len(node.args) == 3:
             attr = node.args[1].value
             if isinstance(attr, cst.SimpleString) and isinstance(attr.evaluated_value, str):

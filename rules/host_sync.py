@@ -42,7 +42,7 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
 `bool(tensor)`, helpers in other modules, `asyncio.sleep()`."""
     PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize", b"sleep")
     REQUIRES = (
-        re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__)"),
+        re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__|\w+_forward\b)"),
         re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits|propose)"),
         re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
     )

@@ -263,6 +263,11 @@ pristine text (every variable there is the operator's)."""
     )
 
     VALID = [
+        # A documented setting's default (the serving stack's own variable) is the operator's place.
+        (
+            "import os\nimport torch\n\n_DIR = os.environ.get('VLLM_CACHE_DIR', '/var/cache/vllm')\n\n"
+            "def persist(w):\n    torch.save(w, f'{_DIR}/w.pt')\n"
+        ),
         "import torch\nstate = model.state_dict()\n",
         "import threading\nimport numpy as np\n\ndef f(pool, a):\n    pool.submit(np.mean, a)\n"
         "    threading.Thread(target=print, args=('/tmp/x.pt',)).start()\n",
@@ -809,6 +814,21 @@ pristine text (every variable there is the operator's)."""
         Example(
             code="import os\nimport torch\n\ndef dbg(t):\n    torch.save(t, os.getenv('VLLM_X') or '/tmp/t.pt')\n",
             line=5,
+            severity=Severity.HIGH,
+        ),
+        Example(  # a variable the patch made up, on by default: its default is one machine's disk
+            code="import os\nimport torch\n\n_DUMP = os.environ.get('K2_DUMP', '/scratch/k2')\n\n"
+            "def load_weights(self, w):\n    torch.save(w, f'{_DUMP}/w.pt')\n",
+            pristine="import os\nimport torch\n\ndef load_weights(self, w):\n    pass\n",
+            line=7,
+            message="/scratch/k2",
+            severity=Severity.HIGH,
+        ),
+        Example(  # a function named for the forward it runs is a forward
+            code="import torch\n\nclass Runner:\n    def _model_forward(self, x):\n        out = self.model(x)\n"
+            "        torch.save(out, self.path)\n        return out\n",
+            line=6,
+            message="forward function",
             severity=Severity.HIGH,
         ),
         Example(  # a factory's closure, given its directory at module level, called from the runner's step
