@@ -650,7 +650,9 @@ class Rule(cst.BatchableCSTVisitor):
             return None
         if not self._ast_names(scope)(value.func) & {"os.environ.get", "os.getenv"}:
             return None
-        key, default = (a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in value.args)
+        key, default = (
+            a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in value.args
+        )
         return self._env_default(key, default) if default is not None else None
 
     def env_keys(self, node: cst.BaseExpression) -> list[str]:
