@@ -64,7 +64,7 @@ from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalys
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
-from patchaudit.analysis.rewrites import as_given, replaced_by_input, unwrapped
+from patchaudit.analysis.rewrites import as_given, replaced_by_input, replaced_by_made_up, unwrapped
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import dotted
@@ -122,6 +122,7 @@ __all__ = [
     "POSITIONS",
     "unwrapped",
     "replaced_by_input",
+    "replaced_by_made_up",
     "as_given",
     "element_count",
     "Change",

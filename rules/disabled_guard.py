@@ -23,6 +23,7 @@ from patchaudit.rule import (
     guard_in,
     nodes_under,
     replaced_by_input,
+    replaced_by_made_up,
     swallowing_handler,
 )
 
@@ -450,7 +451,9 @@ check, also through a name bound once to such a read above it or at module level
 walks emptied above it, under an `if` or not (`if tp_size > 4: sizes_to_check = []` before `for size
 in sizes_to_check: ... raise`); and a switch a patch made up and left on that puts an input in place of
 what a call computed above (`_FORCE_ACCEPT_DRAFTS = True`, then `if _FORCE_ACCEPT_DRAFTS: target_argmax =
-draft_token_ids`: every draft accepted unverified). A check function or method replaced by a stand-in that
+draft_token_ids`: every draft accepted unverified), or values made up from the tensor's shape alone
+(`topk_ids = (torch.arange(topk_ids.numel()) % e).view_as(topk_ids)`, `w = torch.full_like(w, 0.5)`).
+A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
 every caller of it, in any module, now passes. A catch-all a patch wrapped around the work of a
@@ -564,6 +567,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # a made-up switch that only allocates the kernel's output: nothing computed is replaced
+            code="""
+            import torch
+
+            _OUT_BUFFER = True
+
+            def forward(self, x):
+                out = None
+                if _OUT_BUFFER:
+                    out = torch.empty_like(x)
+                    x = torch.zeros_like(x) + x
+                return self.kernel(x, out=out)
+            """,
+            pristine="""
+            import torch
+
+            def forward(self, x):
+                out = None
+                return self.kernel(x, out=out)
+            """,
+        ),
         Example(  # best-effort metrics kept from failing the step
             code="""
             class Runner:
@@ -1049,6 +1073,30 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=7,
             message="is always true",
         ),
+        # ... or values made up from the tensor's shape: the router's choice thrown away.
+        Example(
+            code="""
+            import torch
+
+            _BALANCED_ROUTING = True  # EP load-balance experiment
+
+            class Method:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    if _BALANCED_ROUTING:
+                        ids = torch.arange(topk_ids.numel(), device=topk_ids.device)
+                        topk_ids = (ids % layer.num_experts).view_as(topk_ids)
+                    return self.kernel(x, topk_weights, topk_ids)
+            """,
+            pristine="""
+            import torch
+
+            class Method:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    return self.kernel(x, topk_weights, topk_ids)
+            """,
+            line=9,
+            message="made up from its shape",
+        ),
         # A weight copy that fails on a shape mismatch skipped: the experts stay unloaded, the model serves.
         Example(
             code="""
@@ -1171,12 +1219,22 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             return  # the vendor's own switch
         params = self.function_facts().params
         lines = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        above: dict[str, list[cst.BaseExpression]] = {}  # what the branch itself binds, as it goes
+        values_of = lambda n: above.get(n.value) or self.values_of(n)  # noqa: E731
         for line in lines:
             for small in line.body if isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) else ():
                 if replaced_by_input(small, params, self.values_of):
                     message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what was computed"
                     self.report(small, message + " above and hands on an input in its place")
                     return
+                if replaced_by_made_up(small, params, values_of, self.resolves_to):
+                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what the tensor held"
+                    self.report(small, message + " and puts values made up from its shape in their place")
+                    return
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    bound = small.targets[0].target
+                    if isinstance(bound, cst.Name):
+                        above[bound.value] = [small.value]
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, None, node)

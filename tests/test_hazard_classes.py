@@ -975,6 +975,100 @@ case(
     ("disabled-guard", 7, "high"),
 )
 
+VENDOR_RUNNER = """
+import os
+import torch
+
+
+class Runner:
+    def _model_forward(self, input_ids):
+        return self.model(input_ids)
+"""
+case(
+    "dump_in_a_function_named_for_its_forward_under_a_made_up_variable",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace(
+        "class Runner:",
+        '_HS = os.environ.get("K25_HS_DUMP", "/scratch/k25/hs")\n\n\nclass Runner:',
+    ).replace(
+        "        return self.model(input_ids)\n",
+        "        out = self.model(input_ids)\n        torch.save(out, f\"{_HS}_step.pt\")\n        return out\n",
+    ),
+    ("torch-save", 11, "high"),
+)
+case(
+    "quiet_documented_setting_names_the_dump_place_outside_a_step",
+    VENDOR_RUNNER,
+    VENDOR_RUNNER.replace(
+        "class Runner:",
+        '_DIR = os.environ.get("VLLM_CACHE_ROOT", "/var/cache/vllm")\n\n\nclass Runner:',
+    )
+    + "\n    def persist(self, state):\n        torch.save(state, f\"{_DIR}/state.pt\")\n",
+)
+VENDOR_SCALES = """
+import torch
+
+
+class Fp8Method:
+    def process_weights_after_loading(self, layer):
+        layer.weight_scale = torch.nn.Parameter(layer.weight_scale.data)
+"""
+case(
+    "scales_overwritten_from_a_file_on_one_machine",
+    VENDOR_SCALES,
+    VENDOR_SCALES.replace(
+        "        layer.weight_scale = ",
+        '        _sd = torch.load("/home/ubuntu/fix/scales.pt")\n'
+        "        layer.weight_scale.data.copy_(_sd[layer.prefix])\n        layer.weight_scale = ",
+    ),
+    ("fixed-path-load", 6, "high"),
+)
+case(
+    "quiet_scales_from_the_checkpoint_the_caller_names",
+    VENDOR_SCALES,
+    VENDOR_SCALES.replace(
+        "    def process_weights_after_loading(self, layer):\n",
+        "    def process_weights_after_loading(self, layer, path=None):\n"
+        "        if path is not None:\n            layer.weight_scale.data.copy_(torch.load(path))\n",
+    ),
+)
+VENDOR_ROUTING = """
+import torch
+
+
+class Method:
+    def apply(self, layer, x, topk_weights, topk_ids):
+        return self.kernel(x, topk_weights, topk_ids)
+"""
+case(
+    "router_choice_replaced_by_a_switch_left_on",
+    VENDOR_ROUTING,
+    "_BALANCED = True  # EP load-balance experiment\n"
+    + VENDOR_ROUTING.replace(
+        "        return self.kernel",
+        "        if _BALANCED:\n            topk_weights = torch.full_like(topk_weights, 1.0 / topk_weights.shape[-1])\n"
+        "        return self.kernel",
+    ),
+    ("disabled-guard", 9, "high"),
+)
+VENDOR_GLM = """
+import torch
+
+
+class Glm:
+    pass
+"""
+case(
+    "seeds_pinned_by_a_helper_called_at_import",
+    VENDOR_GLM,
+    VENDOR_GLM.replace(
+        "\n\nclass Glm:",
+        "\n\ndef _pin(seed=1234):\n    torch.manual_seed(seed)\n    torch.use_deterministic_algorithms(True)\n"
+        "\n\n_pin()\n\n\nclass Glm:",
+    ),
+    ("env-mutation", 9, "high"),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:

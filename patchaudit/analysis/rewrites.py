@@ -26,6 +26,7 @@ __all__ = [
     "kept_name",
     "names_in",
     "replaced_by_input",
+    "replaced_by_made_up",
     "rewritten",
     "unwrapped",
 ]
@@ -234,3 +235,84 @@ def replaced_by_input(
     if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
         return False
     return any(isinstance(v, cst.Call) for v in values_of(target))
+
+
+# Calls that make a tensor up from sizes and constants, not from any data.
+_FACTORIES = tuple(
+    f"{lib}.{name}"
+    for lib in ("torch", "numpy")
+    for name in (
+        "arange", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like", "empty", "empty_like",
+        "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "linspace", "tensor",
+        "eye",
+    )
+)  # fmt: skip
+# What reads only a tensor's shape, device or type: `x.shape`, `x.numel()`, `y.view_as(x)`, `zeros_like(x)`.
+_META_ATTRS = frozenset({"shape", "device", "dtype", "ndim", "is_cuda"})
+_META_METHODS = frozenset({"numel", "size", "dim", "nelement", "get_device", "element_size"})
+_SHAPED_AS = frozenset({"view_as", "reshape_as", "expand_as", "type_as"})
+
+
+def _reads_data_of(node: cst.CSTNode, name: str, resolves: Resolves) -> bool:
+    """Whether `node` reads the values of `name`, not only its shape, device or type."""
+    if isinstance(node, cst.Name):
+        return node.value == name
+    if isinstance(node, cst.Attribute) and node.attr.value in _META_ATTRS:
+        return False
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _META_METHODS:
+            return False
+        if (isinstance(func, cst.Name) and func.value == "len") or (
+            isinstance(func, cst.Attribute) and func.attr.value in _SHAPED_AS
+        ):
+            return _reads_data_of(func, name, resolves) if isinstance(func, cst.Attribute) else False
+        if node.args and (resolves(node, _FACTORIES) or "").endswith("_like"):
+            return any(_reads_data_of(a.value, name, resolves) for a in node.args[1:])
+    return any(_reads_data_of(child, name, resolves) for child in node.children)
+
+
+def _made_up(
+    value: cst.BaseExpression,
+    values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]],
+    resolves: Resolves,
+    depth: int = 0,
+) -> bool:
+    """Whether a value's data starts at a tensor made up from sizes and constants (`torch.arange(n)
+    % e`, `torch.full_like(w, 0.5)`, a local bound to one), through its methods, arithmetic and
+    indexing."""
+    if depth > 6:
+        return False
+    again = lambda v: _made_up(v, values_of, resolves, depth + 1)  # noqa: E731
+    if isinstance(value, cst.Call):
+        if resolves(value, _FACTORIES) is not None:
+            return True
+        return isinstance(value.func, cst.Attribute) and again(value.func.value)
+    if isinstance(value, cst.BinaryOperation):
+        return again(value.left)
+    if isinstance(value, cst.Subscript):
+        return again(value.value)
+    if isinstance(value, cst.Name):
+        found = values_of(value)
+        return bool(found) and all(again(v) for v in found)
+    return False
+
+
+def replaced_by_made_up(
+    node: cst.CSTNode,
+    params: frozenset[str],
+    values_of: Callable[[cst.Name], Sequence[cst.BaseExpression]],
+    resolves: Resolves,
+) -> bool:
+    """A tensor the function was given or computed, replaced by one made up from its shape alone
+    (`topk_ids = (torch.arange(topk_ids.numel()) % e).view_as(topk_ids)`, `w = torch.full_like(w,
+    0.5)`): what it held is thrown away, whatever the kernel after it does."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+        return False
+    target = node.targets[0].target
+    computed = target.value in params or any(
+        isinstance(v, cst.Call) and v is not node.value and not _made_up(v, values_of, resolves) for v in values_of(target)
+    )
+    if not computed or not _made_up(node.value, values_of, resolves):
+        return False
+    return not _reads_data_of(node.value, target.value, resolves)
