@@ -1228,8 +1228,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     self.report(small, message + " above and hands on an input in its place")
                     return
                 if replaced_by_made_up(small, params, values_of, self.resolves_to):
-                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what the tensor held"
-                    self.report(small, message + " and puts values made up from its shape in their place")
+                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what the"
+                    self.report(small, message + " tensor held and puts values made up from its shape in their place")
                     return
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     bound = small.targets[0].target

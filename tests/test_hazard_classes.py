@@ -1046,7 +1046,8 @@ case(
     "_BALANCED = True  # EP load-balance experiment\n"
     + VENDOR_ROUTING.replace(
         "        return self.kernel",
-        "        if _BALANCED:\n            topk_weights = torch.full_like(topk_weights, 1.0 / topk_weights.shape[-1])\n"
+        "        if _BALANCED:\n"
+        "            topk_weights = torch.full_like(topk_weights, 1.0 / topk_weights.shape[-1])\n"
         "        return self.kernel",
     ),
     ("disabled-guard", 9, "high"),

@@ -310,8 +310,9 @@ def replaced_by_made_up(
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
         return False
     target = node.targets[0].target
+    earlier = [v for v in values_of(target) if v is not node.value]
     computed = target.value in params or any(
-        isinstance(v, cst.Call) and v is not node.value and not _made_up(v, values_of, resolves) for v in values_of(target)
+        isinstance(v, cst.Call) and not _made_up(v, values_of, resolves) for v in earlier
     )
     if not computed or not _made_up(node.value, values_of, resolves):
         return False
