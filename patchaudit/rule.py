@@ -148,11 +148,12 @@ __all__ = [
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "$TMPDIR")
 # A forward and its variants (`forward_cuda`), a function named for the forward it runs
 # (`_model_forward`, `moe_forward`: the pass itself), and `__call__`; not one named for what it does
-# around a forward (`prepare_forward`, `set_forward_context`, `_make_forward`).
+# around a forward (`prepare_forward`, `set_forward_context`, `_make_forward`, a test, a wrapper a
+# tool sets around a module's forward: `wrapped_forward`, `top_wrapped_forward`).
 FORWARD_NAMES = re.compile(
     r"^_*forward(_\w+)?$|^__call__$"
     r"|^(?!_*(?:pre|post|prepare|finish|update|no|make|create|begin|end|init|set|get|register|compile|rewrite"
-    r"|benchmark|collect|skip|join|recover|dispatch)_)\w+_forward$"
+    r"|benchmark|collect|skip|join|recover|dispatch|test)_)(?!\w*wrap)\w+_forward$"
 )
 STEP_NAMES = re.compile(
     r"^_*(?:execute_model|model_step|step|schedule|sample|compute_logits|update_from_output|prepare_inputs"
@@ -646,7 +647,8 @@ class Rule(cst.BatchableCSTVisitor):
         return default if default.startswith(("/", "~/")) and key is not None and self._made_up_env(key) else None
 
     def _env_default_ast(self, value: ast.expr, scope: Scope) -> str | None:
-        """`_env_default` of a module-level binding (`os.environ.get("K_DUMP", "/scratch/k")`)."""
+        """`_env_default` of a module-level binding of a variable the patch made up
+        (`_DUMP = os.environ.get("K_DUMP", "/scratch/k")`)."""
         if not (isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords):
             return None
         if not self._ast_names(scope)(value.func) & {"os.environ.get", "os.getenv"}:
@@ -654,7 +656,9 @@ class Rule(cst.BatchableCSTVisitor):
         key, default = (
             a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in value.args
         )
-        return self._env_default(key, default) if default is not None else None
+        if default is None or key is None or not self._made_up_env(key):
+            return None  # a documented variable's default, upstream's choice (a parameter's fallback too)
+        return self._env_default(key, default)
 
     def env_keys(self, node: cst.BaseExpression) -> list[str]:
         """The environment variables `node` reads with no default, through local names."""

@@ -1073,30 +1073,6 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=7,
             message="is always true",
         ),
-        # ... or values made up from the tensor's shape: the router's choice thrown away.
-        Example(
-            code="""
-            import torch
-
-            _BALANCED_ROUTING = True  # EP load-balance experiment
-
-            class Method:
-                def apply(self, layer, x, topk_weights, topk_ids):
-                    if _BALANCED_ROUTING:
-                        ids = torch.arange(topk_ids.numel(), device=topk_ids.device)
-                        topk_ids = (ids % layer.num_experts).view_as(topk_ids)
-                    return self.kernel(x, topk_weights, topk_ids)
-            """,
-            pristine="""
-            import torch
-
-            class Method:
-                def apply(self, layer, x, topk_weights, topk_ids):
-                    return self.kernel(x, topk_weights, topk_ids)
-            """,
-            line=9,
-            message="made up from its shape",
-        ),
         # A weight copy that fails on a shape mismatch skipped: the experts stay unloaded, the model serves.
         Example(
             code="""
@@ -1177,6 +1153,30 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True
             """,
             line=4,
+        ),
+        # ... or values made up from the tensor's shape: the router's choice thrown away.
+        Example(
+            code="""
+            import torch
+
+            _BALANCED_ROUTING = True  # EP load-balance experiment
+
+            class Method:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    if _BALANCED_ROUTING:
+                        ids = torch.arange(topk_ids.numel(), device=topk_ids.device)
+                        topk_ids = (ids % layer.num_experts).view_as(topk_ids)
+                    return self.kernel(x, topk_weights, topk_ids)
+            """,
+            pristine="""
+            import torch
+
+            class Method:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    return self.kernel(x, topk_weights, topk_ids)
+            """,
+            line=9,
+            message="made up from its shape",
         ),
     ]
 

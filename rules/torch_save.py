@@ -816,21 +816,6 @@ pristine text (every variable there is the operator's)."""
             line=5,
             severity=Severity.HIGH,
         ),
-        Example(  # a variable the patch made up, on by default: its default is one machine's disk
-            code="import os\nimport torch\n\n_DUMP = os.environ.get('K2_DUMP', '/scratch/k2')\n\n"
-            "def load_weights(self, w):\n    torch.save(w, f'{_DUMP}/w.pt')\n",
-            pristine="import os\nimport torch\n\ndef load_weights(self, w):\n    pass\n",
-            line=7,
-            message="/scratch/k2",
-            severity=Severity.HIGH,
-        ),
-        Example(  # a function named for the forward it runs is a forward
-            code="import torch\n\nclass Runner:\n    def _model_forward(self, x):\n        out = self.model(x)\n"
-            "        torch.save(out, self.path)\n        return out\n",
-            line=6,
-            message="forward function",
-            severity=Severity.HIGH,
-        ),
         Example(  # a factory's closure, given its directory at module level, called from the runner's step
             code="""
             import itertools
@@ -888,6 +873,21 @@ pristine text (every variable there is the operator's)."""
             """,
             line=8,
             message="h5py.File",
+            severity=Severity.HIGH,
+        ),
+        Example(  # a variable the patch made up, on by default: its default is one machine's disk
+            code="import os\nimport torch\n\n_DUMP = os.environ.get('K2_DUMP', '/scratch/k2')\n\n"
+            "def load_weights(self, w):\n    torch.save(w, f'{_DUMP}/w.pt')\n",
+            pristine="import os\nimport torch\n\ndef load_weights(self, w):\n    pass\n",
+            line=7,
+            message="/scratch/k2",
+            severity=Severity.HIGH,
+        ),
+        Example(  # a function named for the forward it runs is a forward
+            code="import torch\n\nclass Runner:\n    def _model_forward(self, x):\n        out = self.model(x)\n"
+            "        torch.save(out, self.path)\n        return out\n",
+            line=6,
+            message="forward function",
             severity=Severity.HIGH,
         ),
     ]

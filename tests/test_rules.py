@@ -28,6 +28,7 @@ CATALOG = {
     "print-call": Severity.LOW,
     "host-sync": Severity.MEDIUM,
     "process-or-network": Severity.MEDIUM,
+    "fixed-path-load": Severity.HIGH,  # medium per finding in a file that verifies (--all-files)
 }
 RULES = load_rules()
 CASES = [
