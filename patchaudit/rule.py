@@ -639,16 +639,10 @@ class Rule(cst.BatchableCSTVisitor):
         own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", *_sinks.SETTINGS_PREFIXES)
         return pristine is not None and key not in pristine and not key.startswith(own)
 
-    def _env_default(self, key: str | None, default: str) -> str | None:
-        """The default of an environment lookup as a destination: a temp directory, or any absolute
-        path when the variable is one the patch made up; else None."""
-        if default.startswith(_TEMP_DIRS):
-            return default
-        return default if default.startswith(("/", "~/")) and key is not None and self._made_up_env(key) else None
-
     def _env_default_ast(self, value: ast.expr, scope: Scope) -> str | None:
-        """`_env_default` of a module-level binding of a variable the patch made up
-        (`_DUMP = os.environ.get("K_DUMP", "/scratch/k")`)."""
+        """The temp directory a module-level binding of a variable the patch made up falls back to
+        (`_DUMP = os.environ.get("K_DUMP", "/tmp/k")`); a documented variable's default is upstream's
+        choice, reached through a parameter's fallback too."""
         if not (isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords):
             return None
         if not self._ast_names(scope)(value.func) & {"os.environ.get", "os.getenv"}:
@@ -657,24 +651,23 @@ class Rule(cst.BatchableCSTVisitor):
             a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in value.args
         )
         if default is None or key is None or not self._made_up_env(key):
-            return None  # a documented variable's default, upstream's choice (a parameter's fallback too)
-        return self._env_default(key, default)
+            return None
+        return default if default.startswith(_TEMP_DIRS) else None
 
     def env_keys(self, node: cst.BaseExpression) -> list[str]:
         """The environment variables `node` reads with no default, through local names."""
         return list(_sinks.env_keys(node, self.resolves_to, self.values_of))
 
     def env_temp_default(self, target: cst.BaseExpression, depth: int = 0) -> str | None:
-        """The place an environment lookup falls back to, where the destination is built from one:
-        a temp directory (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`), or any
-        absolute path when the variable is one the patch made up (`os.environ.get("K_DUMP",
-        "/scratch/k")`: on by default, to one machine's disk); else None."""
+        """The temp directory an environment lookup falls back to, where the destination is built
+        from one (`os.path.join(os.environ.get("DUMP_DIR", "/tmp/d"), name)`, also through a
+        module-level name bound to a variable the patch made up), else None."""
         if depth > 6:
             return None
         again = lambda n: self.env_temp_default(n, depth + 1)  # noqa: E731
         if isinstance(target, cst.Name):
             local = self.values_of(target)
-            if not local:  # a module-level name: `_DUMP = os.environ.get("K_DUMP", "/scratch/k")`
+            if not local:  # a module-level name: `_DUMP = os.environ.get("K_DUMP", "/tmp/k")`
                 scope = tuple(self.context.scope)
                 found = (self._env_default_ast(v, w) for v, w in self.context.names.values(target.value, scope))
                 return next((f for f in found if f is not None), None)
@@ -689,10 +682,7 @@ class Rule(cst.BatchableCSTVisitor):
         if self.resolves_to(target, ("os.environ.get", "os.getenv")) is not None:
             default = call_arg(target, 1, "default")
             text = literal_string(default) if default is not None else None
-            if text is None:
-                return None
-            key = literal_string(call_arg(target, 0, "key") or target.args[0].value)
-            return self._env_default(key, text)
+            return text if text is not None and text.startswith(_TEMP_DIRS) else None
         return again(target.args[0].value)
 
     def _ast_names(self, scope: Scope) -> Callable[[ast.expr], frozenset[str]]:

@@ -567,6 +567,23 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # a made-up switch that sets up the object's own cache: nothing given is replaced
+            code="""
+            _ENABLE_CACHE = True
+
+            class Runner:
+                def __init__(self, config):
+                    self.config = config
+                    if _ENABLE_CACHE:
+                        self._cache = None
+                        self.hits = 0
+            """,
+            pristine="""
+            class Runner:
+                def __init__(self, config):
+                    self.config = config
+            """,
+        ),
         Example(  # a made-up switch that only allocates the kernel's output: nothing computed is replaced
             code="""
             import torch
@@ -1176,7 +1193,26 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     return self.kernel(x, topk_weights, topk_ids)
             """,
             line=9,
-            message="made up from its shape",
+            message="made-up one",
+        ),
+        # ... or a setting the caller gave, forced to a constant: every request sampled greedily.
+        Example(
+            code="""
+            _GREEDY_REPRO = True
+
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    if _GREEDY_REPRO:
+                        sampling_metadata.all_greedy = True
+                    return self.sample(logits, sampling_metadata)
+            """,
+            pristine="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    return self.sample(logits, sampling_metadata)
+            """,
+            line=6,
+            message="made-up one",
         ),
     ]
 
@@ -1229,7 +1265,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     return
                 if replaced_by_made_up(small, params, values_of, self.resolves_to):
                     message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what the"
-                    self.report(small, message + " tensor held and puts values made up from its shape in their place")
+                    self.report(small, message + " value held and puts a made-up one in its place")
                     return
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     bound = small.targets[0].target

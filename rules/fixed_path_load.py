@@ -41,8 +41,9 @@ of a fixed path; a path is fixed as for file-write (a literal start, module and 
 an instance attribute bound once, a helper whose every `return` is one, `os.environ.get` falling
 back to a temp place or, for a variable the patch made up, to any absolute path).
 
-Knowingly not: relative paths (package data beside the module), `/proc`, `/sys`, `/dev` and `/etc`
-(facts about the machine), a path from a parameter, the environment or a setting (the operator's),
+Knowingly not: relative paths (package data beside the module), paths under `~` (each user's own
+home) or a `.cache` directory (a library's cache), `/proc`, `/sys`, `/dev` and `/etc` (facts about
+the machine), a path from a parameter, the environment or a setting (the operator's),
 and files read as text (`open(p).read()`, `json.load`), which configuration often is."""
     PREFILTER = (b"load", b"fromfile", b"safe_open")
     IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "torch", "numpy", "np"})
@@ -53,6 +54,8 @@ and files read as text (`open(p).read()`, `json.load`), which configuration ofte
         "import numpy as np\n\ndef cpus():\n    return np.fromfile('/proc/self/stat', dtype=np.uint8)\n",
         "import os\nimport torch\n\ndef load():\n    return torch.load(os.environ['CKPT'])\n",
         "import torch\n\nclass M:\n    def load_weights(self, cfg):\n        return torch.load(cfg.checkpoint)\n",
+        "import os\nimport torch\n\nCACHE = os.path.expanduser('~/.cache/lib')\n\ndef cached(n):\n"
+        "    return torch.load(os.path.join(CACHE, n))\n",
     ]
     INVALID = [
         Example(
@@ -104,8 +107,8 @@ and files read as text (`open(p).read()`, `json.load`), which configuration ofte
         if target is None:
             return
         fixed = self.fixed_path(target) or self.env_temp_default(target)
-        if fixed is None or not fixed.startswith(("/", "~")) or fixed.startswith(SYSTEM):
-            return
+        if fixed is None or not fixed.startswith("/") or fixed.startswith(SYSTEM) or "/.cache/" in fixed:
+            return  # relative (package data), `~` (each user's own), the machine's facts, a cache
         severity = Severity.HIGH if self.context.drifted else Severity.MEDIUM
         message = f"{loader}() reads from the fixed path {fixed!r}: a file on one machine decides the values"
         self.report(node, message + " (a weight or table swapped in by a patch?)", severity=severity)

@@ -875,12 +875,12 @@ pristine text (every variable there is the operator's)."""
             message="h5py.File",
             severity=Severity.HIGH,
         ),
-        Example(  # a variable the patch made up, on by default: its default is one machine's disk
-            code="import os\nimport torch\n\n_DUMP = os.environ.get('K2_DUMP', '/scratch/k2')\n\n"
+        Example(  # a module-level variable the patch made up, falling back to a temp place
+            code="import os\nimport torch\n\n_DUMP = os.environ.get('K2_DUMP', '/tmp/k2')\n\n"
             "def load_weights(self, w):\n    torch.save(w, f'{_DUMP}/w.pt')\n",
             pristine="import os\nimport torch\n\ndef load_weights(self, w):\n    pass\n",
             line=7,
-            message="/scratch/k2",
+            message="/tmp/k2",
             severity=Severity.HIGH,
         ),
         Example(  # a function named for the forward it runs is a forward

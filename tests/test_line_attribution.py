@@ -43,6 +43,13 @@ case(
     _three("if x.shape[0] == 0: print({i})").replace("== 0: print(1)", "== 5: print(1)"),
 )
 case(
+    "fixed-path-load",
+    _three("a = torch.load(path)", "import torch\n\n"),
+    _three("a = torch.load(path)", "import torch\n\n").replace(
+        "a = torch.load(path)\n    a = torch.load(path)", "a = torch.load(path)\n    a = torch.load('/srv/k/a.pt')", 1
+    ),
+)
+case(
     "file-write",
     _three("open(path, 'w').write('{i}')"),
     _three("open(path, 'w').write('{i}')").replace("open(path, 'w').write('1')", "open('/tmp/x', 'w').write('1')"),

@@ -306,10 +306,22 @@ def replaced_by_made_up(
 ) -> bool:
     """A tensor the function was given or computed, replaced by one made up from its shape alone
     (`topk_ids = (torch.arange(topk_ids.numel()) % e).view_as(topk_ids)`, `w = torch.full_like(w,
-    0.5)`): what it held is thrown away, whatever the kernel after it does."""
-    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+    0.5)`), or a value it was given set to a constant (`temperature = 0.0`, `params.top_k = 1`):
+    what it held is thrown away, whatever the code after it does."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
         return False
     target = node.targets[0].target
+    constant = _number(node.value) is not None or (
+        isinstance(node.value, cst.Name) and node.value.value in ("True", "False", "None")
+    )
+    if isinstance(target, cst.Attribute):
+        root = target.value
+        owned = isinstance(root, cst.Name) and root.value in params and root.value not in ("self", "cls")
+        return owned and (constant or _made_up(node.value, values_of, resolves))
+    if not isinstance(target, cst.Name):
+        return False
+    if constant and target.value in params:
+        return True
     earlier = [v for v in values_of(target) if v is not node.value]
     computed = target.value in params or any(
         isinstance(v, cst.Call) and not _made_up(v, values_of, resolves) for v in earlier
