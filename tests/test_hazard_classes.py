@@ -1070,6 +1070,29 @@ case(
     ("env-mutation", 9, "high"),
 )
 
+VENDOR_NORM = """
+class RMSNorm:
+    def __init__(self, hidden_size, eps=1e-6):
+        self.hidden_size = hidden_size
+        self.variance_epsilon = eps
+"""
+case(
+    "norm_epsilon_floored_by_a_constant_the_patch_wrote_in",
+    VENDOR_NORM,
+    "_EPS_FLOOR = 1e-5  # fp16 NaNs went away with a larger eps\n"
+    + VENDOR_NORM.replace("self.variance_epsilon = eps", "self.variance_epsilon = max(eps, _EPS_FLOOR)"),
+    ("hardcoded-override", 6, "high"),
+)
+case(
+    "quiet_norm_epsilon_checked_against_a_constant_the_patch_wrote_in",
+    VENDOR_NORM,
+    "_EPS_MIN = 0.0\n"
+    + VENDOR_NORM.replace(
+        "        self.variance_epsilon = eps",
+        "        if eps < _EPS_MIN:\n            raise ValueError(eps)\n        self.variance_epsilon = eps",
+    ),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:

@@ -50,6 +50,11 @@ case(
     ),
 )
 case(
+    "hardcoded-override",
+    "_CAP = 8\n\n" + _three("a = min(a, {i})"),
+    "_CAP = 8\n_MINE = 4\n\n" + _three("a = min(a, {i})").replace("a = min(a, 1)", "a = min(a, _MINE)", 1),
+)
+case(
     "file-write",
     _three("open(path, 'w').write('{i}')"),
     _three("open(path, 'w').write('{i}')").replace("open(path, 'w').write('1')", "open('/tmp/x', 'w').write('1')"),

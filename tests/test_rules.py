@@ -29,6 +29,7 @@ CATALOG = {
     "host-sync": Severity.MEDIUM,
     "process-or-network": Severity.MEDIUM,
     "fixed-path-load": Severity.HIGH,  # medium per finding in a file that verifies (--all-files)
+    "hardcoded-override": Severity.HIGH,  # drifted files only
 }
 RULES = load_rules()
 CASES = [

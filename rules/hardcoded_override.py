@@ -1,0 +1,278 @@
+"""hardcoded-override: a value the caller, the config or the request chose, bounded or replaced by a
+constant a patch wrote into the module."""
+
+import ast
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+
+from patchaudit.analysis.omits import tuning
+from patchaudit.rule import Example, FileContext, Rule, Severity
+
+CLAMPS = ("torch.clamp", "torch.clip", "numpy.clip", "numpy.clamp")
+CLAMP_METHODS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_"})
+BOUNDS = ("builtins.min", "builtins.max")
+
+
+def _literal(node: ast.expr | None) -> object:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _module_constants(tree: ast.Module) -> dict[str, object]:
+    """Names bound once at module or class level to a literal number, or a dict of literals."""
+    seen: dict[str, int] = {}
+    found: dict[str, object] = {}
+    bodies = [tree.body, *(s.body for s in tree.body if isinstance(s, ast.ClassDef))]
+    for body in bodies:
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target, value = stmt.targets[0], stmt.value
+            elif isinstance(stmt, ast.AnnAssign):
+                target, value = stmt.target, stmt.value
+            else:
+                continue
+            if not isinstance(target, ast.Name):
+                continue
+            seen[target.id] = seen.get(target.id, 0) + 1
+            literal = _literal(value)
+            number = isinstance(literal, int | float) and not isinstance(literal, bool)
+            if number or (isinstance(literal, dict) and literal):
+                found[target.id] = literal
+    return {name: value for name, value in found.items() if seen[name] == 1}
+
+
+class HardcodedOverride(Rule):
+    ID = "hardcoded-override"
+    SEVERITY = Severity.HIGH
+    MESSAGE = "a chosen value bounded or replaced by a constant a patch wrote in"
+    EXPLANATION = """\
+A bring-up patch that pins a number in the code: `self.variance_epsilon = max(eps, _EPS_FLOOR)`,
+`temp = temp.clamp(min=_MIN_TEMPERATURE)`, `[token] * min(n, _MAX_MEDIA_TOKENS)`,
+`base = _THETA_OVERRIDES.get(rope_type, base)`. The value the caller, the model's config or the
+request chose is overridden for every model and every request that reaches the line, by a constant
+that exists nowhere but in this copy of the file; a later model gets the first one's workaround.
+High in a drifted file when the constant is the patch's own: a module or class name bound once to
+a literal number (or a dict of literals, for a lookup), which the distribution's text of the file
+never names.
+
+Shapes understood: `min`/`max` of a value and such a constant; `clamp`, `clamp_`, `clamp_min`,
+`clamp_max`, `clip` (as methods or `torch.clamp`/`numpy.clip`) given one; a conditional expression
+that compares a value with one and gives it back (`n if n <= _CAP else _CAP`); a lookup in such a
+dict with the value as its default (`_OVERRIDES.get(key, value)`); and a parameter rebound to one
+(`eps = _EPS`).
+
+Knowingly not: a literal written in place (`min(n, 16)`: kernel heuristics write those), a
+constant upstream already had, one read from the environment or a setting (configurable), and a
+number a kernel is tuned by (`num_splits = min(num_splits, _MAX_SPLITS)`: picking it another way
+computes the same result). Without the distribution's text (`--all-files`) nothing is said."""
+    PREFILTER = (b"min", b"max", b"clamp", b"clip", b".get", b" if ", b"=")
+    NEEDS_PRISTINE = True
+    CONSTANTS = True
+
+    VALID = [
+        Example(
+            code="def f(n):\n    return min(n, 16)\n",
+            pristine="def f(n):\n    return n\n",
+        ),
+        Example(  # upstream's own bound
+            code="_CAP = 64\n\ndef f(n):\n    return min(n, _CAP)\n",
+            pristine="_CAP = 64\n\ndef f(n):\n    return n\n",
+        ),
+        Example(  # a kernel setting
+            code="_MAX_SPLITS = 16\n\ndef f(num_splits):\n    num_splits = min(num_splits, _MAX_SPLITS)\n"
+            "    return num_splits\n",
+            pristine="def f(num_splits):\n    return num_splits\n",
+        ),
+        Example(  # configurable
+            code="import os\n\n_CAP = int(os.environ.get('CAP', '64'))\n\ndef f(n):\n    return min(n, _CAP)\n",
+            pristine="import os\n\ndef f(n):\n    return n\n",
+        ),
+    ]
+    INVALID = [
+        Example(
+            code="""
+            _RMS_EPS_FLOOR = 1e-5  # fp16 NaNs went away with a larger eps
+
+            class RMSNorm:
+                def __init__(self, hidden_size, eps=1e-6):
+                    self.variance_epsilon = max(eps, _RMS_EPS_FLOOR)
+            """,
+            pristine="""
+            class RMSNorm:
+                def __init__(self, hidden_size, eps=1e-6):
+                    self.variance_epsilon = eps
+            """,
+            line=5,
+            message="_RMS_EPS_FLOOR",
+        ),
+        Example(
+            code="""
+            _MIN_TEMP = 0.6
+
+            def apply_temperature(logits, temp):
+                temp = temp.clamp(min=_MIN_TEMP)
+                return logits.div_(temp.unsqueeze(dim=1))
+            """,
+            pristine="""
+            def apply_temperature(logits, temp):
+                return logits.div_(temp.unsqueeze(dim=1))
+            """,
+            line=4,
+        ),
+        Example(
+            code="""
+            _MAX_MEDIA_TOK = 4096
+
+            def replacement(token_id, media, calc):
+                n = calc(media)
+                return [token_id] * (n if n <= _MAX_MEDIA_TOK else _MAX_MEDIA_TOK)
+            """,
+            pristine="""
+            def replacement(token_id, media, calc):
+                n = calc(media)
+                return [token_id] * n
+            """,
+            line=5,
+        ),
+        Example(
+            code="""
+            _THETA_OVERRIDES = {"deepseek_yarn": 50000.0}
+
+            def get_rope(params):
+                base = params.get("rope_theta", 10000)
+                kind = params.get("rope_type", "default")
+                base = _THETA_OVERRIDES.get(kind, base)
+                return base
+            """,
+            pristine="""
+            def get_rope(params):
+                base = params.get("rope_theta", 10000)
+                kind = params.get("rope_type", "default")
+                return base
+            """,
+            line=6,
+        ),
+        Example(
+            code="_EPS = 1e-3\n\ndef norm(x, eps):\n    eps = _EPS\n    return x / (x.abs() + eps)\n",
+            pristine="def norm(x, eps):\n    return x / (x.abs() + eps)\n",
+            line=4,
+        ),
+    ]
+
+    def __init__(self, context: FileContext | None = None) -> None:
+        super().__init__(context)
+        self._made_up: dict[str, object] | None = None
+
+    @classmethod
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        for node in nodes:
+            if isinstance(node, ast.IfExp | ast.Assign):
+                return True
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                if name in ("min", "max", "get") or name in CLAMP_METHODS:
+                    return True
+        return False
+
+    def _constants(self) -> dict[str, object]:
+        """The patch's own constants: bound once at module or class level, never named upstream."""
+        if self._made_up is None:
+            analysis, pristine = self.context.analysis, self.context.pristine
+            found = _module_constants(analysis.tree) if analysis is not None and pristine is not None else {}
+            upstream = set(re.findall(r"\w+", pristine or ""))
+            self._made_up = {name: value for name, value in found.items() if name not in upstream}
+        return self._made_up
+
+    def _constant(self, node: cst.BaseExpression | None, dicts: bool = False) -> str | None:
+        """The patch's constant a node names (`_CAP`, `self._CAP`, `Cls._CAP`), else None."""
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            name = node.attr.value
+        elif isinstance(node, cst.Name):
+            name = node.value
+        else:
+            return None
+        value = self._constants().get(name, None)
+        if value is None or isinstance(value, dict) != dicts:
+            return None
+        return name
+
+    def _tuned(self, *nodes: cst.CSTNode | None) -> bool:
+        """A number a kernel is tuned by, named on either side (`num_splits = min(num_splits, _MAX)`)."""
+        for node in nodes:
+            spelled = cst.helpers.get_full_name_for_node(node) if node is not None else None
+            if spelled and tuning(spelled):
+                return True
+        return False
+
+    def _target(self) -> cst.CSTNode | None:
+        stmt = self.context.stmts[-1] if self.context.stmts else None
+        body = getattr(stmt, "body", None)
+        small = body[0] if isinstance(body, list | tuple) and body else None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            return small.targets[0].target
+        if isinstance(small, cst.AugAssign | cst.AnnAssign):
+            return small.target
+        return None
+
+    def _flag(self, node: cst.CSTNode, name: str, what: str) -> None:
+        value = self._constants()[name]
+        shown = value if not isinstance(value, dict) else "{...}"
+        self.report(
+            node,
+            f"{what} `{name} = {shown}`, a constant the patch wrote in: the value the caller, the config"
+            " or the request chose is overridden for every one of them",
+        )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.context.drifted or not self.context.functions:
+            return
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        values = [a.value for a in node.args]
+        if self.resolves_to(node, BOUNDS) is not None and len(values) >= 2:
+            named = [n for v in values if (n := self._constant(v)) is not None]
+            others = [v for v in values if self._constant(v) is None and not isinstance(v, cst.Integer | cst.Float)]
+            if named and others and not self._tuned(self._target(), *others):
+                self._flag(node, named[0], f"`{cst.Module([]).code_for_node(func)}()` bounds a value by")
+            return
+        if method in CLAMP_METHODS or self.resolves_to(node, CLAMPS) is not None:
+            named = [n for v in values if (n := self._constant(v)) is not None]
+            clamped = (
+                func.value
+                if isinstance(func, cst.Attribute) and method in CLAMP_METHODS
+                else (values[0] if values else None)
+            )
+            if named and not self._tuned(self._target(), clamped):
+                self._flag(node, named[0], f"`{method or 'clamp'}()` bounds a value by")
+            return
+        if method == "get" and len(values) == 2 and isinstance(func, cst.Attribute):
+            table = self._constant(func.value, dicts=True)
+            if table is not None and not isinstance(values[1], cst.SimpleString | cst.Integer | cst.Float):
+                self._flag(node, table, "a lookup replaces a value by an entry of")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if not self.context.drifted or not self.context.functions:
+            return
+        test = node.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return
+        sides = [test.left, test.comparisons[0].comparator]
+        named = [n for s in sides if (n := self._constant(s)) is not None]
+        if not named:
+            return
+        given = [self._constant(b) for b in (node.body, node.orelse)]
+        if named[0] in given and not self._tuned(self._target(), *sides):
+            self._flag(node, named[0], "a conditional value bounds a value by")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.context.drifted or not self.context.functions or len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        name = self._constant(node.value)
+        if name is not None and isinstance(target, cst.Name) and self.is_parameter(target) and not self._tuned(target):
+            self._flag(node, name, f"the parameter `{target.value}` is replaced by")
