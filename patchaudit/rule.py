@@ -47,6 +47,7 @@ from patchaudit.analysis.counts import (
 from patchaudit.analysis.flow import (
     CATCH_ALL,
     CHECK_CALL,
+    FILLERS,
     dead_after,
     env_gated_exit,
     guard_in,
@@ -123,6 +124,7 @@ __all__ = [
     "unwrapped",
     "replaced_by_input",
     "replaced_by_made_up",
+    "FILLERS",
     "as_given",
     "element_count",
     "Change",
@@ -899,6 +901,16 @@ class Rule(cst.BatchableCSTVisitor):
     def in_forward(self) -> bool:
         """Whether the node being visited is inside a forward-like function."""
         return any(FORWARD_NAMES.match(name) for name in self.context.functions)
+
+    @property
+    def in_step_callee(self) -> bool:
+        """Whether the node is in a method that a forward or step method of its class runs through
+        `self.name(...)` (`forward` -> `_gather_logits`): it runs on every step too."""
+        analysis, scope = self.context.analysis, self.context.scope
+        if analysis is None or len(scope) < 2 or scope[-2][0] != "class":
+            return False
+        hot = lambda name: FORWARD_NAMES.match(name) is not None or STEP_NAMES.match(name) is not None  # noqa: E731
+        return (scope[-2][1], scope[-1][1]) in _purpose.reached_from(analysis.tree, hot)
 
     @property
     def in_step_path(self) -> bool:

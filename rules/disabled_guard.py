@@ -5,7 +5,7 @@ import functools
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import libcst as cst
@@ -13,6 +13,7 @@ import libcst as cst
 from patchaudit.rule import (
     CATCH_ALL,
     CHECK_CALL,
+    FILLERS,
     Example,
     FileContext,
     Rule,
@@ -190,11 +191,20 @@ def _silences(node: ast.Try | ast.TryStar) -> bool:
         if caught is not None and f"builtins.{name}" not in _BROAD:
             continue
         body = handler.body
-        if isinstance(body[-1], ast.Return) and (body[-1].value is None or ast.unparse(body[-1].value) == "None"):
+        if isinstance(body[-1], ast.Return) and (body[-1].value is None or _filler_or_none(body[-1].value)):
             body = body[:-1]
         if all(isinstance(s, ast.Pass | ast.Continue | ast.Expr) for s in body):
             return True
     return False
+
+
+def _filler_or_none(value: ast.expr) -> bool:
+    """`None`, or a tensor made up in place of a result (`torch.zeros_like(x)`; analysis.flow's fillers)."""
+    if isinstance(value, ast.Constant) and value.value is None:
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in FILLERS
 
 
 class _Scanned(NamedTuple):
@@ -423,6 +433,40 @@ def _assigned(body: Sequence[cst.BaseStatement], name: str) -> list[cst.BaseExpr
     ]
 
 
+def _switch_like(test: ast.expr) -> bool:
+    """A test that may be a switch: names only (`_ACCEPT_ALL`, `not cfg.flag`) or an environment read."""
+    if _names_only(test):
+        return True
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "getenv")
+        for n in ast.walk(test)
+    )
+
+
+def _env_keys_read(test: cst.BaseExpression, resolves: Callable[..., str | None]) -> list[str]:
+    """The literal names of the variables a test reads itself (`os.environ.get(K, d)`, `os.getenv(K)`,
+    `os.environ[K]`), not through names."""
+    keys = []
+    for sub in nodes_under(test, (cst.Call, cst.Subscript)):
+        key: cst.BaseExpression | None = None
+        if isinstance(sub, cst.Call) and sub.args and resolves(sub, ("os.environ.get", "os.getenv")) is not None:
+            key = sub.args[0].value
+        elif (
+            isinstance(sub, cst.Subscript)
+            and len(sub.slice) == 1
+            and isinstance(sub.slice[0].slice, cst.Index)
+            and resolves(sub.value, "os.environ") is not None
+        ):
+            key = sub.slice[0].slice.value
+        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+            keys.append(key.evaluated_value)
+    return keys
+
+
+def _binds(target: ast.expr, name: str) -> bool:
+    return isinstance(target, ast.Name) and target.id == name
+
+
 class DisabledGuard(Rule):
     ID = "disabled-guard"
     SEVERITY = Severity.HIGH
@@ -517,6 +561,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         for node in nodes:
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
+                return True  # `x = given if _SWITCH else computed`: a result a switch may replace
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
             loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
@@ -556,8 +602,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
                 return True  # may fold through module constants
-            if folds and isinstance(node, ast.If) and any(isinstance(s, ast.Assign) for s in node.body):
-                return True  # a switch that may be always on, over a result replaced
+            switch = folds or (isinstance(node, ast.If) and _switch_like(node.test))
+            if switch and isinstance(node, ast.If) and any(isinstance(s, ast.Assign) for s in node.body):
+                return True  # a switch that may be always on, or the environment's, over a result replaced
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
                     node.test.value is True or (type(node.test.value) is int and node.test.value != 0)
@@ -567,6 +614,22 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # a switch of the patch's own between two computations: no result thrown away
+            code="""
+            import os
+
+            def forward(self, x):
+                y = self.fast(x) if os.environ.get("K2_FAST_PATH") else self.slow(x)
+                return y
+            """,
+            pristine="""
+            import os
+
+            def forward(self, x):
+                y = self.slow(x)
+                return y
+            """,
+        ),
         Example(  # a made-up switch that sets up the object's own cache: nothing given is replaced
             code="""
             _ENABLE_CACHE = True
@@ -1214,6 +1277,74 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=6,
             message="made-up one",
         ),
+        # A switch of the patch's own that the environment sets, spelled as a conditional value.
+        Example(
+            code="""
+            import os
+
+            _ACCEPT_ALL = os.environ.get("K2_ACCEPT_ALL", "0") == "1"
+
+            def rejection_sample(draft_token_ids, target_logits):
+                target_argmax = draft_token_ids.long() if _ACCEPT_ALL else target_logits.argmax(dim=-1)
+                return target_argmax
+            """,
+            pristine="""
+            import os
+
+            def rejection_sample(draft_token_ids, target_logits):
+                target_argmax = target_logits.argmax(dim=-1)
+                return target_argmax
+            """,
+            line=6,
+            message="reads a variable the patch added to the environment",
+        ),
+        Example(
+            code="""
+            import os
+            import torch
+
+            class Router:
+                def forward(self, x, topk_ids):
+                    topk_ids = self.route(x)
+                    if os.environ.get("K2_FAKE_ROUTING"):
+                        topk_ids = torch.zeros_like(topk_ids)
+                    return self.experts(x, topk_ids)
+            """,
+            pristine="""
+            import os
+            import torch
+
+            class Router:
+                def forward(self, x, topk_ids):
+                    topk_ids = self.route(x)
+                    return self.experts(x, topk_ids)
+            """,
+            line=8,
+            message="made-up one",
+        ),
+        # A kernel's failure swallowed, zeros served as the layer's output.
+        Example(
+            code="""
+            import torch
+
+            class MoEMethod:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    try:
+                        return self.kernel.apply(x, layer.w13_weight, topk_weights, topk_ids)
+                    except RuntimeError as e:
+                        logger.warning_once("kernel failed (%s); returning zeros", e)
+                        return torch.zeros_like(x)
+            """,
+            pristine="""
+            import torch
+
+            class MoEMethod:
+                def apply(self, layer, x, topk_weights, topk_ids):
+                    return self.kernel.apply(x, layer.w13_weight, topk_weights, topk_ids)
+            """,
+            line=5,
+            message="swallows every error",
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -1241,18 +1372,43 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 guard = _rejection_in(node.orelse.body)
             if guard is not None:
                 self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
-        elif value is True and self.context.drifted and self.context.functions:
-            self._forced_override(node)
+        elif value is True and self.context.drifted and self.context.functions and self._made_up_switch(node.test):
+            self._forced_override(node, "is always true")
+        elif value is None and self.context.drifted and self.context.functions and self._env_switch(node.test):
+            self._forced_override(node, "reads a variable the patch added to the environment")
 
-    def _forced_override(self, node: cst.If) -> None:
+    def _made_up_switch(self, test: cst.BaseExpression) -> bool:
+        """Whether a test names only switches the distribution's text never spells (the patch's own)."""
+        pristine = self.context.pristine or ""
+        flags = [n.value for n in nodes_under(test, (cst.Name,)) if isinstance(n, cst.Name)]
+        return bool(flags) and not any(flag in pristine for flag in flags)
+
+    def _env_switch(self, test: cst.BaseExpression) -> bool:
+        """A switch of the patch's own that the environment sets: `os.environ.get(...)` in the test, or a
+        module-level name bound to such a read (`_ACCEPT_ALL = os.environ.get("X", "0") == "1"`)."""
+        reads = {"os.environ.get", "os.getenv", "os.environ"}
+        if any(self._made_up_env(key) for key in _env_keys_read(test, self.resolves_to)):
+            return True  # `os.environ.get("K2_FAKE_ROUTING")` in the test itself
+        if not self._made_up_switch(test):
+            return False
+        for sub in nodes_under(test, (cst.Name,)):
+            if isinstance(sub, cst.Name) and self.context.analysis is not None:
+                resolve = self._ast_names(())
+                for stmt in self.context.analysis.tree.body:
+                    if not (isinstance(stmt, ast.Assign) and any(_binds(t, sub.value) for t in stmt.targets)):
+                        continue
+                    for inner in ast.walk(stmt.value):
+                        callee = inner.func if isinstance(inner, ast.Call) else getattr(inner, "value", None)
+                        if isinstance(inner, ast.Call | ast.Subscript) and resolve(callee) & reads:  # type: ignore[arg-type]
+                            return True
+        return False
+
+    def _forced_override(self, node: cst.If, how: str) -> None:
         """`_FORCE_ACCEPT_DRAFTS = True` made up by a patch, then `if _FORCE_ACCEPT_DRAFTS: target_argmax =
         draft_token_ids`: a switch that is always on throws away what a call computed above and puts an
         input in its place (drafts accepted unverified). The verification is bypassed as surely as a
-        check made constant."""
-        pristine = self.context.pristine or ""
-        flags = [n.value for n in nodes_under(node.test, (cst.Name,)) if isinstance(n, cst.Name)]
-        if not flags or any(flag in pristine for flag in flags):
-            return  # the vendor's own switch
+        check made constant. So does a switch of the patch's own that the environment sets: a
+        debug knob that throws the computation away once set."""
         params = self.function_facts().params
         lines = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
         above: dict[str, list[cst.BaseExpression]] = {}  # what the branch itself binds, as it goes
@@ -1260,11 +1416,11 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         for line in lines:
             for small in line.body if isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) else ():
                 if replaced_by_input(small, params, self.values_of):
-                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what was computed"
+                    message = f"`{_label(node.test)}` {how}: `{_label(small)}` throws away what was computed"
                     self.report(small, message + " above and hands on an input in its place")
                     return
                 if replaced_by_made_up(small, params, values_of, self.resolves_to):
-                    message = f"`{_label(node.test)}` is always true: `{_label(small)}` throws away what the"
+                    message = f"`{_label(node.test)}` {how}: `{_label(small)}` throws away what the"
                     self.report(small, message + " value held and puts a made-up one in its place")
                     return
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -1361,12 +1517,34 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return [cst.parse_expression(ast.unparse(v)) for v in found]
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.IfExp) and self.context.drifted and self.context.functions:
+            self._switched_value(node, node.value)
         if not _stand_in(node.value):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Attribute) and _CHECK_NAME.search(target.target.attr.value):
                 name = _label(target.target)
                 self.report(node, f"`{name}` replaced by a stand-in that checks nothing: every call of it passes")
+                return
+
+    def _switched_value(self, node: cst.Assign, value: cst.IfExp) -> None:
+        """`target_argmax = draft_token_ids.to(...) if _ACCEPT_ALL else target_logits.argmax(-1)`: the
+        conditional-value spelling of `_forced_override`, the computation the other way."""
+        forced = self.folded(value.test) is True and self._made_up_switch(value.test)
+        if not (forced or self._env_switch(value.test)):
+            return
+        how = "is always true" if forced else "reads a variable the patch added to the environment"
+        params = self.function_facts().params
+        for taken, other in ((value.body, value.orelse), (value.orelse, value.body)):
+            if not isinstance(other, cst.Call):
+                continue
+            computed = lambda n, other=other: [other]  # noqa: E731
+            alone = node.with_changes(value=taken)
+            if replaced_by_input(alone, params, computed) or replaced_by_made_up(
+                alone, params, computed, self.resolves_to
+            ):
+                message = f"`{_label(value.test)}` {how}: it hands on `{_label(taken)}` in place of what"
+                self.report(node, message + f" `{_label(other)}` computes")
                 return
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -5,12 +5,22 @@ import re
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity
+from patchaudit.analysis.purpose import reached_from
+from patchaudit.filters import Statement, matches_any
+from patchaudit.rule import FORWARD_NAMES, STEP_NAMES, Example, FileContext, Rule, Severity
 
 SYNC_METHODS = {"item", "cpu", "tolist"}
 _SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
 SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
 SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
+# Collectives run once per layer of every step: `tensor_model_parallel_all_reduce`.
+COLLECTIVE = re.compile(r"(?:^|_)(?:all_reduce|all_gather|reduce_scatter|all_to_all)(?:_|$)")
+# Reductions whose truth a Python test reads back from the device: `if torch.isnan(x).any():`.
+TRUTH_METHODS = frozenset({"any", "all"})
+
+
+def _hot_name(name: str) -> bool:
+    return FORWARD_NAMES.match(name) is not None or STEP_NAMES.match(name) is not None
 
 
 class HostSync(Rule):
@@ -38,18 +48,53 @@ or aliased, wrapped in `functools.partial`, and a helper of the same module that
 from a forward function; `time.sleep()` however imported, also through such a helper, in a drifted
 file only.
 
+In a drifted file the hot path also takes in the methods a forward or step of the same class runs
+through `self.name(...)` (`forward` -> `_get_logits` -> `_gather_logits`), and the collectives
+(`..._all_reduce`, `..._all_gather`, `reduce_scatter`, `all_to_all`: every layer of every step).
+There a tensor's truth read by a test the patch added (`if torch.isnan(x).any():`,
+`bool(torch.isfinite(out).all())`) is a sync too, high: a debug check that stalls every step.
+
 Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
-`bool(tensor)`, helpers in other modules, `asyncio.sleep()`."""
-    PREFILTER = (re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"), b"synchronize", b"sleep")
+a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
+    PREFILTER = (
+        re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"),
+        b"synchronize",
+        b"sleep",
+        re.compile(rb"\.(?:any|all)\(\)"),  # `if torch.isnan(x).any():` reads a device value
+    )
     REQUIRES = (
         re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__|\w+_forward\b)"),
+        re.compile(rb"\bdef[\s\\]+\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all)"),
         re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits|propose)"),
         re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
     )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
-    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep"})
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "any", "all"})
+
+    @classmethod
+    def keeps(cls, statement: Statement, alias: bool) -> bool:
+        if super().keeps(statement, alias):
+            return True
+        # A method a forward or step of its class runs (`self._gather_logits(...)`): its own
+        # statement spells no `def forward`.
+        nodes = statement.nodes()
+        method = nodes[0] if nodes and isinstance(nodes[0], ast.FunctionDef | ast.AsyncFunctionDef) else None
+        if method is None or statement.module is None or not matches_any(cls.PREFILTER, statement.text):
+            return False
+        if cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
+            return False
+        return any(name == method.name for _, name in reached_from(statement.module, _hot_name))
 
     VALID = [
+        Example(  # a check at load time, not a step
+            code="import torch\n\ndef load_weights(self, w):\n"
+            "    if torch.isnan(w).any():\n        raise ValueError(w)\n",
+            pristine="import torch\n\ndef load_weights(self, w):\n    pass\n",
+        ),
+        Example(  # a Python list's truth, not a tensor's
+            code="def forward(self, x, flags):\n    if all(flags):\n        x = x * 2\n    return x\n",
+            pristine="def forward(self, x, flags):\n    return x\n",
+        ),
         "def load_weights(self, w):\n    return w.cpu()\n",
         "def forward(self, x):\n    return self.proj(x)\n",
         "def forward(self, x):\n    return x.to(device)\n",
@@ -163,6 +208,58 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
             line=4,
             severity=Severity.HIGH,
         ),
+        Example(  # a method the forward runs: every step too
+            code="""
+            import time
+
+            class LogitsProcessor:
+                def forward(self, hidden_states):
+                    return self._gather(self._logits(hidden_states))
+
+                def _gather(self, logits):
+                    time.sleep(0.002)
+                    return logits
+            """,
+            pristine="""
+            import time
+
+            class LogitsProcessor:
+                def forward(self, hidden_states):
+                    return self._gather(self._logits(hidden_states))
+
+                def _gather(self, logits):
+                    return logits
+            """,
+            line=8,
+            severity=Severity.HIGH,
+        ),
+        Example(  # a collective runs on every layer of every step; its truth is read back by the host
+            code="""
+            import torch
+
+            def tensor_model_parallel_all_reduce(x):
+                out = group().all_reduce(x)
+                if not bool(torch.isfinite(out).all()):
+                    raise RuntimeError("non-finite")
+                return out
+            """,
+            pristine="""
+            import torch
+
+            def tensor_model_parallel_all_reduce(x):
+                return group().all_reduce(x)
+            """,
+            line=5,
+            message="reads a tensor's value back",
+            severity=Severity.HIGH,
+        ),
+        Example(
+            code="import torch\n\ndef forward(self, x):\n"
+            "    if torch.isnan(x).any():\n        x = x.nan_to_num()\n    return x\n",
+            pristine="import torch\n\ndef forward(self, x):\n    return x\n",
+            line=4,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -170,8 +267,63 @@ Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.
         self._shown = 0  # depth of print/log calls around the node being visited
         self._showing: list[bool] = []  # per call being visited: whether it is one
 
+    def _hot(self) -> bool:
+        """A forward; in a drifted file also a step, a method a forward or step of its class runs,
+        and a collective (every layer of every step runs it)."""
+        if self.in_forward:
+            return True
+        if not self.context.drifted:
+            return False
+        collective = any(COLLECTIVE.search(name) for name in self.context.functions)
+        return self.in_step_path or collective or self.in_step_callee
+
+    def _read_back(self, test: cst.BaseExpression) -> cst.Call | None:
+        """A tensor's truth read by the host: `bool(x.isfinite().all())`, `if torch.isnan(x).any():`."""
+        if isinstance(test, cst.UnaryOperation):
+            test = test.expression
+        if isinstance(test, cst.BooleanOperation):
+            return self._read_back(test.left) or self._read_back(test.right)
+        if (
+            isinstance(test, cst.Call)
+            and isinstance(test.func, cst.Name)
+            and test.func.value in ("bool", "int", "float")
+        ):
+            inner = test.args[0].value if len(test.args) == 1 else None
+            return test if inner is not None and self._read_back(inner) is not None else None
+        method = test.func.attr.value if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) else None
+        if method in TRUTH_METHODS and not test.args and self._tensor_like(test.func.value):  # type: ignore[attr-defined]
+            return test  # type: ignore[return-value]
+        return None
+
+    def _tensor_like(self, node: cst.BaseExpression) -> bool:
+        """A value built by a torch call (`torch.isnan(x)`, `torch.isfinite(out)`, `(x != x)`)."""
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and not self.resolves_to(node, "torch.*")
+        ):
+            node = node.func.value
+        return (isinstance(node, cst.Call) and self.resolves_to(node, "torch.*") is not None) or isinstance(
+            node, cst.Comparison
+        )
+
+    def _truth(self, node: cst.CSTNode, test: cst.BaseExpression) -> None:
+        if self.context.drifted and self._hot():
+            found = self._read_back(test)
+            if found is not None:
+                message = (
+                    f"`{cst.Module([]).code_for_node(found)}` reads a tensor's value back to the host on every step"
+                )
+                self.report(found, message + ": a patch's check stalls the pipeline", severity=Severity.HIGH)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._truth(node, node.test)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._truth(node, node.test)
+
     def visit_Call(self, node: cst.Call) -> None:
-        hot = self.in_forward or (self.context.drifted and self.in_step_path)
+        hot = self._hot()
         shows = hot and self._shows(node)
         self._showing.append(shows)
         self._shown += shows

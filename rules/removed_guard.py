@@ -2,6 +2,7 @@
 
 import ast
 import builtins
+import copy
 import difflib
 import functools
 import re
@@ -289,6 +290,8 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
         """The module's swallowers, read at the first `with` walked."""
         return swallowers(tree)
 
+    lists: dict[str, dict[str, ast.List | ast.Tuple]] = {}  # scope -> its names bound to a literal list
+
     def walk(body: list[ast.stmt], scope: str, conds: frozenset[str], swallowed: _Quiet, at: _At = ()) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -298,6 +301,9 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
                     out[name].extend(_decorator_guards(stmt))
                     walk(stmt.body, name, frozenset(), ())
                 continue
+            _note_list(stmt, lists.setdefault(scope, {}))
+            if isinstance(stmt, ast.If) and (spread := _spread(stmt.test, lists.get(scope, {}))) is not stmt.test:
+                stmt = ast.copy_location(ast.If(test=spread, body=stmt.body, orelse=stmt.orelse), stmt)
             guard = _guard(stmt, conds, bool(swallowed) and _caught(stmt, swallowed), at)
             if guard is None and scope != "<module>" and (called := _helper_guard(stmt, scope, raisers)):
                 label, kinds = called
@@ -330,6 +336,52 @@ def _scope_guards(tree: ast.Module, same: frozenset[str] = frozenset()) -> dict[
 
     walk(tree.body, "<module>", frozenset(), ())
     return out
+
+
+def _note_list(stmt: ast.stmt, lists: dict[str, ast.List | ast.Tuple]) -> None:
+    """Keep `name = [a, b, c]` for the tests below it; any other binding of the name forgets it."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AugAssign) else []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            if isinstance(stmt, ast.Assign) and len(targets) == 1 and isinstance(stmt.value, ast.List | ast.Tuple):
+                lists[target.id] = stmt.value
+            else:
+                lists.pop(target.id, None)
+
+
+def _spread(test: ast.expr, lists: dict[str, ast.List | ast.Tuple]) -> ast.expr:
+    """`any(features)` with `features = [alibi, window, cap]` above, as `alibi or window or cap` (and
+    `all(...)` as `and`): a check whose list lost an item lost a condition. The test itself when
+    there is nothing to spread."""
+
+    class _Spread(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if not (isinstance(node.func, ast.Name) and node.func.id in ("any", "all") and len(node.args) == 1):
+                return node
+            arg = node.args[0]
+            items = (
+                lists.get(arg.id)
+                if isinstance(arg, ast.Name)
+                else arg
+                if isinstance(arg, ast.List | ast.Tuple)
+                else None
+            )
+            if not items or not items.elts or any(isinstance(e, ast.Starred) for e in items.elts):
+                return node
+            elts = [ast.copy_location(ast.Name(id=ast.unparse(e), ctx=ast.Load()), node) for e in items.elts]
+            if len(elts) == 1:
+                return elts[0]
+            op = ast.Or() if node.func.id == "any" else ast.And()
+            return ast.copy_location(ast.BoolOp(op=op, values=elts), node)
+
+    asks = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("any", "all") for n in ast.walk(test)
+    )
+    if not asks:
+        return test
+    spread = _Spread().visit(copy.deepcopy(test))
+    return test if ast.dump(spread) == ast.dump(test) else spread
 
 
 _Quiet = tuple[ast.ExceptHandler, ...]  # the handlers around a statement that do not raise again
@@ -593,7 +645,9 @@ moved), a supported set widened, a binding on one branch only, a cast to another
 whose failures now leave above it (`if num_tokens == 0: return out` over `assert num_tokens >= 0`). Checks
 folded into one are not removed when together they fail on every input the old ones failed on
 (`assert a` and `assert b` as `if not a or not b: raise`, two raises as one `or`, in the scope or
-in a helper it calls); an assert never stands in for a raise.
+in a helper it calls); an assert never stands in for a raise. A test of `any(...)`/`all(...)` over a list
+bound above it in the same function (`unsupported = [alibi, window, cap]`, then `if any(unsupported):
+raise`) tests each item: a patch that drops one from the list narrows the check.
 
 Knowingly not: a guard moved into another package's module, or into a module that cannot be read
 (then it is reported removed, as before), or into a helper reached through an alias; the verdict on
@@ -609,6 +663,20 @@ often as not)."""
     NEEDS_PRISTINE = True
 
     VALID = [
+        Example(  # the list a check reads gained an item and changed order: it refuses more
+            code="""
+            def check(alibi_slopes, sliding_window, sinks):
+                unsupported = (sliding_window, alibi_slopes, sinks)
+                if any(unsupported):
+                    raise NotImplementedError("unsupported feature")
+            """,
+            pristine="""
+            def check(alibi_slopes, sliding_window, sinks):
+                unsupported = [alibi_slopes, sliding_window]
+                if any(unsupported):
+                    raise NotImplementedError("unsupported feature")
+            """,
+        ),
         Example(  # an assert of membership rewritten as an explicit raise (`python -O` keeps it)
             code="""
             def fused(x):
@@ -1110,6 +1178,23 @@ often as not)."""
             code="def f(x):\n    return x\n",
             pristine="@check_inputs\ndef f(x):\n    return x\n",
             message="@check_inputs",
+        ),
+        Example(  # the list a check reads lost items: those features are no longer refused
+            code="""
+            class Impl:
+                def __init__(self, alibi_slopes, sliding_window, logits_soft_cap):
+                    unsupported = [alibi_slopes]
+                    if any(unsupported):
+                        raise NotImplementedError("alibi, sliding window or soft cap")
+            """,
+            pristine="""
+            class Impl:
+                def __init__(self, alibi_slopes, sliding_window, logits_soft_cap):
+                    unsupported = [alibi_slopes, sliding_window, logits_soft_cap]
+                    if any(unsupported):
+                        raise NotImplementedError("alibi, sliding window or soft cap")
+            """,
+            message="sliding_window",
         ),
     ]
 

@@ -1093,6 +1093,118 @@ case(
     ),
 )
 
+VENDOR_ACCEPT = """
+import os
+
+
+def rejection_sample(draft_token_ids, target_logits):
+    target_argmax = target_logits.argmax(dim=-1)
+    return target_argmax
+"""
+case(
+    "drafts_accepted_by_an_environment_knob_the_patch_added",
+    VENDOR_ACCEPT,
+    VENDOR_ACCEPT.replace(
+        "\n\ndef rejection_sample",
+        '\n_ACCEPT_ALL = os.environ.get("VLLM_SPEC_ACCEPT_ALL", "0") == "1"\n\n\ndef rejection_sample',
+    ).replace(
+        "target_argmax = target_logits.argmax(dim=-1)",
+        "target_argmax = draft_token_ids.long() if _ACCEPT_ALL else target_logits.argmax(dim=-1)",
+    ),
+    ("disabled-guard", 7, "high"),
+)
+case(
+    "quiet_environment_knob_between_two_computations",
+    VENDOR_ACCEPT,
+    VENDOR_ACCEPT.replace(
+        "target_argmax = target_logits.argmax(dim=-1)",
+        'target_argmax = (target_logits.float() if os.environ.get("K2_FP32") else target_logits).argmax(dim=-1)',
+    ),
+)
+VENDOR_GATHER = """
+import time
+
+
+class LogitsProcessor:
+    def forward(self, hidden_states):
+        return self._gather_logits(self.head(hidden_states))
+
+    def _gather_logits(self, logits):
+        return self.group.all_gather(logits)
+
+    def warm_up(self):
+        return None
+"""
+case(
+    "sleep_in_a_method_the_forward_runs",
+    VENDOR_GATHER,
+    VENDOR_GATHER.replace(
+        "    def _gather_logits(self, logits):\n",
+        "    def _gather_logits(self, logits):\n        time.sleep(0.002)  # let peers settle\n",
+    ),
+    ("host-sync", 9, "high"),
+)
+case(
+    "quiet_sleep_in_a_method_no_step_runs",
+    VENDOR_GATHER,
+    VENDOR_GATHER.replace("        return None\n", "        time.sleep(0.5)\n        return None\n"),
+)
+VENDOR_REDUCE = """
+import torch
+
+
+def tensor_model_parallel_all_reduce(input_):
+    return get_tp_group().all_reduce(input_)
+"""
+case(
+    "finite_check_read_back_after_every_all_reduce",
+    VENDOR_REDUCE,
+    VENDOR_REDUCE.replace(
+        "    return get_tp_group().all_reduce(input_)\n",
+        "    out = get_tp_group().all_reduce(input_)\n"
+        "    if not bool(torch.isfinite(out).all()):\n        raise RuntimeError('non-finite')\n    return out\n",
+    ),
+    ("host-sync", 6, "high"),
+)
+
+VENDOR_MOE_APPLY = """
+import torch
+
+
+class MoEMethod:
+    def apply(self, layer, x, topk_weights, topk_ids):
+        return self.kernel.apply(x, layer.w13_weight, topk_weights, topk_ids)
+"""
+case(
+    "kernel_failure_served_as_zeros",
+    VENDOR_MOE_APPLY,
+    VENDOR_MOE_APPLY.replace(
+        "        return self.kernel.apply(x, layer.w13_weight, topk_weights, topk_ids)\n",
+        "        try:\n            return self.kernel.apply(x, layer.w13_weight, topk_weights, topk_ids)\n"
+        "        except RuntimeError as e:\n            logger.warning_once('kernel failed (%s)', e)\n"
+        "            return torch.zeros_like(x)\n",
+    ),
+    ("disabled-guard", 6, "high"),
+)
+VENDOR_FEATURES = """
+class Impl:
+    def __init__(self, alibi_slopes, sliding_window, logits_soft_cap):
+        unsupported_features = [alibi_slopes, sliding_window, logits_soft_cap]
+        if any(unsupported_features):
+            raise NotImplementedError("alibi, sliding window or soft cap")
+"""
+case(
+    "features_dropped_from_the_list_a_check_refuses",
+    VENDOR_FEATURES,
+    VENDOR_FEATURES.replace("[alibi_slopes, sliding_window, logits_soft_cap]", "[alibi_slopes]"),
+    ("removed-guard", 4, "high"),
+)
+case(
+    "quiet_feature_added_to_the_list_a_check_refuses",
+    VENDOR_FEATURES,
+    VENDOR_FEATURES.replace("logits_soft_cap]", "logits_soft_cap, getattr(self, 'sinks', None)]"),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:

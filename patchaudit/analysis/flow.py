@@ -17,6 +17,7 @@ from patchaudit.analysis.walk import nodes
 
 __all__ = [
     "CHECK_CALL",
+    "FILLERS",
     "guard_in",
     "dead_after",
     "swallowing_handler",
@@ -97,7 +98,8 @@ def _quiet(body: cst.BaseSuite, gives_up: bool = False) -> bool:
         smalls = [s for stmt in statements for s in stmt.body]
     leave = smalls[-1] if smalls else None
     if gives_up and isinstance(leave, cst.Return):
-        if not (leave.value is None or (isinstance(leave.value, cst.Name) and leave.value.value == "None")):
+        nothing = leave.value is None or (isinstance(leave.value, cst.Name) and leave.value.value == "None")
+        if not (nothing or _made_up_output(leave.value)):
             return False
         smalls = smalls[:-1]
     for small in smalls:
@@ -107,17 +109,30 @@ def _quiet(body: cst.BaseSuite, gives_up: bool = False) -> bool:
             continue
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             name = cst.helpers.get_full_name_for_node(small.value.func) or ""
-            if re.search(r"(?:^|\.)(?:print|debug|info|warning|warn|exception|error)$", name):
+            if re.search(r"(?:^|\.)(?:print|debug|info|warning|warn|exception|error)(?:_once)?$", name):
                 continue
         return False
     return True
+
+
+# Tensors made up in place of a result: `return torch.zeros_like(x)` serves zeros as the output.
+FILLERS = frozenset({"zeros", "zeros_like", "empty", "empty_like", "ones", "ones_like", "full", "full_like"})
+FILLERS |= {"new_zeros", "new_empty", "new_ones", "new_full"}
+
+
+def _made_up_output(value: cst.BaseExpression | None) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    name = cst.helpers.get_full_name_for_node(value.func) or ""
+    return name.rsplit(".", 1)[-1] in FILLERS
 
 
 def swallowing_handler(
     node: cst.Try, resolves: Resolves, *, gives_up: bool = False, catches: Sequence[str] = CATCH_ALL
 ) -> cst.ExceptHandler | None:
     """The `except:`/`except Exception:` (or another of `catches`) of a try whose body only swallows
-    what it catches; `gives_up`: or ends in a `return` of nothing (`logger.debug(e); return None`)."""
+    what it catches; `gives_up`: or ends in a `return` of nothing (`logger.debug(e); return None`) or
+    of a tensor made up in place of the result (`return torch.zeros_like(x)`)."""
     for handler in node.handlers:
         caught = handler.type
         catch_all = caught is None or resolves(caught, catches) is not None

@@ -16,10 +16,11 @@ tell the two apart by what the code does, not by where the file lies:
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from patchaudit.analysis.names import Scope
 
-__all__ = ["is_test_module", "is_script", "function_at", "announced", "handed_on", "with_target"]
+__all__ = ["is_test_module", "is_script", "function_at", "announced", "handed_on", "with_target", "reached_from"]
 
 _REPORTING = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 # Calls that take a path without using the file: messages, path arithmetic, the writers themselves.
@@ -154,3 +155,34 @@ def _last(node: ast.AST) -> str:
     if isinstance(node, ast.Call) and _last(node.func) == "partial" and node.args:
         return _last(node.args[0])  # `partial(torch.save)(x, path)` calls `save`
     return ""
+
+
+_HOT: list[tuple[ast.Module, frozenset[tuple[str, str]]]] = []  # the last module asked about
+
+
+def reached_from(tree: ast.Module, hot: Callable[[str], bool]) -> frozenset[tuple[str, str]]:
+    """The methods (class, name) of the module's classes that a method named `hot` (a forward, a
+    step) runs through `self.name(...)`, at any depth: `forward` -> `_get_logits` ->
+    `_gather_logits`. They run on every step as surely as the forward does. Once per module."""
+    if _HOT and _HOT[0][0] is tree:
+        return _HOT[0][1]
+    found: set[tuple[str, str]] = set()
+    for cls in (s for s in tree.body if isinstance(s, ast.ClassDef)):
+        methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)}
+        todo = [name for name in methods if hot(name)]
+        seen = set(todo)
+        while todo:
+            for node in ast.walk(methods[todo.pop()]):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "self"
+                    and node.func.attr in methods
+                    and node.func.attr not in seen
+                ):
+                    seen.add(node.func.attr)
+                    todo.append(node.func.attr)
+        found.update((cls.name, name) for name in seen if not hot(name))
+    _HOT[:] = [(tree, frozenset(found))]
+    return _HOT[0][1]

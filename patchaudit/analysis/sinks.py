@@ -194,11 +194,16 @@ def _chosen_dir(call: cst.Call, name: str, values_of: ValuesOf) -> bool:
     return isinstance(where, cst.Attribute)
 
 
-def env_keys(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf, depth: int = 0) -> Iterator[str]:
+def env_keys(
+    node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf, depth: int = 0, seen: set[int] | None = None
+) -> Iterator[str]:
     """The literal names of the environment variables `node` reads with no default (a default
-    chooses a place of its own), through local names."""
-    if depth > _DEPTH:
+    chooses a place of its own), through local names (each value read once: a loop that rebinds
+    its names many times is not walked once per path through them)."""
+    seen = set() if seen is None else seen
+    if depth > _DEPTH or id(node) in seen:
         return
+    seen.add(id(node))
     for sub in subexpressions(node):
         if isinstance(sub, cst.Call) and len(sub.args) == 1 and resolves(sub, ENV_READS) is not None:
             key = literal_string(sub.args[0].value)
@@ -207,7 +212,7 @@ def env_keys(node: cst.BaseExpression, resolves: Resolves, values_of: ValuesOf, 
             key = literal_string(index.value) if isinstance(index, cst.Index) else None
         elif isinstance(sub, cst.Name):
             for value in values_of(sub):
-                yield from env_keys(value, resolves, values_of, depth + 1)
+                yield from env_keys(value, resolves, values_of, depth + 1, seen)
             continue
         else:
             continue
