@@ -60,7 +60,7 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"),
         b"synchronize",
         b"sleep",
-        re.compile(rb"\.(?:any|all)\(\)"),  # `if torch.isnan(x).any():` reads a device value
+        re.compile(rb"\.[\s\\]*(?:any|all)[\s\\]*\([\s\\]*\)"),  # `if torch.isnan(x).any():` reads a device value
     )
     REQUIRES = (
         re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__|\w+_forward\b)"),
