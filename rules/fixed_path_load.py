@@ -1,5 +1,9 @@
 """fixed-path-load: tensors or objects read from a fixed path into library code."""
 
+import ast
+import re
+from collections.abc import Sequence
+
 import libcst as cst
 
 from patchaudit.rule import Example, Rule, Severity, call_arg
@@ -18,6 +22,7 @@ LOADERS = {
 # Readers of an open file object: `pickle.load(open("/x/fix.pkl", "rb"))`.
 FILE_READERS = ("pickle.load", "dill.load", "cloudpickle.load")
 OPENERS = ("builtins.open", "io.open")
+_READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open"})
 # Places a library reads facts about the machine from, not values of its own.
 SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
 
@@ -45,8 +50,22 @@ Knowingly not: relative paths (package data beside the module), paths under `~` 
 home) or a `.cache` directory (a library's cache), `/proc`, `/sys`, `/dev` and `/etc` (facts about
 the machine), a path from a parameter, the environment or a setting (the operator's),
 and files read as text (`open(p).read()`, `json.load`), which configuration often is."""
-    PREFILTER = (b"load", b"fromfile", b"safe_open")
-    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "torch", "numpy", "np"})
+    PREFILTER = re.compile(rb"\b(?:load|fromfile|load_file|safe_open)[\s\\]*\(")
+    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open"})
+
+    @classmethod
+    def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
+        """A call of a reader by its last name, given something that may be a fixed path."""
+        for node in nodes:
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _READER_NAMES and not isinstance(node.args[0], ast.Constant | ast.Starred) or (
+                name in _READER_NAMES and isinstance(node.args[0].value, str) and node.args[0].value.startswith("/")  # type: ignore[attr-defined]
+            ):
+                return True
+        return False
 
     VALID = [
         "import torch\n\ndef load(path):\n    return torch.load(path, map_location='cpu')\n",
