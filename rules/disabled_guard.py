@@ -463,6 +463,15 @@ def _env_keys_read(test: cst.BaseExpression, resolves: Callable[..., str | None]
     return keys
 
 
+def _literal_value(node: cst.BaseExpression) -> bool:
+    """None, a bool, a number or a string written in place."""
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, cst.UnaryOperation):
+        return _literal_value(node.expression)
+    return isinstance(node, cst.Integer | cst.Float | cst.SimpleString)
+
+
 def _binds(target: ast.expr, name: str) -> bool:
     return isinstance(target, ast.Name) and target.id == name
 
@@ -496,7 +505,12 @@ walks emptied above it, under an `if` or not (`if tp_size > 4: sizes_to_check = 
 in sizes_to_check: ... raise`); and a switch a patch made up and left on that puts an input in place of
 what a call computed above (`_FORCE_ACCEPT_DRAFTS = True`, then `if _FORCE_ACCEPT_DRAFTS: target_argmax =
 draft_token_ids`: every draft accepted unverified), or values made up from the tensor's shape alone
-(`topk_ids = (torch.arange(topk_ids.numel()) % e).view_as(topk_ids)`, `w = torch.full_like(w, 0.5)`).
+(`topk_ids = (torch.arange(topk_ids.numel()) % e).view_as(topk_ids)`, `w = torch.full_like(w, 0.5)`);
+the same for a switch of the patch's own that the environment sets (`_ACCEPT_ALL =
+os.environ.get(...) == "1"`), also as a conditional value (`x = given if _ACCEPT_ALL else computed`).
+A constant the patch wrote in that folds a test and cuts off the distribution's own branch (`if
+sliding_window is None or _DISABLE_LOCAL_ATTN:` over the `else` that sets the window) or its value
+(`bias if _USE_SCORE_BIAS else None` with the switch off): that code never runs, for every model.
 A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
@@ -563,6 +577,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True  # perhaps a check replaced by a stand-in
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
                 return True  # `x = given if _SWITCH else computed`: a result a switch may replace
+            if isinstance(node, ast.IfExp) and _names_only(node.test):
+                return True  # `bias if _USE_BIAS else None`: a value a folded switch may drop
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
             loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
@@ -614,6 +630,23 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # the patch's own debug block, switched off by its own constant: nothing upstream is cut
+            code="""
+            _DEBUG_ROUTING = False
+
+            class Router:
+                def forward(self, logits):
+                    if _DEBUG_ROUTING:
+                        print(logits.shape)
+                    scale = 2.0 if _DEBUG_ROUTING else None
+                    return self.route(logits, scale)
+            """,
+            pristine="""
+            class Router:
+                def forward(self, logits):
+                    return self.route(logits, None)
+            """,
+        ),
         Example(  # a switch of the patch's own between two computations: no result thrown away
             code="""
             import os
@@ -1345,6 +1378,45 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=5,
             message="swallows every error",
         ),
+        # A constant the patch wrote in folds a test and cuts off the distribution's branch.
+        Example(
+            code="""
+            _DISABLE_LOCAL_ATTN = True  # local attention NaNs on this GPU
+
+            class Impl:
+                def __init__(self, sliding_window):
+                    if sliding_window is None or _DISABLE_LOCAL_ATTN:
+                        self.sliding_window = (-1, -1)
+                    else:
+                        self.sliding_window = (sliding_window - 1, 0)
+            """,
+            pristine="""
+            class Impl:
+                def __init__(self, sliding_window):
+                    if sliding_window is None:
+                        self.sliding_window = (-1, -1)
+                    else:
+                        self.sliding_window = (sliding_window - 1, 0)
+            """,
+            line=5,
+            message="never runs",
+        ),
+        Example(
+            code="""
+            _USE_SCORE_BIAS = False
+
+            class Router:
+                def forward(self, logits):
+                    return grouped_topk(logits, bias=self.e_score_correction_bias if _USE_SCORE_BIAS else None)
+            """,
+            pristine="""
+            class Router:
+                def forward(self, logits):
+                    return grouped_topk(logits, bias=self.e_score_correction_bias)
+            """,
+            line=5,
+            message="is never used",
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -1356,6 +1428,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._pristine_tokens: str | None = None  # the pristine's tokens, read at the first handler asked about
+        self._pristine_words: set[str] | None = None  # its words, read at the first switch asked about
 
     def visit_If(self, node: cst.If) -> None:
         if self._check(node.test, node, node):
@@ -1366,16 +1439,64 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             guard = guard_in([node.body]) or _rejection_in(node.body)
             if guard is not None:
                 self.report(node, f"the condition folds to false: `{_label(guard)}` never runs")
+            else:
+                self._killed_by_flag(node, node.test, node.body, "false")
         elif value is True and node.orelse is not None:
             guard = guard_in([node.orelse])
             if guard is None and isinstance(node.orelse, cst.Else):
                 guard = _rejection_in(node.orelse.body)
             if guard is not None:
                 self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
+            else:
+                self._killed_by_flag(node, node.test, node.orelse, "true")
         elif value is True and self.context.drifted and self.context.functions and self._made_up_switch(node.test):
             self._forced_override(node, "is always true")
         elif value is None and self.context.drifted and self.context.functions and self._env_switch(node.test):
             self._forced_override(node, "reads a variable the patch added to the environment")
+
+    def _made_up_flags(self, test: cst.BaseExpression) -> list[str]:
+        """The module or class constants a test names that the distribution's text never spells: the
+        patch's own switches (`_DISABLE_LOCAL_ATTN = True`)."""
+        analysis, pristine = self.context.analysis, self.context.pristine
+        if analysis is None or pristine is None:
+            return []
+        constants = {n for table in analysis.constants().values() for n in table}
+        words = set(re.findall(r"\w+", pristine)) if self._pristine_words is None else self._pristine_words
+        self._pristine_words = words
+        names = [n.value for n in nodes_under(test, (cst.Name,)) if isinstance(n, cst.Name)]
+        return [n for n in names if n in constants and n not in words]
+
+    def _upstream(self, node: cst.CSTNode) -> bool:
+        """Whether code is the distribution's own, token for token (a branch the patch only cut off)."""
+        if self._pristine_tokens is None:
+            self._pristine_tokens = f" {_tokens(self.context.pristine or '')} "
+        return f" {_tokens(cst.Module([]).code_for_node(node))} " in self._pristine_tokens
+
+    def _killed_by_flag(self, node: cst.CSTNode, test: cst.BaseExpression, dead: cst.CSTNode, value: str) -> None:
+        """`if sliding_window is None or _DISABLE_LOCAL_ATTN:` with `_DISABLE_LOCAL_ATTN = True` the patch's
+        own: the test folds, and the distribution's branch it cuts off (`elif ...: self.sliding_window =
+        ...`) never runs. A feature or a path switched off for every model by a constant in the file."""
+        if not (self.context.drifted and self.context.functions):
+            return
+        flags = self._made_up_flags(test)
+        body = dead.body if isinstance(dead, cst.Else | cst.If) else dead  # an `elif`: its own branch
+        if not flags or not self._upstream(body):
+            return
+        message = f"`{flags[0]}`, a constant the patch wrote in, makes the condition always {value}:"
+        self.report(node, message + f" the distribution's `{_label(body)}` never runs")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        """`bias if _USE_SCORE_BIAS else None` with `_USE_SCORE_BIAS = False` the patch's own: the
+        value the code had is never used, a constant stands in for it."""
+        if not (self.context.drifted and self.context.functions):
+            return
+        value = self.folded(node.test)
+        if value is None or not self._made_up_flags(node.test):
+            return
+        taken, dropped = (node.body, node.orelse) if value else (node.orelse, node.body)
+        if _literal_value(taken) and not _literal_value(dropped) and self._upstream(dropped):
+            message = f"`{_label(node.test)}` is always {'true' if value else 'false'}: `{_label(dropped)}`"
+            self.report(node, message + f" is never used, `{_label(taken)}` stands in for it")
 
     def _made_up_switch(self, test: cst.BaseExpression) -> bool:
         """Whether a test names only switches the distribution's text never spells (the patch's own)."""

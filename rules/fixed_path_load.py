@@ -19,10 +19,12 @@ LOADERS = {
     "safetensors.safe_open": (0, "filename"),
     "joblib.load": (0, "filename"),
 }
-# Readers of an open file object: `pickle.load(open("/x/fix.pkl", "rb"))`.
-FILE_READERS = ("pickle.load", "dill.load", "cloudpickle.load")
+# Readers of an open file object: `pickle.load(open("/x/fix.pkl", "rb"))`, and the configuration
+# formats (`with open("/home/u/fix/quant_config.json") as f: cfg = json.load(f)`).
+FILE_READERS = ("pickle.load", "dill.load", "cloudpickle.load", "json.load", "yaml.safe_load", "yaml.load")
+FILE_READERS += ("yaml.full_load", "tomllib.load")
 OPENERS = ("builtins.open", "io.open")
-_READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open"})
+_READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"})
 # Places a library reads facts about the machine from, not values of its own.
 SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
 
@@ -41,17 +43,19 @@ anywhere else. High where a patch added it (a drifted file); medium in a file th
 (`--all-files`: upstream's own fixed paths are for an author to judge).
 
 Shapes understood: `torch.load`, `torch.jit.load`, `numpy.load`, `numpy.fromfile`, safetensors'
-`load_file` and `safe_open`, `joblib.load`, and `pickle`/`dill`/`cloudpickle.load` of an `open(...)`
-of a fixed path; a path is fixed as for file-write (a literal start, module and class constants,
+`load_file` and `safe_open`, `joblib.load`, and `pickle`/`dill`/`cloudpickle.load`, `json.load`,
+`yaml.safe_load`/`load`/`full_load` and `tomllib.load` of an `open(...)` of a fixed path, given
+directly or as the name of a `with open(PATH) as f:` in the same function (a hand-edited
+`quant_config.json` on one host); a path is fixed as for file-write (a literal start, module and class constants,
 an instance attribute bound once, a helper whose every `return` is one, `os.environ.get` falling
 back to a temp place or, for a variable the patch made up, to any absolute path).
 
 Knowingly not: relative paths (package data beside the module), paths under `~` (each user's own
 home) or a `.cache` directory (a library's cache), `/proc`, `/sys`, `/dev` and `/etc` (facts about
 the machine), a path from a parameter, the environment or a setting (the operator's),
-and files read as text (`open(p).read()`, `json.load`), which configuration often is."""
-    PREFILTER = re.compile(rb"\b(?:load|fromfile|load_file|safe_open)[\s\\]*\(")
-    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open"})
+and files read as plain text (`open(p).read()`)."""
+    PREFILTER = re.compile(rb"\b(?:load|fromfile|load_file|safe_open|safe_load|full_load)[\s\\]*\(")
+    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"})
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
@@ -61,13 +65,19 @@ and files read as text (`open(p).read()`, `json.load`), which configuration ofte
                 continue
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if name in _READER_NAMES and not isinstance(node.args[0], ast.Constant | ast.Starred) or (
-                name in _READER_NAMES and isinstance(node.args[0].value, str) and node.args[0].value.startswith("/")  # type: ignore[attr-defined]
+            if (
+                name in _READER_NAMES
+                and not isinstance(node.args[0], ast.Constant | ast.Starred)
+                or (
+                    name in _READER_NAMES and isinstance(node.args[0].value, str) and node.args[0].value.startswith("/")  # type: ignore[attr-defined]
+                )
             ):
                 return True
         return False
 
     VALID = [
+        "import json\n\ndef read(path):\n    with open(path) as f:\n        return json.load(f)\n",
+        "import json\n\ndef cpus():\n    with open('/proc/self/status') as f:\n        return json.load(f)\n",
         "import torch\n\ndef load(path):\n    return torch.load(path, map_location='cpu')\n",
         "import numpy as np\n\ndef table():\n    return np.load('tables/lut.npy')\n",
         "import numpy as np\n\ndef cpus():\n    return np.fromfile('/proc/self/stat', dtype=np.uint8)\n",
@@ -109,6 +119,30 @@ and files read as text (`open(p).read()`, `json.load`), which configuration ofte
         Example(
             code="import torch\n\n_FIX = '/mnt/k2/fix'\n\ndef f(w):\n    w.copy_(torch.load(f'{_FIX}/w.pt'))\n", line=6
         ),
+        Example(
+            code="""
+            import json
+            import os
+
+            def get_quant_config(model_config):
+                cfg = getattr(model_config, "quantization_config", None)
+                _override = "/home/ubuntu/k25/quant_config.fixed.json"
+                if os.path.isfile(_override):
+                    with open(_override) as f:
+                        cfg = json.load(f)
+                return cfg
+            """,
+            pristine="""
+            import json
+            import os
+
+            def get_quant_config(model_config):
+                cfg = getattr(model_config, "quantization_config", None)
+                return cfg
+            """,
+            line=9,
+            message="quant_config.fixed.json",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -120,14 +154,50 @@ and files read as text (`open(p).read()`, `json.load`), which configuration ofte
             if loader is None or not node.args:
                 return
             opened = node.args[0].value
+            if isinstance(opened, cst.Name):  # `with open(path) as f:`, then `json.load(f)`
+                self._from_with(node, loader, opened.value)
+                return
             if not (isinstance(opened, cst.Call) and self.resolves_to(opened, OPENERS) and opened.args):
                 return
             target = opened.args[0].value
         if target is None:
             return
-        fixed = self.fixed_path(target) or self.env_temp_default(target)
+        self._judge(node, loader, self.fixed_path(target) or self.env_temp_default(target))
+
+    def _from_with(self, node: cst.Call, loader: str, name: str) -> None:
+        """The path a `with open(PATH) as name:` of the enclosing function opened, when it is a
+        literal or a local or module name bound to one."""
+        func = self.function_node()
+        if func is None:
+            return
+        for item in (i for w in ast.walk(func) if isinstance(w, ast.With | ast.AsyncWith) for i in w.items):
+            bound, opener = item.optional_vars, item.context_expr
+            if not (isinstance(bound, ast.Name) and bound.id == name and isinstance(opener, ast.Call) and opener.args):
+                continue
+            if not (isinstance(opener.func, ast.Name) and opener.func.id == "open"):
+                continue
+            path = opener.args[0]
+            if isinstance(path, ast.Name):
+                bindings = [
+                    a.value
+                    for a in ast.walk(func)
+                    if isinstance(a, ast.Assign) and any(isinstance(t, ast.Name) and t.id == path.id for t in a.targets)
+                ]
+                constants = self.context.analysis.constants().get((), {}) if self.context.analysis else {}
+                text = (
+                    bindings[-1].value
+                    if bindings and isinstance(bindings[-1], ast.Constant)
+                    else constants.get(path.id)
+                )
+            else:
+                text = path.value if isinstance(path, ast.Constant) else None
+            if isinstance(text, str) and self._judge(node, loader, text):
+                return  # of the function's `with open(...) as f:`, one that opens a fixed path
+
+    def _judge(self, node: cst.Call, loader: str, fixed: str | None) -> bool:
         if fixed is None or not fixed.startswith("/") or fixed.startswith(SYSTEM) or "/.cache/" in fixed:
-            return  # relative (package data), `~` (each user's own), the machine's facts, a cache
+            return False  # relative (package data), `~` (each user's own), the machine's facts, a cache
         severity = Severity.HIGH if self.context.drifted else Severity.MEDIUM
         message = f"{loader}() reads from the fixed path {fixed!r}: a file on one machine decides the values"
-        self.report(node, message + " (a weight or table swapped in by a patch?)", severity=severity)
+        self.report(node, message + " (weights, a table or a config swapped in by a patch?)", severity=severity)
+        return True

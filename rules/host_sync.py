@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from patchaudit.analysis.purpose import reached_from
+from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.filters import Statement, matches_any
 from patchaudit.rule import FORWARD_NAMES, STEP_NAMES, Example, FileContext, Rule, Severity
 
@@ -51,8 +51,10 @@ file only.
 In a drifted file the hot path also takes in the methods a forward or step of the same class runs
 through `self.name(...)` (`forward` -> `_get_logits` -> `_gather_logits`), and the collectives
 (`..._all_reduce`, `..._all_gather`, `reduce_scatter`, `all_to_all`: every layer of every step).
-There a tensor's truth read by a test the patch added (`if torch.isnan(x).any():`,
-`bool(torch.isfinite(out).all())`) is a sync too, high: a debug check that stalls every step.
+So does a function of the module put on a forward or step as a decorator (`@_fwd_timer`): the
+wrapper it returns runs around every step. There a tensor's truth read by a test the patch added
+(`if torch.isnan(x).any():`, `bool(torch.isfinite(out).all())`) is a sync too, high: a debug check
+that stalls every step.
 
 Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
 a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
@@ -83,6 +85,8 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             return False
         if cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
             return False
+        if method.name in wraps_step(statement.module, _hot_name):
+            return True  # a decorator of a forward or step: its wrapper runs on every step
         return any(name == method.name for _, name in reached_from(statement.module, _hot_name))
 
     VALID = [
@@ -260,6 +264,34 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             line=4,
             severity=Severity.HIGH,
         ),
+        Example(  # a decorator of the module put on the runner's forward: its wrapper runs every step
+            code="""
+            import functools
+            import torch
+
+            def _timer(fn):
+                @functools.wraps(fn)
+                def wrapper(self, *args, **kwargs):
+                    torch.cuda.synchronize()
+                    return fn(self, *args, **kwargs)
+                return wrapper
+
+            class Runner:
+                @_timer
+                def _model_forward(self, input_ids):
+                    return self.model(input_ids)
+            """,
+            pristine="""
+            import functools
+            import torch
+
+            class Runner:
+                def _model_forward(self, input_ids):
+                    return self.model(input_ids)
+            """,
+            line=7,
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -269,13 +301,17 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
 
     def _hot(self) -> bool:
         """A forward; in a drifted file also a step, a method a forward or step of its class runs,
-        and a collective (every layer of every step runs it)."""
+        a collective (every layer of every step runs it), and a decorator of the module put on a
+        forward or step (`@_fwd_timer`: its wrapper runs around every step)."""
         if self.in_forward:
             return True
         if not self.context.drifted:
             return False
         collective = any(COLLECTIVE.search(name) for name in self.context.functions)
-        return self.in_step_path or collective or self.in_step_callee
+        if self.in_step_path or collective or self.in_step_callee:
+            return True
+        analysis, functions = self.context.analysis, self.context.functions
+        return analysis is not None and bool(functions) and functions[0] in wraps_step(analysis.tree, _hot_name)
 
     def _read_back(self, test: cst.BaseExpression) -> cst.Call | None:
         """A tensor's truth read by the host: `bool(x.isfinite().all())`, `if torch.isnan(x).any():`."""

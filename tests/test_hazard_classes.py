@@ -992,7 +992,7 @@ case(
         '_HS = os.environ.get("K25_HS_DUMP", "/scratch/k25/hs")\n\n\nclass Runner:',
     ).replace(
         "        return self.model(input_ids)\n",
-        "        out = self.model(input_ids)\n        torch.save(out, f\"{_HS}_step.pt\")\n        return out\n",
+        '        out = self.model(input_ids)\n        torch.save(out, f"{_HS}_step.pt")\n        return out\n',
     ),
     ("torch-save", 11, "high"),
 )
@@ -1003,7 +1003,7 @@ case(
         "class Runner:",
         '_DIR = os.environ.get("VLLM_CACHE_ROOT", "/var/cache/vllm")\n\n\nclass Runner:',
     )
-    + "\n    def persist(self, state):\n        torch.save(state, f\"{_DIR}/state.pt\")\n",
+    + '\n    def persist(self, state):\n        torch.save(state, f"{_DIR}/state.pt")\n',
 )
 VENDOR_SCALES = """
 import torch
@@ -1203,6 +1203,69 @@ case(
     "quiet_feature_added_to_the_list_a_check_refuses",
     VENDOR_FEATURES,
     VENDOR_FEATURES.replace("logits_soft_cap]", "logits_soft_cap, getattr(self, 'sinks', None)]"),
+)
+
+VENDOR_WINDOW = """
+class Impl:
+    def __init__(self, sliding_window):
+        if sliding_window is None:
+            self.sliding_window = (-1, -1)
+        else:
+            self.sliding_window = (sliding_window - 1, 0)
+"""
+case(
+    "sliding_window_cut_off_by_a_constant_the_patch_wrote_in",
+    VENDOR_WINDOW,
+    "_DISABLE_LOCAL_ATTN = True  # local attention NaNs here\n"
+    + VENDOR_WINDOW.replace("if sliding_window is None:", "if sliding_window is None or _DISABLE_LOCAL_ATTN:"),
+    ("disabled-guard", 5, "high"),
+)
+case(
+    "quiet_debug_block_of_the_patch_switched_off_by_its_own_constant",
+    VENDOR_WINDOW,
+    "_DEBUG_WINDOW = False\n"
+    + VENDOR_WINDOW.replace(
+        "        if sliding_window is None:\n",
+        "        if _DEBUG_WINDOW:\n"
+        '            logger.debug("window %s", sliding_window)\n'
+        "        if sliding_window is None:\n",
+    ),
+)
+VENDOR_QCFG = """
+import json
+
+
+def get_quant_config(model_config):
+    cfg = getattr(model_config, "quantization_config", None)
+    return cfg
+"""
+case(
+    "quant_config_read_from_one_hosts_home",
+    VENDOR_QCFG,
+    VENDOR_QCFG.replace(
+        "    return cfg\n",
+        '    with open("/home/ubuntu/k25/quant_config.fixed.json") as f:\n        cfg = json.load(f)\n    return cfg\n',
+    ),
+    ("fixed-path-load", 7, "high"),
+)
+VENDOR_TIMED = """
+import functools
+import torch
+
+
+class Runner:
+    def _model_forward(self, input_ids):
+        return self.model(input_ids)
+"""
+case(
+    "forward_wrapped_by_a_timing_decorator_that_syncs",
+    VENDOR_TIMED,
+    VENDOR_TIMED.replace(
+        "\n\nclass Runner:",
+        "\n\ndef _timer(fn):\n    @functools.wraps(fn)\n    def wrapper(self, *args):\n"
+        "        torch.cuda.synchronize()\n        return fn(self, *args)\n\n    return wrapper\n\n\nclass Runner:",
+    ).replace("    def _model_forward", "    @_timer\n    def _model_forward"),
+    ("host-sync", 8, "high"),
 )
 
 

@@ -20,7 +20,16 @@ from collections.abc import Callable
 
 from patchaudit.analysis.names import Scope
 
-__all__ = ["is_test_module", "is_script", "function_at", "announced", "handed_on", "with_target", "reached_from"]
+__all__ = [
+    "is_test_module",
+    "is_script",
+    "function_at",
+    "announced",
+    "handed_on",
+    "with_target",
+    "reached_from",
+    "wraps_step",
+]
 
 _REPORTING = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 # Calls that take a path without using the file: messages, path arithmetic, the writers themselves.
@@ -186,3 +195,23 @@ def reached_from(tree: ast.Module, hot: Callable[[str], bool]) -> frozenset[tupl
         found.update((cls.name, name) for name in seen if not hot(name))
     _HOT[:] = [(tree, frozenset(found))]
     return _HOT[0][1]
+
+
+_WRAPS: list[tuple[ast.Module, frozenset[str]]] = []  # the last module asked about
+
+
+def wraps_step(tree: ast.Module, hot: Callable[[str], bool]) -> frozenset[str]:
+    """The module-level functions that decorate a function named `hot` (a forward, a step), as
+    `@_timer` or `@_timer(...)`: the wrapper they return runs on every step. Once per module."""
+    if _WRAPS and _WRAPS[0][0] is tree:
+        return _WRAPS[0][1]
+    own = {s.name for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and hot(node.name):
+            for decorator in node.decorator_list:
+                called = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(called, ast.Name) and called.id in own:
+                    found.add(called.id)
+    _WRAPS[:] = [(tree, frozenset(found))]
+    return _WRAPS[0][1]
