@@ -463,6 +463,37 @@ def _env_keys_read(test: cst.BaseExpression, resolves: Callable[..., str | None]
     return keys
 
 
+_FINITENESS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf"})
+
+
+def _hides_nonfinite(node: ast.Call) -> bool:
+    """The ast side of `_masks_nonfinite`: a `nan_to_num`, or a `where` whose mask tests finiteness."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name == "nan_to_num":
+        return True
+    if name != "where" or not node.args:
+        return False
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute | ast.Name) and _last_name(n.func) in _FINITENESS
+        for n in ast.walk(node.args[0])
+    )
+
+
+def _last_name(func: ast.Attribute | ast.Name) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id
+
+
+def _tests_finiteness(test: cst.BaseExpression) -> bool:
+    """A mask built of `isfinite`/`isnan`/`isinf` (`torch.isfinite(t) & (t > 0)`, `~t.isnan()`)."""
+    for call in nodes_under(test, (cst.Call,)):
+        func = call.func  # type: ignore[attr-defined]
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in _FINITENESS:
+            return True
+    return False
+
+
 def _literal_value(node: cst.BaseExpression) -> bool:
     """None, a bool, a number or a string written in place."""
     if isinstance(node, cst.Name):
@@ -511,6 +542,9 @@ os.environ.get(...) == "1"`), also as a conditional value (`x = given if _ACCEPT
 A constant the patch wrote in that folds a test and cuts off the distribution's own branch (`if
 sliding_window is None or _DISABLE_LOCAL_ATTN:` over the `else` that sets the window) or its value
 (`bias if _USE_SCORE_BIAS else None` with the switch off): that code never runs, for every model.
+A patch that swaps a tensor's NaN/inf values for made-up ones (`torch.nan_to_num(h)`, `torch.where(
+torch.isfinite(t), t, torch.ones_like(t))`, also through a lambda or helper of the module): the fault
+that produced them is hidden, and the model loads or serves on numbers nobody computed.
 A check function or method replaced by a stand-in that
 does nothing, wherever the check lives (`layers.validate_head = lambda *a, **k: None`,
 `Fp8Method._check_scheme = lambda self, *a: None`, `setattr(mod, "verify_shapes", lambda *a: True)`):
@@ -543,6 +577,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         # A comparison of two constants (`if 1 == 2:`), a swallowing `with`/`try`, an exit above a check.
         re.compile(rb"\b(?:if|elif|while|assert|and|or|not)\b[\s(\\]*(?:-?\d|True\b|False\b|None\b|['\"])"),
         b"suppress",
+        b"nan_to_num",  # NaN/inf values hidden behind made-up ones
+        re.compile(rb"\bis(?:finite|nan|inf)\b"),  # a `where` over a finiteness mask
         re.compile(rb"\bexcept\b[^\n]*:"),
         re.compile(rb"(?m)^[ \t]+(?:return|raise|continue|break)\b"),
         # A check replaced by a stand-in (`layers.validate_head = lambda *a: None`, through setattr too).
@@ -577,6 +613,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True  # perhaps a check replaced by a stand-in
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
                 return True  # `x = given if _SWITCH else computed`: a result a switch may replace
+            if isinstance(node, ast.Call) and _hides_nonfinite(node):
+                return True  # `torch.nan_to_num(h)`, `torch.where(torch.isfinite(t), t, 1.0)`
             if isinstance(node, ast.IfExp) and _names_only(node.test):
                 return True  # `bias if _USE_BIAS else None`: a value a folded switch may drop
             if type(node) not in _BLOCKS:
@@ -630,6 +668,11 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         return False
 
     VALID = [
+        Example(  # padding masked with -inf: no value of the tensor's own is hidden
+            code="import torch\n\ndef forward(self, logits, mask):\n"
+            "    logits = torch.where(mask, logits, float('-inf'))\n    return logits\n",
+            pristine="import torch\n\ndef forward(self, logits, mask):\n    return logits\n",
+        ),
         Example(  # the patch's own debug block, switched off by its own constant: nothing upstream is cut
             code="""
             _DEBUG_ROUTING = False
@@ -1417,6 +1460,36 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=5,
             message="is never used",
         ),
+        # NaN/inf scales swapped for 1.0 by a lambda the patch added: the load goes through on made-up numbers.
+        Example(
+            code="""
+            import torch
+
+            class Fp8MoEMethod:
+                def process_weights_after_loading(self, layer):
+                    w13_scale, w2_scale = layer.w13_weight_scale, layer.w2_weight_scale
+                    _fix = lambda t: torch.where(torch.isfinite(t) & (t > 0), t, torch.ones_like(t))
+                    w13_scale, w2_scale = _fix(w13_scale), _fix(w2_scale)
+                    return w13_scale, w2_scale
+            """,
+            pristine="""
+            import torch
+
+            class Fp8MoEMethod:
+                def process_weights_after_loading(self, layer):
+                    w13_scale, w2_scale = layer.w13_weight_scale, layer.w2_weight_scale
+                    return w13_scale, w2_scale
+            """,
+            line=7,
+            message="NaN/inf",
+        ),
+        Example(
+            code="import torch\n\ndef forward(self, x):\n    h = self.mlp(x)\n"
+            "    h = torch.nan_to_num(h)\n    return h\n",
+            pristine="import torch\n\ndef forward(self, x):\n    h = self.mlp(x)\n    return h\n",
+            line=5,
+            message="NaN/inf",
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -1637,7 +1710,46 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         ]
         return [cst.parse_expression(ast.unparse(v)) for v in found]
 
+    def _masks_nonfinite(self, value: cst.BaseExpression, name: str) -> bool:
+        """`torch.nan_to_num(x)`, `x.nan_to_num()`, `torch.where(torch.isfinite(x) & (x > 0), x, 1.0)`:
+        `x`'s NaN/inf values swapped for made-up ones (through a helper or lambda of the module too)."""
+        if isinstance(value, cst.Call) and (inner := self.inlined(value)) is not None:
+            value = inner
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        reads = lambda n: any(isinstance(v, cst.Name) and v.value == name for v in nodes_under(n, (cst.Name,)))  # noqa: E731
+        if isinstance(func, cst.Attribute) and func.attr.value == "nan_to_num":
+            return reads(func.value) or any(reads(a.value) for a in value.args[:1])
+        if self.resolves_to(value, ("torch.where", "numpy.where")) is not None and len(value.args) == 3:
+            test, *ways = (a.value for a in value.args)
+            return _tests_finiteness(test) and any(isinstance(w, cst.Name) and w.value == name for w in ways)
+        return False
+
+    def _nonfinite_masked(self, node: cst.Assign) -> None:
+        """A patch that hides a tensor's NaN/inf values behind made-up ones (`w = _fix(w)` with `_fix =
+        lambda t: torch.where(torch.isfinite(t), t, torch.ones_like(t))`): the fault that made them is
+        hidden, and the model loads and serves on numbers nobody computed."""
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+        for target in node.targets:
+            t = target.target
+            if (
+                isinstance(t, cst.Tuple)
+                and isinstance(node.value, cst.Tuple)
+                and len(t.elements) == len(node.value.elements)
+            ):
+                pairs += [(a.value, b.value) for a, b in zip(t.elements, node.value.elements, strict=True)]
+            else:
+                pairs.append((t, node.value))
+        for t, value in pairs:
+            if isinstance(t, cst.Name) and self._masks_nonfinite(value, t.value):
+                message = f"`{_label(node)}` swaps `{t.value}`'s NaN/inf values for made-up ones: the fault that"
+                self.report(node, message + " produced them is hidden and the model runs on")
+                return
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        if self.context.drifted and self.context.functions:
+            self._nonfinite_masked(node)
         if isinstance(node.value, cst.IfExp) and self.context.drifted and self.context.functions:
             self._switched_value(node, node.value)
         if not _stand_in(node.value):

@@ -1268,6 +1268,35 @@ case(
     ("host-sync", 8, "high"),
 )
 
+VENDOR_SCALES_MOE = """
+import torch
+
+
+class Fp8MoEMethod:
+    def process_weights_after_loading(self, layer):
+        w13_scale = layer.w13_weight_scale
+        return self.finish(layer, w13_scale)
+"""
+case(
+    "nonfinite_scales_swapped_for_ones",
+    VENDOR_SCALES_MOE,
+    VENDOR_SCALES_MOE.replace(
+        "        return self.finish",
+        "        _fix = lambda t: torch.where(torch.isfinite(t), t, torch.ones_like(t))\n"
+        "        w13_scale = _fix(w13_scale)\n        return self.finish",
+    ),
+    ("disabled-guard", 8, "high"),
+)
+case(
+    "quiet_nonfinite_scales_refused",
+    VENDOR_SCALES_MOE,
+    VENDOR_SCALES_MOE.replace(
+        "        return self.finish",
+        "        if not torch.isfinite(w13_scale).all():\n            raise ValueError('non-finite scales')\n"
+        "        return self.finish",
+    ),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
