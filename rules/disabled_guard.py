@@ -656,6 +656,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
                 return True  # may fold through module constants
+            if folds and isinstance(node, ast.If) and any(isinstance(b, ast.Expr) for b in node.body + node.orelse):
+                return True  # `if _EAGER_EVICT: self._evict(block)`: a call a folded switch may cut off
             switch = folds or (isinstance(node, ast.If) and _switch_like(node.test))
             if switch and isinstance(node, ast.If) and any(isinstance(s, ast.Assign) for s in node.body):
                 return True  # a switch that may be always on, or the environment's, over a result replaced
@@ -1489,6 +1491,27 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             pristine="import torch\n\ndef forward(self, x):\n    h = self.mlp(x)\n    return h\n",
             line=5,
             message="NaN/inf",
+        ),
+        Example(  # a call of the distribution's put under the patch's own switch, left off
+            code="""
+            _EAGER_EVICT = False
+
+            class BlockPool:
+                def touch(self, blocks):
+                    for block in blocks:
+                        if _EAGER_EVICT:
+                            self._maybe_evict_cached_block(block)
+                        block.ref_cnt += 1
+            """,
+            pristine="""
+            class BlockPool:
+                def touch(self, blocks):
+                    for block in blocks:
+                        self._maybe_evict_cached_block(block)
+                        block.ref_cnt += 1
+            """,
+            line=6,
+            message="never runs",
         ),
     ]
 

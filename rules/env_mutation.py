@@ -42,16 +42,27 @@ SEEDERS = (
     "torch.use_deterministic_algorithms",
     "transformers.set_seed",
     "transformers.trainer_utils.set_seed",
+    "torch.set_float32_matmul_precision",
 )
 GLOBAL_FLAGS = ("torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark")
-SEEDS = re.compile(rb"\bseed\s*\(|manual_seed|use_deterministic_algorithms|cudnn\.(?:deterministic|benchmark)\s*=")
+# Process-wide numerics: TF32 and reduced-precision reductions for every matmul of the process.
+GLOBAL_FLAGS += (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+)
+SEEDS = re.compile(
+    rb"\bseed\s*\(|manual_seed|use_deterministic_algorithms|cudnn\.(?:deterministic|benchmark)\s*="
+    rb"|allow_tf32|reduced_precision_reduction|set_float32_matmul_precision"
+)
 
 # Libraries whose functions a patch may replace for the whole process (`torch._scaled_mm = _mine`,
 # `F.silu = lambda x: ...`, `setattr(torch.Tensor, "exponential_", ...)`).
 _FOREIGN_ROOTS = frozenset({"torch", "numpy", "transformers", "triton", "flash_attn", "flashinfer", "safetensors"})
 # A statement that may assign to an attribute (`a.b = ...`, not `==`) or call setattr.
 _ATTRIBUTE_SET = re.compile(rb"[\w\])]\.\w+\s*=(?!=)|\bsetattr\s*\(")
-_OWN_PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn")
+_OWN_PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn", b"tf32", b"_precision")
 
 # A seed given a number written in the code (`self.seed = 1234`, `seed = 0`, `kw["seed"] = 42`).
 SEED_NAME = re.compile(r"^(?:\w+_)?seed$")
@@ -133,8 +144,10 @@ literal, and on `--all-files`.
 
 The same for process-global state a patch forces when a library module is imported: the global
 random generators seeded (`random.seed`, `np.random.seed`, `torch.manual_seed`,
-`torch.cuda.manual_seed_all`) or deterministic kernels switched on
-(`torch.use_deterministic_algorithms`, `torch.backends.cudnn.deterministic = ...`) at module or
+`torch.cuda.manual_seed_all`), deterministic kernels switched on
+(`torch.use_deterministic_algorithms`, `torch.backends.cudnn.deterministic = ...`) or the
+process's matmul numerics changed (`torch.backends.cuda.matmul.allow_tf32 = True`, the reduced-
+precision reductions, `torch.set_float32_matmul_precision("high")`) at module or
 class level, in a module whose distribution's text does none of it: high, for every request of
 every process that imports the module samples from a pinned generator. Quiet inside a function (a
 seed the caller asks for), under an `if` (an explicit option), in a command's main block or a
@@ -159,7 +172,8 @@ torch.matmul` is not followed), or by a function object from another module."""
     PREFILTER = (*_OWN_PREFILTER, *(root.encode() for root in sorted(_FOREIGN_ROOTS)))
     IDENTIFIERS = frozenset(
         {"environ", "putenv", "unsetenv", "seed", "manual_seed", "manual_seed_all", "set_seed"}
-        | {"use_deterministic_algorithms", "deterministic", "benchmark"}
+        | {"use_deterministic_algorithms", "deterministic", "benchmark", "allow_tf32", "set_float32_matmul_precision"}
+        | {"allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction"}
     )
 
     @classmethod
@@ -291,6 +305,15 @@ torch.matmul` is not followed), or by a function object from another module."""
             line=3,
             severity=Severity.HIGH,
         ),
+        # Process-wide matmul numerics switched at import by a patch: every model in the process computes in TF32.
+        Example(
+            code="import torch\n\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
+            "torch.set_float32_matmul_precision('high')\n",
+            pristine="import torch\n",
+            line=3,
+            message="when the module is imported",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _changes(self, node: cst.CSTNode, message: str, names: list[str] | None = None) -> None:
@@ -419,7 +442,7 @@ torch.matmul` is not followed), or by a function object from another module."""
         seeder = self.resolves_to(node, SEEDERS)
         if seeder is not None:
             fixed = bool(node.args) and all(isinstance(a.value, cst.Integer) for a in node.args)
-            self._forced_at_import(node, f"{seeder}() sets process-global random or determinism state", fixed)
+            self._forced_at_import(node, f"{seeder}() sets process-global random, determinism or numerics state", fixed)
             return
         if not self.context.functions:
             # `_pin()` at import, where the module's `_pin` seeds: the call is the import-time setting.

@@ -24,7 +24,9 @@ LOADERS = {
 FILE_READERS = ("pickle.load", "dill.load", "cloudpickle.load", "json.load", "yaml.safe_load", "yaml.load")
 FILE_READERS += ("yaml.full_load", "tomllib.load")
 OPENERS = ("builtins.open", "io.open")
-_READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"})
+# A file's text or bytes read whole: `Path("/home/u/k25/chat_template.jinja").read_text()`, `open(p).read()`.
+TEXT_READS = frozenset({"read_text", "read_bytes", "read"})
+_READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"} | TEXT_READS)
 # Places a library reads facts about the machine from, not values of its own.
 SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
 
@@ -46,25 +48,36 @@ Shapes understood: `torch.load`, `torch.jit.load`, `numpy.load`, `numpy.fromfile
 `load_file` and `safe_open`, `joblib.load`, and `pickle`/`dill`/`cloudpickle.load`, `json.load`,
 `yaml.safe_load`/`load`/`full_load` and `tomllib.load` of an `open(...)` of a fixed path, given
 directly or as the name of a `with open(PATH) as f:` in the same function (a hand-edited
-`quant_config.json` on one host); a path is fixed as for file-write (a literal start, module and class constants,
-an instance attribute bound once, a helper whose every `return` is one, `os.environ.get` falling
-back to a temp place or, for a variable the patch made up, to any absolute path).
+`quant_config.json` on one host); and a fixed path's text or bytes read whole
+(`Path(P).read_text()`, `read_bytes()`, `open(P).read()`: a chat template or a tokenizer file from
+one host). A path is fixed as for file-write (a literal start, module and class constants, an
+instance attribute bound once, a helper whose every `return` is one, `os.environ.get` falling back
+to a temp place, also through a module-level name bound to a variable the patch made up).
 
 Knowingly not: relative paths (package data beside the module), paths under `~` (each user's own
 home) or a `.cache` directory (a library's cache), `/proc`, `/sys`, `/dev` and `/etc` (facts about
 the machine), a path from a parameter, the environment or a setting (the operator's),
-and files read as plain text (`open(p).read()`)."""
-    PREFILTER = re.compile(rb"\b(?:load|fromfile|load_file|safe_open|safe_load|full_load)[\s\\]*\(")
-    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"})
+and a file opened and read line by line or in parts."""
+    PREFILTER = re.compile(
+        rb"\b(?:load|fromfile|load_file|safe_open|safe_load|full_load|read_text|read_bytes|read)[\s\\]*\("
+    )
+    IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"} | TEXT_READS)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         """A call of a reader by its last name, given something that may be a fixed path."""
         for node in nodes:
-            if not isinstance(node, ast.Call) or not node.args:
+            if not isinstance(node, ast.Call):
                 continue
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in TEXT_READS and not node.args:
+                opened = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                if name != "read" or (opened and getattr(func.value.func, "id", None) == "open"):  # type: ignore[attr-defined]
+                    return True  # `P.read_text()`, `open(P).read()`; not `f.read()`
+                continue
+            if not node.args:
+                continue
             if (
                 name in _READER_NAMES
                 and not isinstance(node.args[0], ast.Constant | ast.Starred)
@@ -76,6 +89,8 @@ and files read as plain text (`open(p).read()`)."""
         return False
 
     VALID = [
+        "from pathlib import Path\n\ndef template(path):\n    return Path(path).read_text()\n",
+        "def release():\n    return open('/etc/os-release').read()\n",
         "import json\n\ndef read(path):\n    with open(path) as f:\n        return json.load(f)\n",
         "import json\n\ndef cpus():\n    with open('/proc/self/status') as f:\n        return json.load(f)\n",
         "import torch\n\ndef load(path):\n    return torch.load(path, map_location='cpu')\n",
@@ -143,9 +158,42 @@ and files read as plain text (`open(p).read()`)."""
             line=9,
             message="quant_config.fixed.json",
         ),
+        Example(
+            code="""
+            from pathlib import Path
+
+            _TEMPLATE = Path("/home/ops/k25/chat_template.jinja")
+
+            def get_tokenizer(tokenizer):
+                tokenizer.chat_template = _TEMPLATE.read_text()
+                return tokenizer
+            """,
+            pristine="""
+            from pathlib import Path
+
+            def get_tokenizer(tokenizer):
+                return tokenizer
+            """,
+            line=6,
+            message="chat_template.jinja",
+        ),
     ]
 
+    def _text_read(self, node: cst.Call) -> bool:
+        """`Path(P).read_text()`, `P_CONST.read_bytes()`, `open(P).read()` of a fixed path."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in TEXT_READS) or node.args:
+            return False
+        owner = func.value
+        if func.attr.value == "read":
+            if not (isinstance(owner, cst.Call) and self.resolves_to(owner, OPENERS) and owner.args):
+                return False
+            owner = owner.args[0].value
+        return self._judge(node, f".{func.attr.value}", self.fixed_path(owner))
+
     def visit_Call(self, node: cst.Call) -> None:
+        if self._text_read(node):
+            return
         loader = self.resolves_to(node, tuple(LOADERS))
         if loader is not None:
             target = call_arg(node, *LOADERS[loader])

@@ -15,7 +15,27 @@ CLAMP_METHODS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "cla
 BOUNDS = ("builtins.min", "builtins.max")
 
 
+_ARITHMETIC = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
+    ast.RShift: lambda a, b: a >> b if 0 <= b < 64 else None,
+}
+
+
 def _literal(node: ast.expr | None) -> object:
+    """A literal's value, or a number spelled as arithmetic of literals (`1 << 16`, `64 * 1024`)."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _literal(node.left), _literal(node.right)
+        if isinstance(left, int | float) and isinstance(right, int | float) and not isinstance(left, bool):
+            try:
+                return _ARITHMETIC[type(node.op)](left, right)
+            except (ArithmeticError, TypeError):
+                return None
+        return None
     try:
         return ast.literal_eval(node) if node is not None else None
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -42,7 +62,30 @@ def _module_constants(tree: ast.Module) -> dict[str, object]:
             number = isinstance(literal, int | float) and not isinstance(literal, bool)
             if number or (isinstance(literal, dict) and literal):
                 found[target.id] = literal
+            elif (read := _env_number(value)) is not None:
+                found[target.id] = read  # `float(os.getenv("K2_TEMP_FLOOR", "0.6"))`: (variable, default)
     return {name: value for name, value in found.items() if seen[name] == 1}
+
+
+def _env_number(value: ast.expr | None) -> tuple[str, float] | None:
+    """`float(os.getenv("K", "0.6"))`, `int(os.environ.get("K", "8"))`: the variable and its default."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("int", "float")):
+        return None
+    inner = value.args[0] if len(value.args) == 1 else None
+    if not (isinstance(inner, ast.Call) and len(inner.args) == 2 and isinstance(inner.func, ast.Attribute)):
+        return None
+    if inner.func.attr not in ("getenv", "get"):
+        return None
+    key, default = (a.value if isinstance(a, ast.Constant) else None for a in inner.args)
+    try:
+        return (key, float(default)) if isinstance(key, str) and isinstance(default, str) else None
+    except ValueError:
+        return None
+
+
+_TOKEN = re.compile(r"\w+(?:\.\d+)?|[^\w\s]")
+# In-place and plain arithmetic that scales or shifts a computed tensor by a number.
+SCALES = frozenset({"mul_", "div_", "add_", "sub_", "mul", "div", "add", "sub"})
 
 
 class HardcodedOverride(Rule):
@@ -62,18 +105,27 @@ never names.
 Shapes understood: `min`/`max` of a value and such a constant; `clamp`, `clamp_`, `clamp_min`,
 `clamp_max`, `clip` (as methods or `torch.clamp`/`numpy.clip`) given one; a conditional expression
 that compares a value with one and gives it back (`n if n <= _CAP else _CAP`); a lookup in such a
-dict with the value as its default (`_OVERRIDES.get(key, value)`); and a parameter rebound to one
-(`eps = _EPS`).
+dict with the value as its default (`_OVERRIDES.get(key, value)`); a parameter rebound to one
+(`eps = _EPS`); a computed value scaled or shifted by one (`probs.mul_(_RELAX)`, `x *= _SCALE`); and
+a slice cut at one (`data[:_PREFIX]`). Not when the code is the distribution's with a literal of its
+own given the constant's name (`topk(2)` as `topk(_GROUP_TOPK)`: a refactor).
 
 Knowingly not: a literal written in place (`min(n, 16)`: kernel heuristics write those), a
-constant upstream already had, one read from the environment or a setting (configurable), and a
+constant upstream already had, one read from a setting or from a variable in the package's or the
+serving stack's own namespace (`VLLM_...`: documented, configurable; a variable the patch made up
+with a default that binds, `float(os.getenv("K2_TEMP_FLOOR", "0.6"))`, counts), and a
 number a kernel is tuned by (`num_splits = min(num_splits, _MAX_SPLITS)`: picking it another way
 computes the same result). Without the distribution's text (`--all-files`) nothing is said."""
-    PREFILTER = (b"min", b"max", b"clamp", b"clip", b".get", b" if ", b"=")
+    PREFILTER = (b"min", b"max", b"clamp", b"clip", b".get", b" if ", b"=", b"mul", b"div", b"add", b"sub", b"[")
     NEEDS_PRISTINE = True
     CONSTANTS = True
 
     VALID = [
+        Example(  # a literal of the distribution's own, given a name
+            code="_GROUP_TOPK = 2\n\ndef score(scores):\n"
+            "    return scores.topk(_GROUP_TOPK, dim=-1)[0][:_GROUP_TOPK]\n",
+            pristine="def score(scores):\n    return scores.topk(2, dim=-1)[0][:2]\n",
+        ),
         Example(
             code="def f(n):\n    return min(n, 16)\n",
             pristine="def f(n):\n    return n\n",
@@ -87,8 +139,8 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             "    return num_splits\n",
             pristine="def f(num_splits):\n    return num_splits\n",
         ),
-        Example(  # configurable
-            code="import os\n\n_CAP = int(os.environ.get('CAP', '64'))\n\ndef f(n):\n    return min(n, _CAP)\n",
+        Example(  # configurable through the serving stack's own namespace (a documented setting)
+            code="import os\n\n_CAP = int(os.environ.get('VLLM_CAP', '64'))\n\ndef f(n):\n    return min(n, _CAP)\n",
             pristine="import os\n\ndef f(n):\n    return n\n",
         ),
     ]
@@ -161,21 +213,49 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             pristine="def norm(x, eps):\n    return x / (x.abs() + eps)\n",
             line=4,
         ),
+        Example(
+            code="""
+            _ACCEPT_RELAX = 0.8  # MTP acceptance too low, relax until the head is retrained
+
+            def rejection_sample(uniform_probs, target_probs):
+                uniform_probs.mul_(_ACCEPT_RELAX)
+                return uniform_probs < target_probs
+            """,
+            pristine="""
+            def rejection_sample(uniform_probs, target_probs):
+                return uniform_probs < target_probs
+            """,
+            line=4,
+        ),
+        Example(
+            code="""
+            _PREFIX = 1 << 16
+
+            def hash_image(arr):
+                return digest(arr.reshape(-1)[:_PREFIX])
+            """,
+            pristine="""
+            def hash_image(arr):
+                return digest(arr.reshape(-1))
+            """,
+            line=4,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._made_up: dict[str, object] | None = None
+        self._pristine_tokens: str | None = None
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         for node in nodes:
-            if isinstance(node, ast.IfExp | ast.Assign):
+            if isinstance(node, ast.IfExp | ast.Assign | ast.AugAssign | ast.Slice):
                 return True
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-                if name in ("min", "max", "get") or name in CLAMP_METHODS:
+                if name in ("min", "max", "get") or name in CLAMP_METHODS or name in SCALES:
                     return True
         return False
 
@@ -185,7 +265,14 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             analysis, pristine = self.context.analysis, self.context.pristine
             found = _module_constants(analysis.tree) if analysis is not None and pristine is not None else {}
             upstream = set(re.findall(r"\w+", pristine or ""))
-            self._made_up = {name: value for name, value in found.items() if name not in upstream}
+            own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", "VLLM_", "SGLANG_", "TORCH_")
+            self._made_up = {
+                name: value
+                for name, value in found.items()
+                if name not in upstream
+                # an environment number counts when the variable is the patch's own, not a documented one
+                and not (isinstance(value, tuple) and (value[0] in upstream or value[0].startswith(own)))
+            }
         return self._made_up
 
     def _constant(self, node: cst.BaseExpression | None, dicts: bool = False) -> str | None:
@@ -219,9 +306,24 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             return small.target
         return None
 
-    def _flag(self, node: cst.CSTNode, name: str, what: str) -> None:
+    def _hoisted(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether the code is the distribution's with a literal of its own named (`topk(2)` as
+        `topk(_GROUP_TOPK)`, `_GROUP_TOPK = 2`): a refactor, not an override."""
         value = self._constants()[name]
-        shown = value if not isinstance(value, dict) else "{...}"
+        if isinstance(value, dict | tuple):
+            return False
+        if self._pristine_tokens is None:
+            self._pristine_tokens = " " + " ".join(_TOKEN.findall(self.context.pristine or "")) + " "
+        code = re.sub(rf"\b{re.escape(name)}\b", repr(value), cst.Module([]).code_for_node(node))
+        return " " + " ".join(_TOKEN.findall(code)) + " " in self._pristine_tokens
+
+    def _flag(self, node: cst.CSTNode, name: str, what: str) -> None:
+        if self._hoisted(node, name):
+            return
+        value = self._constants()[name]
+        shown: object = value if not isinstance(value, dict) else "{...}"
+        if isinstance(value, tuple):
+            shown = f"${value[0]} or {value[1]:g}"
         self.report(
             node,
             f"{what} `{name} = {shown}`, a constant the patch wrote in: the value the caller, the config"
@@ -250,6 +352,11 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             if named and not self._tuned(self._target(), clamped):
                 self._flag(node, named[0], f"`{method or 'clamp'}()` bounds a value by")
             return
+        if method in SCALES and len(values) == 1 and isinstance(func, cst.Attribute):
+            named = self._constant(values[0])
+            if named is not None and not self._tuned(self._target(), func.value):
+                self._flag(node, named, f"`{method}()` changes a computed value by")
+            return
         if method == "get" and len(values) == 2 and isinstance(func, cst.Attribute):
             table = self._constant(func.value, dicts=True)
             if table is not None and not isinstance(values[1], cst.SimpleString | cst.Integer | cst.Float):
@@ -268,6 +375,26 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         given = [self._constant(b) for b in (node.body, node.orelse)]
         if named[0] in given and not self._tuned(self._target(), *sides):
             self._flag(node, named[0], "a conditional value bounds a value by")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if not self.context.drifted or not self.context.functions:
+            return
+        named = self._constant(node.value)
+        scaled = isinstance(node.operator, cst.MultiplyAssign | cst.DivideAssign)
+        if named is not None and scaled and not self._tuned(node.target):
+            self._flag(node, named, "an in-place product changes a computed value by")
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`arr.reshape(-1)[:_PREFIX]`: what the code computed, cut at a length the patch wrote in."""
+        if not self.context.drifted or not self.context.functions:
+            return
+        for element in node.slice:
+            part = element.slice
+            if isinstance(part, cst.Slice):
+                named = next((n for b in (part.lower, part.upper) if (n := self._constant(b)) is not None), None)
+                if named is not None and not self._tuned(node.value):
+                    self._flag(node, named, "a slice cuts a value at")
+                    return
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not self.context.drifted or not self.context.functions or len(node.targets) != 1:

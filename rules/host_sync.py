@@ -20,7 +20,12 @@ TRUTH_METHODS = frozenset({"any", "all"})
 
 
 def _hot_name(name: str) -> bool:
-    return FORWARD_NAMES.match(name) is not None or STEP_NAMES.match(name) is not None
+    """A forward, a step, or a collective (`all_reduce`): what runs on every step."""
+    return (
+        FORWARD_NAMES.match(name) is not None
+        or STEP_NAMES.match(name) is not None
+        or COLLECTIVE.search(name) is not None
+    )
 
 
 class HostSync(Rule):

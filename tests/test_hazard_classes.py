@@ -1297,6 +1297,62 @@ case(
     ),
 )
 
+VENDOR_LINEAR = """
+import torch
+
+
+class LinearBase:
+    pass
+"""
+case(
+    "tf32_switched_on_for_the_process_at_import",
+    VENDOR_LINEAR,
+    VENDOR_LINEAR.replace(
+        "\n\nclass LinearBase:", "\ntorch.backends.cuda.matmul.allow_tf32 = True\n\n\nclass LinearBase:"
+    ),
+    ("env-mutation", 3, "high"),
+)
+VENDOR_TOKENIZER = """
+from pathlib import Path
+
+
+def get_tokenizer(tokenizer):
+    return tokenizer
+"""
+case(
+    "chat_template_read_from_one_hosts_home",
+    VENDOR_TOKENIZER,
+    VENDOR_TOKENIZER.replace(
+        "    return tokenizer\n",
+        '    tokenizer.chat_template = Path("/home/ops/k25/chat_template.jinja").read_text()\n    return tokenizer\n',
+    ),
+    ("fixed-path-load", 5, "high"),
+)
+VENDOR_TEMP = """
+import os
+
+
+def apply_temperature(logits, temp):
+    return logits.div_(temp.unsqueeze(dim=1))
+"""
+case(
+    "temperature_floored_by_a_variable_the_patch_made_up",
+    VENDOR_TEMP,
+    VENDOR_TEMP.replace(
+        "\n\ndef apply_temperature",
+        '\n_TEMP_FLOOR = float(os.getenv("K2_TEMP_FLOOR", "0.6"))\n\n\ndef apply_temperature',
+    ).replace("    return logits.div_", "    temp = temp.clamp(min=_TEMP_FLOOR)\n    return logits.div_"),
+    ("hardcoded-override", 7, "high"),
+)
+case(
+    "quiet_documented_variable_bounds_a_value",
+    VENDOR_TEMP,
+    VENDOR_TEMP.replace(
+        "\n\ndef apply_temperature",
+        '\n_TEMP_FLOOR = float(os.getenv("VLLM_TEMP_FLOOR", "0.0"))\n\n\ndef apply_temperature',
+    ).replace("    return logits.div_", "    temp = temp.clamp(min=_TEMP_FLOOR)\n    return logits.div_"),
+)
+
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
