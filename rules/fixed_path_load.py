@@ -91,6 +91,7 @@ and a file opened and read line by line or in parts."""
     VALID = [
         "from pathlib import Path\n\ndef template(path):\n    return Path(path).read_text()\n",
         "def release():\n    return open('/etc/os-release').read()\n",
+        "from pathlib import Path\n\ndef status(pid):\n    return (Path('/proc') / str(pid) / 'status').read_text()\n",
         "import json\n\ndef read(path):\n    with open(path) as f:\n        return json.load(f)\n",
         "import json\n\ndef cpus():\n    with open('/proc/self/status') as f:\n        return json.load(f)\n",
         "import torch\n\ndef load(path):\n    return torch.load(path, map_location='cpu')\n",
@@ -243,7 +244,12 @@ and a file opened and read line by line or in parts."""
                 return  # of the function's `with open(...) as f:`, one that opens a fixed path
 
     def _judge(self, node: cst.Call, loader: str, fixed: str | None) -> bool:
-        if fixed is None or not fixed.startswith("/") or fixed.startswith(SYSTEM) or "/.cache/" in fixed:
+        if (
+            fixed is None
+            or not fixed.startswith("/")
+            or (fixed.rstrip("/") + "/").startswith(SYSTEM)
+            or "/.cache/" in fixed
+        ):
             return False  # relative (package data), `~` (each user's own), the machine's facts, a cache
         severity = Severity.HIGH if self.context.drifted else Severity.MEDIUM
         message = f"{loader}() reads from the fixed path {fixed!r}: a file on one machine decides the values"
