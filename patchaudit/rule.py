@@ -63,6 +63,8 @@ from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
+from patchaudit.analysis.omits import tuning
+from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
 from patchaudit.analysis.rewrites import as_given, replaced_by_input, replaced_by_made_up, unwrapped
@@ -113,6 +115,10 @@ __all__ = [
     "Rule",
     "TextRule",
     "Statement",
+    "matches_any",
+    "tuning",
+    "reached_from",
+    "wraps_step",
     "Severity",
     "FORWARD_NAMES",
     "COUNT_NAME",

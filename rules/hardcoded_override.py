@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.analysis.omits import tuning
-from patchaudit.rule import Example, FileContext, Rule, Severity
+from patchaudit.rule import Example, FileContext, Rule, Severity, tuning
 
 CLAMPS = ("torch.clamp", "torch.clip", "numpy.clip", "numpy.clamp")
 CLAMP_METHODS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_"})

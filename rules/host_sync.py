@@ -5,9 +5,18 @@ import re
 
 import libcst as cst
 
-from patchaudit.analysis.purpose import reached_from, wraps_step
-from patchaudit.filters import Statement, matches_any
-from patchaudit.rule import FORWARD_NAMES, STEP_NAMES, Example, FileContext, Rule, Severity
+from patchaudit.rule import (
+    FORWARD_NAMES,
+    STEP_NAMES,
+    Example,
+    FileContext,
+    Rule,
+    Severity,
+    Statement,
+    matches_any,
+    reached_from,
+    wraps_step,
+)
 
 SYNC_METHODS = {"item", "cpu", "tolist"}
 _SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
