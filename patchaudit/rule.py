@@ -70,7 +70,7 @@ from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, r
 from patchaudit.analysis.rewrites import as_given, replaced_by_input, replaced_by_made_up, unwrapped
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
-from patchaudit.analysis.trees import dotted
+from patchaudit.analysis.trees import called_name, dotted
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
 from patchaudit.filters import Filter, Statement, matches_any
@@ -117,6 +117,7 @@ __all__ = [
     "Statement",
     "matches_any",
     "tuning",
+    "called_name",
     "reached_from",
     "wraps_step",
     "Severity",

@@ -19,6 +19,7 @@ from patchaudit.rule import (
     Rule,
     Severity,
     Statement,
+    called_name,
     dead_after,
     env_gated_exit,
     guard_in,
@@ -135,7 +136,7 @@ def _guarded(nodes: Iterable[ast.AST]) -> bool:
             return True
         if isinstance(n, ast.Call):
             func = n.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            name = called_name(func)
             if CHECK_CALL.search(name):
                 return True
     return False
@@ -202,9 +203,7 @@ def _filler_or_none(value: ast.expr) -> bool:
     """`None`, or a tensor made up in place of a result (`torch.zeros_like(x)`; analysis.flow's fillers)."""
     if isinstance(value, ast.Constant) and value.value is None:
         return True
-    func = value.func if isinstance(value, ast.Call) else None
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name in FILLERS
+    return isinstance(value, ast.Call) and called_name(value.func) in FILLERS
 
 
 class _Scanned(NamedTuple):
@@ -469,19 +468,12 @@ _FINITENESS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf"})
 def _hides_nonfinite(node: ast.Call) -> bool:
     """The ast side of `_masks_nonfinite`: a `nan_to_num`, or a `where` whose mask tests finiteness."""
     func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = called_name(func)
     if name == "nan_to_num":
         return True
     if name != "where" or not node.args:
         return False
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute | ast.Name) and _last_name(n.func) in _FINITENESS
-        for n in ast.walk(node.args[0])
-    )
-
-
-def _last_name(func: ast.Attribute | ast.Name) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id
+    return any(isinstance(n, ast.Call) and called_name(n.func) in _FINITENESS for n in ast.walk(node.args[0]))
 
 
 def _tests_finiteness(test: cst.BaseExpression) -> bool:

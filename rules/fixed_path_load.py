@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg
+from patchaudit.rule import Example, Rule, Severity, call_arg, called_name
 
 # Readers of tensors, arrays and pickled objects: the argument that names the file.
 LOADERS = {
@@ -70,7 +70,7 @@ and a file opened and read line by line or in parts."""
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            name = called_name(func)
             if name in TEXT_READS and not node.args:
                 opened = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
                 if name != "read" or (opened and getattr(func.value.func, "id", None) == "open"):  # type: ignore[attr-defined]

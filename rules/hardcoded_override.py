@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, tuning
+from patchaudit.rule import Example, FileContext, Rule, Severity, called_name, tuning
 
 CLAMPS = ("torch.clamp", "torch.clip", "numpy.clip", "numpy.clamp")
 CLAMP_METHODS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_"})
@@ -252,8 +252,7 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             if isinstance(node, ast.IfExp | ast.Assign | ast.AugAssign | ast.Slice):
                 return True
             if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                name = called_name(node.func)
                 if name in ("min", "max", "get") or name in CLAMP_METHODS or name in SCALES:
                     return True
         return False

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
+from patchaudit.analysis.trees import called_name
 
 __all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "temp_only", "NOT_CONSTANT"]
 
@@ -180,7 +181,7 @@ class ModuleAnalysis:
             return None
         for value, where in values:
             method = True
-            if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+            if isinstance(value, ast.Call) and len(value.args) == 1 and called_name(value.func) == "staticmethod":
                 value, method = value.args[0], False
             if isinstance(value, ast.Lambda):
                 return self._lambda_helper(value, where, method and bool(where) and where[-1][0] == "class")
@@ -306,7 +307,7 @@ class ModuleAnalysis:
                 if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                     continue
                 target, value = stmt.targets[0], stmt.value
-                if isinstance(value, ast.Call) and len(value.args) == 1 and _called_name(value.func) == "staticmethod":
+                if isinstance(value, ast.Call) and len(value.args) == 1 and called_name(value.func) == "staticmethod":
                     value = value.args[0]
                 if isinstance(value, ast.Lambda) and isinstance(target, ast.Name):
                     out.setdefault(target.id, []).append((stmt.lineno, stmt.end_lineno or stmt.lineno))
@@ -453,7 +454,7 @@ def fixed_path_ast(
         return None
     if bound is not None and isinstance(node, ast.Name | ast.Attribute):
         return bound(node)
-    if isinstance(node, ast.Call) and _called_name(node.func) in TEMP_DIR_CALLS:
+    if isinstance(node, ast.Call) and called_name(node.func) in TEMP_DIR_CALLS:
         return TEMP_DIR  # the temp directory: a fixed place, whatever TMPDIR names
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -475,7 +476,7 @@ def fixed_path_ast(
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("format", "joinpath", "with_suffix", "with_name"):
             return fixed_path_ast(func.value, depth + 1, bound)
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = called_name(func)
         if name in ("join", "Path", "PurePath", "str", "fspath", "abspath", "expanduser") and node.args:
             return fixed_path_ast(node.args[0], depth + 1, bound)
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
@@ -485,7 +486,7 @@ def fixed_path_ast(
 
 def _env_lookup(func: ast.expr) -> bool:
     """`os.getenv`, `os.environ.get` (by spelling: a default is read the same whatever the import)."""
-    name = _called_name(func)
+    name = called_name(func)
     return name == "getenv" or (name == "get" and "environ" in ast.unparse(func))
 
 
@@ -498,7 +499,7 @@ def temp_only(path: str | None) -> str | None:
 
 def _temp_place(node: ast.expr | None) -> str | None:
     """`tempfile.mkdtemp()` given as a place to keep files: a temp directory the code made for them."""
-    return TEMP_DIR if isinstance(node, ast.Call) and _called_name(node.func) == "mkdtemp" else None
+    return TEMP_DIR if isinstance(node, ast.Call) and called_name(node.func) == "mkdtemp" else None
 
 
 def _bound(inner: Inner, given: dict[str, ast.expr]) -> Inner:
@@ -554,7 +555,3 @@ def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _own_statements(inner)
         for handler in getattr(stmt, "handlers", ()):
             yield from _own_statements(handler.body)
-
-
-def _called_name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

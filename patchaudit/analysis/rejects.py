@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from patchaudit.analysis.guards import terms
 from patchaudit.analysis.reach import number
+from patchaudit.analysis.trees import called_name
 
 __all__ = ["Bindings", "bindings_at", "exits_above", "left_before", "rejects_nothing", "repinned"]
 
@@ -502,7 +503,7 @@ def _made(node: ast.expr) -> str | None:
     """The name of the factory a tensor comes from: `torch.ones_like(m)` -> "ones_like"."""
     if isinstance(node, ast.Call):
         func = node.func
-        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        return called_name(func) or None
     return None
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
+from patchaudit.analysis.trees import called_name
 from patchaudit.analysis.values import Resolves, ValuesOf, call_arg, literal_string
 from patchaudit.analysis.walk import nodes
 
@@ -98,7 +99,7 @@ def serialised_ast(node: ast.expr | None) -> str | None:
     if not isinstance(node, ast.Call):
         return None
     func = node.func
-    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    last = called_name(func)
     return f"{last}()" if last in ("dumps", *BYTES_METHODS) else None
 
 

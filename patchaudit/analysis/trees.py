@@ -1,11 +1,12 @@
 """Plain reads of an ast tree: every node as a list (what `list(ast.walk(root))` gives, in the same
-order, less the expression contexts, at under half its cost), and a dotted name as written."""
+order, less the expression contexts, at under half its cost), a dotted name as written, and the last
+name of a callee."""
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["dotted", "walk"]
+__all__ = ["called_name", "dotted", "walk"]
 
 # Fields that hold an identifier, a string, a number or a constant in every node type (Python's
 # ASDL grammar): never a node, so the walk does not read them. And `ctx`: the Load, Store or Del of
@@ -47,3 +48,9 @@ def dotted(node: ast.AST) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def called_name(func: ast.expr) -> str:
+    """The last name of a callee as written (`torch.nan_to_num` -> "nan_to_num", `open` -> "open"),
+    else "" (a call of a call, a subscript)."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
