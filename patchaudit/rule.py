@@ -60,7 +60,7 @@ from patchaudit.analysis.guards import fails_alike as guard_fails_alike
 from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
-from patchaudit.analysis.lines import line_opcodes, pth_executable_lines, source_lines
+from patchaudit.analysis.lines import code_tokens, line_opcodes, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
@@ -342,6 +342,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._new_to_module: dict[int, bool] = {}  # id of the patterns asked about -> the answer
         self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
         self._returned: dict[int, cst.BaseExpression | None] = {}  # id of a helper's returned value -> as libcst
+        self._pristine_tokens: str | None = None  # the distribution's text as tokens, read at the first ask
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -924,6 +925,16 @@ class Rule(cst.BatchableCSTVisitor):
         """Whether the node being visited is inside a function a server runs for every step or batch:
         a forward, the runner's `execute_model`, a scheduler's `schedule`, a sampler, `compute_logits`."""
         return any(FORWARD_NAMES.match(name) or STEP_NAMES.match(name) for name in self.context.functions)
+
+    def upstream_code(self, code: str) -> bool:
+        """Whether the distribution's text of this file holds `code` token for token (comments and
+        layout aside): a branch the patch only cut off, a handler it only reworded, a literal it only
+        named. False without the distribution's text."""
+        if self.context.pristine is None:
+            return False
+        if self._pristine_tokens is None:
+            self._pristine_tokens = f" {code_tokens(self.context.pristine)} "
+        return f" {code_tokens(code)} " in self._pristine_tokens
 
     def new_to_module(self, patterns: Filter) -> bool:
         """Whether a patch brought what `patterns` spell into library code that never had it: the

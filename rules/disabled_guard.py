@@ -2,9 +2,7 @@
 
 import ast
 import functools
-import io
 import re
-import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
@@ -251,19 +249,6 @@ def _stand_in(value: cst.BaseExpression) -> bool:
     return isinstance(body, cst.Ellipsis | cst.Integer) or (
         isinstance(body, cst.Name) and body.value in ("None", "True", "False")
     )
-
-
-_LAYOUT = frozenset(
-    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-)
-
-
-def _tokens(code: str) -> str:
-    """The code's tokens, comments and layout left out, one space apart: a `#` inside a string stays."""
-    try:
-        return " ".join(t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT)
-    except (tokenize.TokenError, SyntaxError):  # unbalanced brackets, a bad indent: its words, at least
-        return " ".join(code.split())
 
 
 def _emptied_in(nodes: Sequence[ast.AST], name: str) -> bool:
@@ -1515,7 +1500,6 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
-        self._pristine_tokens: str | None = None  # the pristine's tokens, read at the first handler asked about
         self._pristine_words: set[str] | None = None  # its words, read at the first switch asked about
 
     def visit_If(self, node: cst.If) -> None:
@@ -1556,9 +1540,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     def _upstream(self, node: cst.CSTNode) -> bool:
         """Whether code is the distribution's own, token for token (a branch the patch only cut off)."""
-        if self._pristine_tokens is None:
-            self._pristine_tokens = f" {_tokens(self.context.pristine or '')} "
-        return f" {_tokens(cst.Module([]).code_for_node(node))} " in self._pristine_tokens
+        return self.upstream_code(cst.Module([]).code_for_node(node))
 
     def _killed_by_flag(self, node: cst.CSTNode, test: cst.BaseExpression, dead: cst.CSTNode, value: str) -> None:
         """`if sliding_window is None or _DISABLE_LOCAL_ATTN:` with `_DISABLE_LOCAL_ATTN = True` the patch's
@@ -1821,9 +1803,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         calls = [n for n in nodes_under(node.body, (cst.Call,)) if isinstance(n, cst.Call)]
         if handler is None or not calls:
             return
-        if self._pristine_tokens is None:
-            self._pristine_tokens = f" {_tokens(pristine)} "
-        if f" {_tokens(cst.Module([]).code_for_node(handler))} " in self._pristine_tokens:
+        if self._upstream(handler):
             return  # the vendor's own handler, its comments and layout aside
         names = [(cst.helpers.get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] for call in calls]
         if all(_TELEMETRY.search(name) for name in names):

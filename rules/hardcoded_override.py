@@ -82,7 +82,6 @@ def _env_number(value: ast.expr | None) -> tuple[str, float] | None:
         return None
 
 
-_TOKEN = re.compile(r"\w+(?:\.\d+)?|[^\w\s]")
 # In-place and plain arithmetic that scales or shifts a computed tensor by a number.
 SCALES = frozenset({"mul_", "div_", "add_", "sub_", "mul", "div", "add", "sub"})
 
@@ -244,7 +243,6 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
         self._made_up: dict[str, object] | None = None
-        self._pristine_tokens: str | None = None
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
@@ -310,10 +308,7 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         value = self._constants()[name]
         if isinstance(value, dict | tuple):
             return False
-        if self._pristine_tokens is None:
-            self._pristine_tokens = " " + " ".join(_TOKEN.findall(self.context.pristine or "")) + " "
-        code = re.sub(rf"\b{re.escape(name)}\b", repr(value), cst.Module([]).code_for_node(node))
-        return " " + " ".join(_TOKEN.findall(code)) + " " in self._pristine_tokens
+        return self.upstream_code(re.sub(rf"\b{re.escape(name)}\b", repr(value), cst.Module([]).code_for_node(node)))
 
     def _flag(self, node: cst.CSTNode, name: str, what: str) -> None:
         if self._hoisted(node, name):

@@ -1,10 +1,13 @@
-"""Physical source lines, numbered as Python, ast, libcst and site.py number them."""
+"""Physical source lines, numbered as Python, ast, libcst and site.py number them; and code as its
+tokens, for asking whether a piece of code stands in a text token for token."""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
-__all__ = ["source_lines", "pth_executable_lines", "line_opcodes"]
+__all__ = ["source_lines", "pth_executable_lines", "line_opcodes", "code_tokens"]
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -46,3 +49,16 @@ def line_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, i
     if tail:
         out.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
     return out
+
+
+_LAYOUT = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
+
+
+def code_tokens(code: str) -> str:
+    """The code's tokens, comments and layout left out, one space apart: a `#` inside a string stays."""
+    try:
+        return " ".join(t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT)
+    except (tokenize.TokenError, SyntaxError):  # unbalanced brackets, a bad indent: its words, at least
+        return " ".join(code.split())
