@@ -410,3 +410,19 @@ def test_look_alike_is_quiet(name: str) -> None:
 def test_statement_filters_change_nothing(name: str) -> None:
     src = CASES[name][0]
     assert _findings(src) == _findings(src, prefilter=False)
+
+
+def test_a_destination_rebound_many_times_is_read_once_per_value() -> None:
+    """A save whose path a loop-like run of statements rebinds 40 times, each value naming the path
+    again: following every path through the bindings is 40**6 walks (a scan that never ends, as
+    on a scheduler's `schedule()`); each value is read once, and the patch's variable is found."""
+    rebinds = "".join(f"    path = path + '/' + parts[{i}] if parts[{i}] else path\n" for i in range(40))
+    patched = (
+        "import os\nimport torch\n\n\ndef dump(x, parts):\n    path = os.environ['DUMP_ROOT']\n"
+        + rebinds
+        + "    torch.save(x, path)\n    return x\n"
+    )
+    pristine = "import os\nimport torch\n\n\ndef dump(x, parts):\n    return x\n"
+    file = SourceFile(path="vllm/model_executor/models/x.py", installed=patched.encode(), pristine=pristine.encode())
+    found = [(f.rule, f.line, f.severity) for f in check_file(file, RULES)]
+    assert ("torch-save", 47, Severity.HIGH) in found, found
