@@ -343,6 +343,7 @@ class Rule(cst.BatchableCSTVisitor):
         self._functions: dict[tuple[tuple[str, str], ...], _changes.Function] = {}  # scope -> its facts
         self._returned: dict[int, cst.BaseExpression | None] = {}  # id of a helper's returned value -> as libcst
         self._pristine_tokens: str | None = None  # the distribution's text as tokens, read at the first ask
+        self._pristine_words: frozenset[str] | None = None  # and as words
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return visitor_methods(self)
@@ -925,6 +926,13 @@ class Rule(cst.BatchableCSTVisitor):
         """Whether the node being visited is inside a function a server runs for every step or batch:
         a forward, the runner's `execute_model`, a scheduler's `schedule`, a sampler, `compute_logits`."""
         return any(FORWARD_NAMES.match(name) or STEP_NAMES.match(name) for name in self.context.functions)
+
+    def upstream_words(self) -> frozenset[str]:
+        """The words (`\\w+` runs) of the distribution's text of this file: a name it never spells is
+        the patch's own. Empty without the distribution's text."""
+        if self._pristine_words is None:
+            self._pristine_words = frozenset(re.findall(r"\w+", self.context.pristine or ""))
+        return self._pristine_words
 
     def upstream_code(self, code: str) -> bool:
         """Whether the distribution's text of this file holds `code` token for token (comments and

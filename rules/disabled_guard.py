@@ -1500,7 +1500,6 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     def __init__(self, context: FileContext | None = None) -> None:
         super().__init__(context)
-        self._pristine_words: set[str] | None = None  # its words, read at the first switch asked about
 
     def visit_If(self, node: cst.If) -> None:
         if self._check(node.test, node, node):
@@ -1533,8 +1532,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if analysis is None or pristine is None:
             return []
         constants = {n for table in analysis.constants().values() for n in table}
-        words = set(re.findall(r"\w+", pristine)) if self._pristine_words is None else self._pristine_words
-        self._pristine_words = words
+        words = self.upstream_words()
         names = [n.value for n in nodes_under(test, (cst.Name,)) if isinstance(n, cst.Name)]
         return [n for n in names if n in constants and n not in words]
 

@@ -260,7 +260,7 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         if self._made_up is None:
             analysis, pristine = self.context.analysis, self.context.pristine
             found = _module_constants(analysis.tree) if analysis is not None and pristine is not None else {}
-            upstream = set(re.findall(r"\w+", pristine or ""))
+            upstream = self.upstream_words()
             own = (self.context.path.replace("\\", "/").split("/")[0].upper() + "_", "VLLM_", "SGLANG_", "TORCH_")
             self._made_up = {
                 name: value
