@@ -206,6 +206,26 @@ other modules."""
             message="in a step of the server",
             severity=Severity.HIGH,
         ),
+        # A tap object built at import with its path, its attributes bound by unpacking.
+        Example(
+            code="""
+            class _Tap:
+                def __init__(self, path, limit=200):
+                    self.path, self.limit = path, limit
+
+                def write(self, logits):
+                    with open(self.path, "a") as f:
+                        f.write(str(logits.shape))
+
+            _tap = _Tap("/srv/dbg/logits.jsonl")
+
+            def process(logits):
+                _tap.write(logits)
+                return logits
+            """,
+            line=6,
+            severity=Severity.MEDIUM,
+        ),
     ]
 
     def _report(self, node: cst.Call, path: str, path_node: cst.BaseExpression | None = None) -> None:

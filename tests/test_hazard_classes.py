@@ -1354,6 +1354,41 @@ case(
 )
 
 
+# -- an instance's attributes bound by unpacking: the path its constructor was given ---------
+VENDOR_LOGITS = """
+import torch
+
+
+class LogitsProcessor:
+    def forward(self, logits):
+        return logits * self.scale
+"""
+case(
+    "tuple_bound_instance_path",
+    VENDOR_LOGITS,
+    VENDOR_LOGITS.replace(
+        "\n\nclass LogitsProcessor:",
+        """
+
+
+class _LogitTap:
+    def __init__(self, path, limit=200):
+        self.path, self.limit, self.n = path, limit, 0
+
+    def __call__(self, logits):
+        with open(self.path, "a") as f:
+            f.write(str(logits.shape))
+
+
+_tap = _LogitTap("/var/tmp/logits.jsonl")
+
+
+class LogitsProcessor:""",
+    ).replace("        return logits * self.scale", "        _tap(logits)\n        return logits * self.scale"),
+    ("file-write", 19, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

@@ -77,6 +77,25 @@ def test_alias_cycles_and_instances() -> None:
     assert _resolve("a = b\nb = a", "a.save") == set()
     assert _resolve("import pdb\np = pdb.Pdb()", "p.set_trace") == {"pdb.set_trace"}
 
+    # Unpacking a display binds each target to its own value; any other unpacking computes in place.
+    assert _resolve("import pdb\np, n = pdb.Pdb(), 0", "p.set_trace") == {"pdb.set_trace"}
+    assert _resolve("import pdb\np, n = make()", "p.set_trace") == set()
+
+
+def test_instance_attributes_bound_by_unpacking() -> None:
+    code = """
+    class Tap:
+        def __init__(self, path, limit):
+            self.path, self.limit = path, limit
+            self.a, self.b = make()
+    """
+    table = NameTable.build(ast.parse(textwrap.dedent(code)))
+    assigned = {
+        attr: [ast.unparse(v) if v is not None else None for v in values]
+        for (_, attr), values in table.instance_assigned.items()
+    }
+    assert assigned == {"path": ["path"], "limit": ["limit"], "a": [None], "b": [None]}
+
 
 class _Scoped(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from patchaudit.analysis.names import NameTable, Scope
+from patchaudit.analysis.names import NameTable, Scope, unpacked
 
 __all__ = [
     "Bindings",
@@ -58,6 +58,9 @@ class Bindings:
 def _assignments(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
     """(target, value) of a binding statement; None as the value of one that rebinds by computing."""
     if isinstance(node, ast.Assign):
+        pairs = unpacked(node.targets[0], node.value) if len(node.targets) == 1 else None
+        if pairs is not None:  # `DUMP_DIR, LIMIT = "/tmp/d", 5`
+            return list(pairs)
         return [(t, node.value if len(node.targets) == 1 else None) for t in node.targets]
     if isinstance(node, ast.AnnAssign) and node.value is not None:
         return [(node.target, node.value)]

@@ -16,7 +16,7 @@ import builtins
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["NameRef", "AttrRef", "CallRef", "Ref", "Scope", "NameTable", "canonical", "ref_of_ast"]
+__all__ = ["NameRef", "AttrRef", "CallRef", "Ref", "Scope", "NameTable", "canonical", "ref_of_ast", "unpacked"]
 
 # A scope is the path of definitions that encloses a node: (("class", "A"), ("def", "f")).
 Scope = tuple[tuple[str, str], ...]
@@ -341,6 +341,17 @@ def _chain(scope: Scope) -> Iterable[Scope]:
 _SIMPLE = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
 
 
+def unpacked(target: ast.expr, value: ast.expr | None) -> list[tuple[ast.expr, ast.expr]] | None:
+    """The (target, value) pairs of an assignment that unpacks a tuple or list display element by
+    element (`a, b = x, y`), else None (`a, b = f()`, a starred element, lengths that differ)."""
+    kinds = ast.Tuple | ast.List
+    if not (isinstance(target, kinds) and isinstance(value, kinds) and len(target.elts) == len(value.elts)):
+        return None
+    if any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+        return None
+    return list(zip(target.elts, value.elts, strict=True))
+
+
 class _Binder(ast.NodeVisitor):
     def __init__(self, table: NameTable, lines: list[bytes] | None = None) -> None:
         self.table = table
@@ -462,6 +473,11 @@ class _Binder(ast.NodeVisitor):
         self.globals.setdefault(self.scope, set()).update(node.names)
 
     def _assign(self, target: ast.expr, value: ast.expr | None) -> None:
+        pairs = unpacked(target, value)
+        if pairs is not None:  # `self.path, self.n = path, 0`: each target bound to its own value
+            for one, its in pairs:
+                self._assign(one, its)
+            return
         lam = value.body if isinstance(value, ast.Lambda) else None
         if isinstance(target, ast.Name) and isinstance(lam, ast.Call) and ref_of_ast(lam.func) is not None:
             # `dump = lambda t: torch.save(t, "/tmp/t.pt")`: calling it calls what its body calls.
