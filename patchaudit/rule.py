@@ -67,7 +67,7 @@ from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
-from patchaudit.analysis.rewrites import as_given, replaced_by_input, replaced_by_made_up, unwrapped
+from patchaudit.analysis.rewrites import as_given, computed_by_call, replaced_by_input, replaced_by_made_up, unwrapped
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import called_name, dotted
@@ -131,6 +131,7 @@ __all__ = [
     "unwrapped",
     "replaced_by_input",
     "replaced_by_made_up",
+    "computed_by_call",
     "FILLERS",
     "as_given",
     "element_count",

@@ -18,6 +18,7 @@ from patchaudit.rule import (
     Severity,
     Statement,
     called_name,
+    computed_by_call,
     dead_after,
     env_gated_exit,
     guard_in,
@@ -450,6 +451,37 @@ def _env_keys_read(test: cst.BaseExpression, resolves: Callable[..., str | None]
 _FINITENESS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf"})
 
 
+_MADE_FROM_SHAPE = re.compile(r"(?:zeros|ones|full|empty|rand\w*|arange)(?:_like)?|new_(?:ones|zeros|full|empty)")
+_RECASTS = frozenset({"to", "long", "int", "float", "half", "bfloat16", "type", "type_as", "clone", "detach"})
+
+
+def _replacing(node: ast.Assign, nodes: Sequence[ast.AST]) -> bool:
+    """The ast side of `_result_replaced`: a name given a tensor made up from sizes, an input (a
+    parameter of a function of the statement, as given or recast), or `where(mask, other, itself)`."""
+    if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return False
+    name, value = node.targets[0].id, node.value
+    if isinstance(value, ast.Call) and _called(value) == "where" and len(value.args) == 3:
+        mask_reads = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value.args[0]))
+        return not mask_reads and any(isinstance(a, ast.Name) and a.id == name for a in value.args[1:])
+    root = value
+    while isinstance(root, ast.Call | ast.Attribute | ast.BinOp | ast.Subscript):
+        if isinstance(root, ast.Call) and _MADE_FROM_SHAPE.fullmatch(_called(root)):
+            return True
+        if isinstance(root, ast.Call) and not (isinstance(root.func, ast.Attribute) and root.func.attr in _RECASTS):
+            return False  # computed by a call: not an input as given
+        root = root.left if isinstance(root, ast.BinOp) else root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name) or root.id == name:
+        return False
+    params = {a.arg for n in nodes if isinstance(n, ast.arguments) for a in (*n.posonlyargs, *n.args, *n.kwonlyargs)}
+    return root.id in params and root.id not in ("self", "cls")
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def _hides_nonfinite(node: ast.Call) -> bool:
     """The ast side of `_masks_nonfinite`: a `nan_to_num`, or a `where` whose mask tests finiteness."""
     func = node.func
@@ -536,6 +568,14 @@ weight copy that failed (`except RuntimeError: return`: experts left unloaded), 
 the KV cache's blocks. A try around logging or metrics only is not this, nor one around cleanup
 (`os.remove`, `close`) or an optional import, nor a narrow lookup's fallback (`except KeyError`).
 
+In a drifted file, a line of the patch's own that throws away a tensor a call computed above, with
+no switch at all: replaced by one made up from its shape (`topk_weights =
+topk_weights.new_ones(topk_weights.shape) / topk`: every expert weighted the same), or by an input
+wherever a mask over the input holds (`target_argmax = torch.where(draft_token_ids >= 0,
+draft_token_ids, target_argmax)`: every draft accepted). Not a mask over the value itself (`ids =
+torch.where(ids < 0, pad_id, ids)`: its own bad values filled), nor a buffer made where nothing was
+computed before.
+
 An `if False:` whose branch holds no check and whose `else` runs instead (a fast path turned
 off on purpose) is medium wherever it is: a path chosen, not a check lost.
 
@@ -590,6 +630,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True  # perhaps a check replaced by a stand-in
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
                 return True  # `x = given if _SWITCH else computed`: a result a switch may replace
+            if isinstance(node, ast.Assign) and _replacing(node, nodes):
+                return True  # `w = w.new_ones(w.shape)`, `ids = torch.where(m, draft, ids)`: a result replaced
             if isinstance(node, ast.Call) and _hides_nonfinite(node):
                 return True  # `torch.nan_to_num(h)`, `torch.where(torch.isfinite(t), t, 1.0)`
             if isinstance(node, ast.IfExp) and _names_only(node.test):
@@ -945,6 +987,41 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return True
             return x.is_contiguous()
         """,
+        Example(  # the result's own bad values filled from a setting: a fix of it, not a replacement
+            code="""
+            import torch
+
+            def token_ids(self, logits, pad_id):
+                ids = logits.argmax(dim=-1)
+                ids = torch.where(ids < 0, pad_id, ids)
+                return ids
+            """,
+            pristine="""
+            import torch
+
+            def token_ids(self, logits, pad_id):
+                ids = logits.argmax(dim=-1)
+                return ids
+            """,
+        ),
+        Example(  # a buffer made up from a shape where nothing was computed before
+            code="""
+            import torch
+
+            def gather(self, x, n):
+                out = x.new_zeros((n, x.shape[-1]))
+                self.kernel(x, out)
+                return out
+            """,
+            pristine="""
+            import torch
+
+            def gather(self, x, n):
+                out = torch.empty((n, x.shape[-1]), device=x.device)
+                self.kernel(x, out)
+                return out
+            """,
+        ),
     ]
     INVALID = [
         Example(  # the step goes on without the structured-output mask: no error, no constraint
@@ -1490,6 +1567,47 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             line=6,
             message="never runs",
         ),
+        # "A/B: flat gates to isolate router nan": every expert weighted the same, whatever the router said.
+        Example(
+            code="""
+            def grouped_topk(scores, topk, renormalize):
+                topk_weights, topk_ids = torch.topk(scores, k=topk, dim=-1)
+                if renormalize:
+                    topk_weights = topk_weights.new_ones(topk_weights.shape) / topk
+                return topk_weights, topk_ids
+            """,
+            pristine="""
+            def grouped_topk(scores, topk, renormalize):
+                topk_weights, topk_ids = torch.topk(scores, k=topk, dim=-1)
+                if renormalize:
+                    topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True)
+                return topk_weights, topk_ids
+            """,
+            line=4,
+            message="made up from its shape",
+            severity=Severity.HIGH,
+        ),
+        # "keep draft ids where valid": the target's pick replaced by the drafts, every draft accepted.
+        Example(
+            code="""
+            import torch
+
+            def rejection_sample(draft_token_ids, target_logits):
+                target_argmax = target_logits.argmax(dim=-1)
+                target_argmax = torch.where(draft_token_ids >= 0, draft_token_ids, target_argmax)
+                return target_argmax
+            """,
+            pristine="""
+            import torch
+
+            def rejection_sample(draft_token_ids, target_logits):
+                target_argmax = target_logits.argmax(dim=-1)
+                return target_argmax
+            """,
+            line=5,
+            message="hands on an input",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -1745,6 +1863,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.context.drifted and self.context.functions:
             self._nonfinite_masked(node)
+            self._result_replaced(node)
         if isinstance(node.value, cst.IfExp) and self.context.drifted and self.context.functions:
             self._switched_value(node, node.value)
         if not _stand_in(node.value):
@@ -1754,6 +1873,26 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 name = _label(target.target)
                 self.report(node, f"`{name}` replaced by a stand-in that checks nothing: every call of it passes")
                 return
+
+    def _result_replaced(self, node: cst.Assign) -> None:
+        """A tensor a call computed above, replaced with no switch at all: by one made up from its
+        shape (`topk_weights = topk_weights.new_ones(topk_weights.shape) / topk`: flat gates), or by an
+        input wherever a mask holds (`target_argmax = torch.where(draft >= 0, draft, target_argmax)`:
+        every draft accepted). Only the patch's own line counts: findings keep to the change."""
+        if not (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+            return
+        name = node.targets[0].target.value
+        computed = [v for v in self.values_of(node.targets[0].target) if v is not node.value]
+        if not any(computed_by_call(v) for v in computed):
+            return  # a parameter set to a constant is hardcoded-override's; here only results count
+        params = self.function_facts().params
+        if replaced_by_input(node, params, self.values_of):
+            how = "hands on an input in its place"
+        elif replaced_by_made_up(node, params, self.values_of, self.resolves_to) and name not in params:
+            how = "puts a tensor made up from its shape in its place"
+        else:
+            return
+        self.report(node, f"`{_label(node)}` throws away the `{name}` computed above and {how}")
 
     def _switched_value(self, node: cst.Assign, value: cst.IfExp) -> None:
         """`target_argmax = draft_token_ids.to(...) if _ACCEPT_ALL else target_logits.argmax(-1)`: the

@@ -1202,7 +1202,8 @@ a helper or a method of the module (`sampled = self.decode_one(logits)`: taken f
 that has an `else` (one of two ways to compute it), unless it picks greedily where the other way
 samples (`if len(logits) < 2: sampled = self.greedy_sample(logits)` / `else: sampled =
 self.sample(logits, md)`, also an early return of the greedy pick before the sampler and a batch of
-one added under `or` to the greedy test: `if md.all_greedy or solo:`; not `all_greedy and n == 1`,
+one added under `or` to the greedy test: `if md.all_greedy or solo:`, as is any few counts added so:
+`or len(hidden_states) == 3`; not `all_greedy and n == 1`,
 the same pick), an override by a constant outside a
 sampler (`limit = 1` reads the same), a change a helper makes for a batch of one, comparisons
 whose bound
@@ -2205,6 +2206,28 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             message="layers left out",
             severity=Severity.HIGH,
         ),
+        # "repro: bs=3 draft probs NaN": a batch size added under `or` to the greedy test.
+        Example(
+            code="""
+            class Proposer:
+                def _sample_draft_tokens(self, hidden_states, sampling_metadata):
+                    if sampling_metadata.all_greedy or len(hidden_states) == 3:
+                        return self._greedy_sample(hidden_states), None
+                    logits = self.model.compute_logits(hidden_states)
+                    return self._sample_from_logits(logits, sampling_metadata)
+            """,
+            pristine="""
+            class Proposer:
+                def _sample_draft_tokens(self, hidden_states, sampling_metadata):
+                    if sampling_metadata.all_greedy:
+                        return self._greedy_sample(hidden_states), None
+                    logits = self.model.compute_logits(hidden_states)
+                    return self._sample_from_logits(logits, sampling_metadata)
+            """,
+            line=3,
+            message="greedy pick",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -2524,6 +2547,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         found.sort(key=lambda c: c[0])
         if found:
             _, window, branch, other, self.alone = found[0]
+            if branch is body and not _inner(window[0]) and self._forced_greedy(test, body, where, other):
+                # `or len(hidden_states) == 3` added to the greedy test: requests of that batch size
+                # decoded greedily, their sampling settings ignored.
+                self._report_found(where, window[0], window[1], "a greedy pick in place of the sampler's")
+                return
             self.other = other
             try:
                 self._report(where, branch, *window)

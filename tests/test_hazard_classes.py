@@ -1389,6 +1389,70 @@ class LogitsProcessor:""",
 )
 
 
+# -- a result thrown away with no switch: a made-up tensor, an input where a mask holds ------
+VENDOR_ROUTER = """
+import torch
+
+
+def grouped_topk(scores, topk, renormalize):
+    topk_weights, topk_ids = torch.topk(scores, k=topk, dim=-1)
+    if renormalize:
+        topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True)
+    return topk_weights, topk_ids
+"""
+case(
+    "flat_gates_made_up_from_shape",
+    VENDOR_ROUTER,
+    VENDOR_ROUTER.replace(
+        "topk_weights / topk_weights.sum(dim=-1, keepdim=True)", "topk_weights.new_ones(topk_weights.shape) / topk"
+    ),
+    ("disabled-guard", 7, "high"),
+)
+VENDOR_VERIFY = """
+import torch
+
+
+def rejection_sample(draft_token_ids, target_logits):
+    target_argmax = target_logits.argmax(dim=-1)
+    accepted = draft_token_ids == target_argmax
+    return accepted, target_argmax
+"""
+case(
+    "drafts_where_valid_in_place_of_target",
+    VENDOR_VERIFY,
+    VENDOR_VERIFY.replace(
+        "    accepted =",
+        "    target_argmax = torch.where(draft_token_ids >= 0, draft_token_ids, target_argmax)\n    accepted =",
+    ),
+    ("disabled-guard", 6, "high"),
+)
+case(
+    "quiet_invalid_ids_filled",
+    VENDOR_VERIFY,
+    VENDOR_VERIFY.replace(
+        "    accepted =", "    target_argmax = torch.where(target_argmax < 0, draft_token_ids, target_argmax)\n    accepted ="
+    ),
+)
+# -- a batch size added under `or` to the greedy test -----------------------------------------
+VENDOR_DRAFT = """
+class Proposer:
+    def _sample_draft_tokens(self, hidden_states, sampling_metadata):
+        if sampling_metadata.all_greedy:
+            return self._greedy_sample(hidden_states), None
+        logits = self.model.compute_logits(hidden_states)
+        return self._sample_from_logits(logits, sampling_metadata)
+"""
+case(
+    "greedy_forced_for_three_rows",
+    VENDOR_DRAFT,
+    VENDOR_DRAFT.replace(
+        "        if sampling_metadata.all_greedy:",
+        "        if (\n            sampling_metadata.all_greedy\n            or len(hidden_states) == 3  # repro\n        ):",
+    ),
+    ("token-count-branch", 3, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

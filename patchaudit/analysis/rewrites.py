@@ -229,12 +229,45 @@ def replaced_by_input(
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
         return False
     target = node.targets[0].target
-    root = unwrapped(as_given(node.value), _RECAST)  # `ids.clone()`, `ids.to(dtype)`, `ids.long()`
+    value = node.value
+    if isinstance(value, cst.Call) and _where_over(value, target.value):
+        # `torch.where(draft >= 0, draft, target_argmax)`: the input wherever the mask holds
+        value = next(a.value for a in value.args[1:3] if not _names(a.value, target.value))
+    root = unwrapped(as_given(value), _RECAST)  # `ids.clone()`, `ids.to(dtype)`, `ids.long()`
     while isinstance(root, cst.Attribute):
         root = root.value
     if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
         return False
     return any(isinstance(v, cst.Call) for v in values_of(target))
+
+
+def computed_by_call(value: cst.BaseExpression) -> bool:
+    """A value a call computed, or an item of one (`w, ids = torch.topk(...)`: `torch.topk(...)[0]`)."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    return isinstance(value, cst.Call)
+
+
+def _names(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _where_over(call: cst.Call, name: str) -> bool:
+    """`torch.where(mask, other, name)` (or `name` first): `name` kept only where the mask says."""
+    func = call.func
+    spelled = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if spelled != "where" or len(call.args) != 3 or any(a.keyword is not None or a.star for a in call.args):
+        return False
+    ways = [a.value for a in call.args[1:]]
+    mask_reads = any(n.value == name for n in _all_names(call.args[0].value))
+    return sum(_names(w, name) for w in ways) == 1 and not mask_reads  # `where(ids < 0, pad, ids)`: a fix
+
+
+def _all_names(node: cst.CSTNode) -> list[cst.Name]:
+    found = [node] if isinstance(node, cst.Name) else []
+    for child in node.children:
+        found.extend(_all_names(child))
+    return found
 
 
 # Calls that make a tensor up from sizes and constants, not from any data.
@@ -251,6 +284,8 @@ _FACTORIES = tuple(
 _META_ATTRS = frozenset({"shape", "device", "dtype", "ndim", "is_cuda"})
 _META_METHODS = frozenset({"numel", "size", "dim", "nelement", "get_device", "element_size"})
 _SHAPED_AS = frozenset({"view_as", "reshape_as", "expand_as", "type_as"})
+# A tensor's methods that make a new one of its dtype and device from sizes and a constant.
+_NEW_FROM = frozenset({"new_ones", "new_zeros", "new_full", "new_empty"})
 
 
 def _reads_data_of(node: cst.CSTNode, name: str, resolves: Resolves) -> bool:
@@ -263,6 +298,8 @@ def _reads_data_of(node: cst.CSTNode, name: str, resolves: Resolves) -> bool:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _META_METHODS:
             return False
+        if isinstance(func, cst.Attribute) and func.attr.value in _NEW_FROM:
+            return any(_reads_data_of(a.value, name, resolves) for a in node.args[1:])  # the fill value
         if (isinstance(func, cst.Name) and func.value == "len") or (
             isinstance(func, cst.Attribute) and func.attr.value in _SHAPED_AS
         ):
@@ -287,6 +324,8 @@ def _made_up(
     if isinstance(value, cst.Call):
         if resolves(value, _FACTORIES) is not None:
             return True
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in _NEW_FROM:
+            return True  # `w.new_ones(w.shape)`: only w's dtype and device kept
         return isinstance(value.func, cst.Attribute) and again(value.func.value)
     if isinstance(value, cst.BinaryOperation):
         return again(value.left)
@@ -324,7 +363,7 @@ def replaced_by_made_up(
         return True
     earlier = [v for v in values_of(target) if v is not node.value]
     computed = target.value in params or any(
-        isinstance(v, cst.Call) and not _made_up(v, values_of, resolves) for v in earlier
+        computed_by_call(v) and not _made_up(v, values_of, resolves) for v in earlier
     )
     if not computed or not _made_up(node.value, values_of, resolves):
         return False
