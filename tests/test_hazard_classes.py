@@ -1430,7 +1430,8 @@ case(
     "quiet_invalid_ids_filled",
     VENDOR_VERIFY,
     VENDOR_VERIFY.replace(
-        "    accepted =", "    target_argmax = torch.where(target_argmax < 0, draft_token_ids, target_argmax)\n    accepted ="
+        "    accepted =",
+        "    target_argmax = torch.where(target_argmax < 0, draft_token_ids, target_argmax)\n    accepted =",
     ),
 )
 # -- a batch size added under `or` to the greedy test -----------------------------------------
@@ -1447,9 +1448,30 @@ case(
     VENDOR_DRAFT,
     VENDOR_DRAFT.replace(
         "        if sampling_metadata.all_greedy:",
-        "        if (\n            sampling_metadata.all_greedy\n            or len(hidden_states) == 3  # repro\n        ):",
+        "        if (\n            sampling_metadata.all_greedy\n"
+        "            or len(hidden_states) == 3  # repro\n        ):",
     ),
     ("token-count-branch", 3, "high"),
+)
+
+
+# -- `from http import HTTPStatus` connects nothing: a connection a patch adds there is new ------
+VENDOR_STATUS = """
+from http import HTTPStatus
+
+
+def health(ok):
+    return HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+"""
+case(
+    "connection_new_to_a_status_code_module",
+    VENDOR_STATUS,
+    VENDOR_STATUS.replace(
+        "from http import HTTPStatus",
+        "import http.client\nfrom http import HTTPStatus\n\n\ndef _mirror(body):\n"
+        '    http.client.HTTPConnection("10.40.2.17", 9100).request("POST", "/c", body)',
+    ),
+    ("process-or-network", 6, "high"),
 )
 
 
