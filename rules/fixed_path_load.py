@@ -29,6 +29,9 @@ TEXT_READS = frozenset({"read_text", "read_bytes", "read"})
 _READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"} | TEXT_READS)
 # Places a library reads facts about the machine from, not values of its own.
 SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
+# A directory of one person's in a home (`~/k2_hotfix/...`, `Path.home() / "fix"`); not a tool's
+# dot-directory there (`~/.config`, `~/.cache`), nor the home alone.
+PERSONAL = re.compile(r"~/+[^./~]")
 
 
 class FixedPathLoad(Rule):
@@ -54,10 +57,13 @@ one host). A path is fixed as for file-write (a literal start, module and class 
 instance attribute bound once, a helper whose every `return` is one, `os.environ.get` falling back
 to a temp place, also through a module-level name bound to a variable the patch made up).
 
-Knowingly not: relative paths (package data beside the module), paths under `~` (each user's own
-home) or a `.cache` directory (a library's cache), `/proc`, `/sys`, `/dev` and `/etc` (facts about
-the machine), a path from a parameter, the environment or a setting (the operator's),
-and a file opened and read line by line or in parts."""
+A directory a person made in a home is one machine's too (`~/k2_hotfix/scales.safetensors`,
+`Path.home() / "k2_hotfix" / ...`, `os.path.join(os.path.expanduser("~"), "fix", ...)`).
+
+Knowingly not: relative paths (package data beside the module), a tool's dot-directory under `~`
+(`~/.config/...`: each user's own settings) or a `.cache` directory (a library's cache), `/proc`,
+`/sys`, `/dev` and `/etc` (facts about the machine), a path from a parameter, the environment or a
+setting (the operator's), and a file opened and read line by line or in parts."""
     PREFILTER = re.compile(
         rb"\b(?:load|fromfile|load_file|safe_open|safe_load|full_load|read_text|read_bytes|read)[\s\\]*\("
     )
@@ -101,6 +107,10 @@ and a file opened and read line by line or in parts."""
         "import torch\n\nclass M:\n    def load_weights(self, cfg):\n        return torch.load(cfg.checkpoint)\n",
         "import os\nimport torch\n\nCACHE = os.path.expanduser('~/.cache/lib')\n\ndef cached(n):\n"
         "    return torch.load(os.path.join(CACHE, n))\n",
+        (
+            "import json\nfrom pathlib import Path\n\ndef settings():\n"
+            "    return json.loads((Path.home() / '.config' / 'lib' / 'settings.json').read_text())\n"
+        ),
     ]
     INVALID = [
         Example(
@@ -178,6 +188,20 @@ and a file opened and read line by line or in parts."""
             line=6,
             message="chat_template.jinja",
         ),
+        # "hotfix scales from my home": the checkpoint's tensors swapped for a file in one person's home.
+        Example(
+            code="""
+            from pathlib import Path
+            from safetensors.torch import load_file
+
+            def _hotfix_tensors():
+                p = Path.home() / "k2_hotfix" / "fixed_scales.safetensors"
+                return load_file(str(p)) if p.is_file() else {}
+            """,
+            line=6,
+            message="~/k2_hotfix",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def _text_read(self, node: cst.Call) -> bool:
@@ -246,11 +270,11 @@ and a file opened and read line by line or in parts."""
     def _judge(self, node: cst.Call, loader: str, fixed: str | None) -> bool:
         if (
             fixed is None
-            or not fixed.startswith("/")
+            or not (fixed.startswith("/") or PERSONAL.match(fixed))
             or (fixed.rstrip("/") + "/").startswith(SYSTEM)
             or "/.cache/" in fixed
         ):
-            return False  # relative (package data), `~` (each user's own), the machine's facts, a cache
+            return False  # relative (package data), `~/.x` (a tool's own), the machine's facts, a cache
         severity = Severity.HIGH if self.context.drifted else Severity.MEDIUM
         message = f"{loader}() reads from the fixed path {fixed!r}: a file on one machine decides the values"
         self.report(node, message + " (weights, a table or a config swapped in by a patch?)", severity=severity)

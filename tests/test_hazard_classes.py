@@ -1475,6 +1475,51 @@ case(
 )
 
 
+# -- a directory a person made in a home: one machine's file -------------------------------
+VENDOR_WEIGHTS = """
+def weights_iterator(f, names):
+    for name in names:
+        yield name, f.get_tensor(name)
+"""
+case(
+    "tensors_from_a_home_directory",
+    VENDOR_WEIGHTS,
+    """
+from pathlib import Path
+
+from safetensors.torch import load_file
+
+
+def _hotfix():
+    p = Path.home() / "k2_hotfix" / "fixed_scales.safetensors"
+    return load_file(str(p)) if p.is_file() else {}
+
+
+def weights_iterator(f, names):
+    for name in names:
+        yield name, _hotfix().get(name, f.get_tensor(name))
+""",
+    ("fixed-path-load", 8, "high"),
+)
+case(
+    "quiet_settings_from_a_dot_directory",
+    VENDOR_WEIGHTS,
+    """
+import json
+from pathlib import Path
+
+
+def _settings():
+    return json.loads((Path.home() / ".config" / "demo" / "settings.json").read_text())
+
+
+def weights_iterator(f, names):
+    for name in names:
+        yield name, f.get_tensor(name)
+""",
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

@@ -155,6 +155,18 @@ TEMP_DIR_CALLS = ("tempfile.gettempdir", "tempfile.gettempdirb", "tempfile.mktem
 TEMP_DIR = "$TMPDIR"
 
 
+# The home directory of whoever runs the code: `Path.home()`, `"~"`.
+HOME_CALLS = ("pathlib.Path.home",)
+HOME = "~"
+
+
+def _under_home(start: str | None, part: str | None) -> str | None:
+    """`Path.home() / "k2_hotfix"` starts `~/k2_hotfix`: the directory under the home says whose it is."""
+    if start == HOME and part:
+        return f"{HOME}/{part.lstrip('/')}"
+    return start
+
+
 def fixed_path(
     node: cst.BaseExpression,
     resolves: Resolves,
@@ -187,12 +199,14 @@ def fixed_path(
             right = literal_string(node.right)
             if right is not None and right.startswith("/"):
                 return right
-            return again(node.left)
+            return _under_home(again(node.left), right)
         return None
     if isinstance(node, cst.Call):
         func = node.func
         if resolves(node, TEMP_DIR_CALLS):
             return TEMP_DIR  # the temp directory: a fixed place, whatever TMPDIR names
+        if resolves(node, HOME_CALLS):
+            return HOME  # `Path.home()`: the home of whoever runs it, as `"~"` is
         if isinstance(func, cst.Attribute) and func.attr.value in ("format", "joinpath", "with_suffix", "with_name"):
             return again(func.value)
         if resolves(node, "os.path.join") and node.args:
@@ -200,7 +214,8 @@ def fixed_path(
                 text = literal_string(arg.value)
                 if text is not None and text.startswith("/"):
                     return text
-            return again(node.args[0].value)
+            start = again(node.args[0].value)
+            return _under_home(start, literal_string(node.args[1].value)) if len(node.args) > 1 else start
         if node.args and resolves(node, _PATH_CALLS + _PASS_THROUGH):
             return again(node.args[0].value)
         return bound(node) if bound is not None else None  # a helper that returns a fixed path
