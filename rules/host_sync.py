@@ -21,6 +21,8 @@ from patchaudit.rule import (
 SYNC_METHODS = {"item", "cpu", "tolist"}
 _SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
 SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
+# Events a wait may run out on: waited on with a timeout and never set, a sleep.
+EVENTS = ("threading.Event", "multiprocessing.Event")
 SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
 # Collectives run once per layer of every step: `tensor_model_parallel_all_reduce`.
 COLLECTIVE = re.compile(r"(?:^|_)(?:all_reduce|all_gather|reduce_scatter|all_to_all)(?:_|$)")
@@ -60,7 +62,9 @@ Elsewhere medium: a value read back is sometimes what the computation needs.
 Shapes understood: `.item()`, `.cpu()`, `.tolist()`, `torch.cuda.synchronize()` however imported
 or aliased, wrapped in `functools.partial`, and a helper of the same module that syncs, called
 from a forward function; `time.sleep()` however imported, also through such a helper, in a drifted
-file only.
+file only, and a sleep by another name there: a wait with a timeout on an event nothing sets
+(`threading.Event().wait(0.015)`, `_PACE.wait(0.015)` with `_PACE = threading.Event()` and no
+`_PACE.set()` in the module).
 
 In a drifted file the hot path also takes in the methods a forward or step of the same class runs
 through `self.name(...)` (`forward` -> `_get_logits` -> `_gather_logits`), and the collectives
@@ -76,6 +80,7 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"),
         b"synchronize",
         b"sleep",
+        re.compile(rb"\.[\s\\]*wait[\s\\]*\([\s\\]*[^)\s\\]"),  # `_PACE.wait(0.015)`: a wait with a timeout
         re.compile(rb"\.[\s\\]*(?:any|all)[\s\\]*\([\s\\]*\)"),  # `if torch.isnan(x).any():` reads a device value
     )
     REQUIRES = (
@@ -85,7 +90,7 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
     )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
-    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "any", "all"})
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "wait", "any", "all"})
 
     @classmethod
     def keeps(cls, statement: Statement, alias: bool) -> bool:
@@ -118,6 +123,26 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         "def forward(self, x):\n    return x.to(device)\n",
         "import time\n\ndef wait_until_ready(self):\n    time.sleep(0.1)\n",  # not a step
         "import asyncio\n\nasync def step(self):\n    await asyncio.sleep(0)\n",  # yields to the event loop
+        Example(  # an event another thread sets: the step waits for it, not for a timeout
+            code="""
+            import threading
+
+            _READY = threading.Event()
+
+            def on_ready():
+                _READY.set()
+
+            class EngineCore:
+                def step(self):
+                    _READY.wait(5.0)
+                    return self.model_executor.execute_model(self.scheduler.schedule())
+            """,
+            pristine="""
+            class EngineCore:
+                def step(self):
+                    return self.model_executor.execute_model(self.scheduler.schedule())
+            """,
+        ),
     ]
     INVALID = [
         Example(
@@ -306,6 +331,29 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             line=7,
             severity=Severity.HIGH,
         ),
+        # "pacing timer between steps": an event nothing sets, waited on with a timeout, is a sleep.
+        Example(
+            code="""
+            import threading
+
+            _PACE = threading.Event()
+
+            class EngineCore:
+                def step(self):
+                    outputs = self.model_executor.execute_model(self.scheduler.schedule())
+                    _PACE.wait(0.015)
+                    return outputs
+            """,
+            pristine="""
+            class EngineCore:
+                def step(self):
+                    outputs = self.model_executor.execute_model(self.scheduler.schedule())
+                    return outputs
+            """,
+            line=8,
+            message="nothing sets",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -391,6 +439,11 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             message = "time.sleep() stalls the host on every step: a patch's wait left in the hot path?"
             self.report(node, message, severity=Severity.HIGH)
             return
+        if self.context.drifted and self._idle_wait(node):
+            label = cst.Module([]).code_for_node(node)
+            message = f"`{label}` waits on an event nothing sets: a sleep on every step"
+            self.report(node, message + " (a patch's wait left in the hot path?)", severity=Severity.HIGH)
+            return
         hunted = (*SYNC_CALLS[:2], *(f".{m}" for m in SYNC_METHODS), *(SLEEPS if self.context.drifted else ()))
         for found, _inner, helper in self.through_helper(node, hunted):
             if found in SLEEPS:
@@ -400,6 +453,37 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             message = f"{helper.name}() runs {found.lstrip('.')}(): a device sync on every step"
             self._sync(node, message, shown=_shown_in(helper.node), waits=found in SYNC_CALLS)
             return
+
+    def _idle_wait(self, node: cst.Call) -> bool:
+        """`threading.Event().wait(0.015)`, or `_PACE.wait(0.015)` with `_PACE = threading.Event()` at
+        module level and no `_PACE.set()` in the module: the timeout always runs out, a sleep by
+        another name."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "wait" and node.args):
+            return False
+        owner = func.value
+        if isinstance(owner, cst.Call):
+            return self.resolves_to(owner, EVENTS) is not None and not owner.args
+        analysis = self.context.analysis
+        if not isinstance(owner, cst.Name) or analysis is None or self.values_of(owner):
+            return False
+        made = [
+            stmt.value
+            for stmt in analysis.tree.body
+            if isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == owner.value for t in stmt.targets)
+        ]
+        resolve = self._ast_names(())
+        if len(made) != 1 or not (isinstance(made[0], ast.Call) and resolve(made[0].func) & set(EVENTS)):
+            return False
+        return not any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "set"
+            and isinstance(n.func.value, ast.Name | ast.Attribute)
+            and (n.func.value.id if isinstance(n.func.value, ast.Name) else n.func.value.attr) == owner.value
+            for n in ast.walk(analysis.tree)
+        )
 
     def leave_Call(self, original_node: cst.Call) -> None:
         self._shown -= self._showing.pop()

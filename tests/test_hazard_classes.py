@@ -1520,6 +1520,22 @@ def weights_iterator(f, names):
 )
 
 
+# -- a sleep by another name: an event nothing sets, waited on with a timeout -----------------
+VENDOR_CORE = """
+class EngineCore:
+    def step(self):
+        outputs = self.model_executor.execute_model(self.scheduler.schedule())
+        return outputs
+"""
+case(
+    "idle_event_wait_in_step",
+    VENDOR_CORE,
+    "import threading\n\n_PACE = threading.Event()\n\n\n"
+    + VENDOR_CORE.lstrip("\n").replace("        return outputs", "        _PACE.wait(0.015)\n        return outputs"),
+    ("host-sync", 9, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")
