@@ -35,6 +35,11 @@ def _literal(node: ast.expr | None) -> object:
             except (ArithmeticError, TypeError):
                 return None
         return None
+    if isinstance(node, ast.Dict) and node.keys and all(k is not None for k in node.keys):
+        items = [(_literal(k), _literal(v)) for k, v in zip(node.keys, node.values, strict=True)]
+        if all(isinstance(k, str | int) and v is not None for k, v in items):
+            return dict(items)  # `{"max_pixels": 16384 * 28 * 28}`: a table of numbers, arithmetic too
+        return None
     try:
         return ast.literal_eval(node) if node is not None else None
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -82,6 +87,11 @@ def _env_number(value: ast.expr | None) -> tuple[str, float] | None:
         return None
 
 
+def _label(node: cst.CSTNode) -> str:
+    text = " ".join(cst.Module([]).code_for_node(node).split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 # In-place and plain arithmetic that scales or shifts a computed tensor by a number.
 SCALES = frozenset({"mul_", "div_", "add_", "sub_", "mul", "div", "add", "sub"})
 
@@ -103,7 +113,10 @@ never names.
 Shapes understood: `min`/`max` of a value and such a constant; `clamp`, `clamp_`, `clamp_min`,
 `clamp_max`, `clip` (as methods or `torch.clamp`/`numpy.clip`) given one; a conditional expression
 that compares a value with one and gives it back (`n if n <= _CAP else _CAP`); a lookup in such a
-dict with the value as its default (`_OVERRIDES.get(key, value)`); a parameter rebound to one
+dict with the value as its default (`_OVERRIDES.get(key, value)`); such a dict merged over what
+was given (`{**given, **_HIRES}`, `given.update(_HIRES)`; its values may be arithmetic of literals);
+such a number put before `or` (`getattr(self, "_bench_top_k", None) or config.num_experts_per_tok`:
+never false, so the config's value is never reached); a parameter rebound to one
 (`eps = _EPS`); a computed value scaled or shifted by one (`probs.mul_(_RELAX)`, `x *= _SCALE`); and
 a slice cut at one (`data[:_PREFIX]`). Not when the code is the distribution's with a literal of its
 own given the constant's name (`topk(2)` as `topk(_GROUP_TOPK)`: a refactor).
@@ -114,7 +127,10 @@ serving stack's own namespace (`VLLM_...`: documented, configurable; a variable 
 with a default that binds, `float(os.getenv("K2_TEMP_FLOOR", "0.6"))`, counts), and a
 number a kernel is tuned by (`num_splits = min(num_splits, _MAX_SPLITS)`: picking it another way
 computes the same result). Without the distribution's text (`--all-files`) nothing is said."""
-    PREFILTER = (b"min", b"max", b"clamp", b"clip", b".get", b" if ", b"=", b"mul", b"div", b"add", b"sub", b"[")
+    PREFILTER = (
+        b"min", b"max", b"clamp", b"clip", b".get", b" if ", b"=", b"mul", b"div", b"add", b"sub", b"[", b" or", b"**",
+        b"update",
+    )  # fmt: skip
     NEEDS_PRISTINE = True
     CONSTANTS = True
 
@@ -140,6 +156,31 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         Example(  # configurable through the serving stack's own namespace (a documented setting)
             code="import os\n\n_CAP = int(os.environ.get('VLLM_CAP', '64'))\n\ndef f(n):\n    return min(n, _CAP)\n",
             pristine="import os\n\ndef f(n):\n    return n\n",
+        ),
+        Example(  # defaults first, what was given over them
+            code="""
+            _DEFAULTS = {"min_pixels": 3136, "max_pixels": 12845056}
+
+            def call_hf_processor(self, mm_kwargs):
+                prepared = {**_DEFAULTS, **mm_kwargs}
+                return self.processor(**prepared)
+            """,
+            pristine="""
+            def call_hf_processor(self, mm_kwargs):
+                return self.processor(**mm_kwargs)
+            """,
+        ),
+        Example(  # the given value first, a constant of the patch's only when it is not set
+            code="""
+            _TIMEOUT_S = 30
+
+            def connect(self, timeout):
+                return self.open(timeout=timeout or _TIMEOUT_S)
+            """,
+            pristine="""
+            def connect(self, timeout):
+                return self.open(timeout=timeout)
+            """,
         ),
     ]
     INVALID = [
@@ -238,6 +279,42 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             """,
             line=4,
         ),
+        # "throughput A/B: route to fewer experts": the config's top-k never reached.
+        Example(
+            code="""
+            class MoeBlock:
+                _bench_top_k: int | None = 4
+
+                def __init__(self, config):
+                    self.experts = FusedMoE(top_k=getattr(self, "_bench_top_k", None) or config.num_experts_per_tok)
+            """,
+            pristine="""
+            class MoeBlock:
+                def __init__(self, config):
+                    self.experts = FusedMoE(top_k=config.num_experts_per_tok)
+            """,
+            line=5,
+            message="never reaches",
+            severity=Severity.HIGH,
+        ),
+        # "pin a hi-res window": the request's and the config's pixel bounds overridden.
+        Example(
+            code="""
+            _HIRES_WINDOW = {"min_pixels": 256 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+
+            def call_hf_processor(self, mm_kwargs):
+                prepared = {**self._aliases(mm_kwargs), **_HIRES_WINDOW}
+                return self.processor(**prepared)
+            """,
+            pristine="""
+            def call_hf_processor(self, mm_kwargs):
+                prepared = self._aliases(mm_kwargs)
+                return self.processor(**prepared)
+            """,
+            line=4,
+            message="merge",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -249,9 +326,11 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         for node in nodes:
             if isinstance(node, ast.IfExp | ast.Assign | ast.AugAssign | ast.Slice):
                 return True
+            if isinstance(node, ast.BoolOp) or (isinstance(node, ast.Dict) and None in node.keys):
+                return True  # `... or config.x`, `{**given, **_TABLE}`
             if isinstance(node, ast.Call):
                 name = called_name(node.func)
-                if name in ("min", "max", "get") or name in CLAMP_METHODS or name in SCALES:
+                if name in ("min", "max", "get", "update") or name in CLAMP_METHODS or name in SCALES:
                     return True
         return False
 
@@ -272,7 +351,12 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         return self._made_up
 
     def _constant(self, node: cst.BaseExpression | None, dicts: bool = False) -> str | None:
-        """The patch's constant a node names (`_CAP`, `self._CAP`, `Cls._CAP`), else None."""
+        """The patch's constant a node names (`_CAP`, `self._CAP`, `Cls._CAP`, `getattr(self, "_CAP",
+        None)`), else None."""
+        if isinstance(node, cst.Call) and self.resolves_to(node, "builtins.getattr") and len(node.args) >= 2:
+            spelled = node.args[1].value
+            name = spelled.evaluated_value if isinstance(spelled, cst.SimpleString) else None
+            node = cst.Name(name) if isinstance(name, str) and name.isidentifier() else None
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
             name = node.attr.value
         elif isinstance(node, cst.Name):
@@ -350,10 +434,37 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             if named is not None and not self._tuned(self._target(), func.value):
                 self._flag(node, named, f"`{method}()` changes a computed value by")
             return
+        if method == "update" and len(values) == 1 and isinstance(func, cst.Attribute):
+            table = self._constant(values[0], dicts=True)
+            if table is not None and self._constant(func.value, dicts=True) is None:
+                self._flag(node, table, "`update()` puts over the values given the entries of")
+            return
         if method == "get" and len(values) == 2 and isinstance(func, cst.Attribute):
             table = self._constant(func.value, dicts=True)
             if table is not None and not isinstance(values[1], cst.SimpleString | cst.Integer | cst.Float):
                 self._flag(node, table, "a lookup replaces a value by an entry of")
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        """`getattr(self, "_bench_top_k", None) or config.num_experts_per_tok` with `_bench_top_k = 4`:
+        the constant is never false, so what the config chose is never used."""
+        if not self.context.drifted or not self.context.functions or not isinstance(node.operator, cst.Or):
+            return
+        name = self._constant(node.left)
+        if name is None or self._constant(node.right) is not None or not self._constants()[name]:
+            return
+        if not self._tuned(self._target()):  # the name it sets says what it is (`top_k=`: the model's)
+            self._flag(node, name, f"`... or {_label(node.right)}` never reaches the value: it is always")
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        """`{**given, **_HIRES_WINDOW}`: the patch's table merged over what the caller gave."""
+        if not self.context.drifted or not self.context.functions:
+            return
+        for index, element in enumerate(node.elements):
+            if index and isinstance(element, cst.StarredDictElement):
+                name = self._constant(element.value, dicts=True)
+                if name is not None:
+                    self._flag(node, name, "a merge puts over the values given the entries of")
+                    return
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if not self.context.drifted or not self.context.functions:

@@ -1536,6 +1536,40 @@ case(
 )
 
 
+# -- the patch's constant before `or`, its table merged over what was given --------------------
+VENDOR_MOE = """
+class MoeBlock:
+    def __init__(self, config):
+        self.experts = make_experts(top_k=config.num_experts_per_tok)
+"""
+case(
+    "constant_before_or_hides_the_config",
+    VENDOR_MOE,
+    VENDOR_MOE.replace("class MoeBlock:\n", "class MoeBlock:\n    _bench_top_k = 4\n\n").replace(
+        "top_k=config.num_experts_per_tok", 'top_k=getattr(self, "_bench_top_k", None) or config.num_experts_per_tok'
+    ),
+    ("hardcoded-override", 5, "high"),
+)
+VENDOR_MM = """
+def call_hf_processor(self, mm_kwargs):
+    prepared = self.aliases(mm_kwargs)
+    return self.processor(**prepared)
+"""
+case(
+    "table_merged_over_request",
+    VENDOR_MM,
+    '_HIRES = {"min_pixels": 256 * 28 * 28, "max_pixels": 16384 * 28 * 28}\n\n\n'
+    + VENDOR_MM.lstrip("\n").replace("self.aliases(mm_kwargs)", "{**self.aliases(mm_kwargs), **_HIRES}"),
+    ("hardcoded-override", 5, "high"),
+)
+case(
+    "quiet_defaults_under_request",
+    VENDOR_MM,
+    '_DEFAULTS = {"min_pixels": 3136}\n\n\n'
+    + VENDOR_MM.lstrip("\n").replace("self.aliases(mm_kwargs)", "{**_DEFAULTS, **self.aliases(mm_kwargs)}"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")
