@@ -69,8 +69,9 @@ file only, and a sleep by another name there: a wait with a timeout on an event 
 In a drifted file the hot path also takes in the methods a forward or step of the same class runs
 through `self.name(...)` (`forward` -> `_get_logits` -> `_gather_logits`), and the collectives
 (`..._all_reduce`, `..._all_gather`, `reduce_scatter`, `all_to_all`: every layer of every step).
-So does a function of the module put on a forward or step as a decorator (`@_fwd_timer`): the
-wrapper it returns runs around every step. There a tensor's truth read by a test the patch added
+So does a function of the module put on a forward or step as a decorator (`@_fwd_timer`), or around
+one at module level (`Impl.forward = _finite_watch(Impl.forward)`): the wrapper it returns runs
+around every step. There a tensor's truth read by a test the patch added
 (`if torch.isnan(x).any():`, `bool(torch.isfinite(out).all())`) is a sync too, high: a debug check
 that stalls every step.
 
@@ -352,6 +353,38 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             """,
             line=8,
             message="nothing sets",
+            severity=Severity.HIGH,
+        ),
+        # "find the first layer that goes non-finite": a wrapper put around the forward at import.
+        Example(
+            code="""
+            import functools
+            import torch
+
+            class AttentionImpl:
+                def forward(self, layer, query, key, value):
+                    return self.kernel(query, key, value)
+
+            def _finite_watch(fn):
+                @functools.wraps(fn)
+                def inner(self, layer, *args):
+                    out = fn(self, layer, *args)
+                    if not torch.isfinite(out).all():
+                        logger.warning("non-finite in %s", layer.layer_name)
+                    return out
+                return inner
+
+            AttentionImpl.forward = _finite_watch(AttentionImpl.forward)
+            """,
+            pristine="""
+            import torch
+
+            class AttentionImpl:
+                def forward(self, layer, query, key, value):
+                    return self.kernel(query, key, value)
+            """,
+            line=12,
+            message="reads a tensor's value back",
             severity=Severity.HIGH,
         ),
     ]

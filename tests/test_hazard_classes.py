@@ -1570,6 +1570,37 @@ case(
 )
 
 
+# -- a wrapper put around a forward at import, not as a decorator ------------------------------
+VENDOR_ATTN = """
+import torch
+
+
+class AttentionImpl:
+    def forward(self, layer, query, key, value):
+        return self.kernel(query, key, value)
+"""
+case(
+    "wrapper_assigned_over_forward",
+    VENDOR_ATTN,
+    VENDOR_ATTN.lstrip("\n")
+    + """
+
+def _finite_watch(fn):
+    def inner(self, layer, *args):
+        out = fn(self, layer, *args)
+        if not torch.isfinite(out).all():
+            print("non-finite", layer)
+        return out
+
+    return inner
+
+
+AttentionImpl.forward = _finite_watch(AttentionImpl.forward)
+""",
+    ("host-sync", 12, "high"),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")

@@ -202,7 +202,9 @@ _WRAPS: list[tuple[ast.Module, frozenset[str]]] = []  # the last module asked ab
 
 def wraps_step(tree: ast.Module, hot: Callable[[str], bool]) -> frozenset[str]:
     """The module-level functions that decorate a function named `hot` (a forward, a step), as
-    `@_timer` or `@_timer(...)`: the wrapper they return runs on every step. Once per module."""
+    `@_timer` or `@_timer(...)`, or put around one at module level (`Impl.forward =
+    _watch(Impl.forward)`, `forward = _watch(forward)`): the wrapper they return runs on every
+    step. Once per module."""
     if _WRAPS and _WRAPS[0][0] is tree:
         return _WRAPS[0][1]
     own = {s.name for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
@@ -213,5 +215,14 @@ def wraps_step(tree: ast.Module, hot: Callable[[str], bool]) -> frozenset[str]:
                 called = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if isinstance(called, ast.Name) and called.id in own:
                     found.add(called.id)
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+            continue
+        wrapper = stmt.value.func
+        named = [
+            t.attr if isinstance(t, ast.Attribute) else t.id if isinstance(t, ast.Name) else "" for t in stmt.targets
+        ]
+        if isinstance(wrapper, ast.Name) and wrapper.id in own and any(hot(n) for n in named):
+            found.add(wrapper.id)
     _WRAPS[:] = [(tree, frozenset(found))]
     return _WRAPS[0][1]
