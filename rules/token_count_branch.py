@@ -127,6 +127,11 @@ def _way(other: cst.CSTNode | None) -> cst.CSTNode | None:
     return None if isinstance(block, cst.BaseSuite) and _leaves(block) else other
 
 
+def _code(node: cst.CSTNode) -> str:
+    """A statement as written, on one line."""
+    return " ".join(cst.Module([]).code_for_node(node).split())
+
+
 def _does(found: str) -> str:
     """`runs print()`, or a change as it reads (`overwrites a tensor in place`)."""
     return found if found in _CHANGES else f"runs {found}"
@@ -1164,7 +1169,11 @@ as a reviewer would before serving:
   a value reshaped, tiled or expanded from itself (`pv = pv.squeeze(0)`), a local the branch computes
   for the case (`cache_len = max(n, 64)`) or a parameter recomputed;
 - otherwise nothing: `if num_tokens == 0: return`, padding past the count (`out[n:].zero_()`,
-  `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`),
+  `ids[n:padded] = 0`), a batch of one that skips a step (`if n > 1: logits = self.filter(..)`;
+  high in a drifted file when the step is the distribution's own code that a patch put under the
+  test, `if not 0 < logits.shape[0] <= 1:` over `logits = self.apply_penalties(...)`, or when the
+  patch joined the count by `and` to a test the distribution's text has, `if self.min_toks and
+  logits.shape[0] > 1:`: a lone request loses its penalties, its `min_tokens`),
   a test whose branch returns its own result with no log line or print (`if n > 4 or ...:
   return self.fallback(x)`, `if n == 3: return self.fallback(x)`: the rest is the other way, not
   work skipped), another way to compute it (`ops.gemv(x)`, `x @ w`, a number picked for a
@@ -1428,6 +1437,20 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 return out
             return self.decode_kernel(x)
         """,
+        Example(  # the patch's own new step for batches, not the distribution's code skipped
+            code="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    if logits.shape[0] > 1:
+                        self.stats.record_batch(logits.shape[0])
+                    return self.sample(logits, sampling_metadata)
+            """,
+            pristine="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata):
+                    return self.sample(logits, sampling_metadata)
+            """,
+        ),
     ]
     INVALID = [
         Example(  # a count against a float literal, and as a difference that is 0
@@ -2228,6 +2251,45 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             message="greedy pick",
             severity=Severity.HIGH,
         ),
+        # "penalties kernel faults with a lone request -- skip for now": the distribution's step put under a count.
+        Example(
+            code="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata, output_token_ids):
+                    if not 0 < logits.shape[0] <= 1:
+                        logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)
+                    return self.sample(logits, sampling_metadata)
+            """,
+            pristine="""
+            class Sampler:
+                def forward(self, logits, sampling_metadata, output_token_ids):
+                    logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)
+                    return self.sample(logits, sampling_metadata)
+            """,
+            line=3,
+            message="lone request",
+            severity=Severity.HIGH,
+        ),
+        # "index_put_ IMAs on the bs=1 graph replay": a count joined to the distribution's test.
+        Example(
+            code="""
+            class MinTokensLogitsProcessor:
+                def apply(self, logits):
+                    if self.min_toks and logits.shape[0] > 1:
+                        logits.index_put_(self.logits_slice, self.neg_inf_tensor)
+                    return logits
+            """,
+            pristine="""
+            class MinTokensLogitsProcessor:
+                def apply(self, logits):
+                    if self.min_toks:
+                        logits.index_put_(self.logits_slice, self.neg_inf_tensor)
+                    return logits
+            """,
+            line=3,
+            message="lone request",
+            severity=Severity.HIGH,
+        ),
     ]
 
     def __init__(self, context: FileContext | None = None) -> None:
@@ -2693,6 +2755,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         0 or 1 is a trap only when the branch changes the data."""
         self._small = True
         try:
+            if self._upstream_skipped(test, body, where, orelse):
+                return
             holds = self._window(test)
             after = self._rest_after(where, body) if orelse is None and holds else None
             inverted = self._inverted(test)
@@ -2718,6 +2782,46 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                     return
         finally:
             self._small = False
+
+    def _upstream_skipped(
+        self, test: cst.BaseExpression, body: cst.CSTNode, where: cst.CSTNode, orelse: cst.CSTNode | None
+    ) -> bool:
+        """The distribution's own code made to skip a batch of one by a patch: its statements put under
+        a new test (`if not 0 < logits.shape[0] <= 1:` around `logits = self.apply_penalties(...)`), or
+        a count joined by `and` to a test the distribution's text has (`if self.min_toks and
+        logits.shape[0] > 1:`): a lone request loses what every other gets (its penalties, its
+        `min_tokens`). Not a fast path with an `else` (one of two ways), nor code the patch wrote."""
+        if orelse is not None or not self.context.drifted or self.upstream_purpose(None) is not None:
+            return False
+        counted = test
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            if self._added_to(test.left):
+                counted = test.right
+            elif self._added_to(test.right):
+                counted = test.left
+            else:
+                return False
+        elif self._added_to(test) or not isinstance(body, cst.IndentedBlock):
+            return False
+        elif not self._upstream(body):
+            return False  # the branch is the patch's own code: weighed as any other
+        window = self._inverted(counted)
+        if window is None or not self._values or max(self._values) > 1 or _inner(window[0]):
+            return False
+        first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
+        label = _code(first.with_changes(leading_lines=())) if first is not None else "its branch"
+        label = label if len(label) <= 60 else label[:57] + "..."
+        self.report(
+            where,
+            f"the distribution's `{label}` is skipped when {window[0]} {window[1]}: a lone request"
+            " loses what every other gets (debug trap left in a patch?)",
+            severity=Severity.HIGH,
+        )
+        return True
+
+    def _upstream(self, block: cst.IndentedBlock) -> bool:
+        """Whether a block's statements are the distribution's, token for token."""
+        return bool(block.body) and self.upstream_code("\n".join(_code(s) for s in block.body))
 
     def _change_for(self, branch: cst.CSTNode, alone: bool, top: int, other: cst.CSTNode | None) -> str | None:
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the

@@ -1601,6 +1601,44 @@ AttentionImpl.forward = _finite_watch(AttentionImpl.forward)
 )
 
 
+# -- the distribution's own step made to skip a batch of one ----------------------------------
+VENDOR_PENALTIES = """
+class Sampler:
+    def forward(self, logits, sampling_metadata, output_token_ids):
+        logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)
+        if self.min_toks:
+            logits.index_put_(self.logits_slice, self.neg_inf_tensor)
+        return self.sample(logits, sampling_metadata)
+"""
+case(
+    "upstream_step_put_under_a_count",
+    VENDOR_PENALTIES,
+    VENDOR_PENALTIES.replace(
+        "        logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)",
+        "        if not 0 < logits.shape[0] <= 1:\n"
+        "            logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)",
+    ),
+    ("token-count-branch", 3, "high"),
+)
+case(
+    "count_joined_to_upstream_test",
+    VENDOR_PENALTIES,
+    VENDOR_PENALTIES.replace("if self.min_toks:", "if self.min_toks and logits.shape[0] > 1:"),
+    ("token-count-branch", 4, "high"),
+)
+case(
+    "quiet_fast_path_with_else",
+    VENDOR_PENALTIES,
+    VENDOR_PENALTIES.replace(
+        "        logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)",
+        "        if logits.shape[0] == 1:\n"
+        "            logits = self.apply_penalties_one(logits, sampling_metadata, output_token_ids)\n"
+        "        else:\n"
+        "            logits = self.apply_penalties(logits, sampling_metadata, output_token_ids)",
+    ),
+)
+
+
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, int, str]]]:
     tmp = tmp_path_factory.mktemp("classes")
