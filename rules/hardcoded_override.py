@@ -35,15 +35,15 @@ def _literal(node: ast.expr | None) -> object:
             except (ArithmeticError, TypeError):
                 return None
         return None
-    if isinstance(node, ast.Dict) and node.keys and all(k is not None for k in node.keys):
-        items = [(_literal(k), _literal(v)) for k, v in zip(node.keys, node.values, strict=True)]
-        if all(isinstance(k, str | int) and v is not None for k, v in items):
-            return dict(items)  # `{"max_pixels": 16384 * 28 * 28}`: a table of numbers, arithmetic too
-        return None
     try:
         return ast.literal_eval(node) if node is not None else None
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
+        pass
+    if isinstance(node, ast.Dict) and node.keys and all(k is not None for k in node.keys):
+        items = [(_literal(k), _literal(v)) for k, v in zip(node.keys, node.values, strict=True)]
+        if all(isinstance(k, str | int) and isinstance(v, int | float) for k, v in items):
+            return dict(items)  # `{"max_pixels": 16384 * 28 * 28}`: a table of numbers, arithmetic too
+    return None
 
 
 def _module_constants(tree: ast.Module) -> dict[str, object]:
