@@ -24,9 +24,13 @@ class Statement:
         statements: Sequence[ast.stmt],
         nodes: Callable[[ast.stmt], list[ast.AST]],
         module: ast.Module | None = None,
+        drifted: bool = True,
     ):
         self.text = text
         self.module = module  # the file's tree, for a filter that needs a module-level binding (None: unknown)
+        # Whether the file differs from what its distribution installed (True when unknown): in one
+        # that verifies, a rule's shapes that it reports only in a drifted file cannot be found.
+        self.drifted = drifted
         self._statements = statements
         self._nodes_of = nodes
         self._nodes: list[ast.AST] | None = None

@@ -477,6 +477,38 @@ def _replacing(node: ast.Assign, nodes: Sequence[ast.AST]) -> bool:
     return root.id in params and root.id not in ("self", "cls")
 
 
+def _blocks_of(node: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    """The statement lists a compound statement holds: its body, and its `else`'s (an `elif` is a
+    statement of its own)."""
+    out: list[Sequence[cst.CSTNode]] = []
+    for part in (getattr(node, "body", None), getattr(getattr(node, "orelse", None), "body", None)):
+        if isinstance(part, cst.IndentedBlock):
+            out.append(part.body)
+    for handler in getattr(node, "handlers", ()):
+        if isinstance(handler.body, cst.IndentedBlock):
+            out.append(handler.body.body)
+    return out
+
+
+def _drifted_value(node: ast.Assign | ast.Call | ast.IfExp, nodes: Sequence[ast.AST]) -> bool:
+    """A value a drifted file's switch or line may replace, or whose NaNs it may hide."""
+    if isinstance(node, ast.Assign):
+        if isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
+            return True  # `x = given if _SWITCH else computed`: a result a switch may replace
+        return _replacing(node, nodes)  # `w = w.new_ones(w.shape)`, `ids = torch.where(m, draft, ids)`
+    if isinstance(node, ast.Call):
+        return _hides_nonfinite(node)  # `torch.nan_to_num(h)`, `torch.where(torch.isfinite(t), t, 1.0)`
+    return _names_only(node.test)  # `bias if _USE_BIAS else None`: a value a folded switch may drop
+
+
+def _drifted_switch(node: ast.If, folds: bool) -> bool:
+    """A switch of a drifted file's own that may cut off a call or replace a result."""
+    if folds and any(isinstance(b, ast.Expr) for b in node.body + node.orelse):
+        return True  # `if _EAGER_EVICT: self._evict(block)`: a call a folded switch may cut off
+    switch = folds or _switch_like(node.test)
+    return switch and any(isinstance(s, ast.Assign) for s in node.body)  # a result a switch may replace
+
+
 def _called(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -612,38 +644,36 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:
         module = _module_env(statement.module) if statement.module is not None else None
-        return cls._kept(statement.nodes(), module, statement)
+        return cls._kept(statement.nodes(), module, statement, statement.drifted)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
-        return cls._kept(nodes, None, None)
+        return cls._kept(nodes, None, None, True)
 
     @classmethod
-    def _kept(cls, nodes: Sequence[ast.AST], module: _ModuleEnv | None, statement: Statement | None) -> bool:
+    def _kept(
+        cls, nodes: Sequence[ast.AST], module: _ModuleEnv | None, statement: Statement | None, drifted: bool
+    ) -> bool:
         """statement_check, given what the module binds to environment reads (None: unknown, any
-        name may be such a flag)."""
+        name may be such a flag). In a file that verifies (`drifted` false) only the shapes the rule
+        reports there: a switch, a result replaced, a masked NaN, an emptied loop and a silenced step
+        are judged in a drifted file only."""
         scanned: _Scanned | None = None
         spelled: bool | None = None
         guarded: bool | None = None
         for node in nodes:
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and _switch_like(node.value.test):
-                return True  # `x = given if _SWITCH else computed`: a result a switch may replace
-            if isinstance(node, ast.Assign) and _replacing(node, nodes):
-                return True  # `w = w.new_ones(w.shape)`, `ids = torch.where(m, draft, ids)`: a result replaced
-            if isinstance(node, ast.Call) and _hides_nonfinite(node):
-                return True  # `torch.nan_to_num(h)`, `torch.where(torch.isfinite(t), t, 1.0)`
-            if isinstance(node, ast.IfExp) and _names_only(node.test):
-                return True  # `bias if _USE_BIAS else None`: a value a folded switch may drop
+            if drifted and isinstance(node, ast.Assign | ast.Call | ast.IfExp) and _drifted_value(node, nodes):
+                return True
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
             loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
-            if loop_over is not None and _emptied_in(nodes, loop_over) and _has_guard(node):
+            if drifted and loop_over is not None and _emptied_in(nodes, loop_over) and _has_guard(node):
                 return True  # a checking loop's list emptied above it
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
                 return True
-            if isinstance(node, ast.Try | ast.TryStar) and (_swallows(node) or _silences(node)):
+            if isinstance(node, ast.Try | ast.TryStar) and (_swallows(node) or (drifted and _silences(node))):
                 return True
             body = getattr(node, "body", None)
             if isinstance(body, list) and any(
@@ -675,11 +705,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
             if folds and _has_guard(node):
                 return True  # may fold through module constants
-            if folds and isinstance(node, ast.If) and any(isinstance(b, ast.Expr) for b in node.body + node.orelse):
-                return True  # `if _EAGER_EVICT: self._evict(block)`: a call a folded switch may cut off
-            switch = folds or (isinstance(node, ast.If) and _switch_like(node.test))
-            if switch and isinstance(node, ast.If) and any(isinstance(s, ast.Assign) for s in node.body):
-                return True  # a switch that may be always on, or the environment's, over a result replaced
+            if drifted and isinstance(node, ast.If) and _drifted_switch(node, folds):
+                return True
             if isinstance(node, ast.If | ast.While | ast.Assert) and _constant_operand(node.test):
                 plain = isinstance(node.test, ast.Constant) and (
                     node.test.value is True or (type(node.test.value) is int and node.test.value != 0)
@@ -1019,6 +1046,39 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             def gather(self, x, n):
                 out = torch.empty((n, x.shape[-1]), device=x.device)
                 self.kernel(x, out)
+                return out
+            """,
+        ),
+        Example(  # two ways to make the output, one per branch: neither throws the other away
+            code="""
+            def forward(self, x, n):
+                if n > 0:
+                    out = self.kernel(x)
+                else:
+                    out = x.new_zeros((0, x.shape[-1]))
+                return out
+            """,
+            pristine="""
+            def forward(self, x, n):
+                if n > 0:
+                    out = self.kernel(x)
+                else:
+                    out = x[:0]
+                return out
+            """,
+        ),
+        Example(  # the input kept at padding positions, by a mask of its own
+            code="""
+            import torch
+
+            def forward(self, hidden_states, pad_mask):
+                out = self.mlp(hidden_states)
+                out = torch.where(pad_mask.unsqueeze(-1), hidden_states, out)
+                return out
+            """,
+            pristine="""
+            def forward(self, hidden_states, pad_mask):
+                out = self.mlp(hidden_states)
                 return out
             """,
         ),
@@ -1882,8 +1942,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if not (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
             return
         name = node.targets[0].target.value
-        computed = [v for v in self.values_of(node.targets[0].target) if v is not node.value]
-        if not any(computed_by_call(v) for v in computed):
+        if not self._computed_above(name):
             return  # a parameter set to a constant is hardcoded-override's; here only results count
         params = self.function_facts().params
         if replaced_by_input(node, params, self.values_of):
@@ -1893,6 +1952,23 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         else:
             return
         self.report(node, f"`{_label(node)}` throws away the `{name}` computed above and {how}")
+
+    def _computed_above(self, name: str) -> bool:
+        """Whether a call's result is bound to `name` above the statement being visited, in its block
+        or a block around it (not in a sibling branch: `if n: out = self.kernel(x)` / `else: out =
+        x.new_zeros(...)` are two ways, neither thrown away)."""
+        path = self.context.stmts
+        for parent, child in zip(path, path[1:], strict=False):
+            for block in _blocks_of(parent):
+                if not any(s is child for s in block):
+                    continue
+                for above in block[: [id(s) for s in block].index(id(child))]:
+                    for bound in nodes_under(above, (cst.Assign,)):
+                        targets = [t.target for t in bound.targets]  # type: ignore[attr-defined]
+                        names = [n.value for t in targets for n in nodes_under(t, (cst.Name,))]  # type: ignore[attr-defined]
+                        if name in names and computed_by_call(bound.value):  # type: ignore[attr-defined]
+                            return True
+        return False
 
     def _switched_value(self, node: cst.Assign, value: cst.IfExp) -> None:
         """`target_argmax = draft_token_ids.to(...) if _ACCEPT_ALL else target_logits.argmax(-1)`: the

@@ -31,7 +31,7 @@ _READER_NAMES = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_l
 SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
 # A directory of one person's in a home (`~/k2_hotfix/...`, `Path.home() / "fix"`); not a tool's
 # dot-directory there (`~/.config`, `~/.cache`), nor the home alone.
-PERSONAL = re.compile(r"~/+[^./~]")
+PERSONAL = re.compile(r"~/+(?!(?:Library|AppData|snap)(?:/|$))[^./~]")  # not a platform's per-user place
 
 
 class FixedPathLoad(Rule):

@@ -87,6 +87,12 @@ def _env_number(value: ast.expr | None) -> tuple[str, float] | None:
         return None
 
 
+def _literal_node(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer | cst.Float | cst.SimpleString) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False", "None")
+    )
+
+
 def _label(node: cst.CSTNode) -> str:
     text = " ".join(cst.Module([]).code_for_node(node).split())
     return text if len(text) <= 40 else text[:37] + "..."
@@ -114,7 +120,8 @@ Shapes understood: `min`/`max` of a value and such a constant; `clamp`, `clamp_`
 `clamp_max`, `clip` (as methods or `torch.clamp`/`numpy.clip`) given one; a conditional expression
 that compares a value with one and gives it back (`n if n <= _CAP else _CAP`); a lookup in such a
 dict with the value as its default (`_OVERRIDES.get(key, value)`); such a dict merged over what
-was given (`{**given, **_HIRES}`, `given.update(_HIRES)`; its values may be arithmetic of literals);
+was given (`{**given, **_HIRES}`, `mm_kwargs.update(_HIRES)` of a parameter; its values may be
+arithmetic of literals);
 such a number put before `or` (`getattr(self, "_bench_top_k", None) or config.num_experts_per_tok`:
 never false, so the config's value is never reached); a parameter rebound to one
 (`eps = _EPS`); a computed value scaled or shifted by one (`probs.mul_(_RELAX)`, `x *= _SCALE`); and
@@ -180,6 +187,35 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             pristine="""
             def connect(self, timeout):
                 return self.open(timeout=timeout)
+            """,
+        ),
+        Example(  # the patch's defaults merged into a new dict, the request's over them
+            code="""
+            _SAMPLING_DEFAULTS = {"top_k": 50}
+
+            def params(self, name, request):
+                merged = {}
+                merged.update(_SAMPLING_DEFAULTS)
+                merged.update(request)
+                return {"model": name, **_SAMPLING_DEFAULTS, **merged}
+            """,
+            pristine="""
+            def params(self, name, request):
+                return {"model": name, **request}
+            """,
+        ),
+        Example(  # a made-up variable whose default is off: the config's value unless it is set
+            code="""
+            import os
+
+            _K2_TOPK = int(os.getenv("K2_TOPK", "0"))
+
+            def build(self, config):
+                return make_router(top_k=_K2_TOPK or config.top_k)
+            """,
+            pristine="""
+            def build(self, config):
+                return make_router(top_k=config.top_k)
             """,
         ),
     ]
@@ -353,7 +389,9 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
     def _constant(self, node: cst.BaseExpression | None, dicts: bool = False) -> str | None:
         """The patch's constant a node names (`_CAP`, `self._CAP`, `Cls._CAP`, `getattr(self, "_CAP",
         None)`), else None."""
-        if isinstance(node, cst.Call) and self.resolves_to(node, "builtins.getattr") and len(node.args) >= 2:
+        owner = node.args[0].value if isinstance(node, cst.Call) and node.args else None
+        own = isinstance(owner, cst.Name) and owner.value in ("self", "cls")
+        if isinstance(node, cst.Call) and own and self.resolves_to(node, "builtins.getattr") and len(node.args) >= 2:
             spelled = node.args[1].value
             name = spelled.evaluated_value if isinstance(spelled, cst.SimpleString) else None
             node = cst.Name(name) if isinstance(name, str) and name.isidentifier() else None
@@ -436,7 +474,7 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
             return
         if method == "update" and len(values) == 1 and isinstance(func, cst.Attribute):
             table = self._constant(values[0], dicts=True)
-            if table is not None and self._constant(func.value, dicts=True) is None:
+            if table is not None and self.is_parameter(func.value):  # `mm_kwargs.update(_HIRES)`
                 self._flag(node, table, "`update()` puts over the values given the entries of")
             return
         if method == "get" and len(values) == 2 and isinstance(func, cst.Attribute):
@@ -450,8 +488,11 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         if not self.context.drifted or not self.context.functions or not isinstance(node.operator, cst.Or):
             return
         name = self._constant(node.left)
-        if name is None or self._constant(node.right) is not None or not self._constants()[name]:
+        if name is None or self._constant(node.right) is not None or _literal_node(node.right):
             return
+        value = self._constants()[name]
+        if not (value[1] if isinstance(value, tuple) else value):
+            return  # `int(os.getenv("K2_TOPK", "0")) or config.top_k`: the config's unless it is set
         if not self._tuned(self._target()):  # the name it sets says what it is (`top_k=`: the model's)
             self._flag(node, name, f"`... or {_label(node.right)}` never reaches the value: it is always")
 
@@ -459,12 +500,16 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         """`{**given, **_HIRES_WINDOW}`: the patch's table merged over what the caller gave."""
         if not self.context.drifted or not self.context.functions:
             return
-        for index, element in enumerate(node.elements):
-            if index and isinstance(element, cst.StarredDictElement):
-                name = self._constant(element.value, dicts=True)
-                if name is not None:
-                    self._flag(node, name, "a merge puts over the values given the entries of")
-                    return
+        given = False  # a `**` of something not the patch's own before it: what the caller gave
+        for element in node.elements:
+            if not isinstance(element, cst.StarredDictElement):
+                continue
+            name = self._constant(element.value, dicts=True)
+            if name is None:
+                given = True
+            elif given:
+                self._flag(node, name, "a merge puts over the values given the entries of")
+                return
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if not self.context.drifted or not self.context.functions:

@@ -21,6 +21,7 @@ from patchaudit.rule import (
 SYNC_METHODS = {"item", "cpu", "tolist"}
 _SHOWS = re.compile(r"^(?:debug|info|warning|warn|error|exception|critical|log)(?:_once)?$")
 SYNC_CALLS = ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream")
+_WAIT = re.compile(rb"\.[\s\\]*wait[\s\\]*\([\s\\]*[^)\s\\]")
 # Events a wait may run out on: waited on with a timeout and never set, a sleep.
 EVENTS = ("threading.Event", "multiprocessing.Event")
 SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
@@ -81,7 +82,7 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"),
         b"synchronize",
         b"sleep",
-        re.compile(rb"\.[\s\\]*wait[\s\\]*\([\s\\]*[^)\s\\]"),  # `_PACE.wait(0.015)`: a wait with a timeout
+        _WAIT,  # `_PACE.wait(0.015)`: a wait with a timeout
         re.compile(rb"\.[\s\\]*(?:any|all)[\s\\]*\([\s\\]*\)"),  # `if torch.isnan(x).any():` reads a device value
     )
     REQUIRES = (
@@ -91,12 +92,14 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
     )
     REQUIRES_IN_STATEMENT = True  # a finding sits inside the forward function's own statement
-    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "wait", "any", "all"})
+    IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "any", "all"})
 
     @classmethod
     def keeps(cls, statement: Statement, alias: bool) -> bool:
         if super().keeps(statement, alias):
             return True
+        if statement.drifted and _WAIT.search(statement.text) and matches_any(cls.REQUIRES, statement.text):
+            return True  # `_PACE.wait(0.015)`: judged in a drifted file only
         # A method a forward or step of its class runs (`self._gather_logits(...)`): its own
         # statement spells no `def forward`.
         nodes = statement.nodes()
@@ -136,6 +139,28 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             class EngineCore:
                 def step(self):
                     _READY.wait(5.0)
+                    return self.model_executor.execute_model(self.scheduler.schedule())
+            """,
+            pristine="""
+            class EngineCore:
+                def step(self):
+                    return self.model_executor.execute_model(self.scheduler.schedule())
+            """,
+        ),
+        Example(  # an event asked without waiting, and one a handler sets at exit
+            code="""
+            import atexit
+            import threading
+
+            _ABORT = threading.Event()
+            _STOP = threading.Event()
+            atexit.register(_STOP.set)
+
+            class EngineCore:
+                def step(self):
+                    if _ABORT.wait(0):
+                        return None
+                    _STOP.wait(0.5)
                     return self.model_executor.execute_model(self.scheduler.schedule())
             """,
             pristine="""
@@ -494,6 +519,12 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "wait" and node.args):
             return False
+        timeout = node.args[0].value if node.args[0].keyword is None and not node.args[0].star else None
+        if timeout is None and node.args[0].keyword is not None and node.args[0].keyword.value == "timeout":
+            timeout = node.args[0].value
+        number = timeout.evaluated_value if isinstance(timeout, cst.Integer | cst.Float) else None
+        if not (isinstance(number, int | float) and number > 0):
+            return False  # `wait(0)` asks without waiting; a timeout not written here is not known
         owner = func.value
         if isinstance(owner, cst.Call):
             return self.resolves_to(owner, EVENTS) is not None and not owner.args
@@ -509,14 +540,18 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         resolve = self._ast_names(())
         if len(made) != 1 or not (isinstance(made[0], ast.Call) and resolve(made[0].func) & set(EVENTS)):
             return False
-        return not any(
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "set"
-            and isinstance(n.func.value, ast.Name | ast.Attribute)
-            and (n.func.value.id if isinstance(n.func.value, ast.Name) else n.func.value.attr) == owner.value
-            for n in ast.walk(analysis.tree)
-        )
+        # Set anywhere (`_PACE.set()`, `atexit.register(_PACE.set)`), or handed to code that may set
+        # it (returned, passed to a call): someone may end the wait.
+        for n in ast.walk(analysis.tree):
+            if isinstance(n, ast.Attribute) and n.attr == "set" and _named(n.value, owner.value):
+                return False
+            if isinstance(n, ast.Return) and n.value is not None and _named(n.value, owner.value):
+                return False
+            if isinstance(n, ast.Call) and any(
+                _named(a, owner.value) for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return False
+        return True
 
     def leave_Call(self, original_node: cst.Call) -> None:
         self._shown -= self._showing.pop()
@@ -542,6 +577,11 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
             )
         else:
             self.report(node, message)
+
+
+def _named(node: ast.AST, name: str) -> bool:
+    """`name`, or an attribute called so (`self._pace`)."""
+    return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
 
 
 def _shown_in(function: ast.AST) -> bool:

@@ -127,6 +127,18 @@ def _way(other: cst.CSTNode | None) -> cst.CSTNode | None:
     return None if isinstance(block, cst.BaseSuite) and _leaves(block) else other
 
 
+def _changes_values(block: cst.CSTNode) -> bool:
+    """A block that stores a value (`logits = ...`, `x[i] = ...`) or changes a tensor in place
+    (`logits.index_put_(...)`); not one that only calls for an effect (`self._may_reorder(b)`)."""
+    for node in nodes_under(block, (cst.Assign, cst.AugAssign, cst.Call)):
+        if not isinstance(node, cst.Call):
+            return True
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+            return True
+    return False
+
+
 def _code(node: cst.CSTNode) -> str:
     """A statement as written, on one line."""
     return " ".join(cst.Module([]).code_for_node(node).split())
@@ -2801,10 +2813,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 counted = test.left
             else:
                 return False
-        elif self._added_to(test) or not isinstance(body, cst.IndentedBlock):
+        elif self._added_to(test):
             return False
-        elif not self._upstream(body):
+        if not isinstance(body, cst.IndentedBlock) or not self._upstream(body):
             return False  # the branch is the patch's own code: weighed as any other
+        if not _changes_values(body):
+            return False  # what it skips changes no data a lone request gets (`self._may_reorder(...)`)
         window = self._inverted(counted)
         if window is None or not self._values or max(self._values) > 1 or _inner(window[0]):
             return False
@@ -2820,8 +2834,9 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return True
 
     def _upstream(self, block: cst.IndentedBlock) -> bool:
-        """Whether a block's statements are the distribution's, token for token."""
-        return bool(block.body) and self.upstream_code("\n".join(_code(s) for s in block.body))
+        """Whether a block's statements are the distribution's, token for token (comments aside)."""
+        spelled = [cst.Module([]).code_for_node(s.with_changes(leading_lines=())) for s in block.body]
+        return bool(spelled) and self.upstream_code("\n".join(spelled))
 
     def _change_for(self, branch: cst.CSTNode, alone: bool, top: int, other: cst.CSTNode | None) -> str | None:
         """What a branch taken for counts up to `top` does that a reviewer blocks: any change of the

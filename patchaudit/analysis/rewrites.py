@@ -259,8 +259,13 @@ def _where_over(call: cst.Call, name: str) -> bool:
     if spelled != "where" or len(call.args) != 3 or any(a.keyword is not None or a.star for a in call.args):
         return False
     ways = [a.value for a in call.args[1:]]
-    mask_reads = any(n.value == name for n in _all_names(call.args[0].value))
-    return sum(_names(w, name) for w in ways) == 1 and not mask_reads  # `where(ids < 0, pad, ids)`: a fix
+    others = [w for w in ways if not _names(w, name)]
+    if len(others) != 1 or not isinstance(others[0], cst.Name):
+        return False
+    mask = {n.value for n in _all_names(call.args[0].value)}
+    # `where(draft >= 0, draft, target)`: the input wherever it says so itself; not `where(ids < 0,
+    # pad, ids)` (the value's own bad entries filled) nor `where(pad_mask, hidden, out)` (a mask of its own)
+    return others[0].value in mask and name not in mask
 
 
 def _all_names(node: cst.CSTNode) -> list[cst.Name]:

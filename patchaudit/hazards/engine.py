@@ -100,7 +100,7 @@ def _run_rules(
     names = NameTable.build(tree, data)
     analysis = ModuleAnalysis.build(tree, names)
     if prefilter:
-        reduced = prefilter_reduced(data, analysis, cst_rules, changed)
+        reduced = prefilter_reduced(data, analysis, cst_rules, changed, drifted=file.drifted)
     else:
         reduced = Reduced(data, [b[2][0].lineno for b in blocks(tree.body)], {}, {})
     if reduced is None:

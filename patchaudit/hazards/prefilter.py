@@ -155,7 +155,12 @@ def _may_name(rule: type[Rule], qualified: str) -> bool:
 
 
 def reduced(
-    data: bytes, analysis: ModuleAnalysis, rules: Sequence[type[Rule]], changed: set[int] | None
+    data: bytes,
+    analysis: ModuleAnalysis,
+    rules: Sequence[type[Rule]],
+    changed: set[int] | None,
+    *,
+    drifted: bool = True,
 ) -> Reduced | None:
     """The file with every statement no rule could flag turned into blank lines.
 
@@ -168,7 +173,8 @@ def reduced(
     match (Rule.keeps), counting a mention of a module-level name bound to something its
     filters match (`save = torch.save`, then `save(...)`) as a match. With the changed lines of a
     drifted file, a statement that holds none of them is dropped too, unless a rule looks at the
-    whole module (WHOLE_MODULE): its findings could not be in the change.
+    whole module (WHOLE_MODULE): its findings could not be in the change. In a file that verifies
+    (`drifted` false) a rule keeps only what it reports there (Statement.drifted).
     """
     lines = data.splitlines(keepends=True)  # bytes split at \r\n, \r and \n only, as ast counts
     tree, names = analysis.tree, analysis.names
@@ -233,7 +239,7 @@ def reduced(
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
-        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree)
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree, drifted)
         named: set[str] | None = None
         through_names: frozenset[str] = frozenset()
         found = set()
