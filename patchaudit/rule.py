@@ -60,14 +60,22 @@ from patchaudit.analysis.guards import fails_alike as guard_fails_alike
 from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
-from patchaudit.analysis.lines import code_tokens, line_opcodes, pth_executable_lines, source_lines
+from patchaudit.analysis.lines import code_tokens, line_opcodes, one_line, pth_executable_lines, source_lines
 from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
-from patchaudit.analysis.rewrites import as_given, computed_by_call, replaced_by_input, replaced_by_made_up, unwrapped
+from patchaudit.analysis.rewrites import (
+    FACTORY_NAMES,
+    GIVEN_AS,
+    as_given,
+    computed_by_call,
+    replaced_by_input,
+    replaced_by_made_up,
+    unwrapped,
+)
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import called_name, dotted
@@ -132,6 +140,8 @@ __all__ = [
     "replaced_by_input",
     "replaced_by_made_up",
     "computed_by_call",
+    "FACTORY_NAMES",
+    "GIVEN_AS",
     "FILLERS",
     "as_given",
     "element_count",
@@ -147,6 +157,7 @@ __all__ = [
     "call_arg",
     "subexpressions",
     "nodes_under",
+    "one_line",
     "const_value",
     "literal_string",
     "line_opcodes",

@@ -11,7 +11,9 @@ import libcst as cst
 from patchaudit.rule import (
     CATCH_ALL,
     CHECK_CALL,
+    FACTORY_NAMES,
     FILLERS,
+    GIVEN_AS,
     Example,
     FileContext,
     Rule,
@@ -23,6 +25,7 @@ from patchaudit.rule import (
     env_gated_exit,
     guard_in,
     nodes_under,
+    one_line,
     replaced_by_input,
     replaced_by_made_up,
     swallowing_handler,
@@ -349,11 +352,6 @@ def _mentions(stmt: cst.BaseStatement, name: str) -> bool:
     return any(isinstance(n, cst.Name) and n.value == name for n in nodes_under(stmt, (cst.Name,)))
 
 
-def _label(node: cst.CSTNode) -> str:
-    text = " ".join(cst.Module(body=[]).code_for_node(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _generator_marker(node: cst.If) -> bool:
     """`if False: yield` makes a function a generator; it guards nothing."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
@@ -451,24 +449,20 @@ def _env_keys_read(test: cst.BaseExpression, resolves: Callable[..., str | None]
 _FINITENESS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf"})
 
 
-_MADE_FROM_SHAPE = re.compile(r"(?:zeros|ones|full|empty|rand\w*|arange)(?:_like)?|new_(?:ones|zeros|full|empty)")
-_RECASTS = frozenset({"to", "long", "int", "float", "half", "bfloat16", "type", "type_as", "clone", "detach"})
-
-
 def _replacing(node: ast.Assign, nodes: Sequence[ast.AST]) -> bool:
     """The ast side of `_result_replaced`: a name given a tensor made up from sizes, an input (a
     parameter of a function of the statement, as given or recast), or `where(mask, other, itself)`."""
     if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
         return False
     name, value = node.targets[0].id, node.value
-    if isinstance(value, ast.Call) and _called(value) == "where" and len(value.args) == 3:
+    if isinstance(value, ast.Call) and called_name(value.func) == "where" and len(value.args) == 3:
         mask_reads = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value.args[0]))
         return not mask_reads and any(isinstance(a, ast.Name) and a.id == name for a in value.args[1:])
     root = value
     while isinstance(root, ast.Call | ast.Attribute | ast.BinOp | ast.Subscript):
-        if isinstance(root, ast.Call) and _MADE_FROM_SHAPE.fullmatch(_called(root)):
+        if isinstance(root, ast.Call) and called_name(root.func) in FACTORY_NAMES:
             return True
-        if isinstance(root, ast.Call) and not (isinstance(root.func, ast.Attribute) and root.func.attr in _RECASTS):
+        if isinstance(root, ast.Call) and not (isinstance(root.func, ast.Attribute) and root.func.attr in GIVEN_AS):
             return False  # computed by a call: not an input as given
         root = root.left if isinstance(root, ast.BinOp) else root.func if isinstance(root, ast.Call) else root.value
     if not isinstance(root, ast.Name) or root.id == name:
@@ -507,11 +501,6 @@ def _drifted_switch(node: ast.If, folds: bool) -> bool:
         return True  # `if _EAGER_EVICT: self._evict(block)`: a call a folded switch may cut off
     switch = folds or _switch_like(node.test)
     return switch and any(isinstance(s, ast.Assign) for s in node.body)  # a result a switch may replace
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _hides_nonfinite(node: ast.Call) -> bool:
@@ -1687,7 +1676,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if value is False:
             guard = guard_in([node.body]) or _rejection_in(node.body)
             if guard is not None:
-                self.report(node, f"the condition folds to false: `{_label(guard)}` never runs")
+                self.report(node, f"the condition folds to false: `{one_line(guard)}` never runs")
             else:
                 self._killed_by_flag(node, node.test, node.body, "false")
         elif value is True and node.orelse is not None:
@@ -1695,7 +1684,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             if guard is None and isinstance(node.orelse, cst.Else):
                 guard = _rejection_in(node.orelse.body)
             if guard is not None:
-                self.report(node, f"the condition folds to true: `{_label(guard)}` in its else never runs")
+                self.report(node, f"the condition folds to true: `{one_line(guard)}` in its else never runs")
             else:
                 self._killed_by_flag(node, node.test, node.orelse, "true")
         elif value is True and self.context.drifted and self.context.functions and self._made_up_switch(node.test):
@@ -1729,7 +1718,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         if not flags or not self._upstream(body):
             return
         message = f"`{flags[0]}`, a constant the patch wrote in, makes the condition always {value}:"
-        self.report(node, message + f" the distribution's `{_label(body)}` never runs")
+        self.report(node, message + f" the distribution's `{one_line(body)}` never runs")
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         """`bias if _USE_SCORE_BIAS else None` with `_USE_SCORE_BIAS = False` the patch's own: the
@@ -1741,8 +1730,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             return
         taken, dropped = (node.body, node.orelse) if value else (node.orelse, node.body)
         if _literal_value(taken) and not _literal_value(dropped) and self._upstream(dropped):
-            message = f"`{_label(node.test)}` is always {'true' if value else 'false'}: `{_label(dropped)}`"
-            self.report(node, message + f" is never used, `{_label(taken)}` stands in for it")
+            message = f"`{one_line(node.test)}` is always {'true' if value else 'false'}: `{one_line(dropped)}`"
+            self.report(node, message + f" is never used, `{one_line(taken)}` stands in for it")
 
     def _made_up_switch(self, test: cst.BaseExpression) -> bool:
         """Whether a test names only switches the distribution's text never spells (the patch's own)."""
@@ -1783,11 +1772,11 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         for line in lines:
             for small in line.body if isinstance(line, cst.SimpleStatementLine | cst.SimpleStatementSuite) else ():
                 if replaced_by_input(small, params, self.values_of):
-                    message = f"`{_label(node.test)}` {how}: `{_label(small)}` throws away what was computed"
+                    message = f"`{one_line(node.test)}` {how}: `{one_line(small)}` throws away what was computed"
                     self.report(small, message + " above and hands on an input in its place")
                     return
                 if replaced_by_made_up(small, params, values_of, self.resolves_to):
-                    message = f"`{_label(node.test)}` {how}: `{_label(small)}` throws away what the"
+                    message = f"`{one_line(node.test)}` {how}: `{one_line(small)}` throws away what the"
                     self.report(small, message + " value held and puts a made-up one in its place")
                     return
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -1824,7 +1813,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         dead = dead_after(body)
         if dead is not None:
             ender, guard = dead
-            self.report(ender, f"`{_label(ender)}` above makes `{_label(guard)}` unreachable: the check never runs")
+            self.report(ender, f"`{one_line(ender)}` above makes `{one_line(guard)}` unreachable: the check never runs")
         if self.context.drifted:
             self._emptied_loops(body)
         for index, stmt in enumerate(body):
@@ -1834,7 +1823,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             ):
                 guard = guard_in(body[index + 1 :])
                 if guard is not None:
-                    self.report(stmt, f"an early return gated on the environment skips `{_label(guard)}`")
+                    self.report(stmt, f"an early return gated on the environment skips `{one_line(guard)}`")
                     return
 
     def _emptied_loops(self, body: Sequence[cst.BaseStatement]) -> None:
@@ -1851,9 +1840,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             for above in reversed(body[:index]):
                 emptied = _emptied(above, name)
                 if emptied is not None:
-                    where = f"under `if {_label(above.test)}`" if isinstance(above, cst.If) else "before the loop"
-                    message = f"`{_label(emptied)}` {where} leaves `for ... in {name}` nothing to check"
-                    self.report(emptied, f"{message}: `{_label(guard)}` never runs")
+                    where = f"under `if {one_line(above.test)}`" if isinstance(above, cst.If) else "before the loop"
+                    message = f"`{one_line(emptied)}` {where} leaves `for ... in {name}` nothing to check"
+                    self.report(emptied, f"{message}: `{one_line(guard)}` never runs")
                     break
                 if _mentions(above, name):
                     break  # bound or filled here: what the loop sees is not known
@@ -1916,7 +1905,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 pairs.append((t, node.value))
         for t, value in pairs:
             if isinstance(t, cst.Name) and self._masks_nonfinite(value, t.value):
-                message = f"`{_label(node)}` swaps `{t.value}`'s NaN/inf values for made-up ones: the fault that"
+                message = f"`{one_line(node)}` swaps `{t.value}`'s NaN/inf values for made-up ones: the fault that"
                 self.report(node, message + " produced them is hidden and the model runs on")
                 return
 
@@ -1930,7 +1919,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             return
         for target in node.targets:
             if isinstance(target.target, cst.Attribute) and _CHECK_NAME.search(target.target.attr.value):
-                name = _label(target.target)
+                name = one_line(target.target)
                 self.report(node, f"`{name}` replaced by a stand-in that checks nothing: every call of it passes")
                 return
 
@@ -1951,7 +1940,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             how = "puts a tensor made up from its shape in its place"
         else:
             return
-        self.report(node, f"`{_label(node)}` throws away the `{name}` computed above and {how}")
+        self.report(node, f"`{one_line(node)}` throws away the `{name}` computed above and {how}")
 
     def _computed_above(self, name: str) -> bool:
         """Whether a call's result is bound to `name` above the statement being visited, in its block
@@ -1986,8 +1975,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             if replaced_by_input(alone, params, computed) or replaced_by_made_up(
                 alone, params, computed, self.resolves_to
             ):
-                message = f"`{_label(value.test)}` {how}: it hands on `{_label(taken)}` in place of what"
-                self.report(node, message + f" `{_label(other)}` computes")
+                message = f"`{one_line(value.test)}` {how}: it hands on `{one_line(taken)}` in place of what"
+                self.report(node, message + f" `{one_line(other)}` computes")
                 return
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -2037,7 +2026,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             if isinstance(call, cst.Call) and self.resolves_to(call, "contextlib.suppress"):
                 guard = guard_in([node.body])
                 if guard is not None:
-                    self.report(node, f"contextlib.suppress swallows `{_label(guard)}`: the check never fails")
+                    self.report(node, f"contextlib.suppress swallows `{one_line(guard)}`: the check never fails")
                 return
 
     def visit_Try(self, node: cst.Try) -> None:
@@ -2047,6 +2036,6 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             return
         guard = guard_in([node.body])
         if isinstance(guard, cst.Raise | cst.Assert):
-            self.report(node, f"`{_label(guard)}` is caught by `except: pass` around it: the check never fails")
+            self.report(node, f"`{one_line(guard)}` is caught by `except: pass` around it: the check never fails")
         else:
             self._silenced_step(node)  # `except Exception: logger.debug(...)` around a step's call

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, FileContext, Rule, Severity, called_name, tuning
+from patchaudit.rule import Example, FileContext, Rule, Severity, called_name, one_line, tuning
 
 CLAMPS = ("torch.clamp", "torch.clip", "numpy.clip", "numpy.clamp")
 CLAMP_METHODS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_"})
@@ -91,11 +91,6 @@ def _literal_node(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer | cst.Float | cst.SimpleString) or (
         isinstance(node, cst.Name) and node.value in ("True", "False", "None")
     )
-
-
-def _label(node: cst.CSTNode) -> str:
-    text = " ".join(cst.Module([]).code_for_node(node).split())
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # In-place and plain arithmetic that scales or shifts a computed tensor by a number.
@@ -494,7 +489,7 @@ computes the same result). Without the distribution's text (`--all-files`) nothi
         if not (value[1] if isinstance(value, tuple) else value):
             return  # `int(os.getenv("K2_TOPK", "0")) or config.top_k`: the config's unless it is set
         if not self._tuned(self._target()):  # the name it sets says what it is (`top_k=`: the model's)
-            self._flag(node, name, f"`... or {_label(node.right)}` never reaches the value: it is always")
+            self._flag(node, name, f"`... or {one_line(node.right, 40)}` never reaches the value: it is always")
 
     def visit_Dict(self, node: cst.Dict) -> None:
         """`{**given, **_HIRES_WINDOW}`: the patch's table merged over what the caller gave."""

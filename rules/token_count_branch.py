@@ -28,6 +28,7 @@ from patchaudit.rule import (
     literal_string,
     made_up_result,
     nodes_under,
+    one_line,
     padding,
     replaced_by_input,
     returns_nothing,
@@ -137,11 +138,6 @@ def _changes_values(block: cst.CSTNode) -> bool:
         if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
             return True
     return False
-
-
-def _code(node: cst.CSTNode) -> str:
-    """A statement as written, on one line."""
-    return " ".join(cst.Module([]).code_for_node(node).split())
 
 
 def _does(found: str) -> str:
@@ -2823,8 +2819,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         if window is None or not self._values or max(self._values) > 1 or _inner(window[0]):
             return False
         first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
-        label = _code(first.with_changes(leading_lines=())) if first is not None else "its branch"
-        label = label if len(label) <= 60 else label[:57] + "..."
+        label = one_line(first.with_changes(leading_lines=())) if first is not None else "its branch"
         self.report(
             where,
             f"the distribution's `{label}` is skipped when {window[0]} {window[1]}: a lone request"

@@ -7,7 +7,16 @@ import io
 import re
 import tokenize
 
-__all__ = ["source_lines", "pth_executable_lines", "line_opcodes", "code_tokens"]
+import libcst as cst
+
+__all__ = ["source_lines", "pth_executable_lines", "line_opcodes", "code_tokens", "one_line"]
+
+
+def one_line(node: cst.CSTNode, width: int = 60) -> str:
+    """A node's code on one line, cut to `width` characters: how a finding quotes it."""
+    text = " ".join(cst.Module([]).code_for_node(node).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 

@@ -20,6 +20,8 @@ from patchaudit.analysis.walk import nodes
 
 __all__ = [
     "AS_IS",
+    "FACTORY_NAMES",
+    "GIVEN_AS",
     "REWRITES_IN_PLACE",
     "as_given",
     "cast_of",
@@ -262,17 +264,10 @@ def _where_over(call: cst.Call, name: str) -> bool:
     others = [w for w in ways if not _names(w, name)]
     if len(others) != 1 or not isinstance(others[0], cst.Name):
         return False
-    mask = {n.value for n in _all_names(call.args[0].value)}
+    mask = {n.value for n in nodes(call.args[0].value, (cst.Name,))}  # type: ignore[attr-defined]
     # `where(draft >= 0, draft, target)`: the input wherever it says so itself; not `where(ids < 0,
     # pad, ids)` (the value's own bad entries filled) nor `where(pad_mask, hidden, out)` (a mask of its own)
     return others[0].value in mask and name not in mask
-
-
-def _all_names(node: cst.CSTNode) -> list[cst.Name]:
-    found = [node] if isinstance(node, cst.Name) else []
-    for child in node.children:
-        found.extend(_all_names(child))
-    return found
 
 
 # Calls that make a tensor up from sizes and constants, not from any data.
@@ -291,6 +286,10 @@ _META_METHODS = frozenset({"numel", "size", "dim", "nelement", "get_device", "el
 _SHAPED_AS = frozenset({"view_as", "reshape_as", "expand_as", "type_as"})
 # A tensor's methods that make a new one of its dtype and device from sizes and a constant.
 _NEW_FROM = frozenset({"new_ones", "new_zeros", "new_full", "new_empty"})
+# The last names of all of those, for a filter over `ast` that cannot resolve a callee.
+FACTORY_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in _FACTORIES) | _NEW_FROM
+# Methods that hand back a tensor's own values, cast or copied: what a value "as given" passes through.
+GIVEN_AS = _RECAST | _OWN_VALUES
 
 
 def _reads_data_of(node: cst.CSTNode, name: str, resolves: Resolves) -> bool:
