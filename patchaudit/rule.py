@@ -41,6 +41,7 @@ from patchaudit.analysis.counts import (
     PLURAL,
     POSITIONS,
     element_count,
+    numeric_names,
     shape_compared,
     unparsed,
 )
@@ -61,7 +62,14 @@ from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import code_tokens, line_opcodes, one_line, pth_executable_lines, source_lines
-from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, fixed_path_ast
+from patchaudit.analysis.module import (
+    NOT_CONSTANT,
+    Helper,
+    Inner,
+    ModuleAnalysis,
+    fixed_path_ast,
+    short_helper_names,
+)
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.purpose import reached_from, wraps_step
@@ -145,6 +153,8 @@ __all__ = [
     "FILLERS",
     "as_given",
     "element_count",
+    "numeric_names",
+    "short_helper_names",
     "Change",
     "STRONG_CHANGES",
     "Found",

@@ -23,17 +23,20 @@ from patchaudit.rule import (
     Severity,
     Statement,
     as_given,
+    called_name,
     dotted,
     element_count,
     literal_string,
     made_up_result,
     nodes_under,
+    numeric_names,
     one_line,
     padding,
     replaced_by_input,
     returns_nothing,
     setting,
     shape_compared,
+    short_helper_names,
     unparsed,
 )
 
@@ -246,24 +249,41 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
 
 
 _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"})
+# Asked for every statement of a file: the file being checked.
+_numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
+_short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
 
 
-def _asks_helper(node: ast.If | ast.IfExp) -> bool:
+def _asks_helper(node: ast.If | ast.IfExp, short: frozenset[str] | None = None) -> bool:
     """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`, `if ids is not None and _probe(n):`:
-    a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count."""
-    return _asks(node.test)
+    a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count; `short`: the
+    helpers whose returned value the rule reads in place of the call (short_helper_names; None: any)."""
+    return _asks(node.test, short)
 
 
-def _asks(test: ast.expr) -> bool:
+def _asks(test: ast.expr, short: frozenset[str] | None) -> bool:
     if isinstance(test, ast.UnaryOp):
-        return _asks(test.operand)
+        return _asks(test.operand, short)
     if isinstance(test, ast.BoolOp):
-        return any(_asks(v) for v in test.values)
+        return any(_asks(v, short) for v in test.values)
     if not (isinstance(test, ast.Call) and test.args):
         return False
     if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
         return False
+    if short is not None and called_name(test.func) not in short:
+        return False
     return any(_count_shaped(a, {}) for a in test.args)
+
+
+def _lambdas(nodes: Sequence[ast.AST]) -> frozenset[str]:
+    """The names a statement binds a lambda to."""
+    return frozenset(
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    )
 
 
 def _count_name(name: str) -> bool:
@@ -301,19 +321,22 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def _number_like(node: ast.AST, values: Values | None = None) -> bool:
+def _number_like(node: ast.AST, values: Values | None = None, known: frozenset[str] | None = None) -> bool:
     """A magic constant, or a name that may be a module/class constant (`N`, `self.N`, `-1`), or
-    a local or attribute the statement binds to an integer (`target = 5`, `self.debug_len = 5`)."""
+    a local or attribute the statement binds to an integer (`target = 5`, `self.debug_len = 5`).
+
+    `known`: the names the module binds a number to (numeric_names; None: any name may be one)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return isinstance(node.operand, ast.Constant)
     if isinstance(node, ast.NamedExpr):
-        return _number_like(node.value, values)
+        return _number_like(node.value, values, known)
     if isinstance(node, ast.Name | ast.Attribute):
         # Module and class constants are spelled in capitals (`DEBUG_TOKENS`, `self.TRAP`).
         name = node.id if isinstance(node, ast.Name) else node.attr
-        if name.upper() == name and any(c.isalpha() for c in name):
+        if name.upper() == name and any(c.isalpha() for c in name) and (known is None or name in known):
             return True
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        mine = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        if mine and (known is None or name in known):
             return True  # `self.debug_len`, bound in another method (the analysis decides)
         bound = (values or {}).get(_spelled(node), ())
         return any(isinstance(v, ast.Constant) and type(v.value) is int for v in bound)
@@ -325,28 +348,42 @@ def _number_like(node: ast.AST, values: Values | None = None) -> bool:
     return _magic_constant(node)
 
 
-def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...]) -> bool:
+def _compared(node: ast.Compare, assigned: Values, ops: tuple[type, ...], known: frozenset[str] | None = None) -> bool:
     operands = [node.left, *node.comparators]
     for index, op in enumerate(node.ops):
         a, b = operands[index : index + 2]
         if isinstance(op, ops) and any(
-            _number_like(x, assigned) and _count_shaped(y, assigned) and not isinstance(y, ast.Constant)
+            _number_like(x, assigned, known) and _count_shaped(y, assigned) and not isinstance(y, ast.Constant)
             for x, y in ((a, b), (b, a))
         ):
             return True
     return False
 
 
-def _bounded(node: ast.Compare, assigned: Values) -> bool:
-    """An ordering comparison of a count with any integer or constant-like name."""
+def _bounded(node: ast.Compare, assigned: Values, known: frozenset[str] | None = None, few: bool = False) -> bool:
+    """An ordering comparison of a count with any integer or constant-like name.
+
+    `few`: not a plain count against 1 or less (`n > 0`, `len(x) >= 1`), which bounds no window
+    that reaches past 1; a quotient or a distance (`n // 8 < 1`, `n - 5 <= 0`) still counts."""
     operands = [node.left, *node.comparators]
     for index, op in enumerate(node.ops):
         a, b = operands[index : index + 2]
         for x, y in ((a, b), (b, a)):
-            number = (isinstance(x, ast.Constant) and type(x.value) is int) or _number_like(x, assigned)
+            literal = _literal_int(x)
+            if few and literal is not None and literal <= 1 and not _shifted(y):
+                continue
+            number = (isinstance(x, ast.Constant) and type(x.value) is int) or _number_like(x, assigned, known)
             if isinstance(op, _ORDER) and number and _count_shaped(y, assigned) and not isinstance(y, ast.Constant):
                 return True
     return False
+
+
+def _shifted(count: ast.expr) -> bool:
+    """A count side that is more than a count: arithmetic, a walrus, a call of `abs`."""
+    return any(
+        isinstance(n, ast.BinOp | ast.NamedExpr) or (isinstance(n, ast.Call) and called_name(n.func) == "abs")
+        for n in ast.walk(count)
+    )
 
 
 # The nodes _magic_test can accept; those _assigned reads; those whose test _wide reads.
@@ -380,6 +417,37 @@ def _changes_data(body: Sequence[ast.stmt]) -> bool:
             if attr in _CHANGING_METHODS or (attr.endswith("_") and not attr.startswith("_")):
                 return True  # an in-place method of a tensor (`masked_fill_`, `init.zeros_`)
     return False
+
+
+def _never_in_window(asserts: Sequence[ast.Assert]) -> frozenset[int]:
+    """The nodes of assertions that fail for no window of counts: an `assert` stops the process
+    where its test is false, and the opposite of `n == 2`, `n > 4` or `x.shape == (5, 7168)` holds
+    for counts past any window (or for 0). Not an assertion with `not`, `or`, `!=`, `not in` or a
+    call in its test (`assert n != 5`, `assert n < 4 or n > 6` fail for a few counts)."""
+    out: set[int] = set()
+    for node in asserts:
+        inside = list(ast.walk(node.test))
+        if any(
+            isinstance(n, ast.Not | ast.Or | ast.NotEq | ast.NotIn | ast.NamedExpr | ast.Lambda)
+            or (isinstance(n, ast.Call) and not _plain_call(n))
+            for n in inside
+        ):
+            continue
+        out.update(id(n) for n in inside)
+    return frozenset(out)
+
+
+# Calls an assertion's test may make that hide no comparison (a predicate helper's, which
+# `expanded` reads, or `abs(n - 5) >= 2`'s distance, may).
+_PLAIN_CALLS = frozenset({"len", "int", "float", "isinstance", "tuple", "list", "size", "dim", "numel", "item"})
+
+
+def _plain_call(node: ast.Call) -> bool:
+    func = node.func
+    owner = func.value if isinstance(func, ast.Attribute) else None
+    if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+        return False
+    return called_name(func) in _PLAIN_CALLS
 
 
 def _unnamed(node: ast.expr) -> ast.expr:
@@ -442,18 +510,26 @@ def _off_by_magic(node: ast.AST, assigned: Values) -> bool:
     )
 
 
-def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = None) -> bool:
+def _magic_test(
+    node: ast.AST,
+    assigned: Values,
+    alone: frozenset[int] | None = None,
+    known: frozenset[str] | None = None,
+    few: bool = False,
+) -> bool:
     """The ast side of the rule: a comparison or case that could pin a count (no names resolved).
 
-    `alone`: the ids of the ordering comparisons that cannot make a window (`_wide`)."""
+    `alone`: the ids of the ordering comparisons that cannot make a window (`_wide`); `known`: the
+    names the module binds a number to (None: any); `few`: a bound of 1 or less makes no window
+    (in a file that verifies: only a drifted file's skipped step reads one, `_upstream_skipped`)."""
     if isinstance(node, ast.Compare):
-        if _compared(node, assigned, (ast.Eq, ast.NotEq)):
+        if _compared(node, assigned, (ast.Eq, ast.NotEq), known):
             return True
         if any(isinstance(_unnamed(c), ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
             _count_shaped(c, assigned) for c in (node.left, *node.comparators)
         ):
             return True  # `x.shape == (5, 7168)`
-        if len(node.ops) >= 2 and _compared(node, assigned, _ORDER):
+        if len(node.ops) >= 2 and _compared(node, assigned, _ORDER, known):
             return True  # a chained window: `4 < n < 6`
         sides = (node.left, *node.comparators)
         if any(_off_by_magic(x, assigned) for x in sides) and any(_literal_int(x) == 0 for x in sides):
@@ -464,15 +540,15 @@ def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = 
             collection = (
                 isinstance(right, ast.Tuple | ast.List | ast.Set)
                 or (isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "range")
-                or (isinstance(right, ast.Name | ast.Attribute) and _number_like(right))  # `in DEBUG_LENS`
+                or (isinstance(right, ast.Name | ast.Attribute) and _number_like(right, None, known))  # `in DEBUG_LENS`
             )
             if isinstance(op, ast.In | ast.NotIn) and collection and _count_shaped(left, assigned):
                 return True
-    if isinstance(node, ast.Compare) and _bounded(node, assigned) and id(node) not in (alone or ()):
+    if isinstance(node, ast.Compare) and _bounded(node, assigned, known, few) and id(node) not in (alone or ()):
         return True  # `n < 4`: a window down to 0, when the branch makes up data
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned)]
-        magic = any(_compared(v, assigned, _ORDER) for v in ordered)
+        ordered = [v for v in node.values if isinstance(v, ast.Compare) and _bounded(v, assigned, known, few)]
+        magic = any(_compared(v, assigned, _ORDER, known) for v in ordered)
         return len(ordered) >= 2 and magic  # a window joined by `and`: `n > 1 and n < 4`
     if isinstance(node, ast.If | ast.IfExp | ast.While):
         test, negated = node.test, False
@@ -496,7 +572,7 @@ def _magic_test(node: ast.AST, assigned: Values, alone: frozenset[int] | None = 
         return any(isinstance(t, ast.Compare) and _one(t, assigned) for t in ast.walk(node.args[0]))
     if isinstance(node, ast.Match):
         return _count_shaped(node.subject, assigned) and any(
-            isinstance(n, ast.MatchValue) and _number_like(n.value)
+            isinstance(n, ast.MatchValue) and _number_like(n.value, None, known)
             for case in node.cases
             for n in ast.walk(case.pattern)
         )
@@ -1281,13 +1357,26 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def keeps(cls, statement: Statement, alias: bool) -> bool:
         # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
         # statement names a helper of the module the filters match).
-        if alias and any(_asks_helper(node) for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)):
-            return True
+        if alias:
+            short = _short_helpers(statement.module) if statement.module is not None else None
+            if short is not None:  # and a lambda the statement binds (`is_five = lambda n: n == 5`)
+                short = short | _lambdas(statement.nodes())
+            if any(_asks_helper(node, short) for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)):
+                return True
         return super().keeps(statement, alias)
 
     @classmethod
+    def statement_keeps(cls, statement: Statement) -> bool:
+        known = _numeric_names(statement.module) if statement.module is not None else None
+        return cls._tests_hold(statement.nodes(), known, few=not statement.drifted)
+
+    @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
-        binders, tests, branches = [], [], []
+        return cls._tests_hold(nodes, None, few=False)
+
+    @classmethod
+    def _tests_hold(cls, nodes: Sequence[ast.AST], known: frozenset[str] | None, few: bool) -> bool:
+        binders, tests, branches, asserts = [], [], [], []
         for node in nodes:  # once over every node, by type: most of a statement is neither
             kind = type(node)
             if kind in _BINDERS:
@@ -1296,11 +1385,14 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 tests.append(node)
             if kind in _BRANCHES:
                 branches.append(node)
+            if kind is ast.Assert:
+                asserts.append(node)
         if not tests:
             return False
         assigned = _assigned(binders)
         alone = _wide(branches)
-        return any(_magic_test(node, assigned, alone) for node in tests)
+        settled = _never_in_window(asserts)
+        return any(_magic_test(node, assigned, alone, known, few) for node in tests if id(node) not in settled)
 
     VALID = [
         """

@@ -37,6 +37,7 @@ __all__ = [
     "counters",
     "instance_numbers",
     "local_number",
+    "numeric_names",
     "shape_compared",
     "env_default",
     "env_numbers",
@@ -624,6 +625,47 @@ def instance_numbers(tree: ast.Module, cls: str) -> dict[str, int]:
                 literal = value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
                 seen.setdefault(target.attr, []).append(literal)
     return {k: v[0] for k, v in seen.items() if len(v) == 1 and type(v[0]) is int}
+
+
+def numeric_names(tree: ast.Module) -> frozenset[str]:
+    """Every name a comparison in this module may read a number from, however often it is bound:
+    module and class names bound to an integer or to a tuple, list or set of them (`DEBUG_TOKENS =
+    5`, `DEBUG_LENS = (5, 9)`), module names bound to an environment variable's number with a
+    default (`int(os.getenv("N", "5"))`), and the attributes a class's methods bind an integer
+    literal to (`self.debug_len = 5`). A superset of what `ModuleAnalysis.constant`,
+    `env_numbers` and `instance_numbers` resolve, for a statement filter that cannot ask them."""
+    out: set[str] = set()
+    bodies = [tree.body, *(s.body for s in tree.body if isinstance(s, ast.ClassDef))]
+    for body in bodies:
+        for stmt in body:
+            value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+            if value is None or not (_integers(value) or _env_default_ast(value) is not None):
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[union-attr]
+            out.update(t.id for t in targets if isinstance(t, ast.Name))
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in walk(cls):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _integers(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.update(
+                    t.attr
+                    for t in targets
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                )
+    return frozenset(out)
+
+
+def _integers(node: ast.expr) -> bool:
+    """An integer literal, or a literal tuple, list or set of them (what a count may be compared with)."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    if isinstance(value, tuple | list | set | frozenset):
+        return bool(value) and all(type(v) is int for v in value)
+    return type(value) is int
 
 
 def local_number(name: cst.Name, value_of: ValuesOf | None) -> int | None:

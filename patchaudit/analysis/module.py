@@ -23,7 +23,7 @@ from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 from patchaudit.analysis.trees import called_name
 
-__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "temp_only", "NOT_CONSTANT"]
+__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "short_helper_names", "temp_only", "NOT_CONSTANT"]
 
 NOT_CONSTANT = object()
 
@@ -425,6 +425,22 @@ class ModuleAnalysis:
                 return table.get((classes[-1],), {}).get(node.attr, NOT_CONSTANT) if classes else NOT_CONSTANT
             return table.get((("class", owner),), {}).get(node.attr, NOT_CONSTANT)
         return NOT_CONSTANT
+
+
+def short_helper_names(tree: ast.Module) -> frozenset[str]:
+    """The names of the functions of the module and of its classes whose one returned value a
+    caller may read as its own (ModuleAnalysis.returned_value): at most three statements, one
+    `return` with a value. A superset (a name any scope may hide), for a statement filter."""
+    out = set()
+    bodies = [tree.body, *(s.body for s in tree.body if isinstance(s, ast.ClassDef))]
+    for body in bodies:
+        for stmt in body:
+            if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or len(stmt.body) > _SHORT_HELPER:
+                continue
+            returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+            if len(returns) == 1 and returns[0].value is not None:
+                out.add(stmt.name)
+    return frozenset(out)
 
 
 def _literal(node: ast.expr) -> object:

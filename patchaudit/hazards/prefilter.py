@@ -146,12 +146,13 @@ class Reduced(NamedTuple):
 
 def _may_name(rule: type[Rule], qualified: str) -> bool:
     """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
-    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, one of its dotted parts is
-    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks; not
-    `rotary_embedding.MRotaryEmbedding` for the `embed` in it)."""
+    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, its last dotted part is
+    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks, `pdb.Pdb().set_trace`;
+    not `rotary_embedding.MRotaryEmbedding` for the `embed` in it, nor `copy.deepcopy` for its
+    module's name)."""
     if not rule.mentions(qualified.encode()):
         return False
-    return rule.IDENTIFIERS is None or not rule.IDENTIFIERS.isdisjoint(_NAME.findall(qualified))
+    return rule.IDENTIFIERS is None or not rule.IDENTIFIERS.isdisjoint(_NAME.findall(qualified)[-1:])
 
 
 def reduced(
