@@ -25,9 +25,11 @@ class Statement:
         nodes: Callable[[ast.stmt], list[ast.AST]],
         module: ast.Module | None = None,
         drifted: bool = True,
+        source: bytes | None = None,
     ):
         self.text = text
         self.module = module  # the file's tree, for a filter that needs a module-level binding (None: unknown)
+        self.source = source  # the whole file's bytes (None: unknown)
         # Whether the file differs from what its distribution installed (True when unknown): in one
         # that verifies, a rule's shapes that it reports only in a drifted file cannot be found.
         self.drifted = drifted

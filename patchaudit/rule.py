@@ -8,6 +8,7 @@ version when there is one (`.pth` files, comparisons of two versions).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -319,6 +320,12 @@ def visitor_methods(visitor: cst.BatchableCSTVisitor) -> dict[str, Callable[[cst
     return {name: getattr(visitor, name) for name in names}
 
 
+@functools.lru_cache(maxsize=64)  # asked for every statement of a file, by each rule (bytes hash once)
+def _identifiers_in(rule: type[Rule], source: bytes) -> frozenset[str]:
+    assert rule.IDENTIFIERS is not None
+    return rule.IDENTIFIERS - {name for name, module in rule.IDENTIFIER_MODULES.items() if module not in source}
+
+
 class Rule(cst.BatchableCSTVisitor):
     """A libcst rule. Subclass it in a file of its own and declare the class attributes below."""
 
@@ -343,6 +350,10 @@ class Rule(cst.BatchableCSTVisitor):
     # name, or a string: `getattr(torch, "save")`) unless it uses a module-level alias. Every
     # way to reach `torch.save` spells `save` or `torch` somewhere on the way.
     IDENTIFIERS: ClassVar[frozenset[str] | None] = None
+    # Of IDENTIFIERS, those that name a sink only as a member of one module, with that module's
+    # name (`copy`: `shutil.copy`): a file that never spells the name cannot reach the sink
+    # through them (`cute.copy(src, dst)`, `copy.deepcopy(cfg)`).
+    IDENTIFIER_MODULES: ClassVar[Mapping[str, bytes]] = {}
     # True when a finding depends on statements other than its own (the engine then never drops
     # a statement this rule's filters keep, even outside a drifted file's changed lines).
     WHOLE_MODULE: ClassVar[bool] = False
@@ -401,9 +412,19 @@ class Rule(cst.BatchableCSTVisitor):
             return False
         if cls.REQUIRES_IN_STATEMENT and not (alias or matches_any(cls.REQUIRES, statement.text)):
             return False
-        if cls.IDENTIFIERS is not None and not alias and cls.IDENTIFIERS.isdisjoint(statement.identifiers()):
-            return False
+        if cls.IDENTIFIERS is not None and not alias:
+            wanted = cls.identifiers_in(statement.source)
+            if wanted is not None and wanted.isdisjoint(statement.identifiers()):
+                return False
         return cls.statement_keeps(statement)
+
+    @classmethod
+    def identifiers_in(cls, source: bytes | None) -> frozenset[str] | None:
+        """IDENTIFIERS less those whose module the file never spells (IDENTIFIER_MODULES; source
+        None: unknown, all of them)."""
+        if cls.IDENTIFIERS is None or not cls.IDENTIFIER_MODULES or source is None:
+            return cls.IDENTIFIERS
+        return _identifiers_in(cls, source)
 
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:

@@ -261,6 +261,12 @@ pristine text (every variable there is the operator's)."""
         | {n.rsplit(".", 1)[-1] for n in (*PATH_WRITERS, *LOG_CONFIG)}
         | set(METHOD_WRITERS)
     )
+    # A path writer's name is its module's member (`cute.copy(...)` copies tensors in a kernel).
+    IDENTIFIER_MODULES = {
+        **{n.rsplit(".", 1)[-1]: b"shutil" for n in PATH_WRITERS if n.startswith("shutil.")},
+        "File": b"h5py",
+        "export": b"onnx",
+    }
 
     VALID = [
         # A documented setting's default (the serving stack's own variable) is the operator's place.

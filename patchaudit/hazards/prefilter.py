@@ -144,15 +144,15 @@ class Reduced(NamedTuple):
     keepers: dict[tuple[int, int], frozenset[int]]  # (class line or 0, first line) -> the rules that keep it
 
 
-def _may_name(rule: type[Rule], qualified: str) -> bool:
+def _may_name(rule: type[Rule], qualified: str, identifiers: frozenset[str] | None) -> bool:
     """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
     a rule's sink: its filters match it and, for a rule with IDENTIFIERS, its last dotted part is
     one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks, `pdb.Pdb().set_trace`;
     not `rotary_embedding.MRotaryEmbedding` for the `embed` in it, nor `copy.deepcopy` for its
-    module's name)."""
+    module's name); `identifiers`: the rule's IDENTIFIERS in this file (Rule.identifiers_in)."""
     if not rule.mentions(qualified.encode()):
         return False
-    return rule.IDENTIFIERS is None or not rule.IDENTIFIERS.isdisjoint(_NAME.findall(qualified)[-1:])
+    return identifiers is None or not identifiers.isdisjoint(_NAME.findall(qualified)[-1:])
 
 
 def reduced(
@@ -203,6 +203,7 @@ def reduced(
     asked: list[set[str]] = [set() for _ in rules]  # per rule: the names weighed so far
     direct: list[set[str]] = [set() for _ in rules]  # and of those, the ones that are its sink
     matter = [{n for n, value in constants if r.constant_matters(value)} if r.CONSTANTS else set() for r in rules]
+    identifiers = [r.identifiers_in(data) for r in rules]
 
     def reach(name: str) -> frozenset[str]:
         """The name and every name its helpers' texts spell, at any depth."""
@@ -221,8 +222,8 @@ def reduced(
     def is_direct(index: int, name: str) -> bool:
         """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
         rule = rules[index]
-        return any(_may_name(rule, q) for q in module_names.get(name, ())) or any(
-            rule.mentions(text) and spelled_in.any_of(rule.IDENTIFIERS, span)
+        return any(_may_name(rule, q, identifiers[index]) for q in module_names.get(name, ())) or any(
+            rule.mentions(text) and spelled_in.any_of(identifiers[index], span)
             for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
         )
 
@@ -240,7 +241,7 @@ def reduced(
 
     def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
-        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree, drifted)
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree, drifted, data)
         named: set[str] | None = None
         through_names: frozenset[str] = frozenset()
         found = set()
