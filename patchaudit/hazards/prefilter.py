@@ -146,13 +146,14 @@ class Reduced(NamedTuple):
 
 def _may_name(rule: type[Rule], qualified: str, identifiers: frozenset[str] | None) -> bool:
     """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
-    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, its last dotted part is
-    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks, `pdb.Pdb().set_trace`;
-    not `rotary_embedding.MRotaryEmbedding` for the `embed` in it, nor `copy.deepcopy` for its
-    module's name); `identifiers`: the rule's IDENTIFIERS in this file (Rule.identifiers_in)."""
+    a rule's sink: its filters match it and, for a rule with IDENTIFIERS, one of its dotted parts is
+    one of them (`pdb.set_trace`, `torch.save[]` of a container of sinks, `subprocess.Popen`; not
+    `rotary_embedding.MRotaryEmbedding` for the `embed` in it); `identifiers`: the rule's
+    IDENTIFIERS in this file (Rule.identifiers_in: not `copy.deepcopy` for torch-save's `copy`
+    where nothing spells `shutil`)."""
     if not rule.mentions(qualified.encode()):
         return False
-    return identifiers is None or not identifiers.isdisjoint(_NAME.findall(qualified)[-1:])
+    return identifiers is None or not identifiers.isdisjoint(_NAME.findall(qualified))
 
 
 def reduced(
