@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from patchaudit.hazards.engine import check_file
 from patchaudit.hazards.source import SourceFile
@@ -42,9 +42,9 @@ def run_example(rule: type[Rule], kind: str, index: int, example: str | Example)
     unfiltered = tuple(f for f in check_file(source, [rule], prefilter=False) if not f.suppressed)
     problem = ""
     if unfiltered != found:
-        problem = "the prefilter changes the result: without it, " + (
-            "; ".join(f"{f.rule} at line {f.line}: {f.message}" for f in unfiltered) or "no finding"
-        )
+        problem = "the prefilter changes the result: without it, " + _listed(unfiltered)
+    elif ex.pristine is None and (verified := _verified(replace(source, drifted=False), rule)):
+        problem = verified
     elif kind == "valid":
         if found:
             problem = "expected no finding, got " + "; ".join(f"{f.rule} at line {f.line}: {f.message}" for f in found)
@@ -59,6 +59,19 @@ def run_example(rule: type[Rule], kind: str, index: int, example: str | Example)
         elif ex.severity is not None and own[0].severity is not ex.severity:
             problem = f"expected severity {ex.severity.value}, got {own[0].severity.value}"
     return ExampleResult(rule=rule.ID, kind=kind, index=index, ok=not problem, problem=problem, findings=found)
+
+
+def _verified(source: SourceFile, rule: type[Rule]) -> str:
+    """The code in a file that verifies (`--all-files`), where a filter keeps only what the rule
+    reports there (Statement.drifted): what the prefilter changes, if anything."""
+    whole = tuple(check_file(source, [rule], prefilter=False))
+    if tuple(check_file(source, [rule])) == whole:
+        return ""
+    return "the prefilter changes the result in a file that verifies: without it, " + _listed(whole)
+
+
+def _listed(findings: Sequence[Finding]) -> str:
+    return "; ".join(f"{f.rule} at line {f.line}: {f.message}" for f in findings) or "no finding"
 
 
 def run_examples(rules: Sequence[type[Rule]]) -> list[ExampleResult]:
