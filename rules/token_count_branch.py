@@ -196,6 +196,8 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
     if isinstance(node, ast.Name):
         if COUNT_NAME.match(node.id) is not None or MORE_COUNT_NAMES.match(node.id) is not None:
             return True
+        if PLURAL.search(node.id) is not None:
+            return True  # `max(extend_lens_cpu)`: counts, as element_count reads them
         return any(_count_shaped(v, values, depth + 1) for v in values.get(node.id, ()))
     if isinstance(node, ast.Attribute):
         return (
@@ -422,13 +424,14 @@ def _changes_data(body: Sequence[ast.stmt]) -> bool:
 def _never_in_window(asserts: Sequence[ast.Assert]) -> frozenset[int]:
     """The nodes of assertions that fail for no window of counts: an `assert` stops the process
     where its test is false, and the opposite of `n == 2`, `n > 4` or `x.shape == (5, 7168)` holds
-    for counts past any window (or for 0). Not an assertion with `not`, `or`, `!=`, `not in` or a
-    call in its test (`assert n != 5`, `assert n < 4 or n > 6` fail for a few counts)."""
+    for counts past any window (or for 0). Only a test that is one comparison, with no `not`, `!=`,
+    `not in` or call in it (`assert n != 5` fails for one count; the rule reads a part of `assert
+    h == 256 and k.shape[1] == 16` as a branch on 16)."""
     out: set[int] = set()
     for node in asserts:
         inside = list(ast.walk(node.test))
-        if any(
-            isinstance(n, ast.Not | ast.Or | ast.NotEq | ast.NotIn | ast.NamedExpr | ast.Lambda)
+        if not isinstance(node.test, ast.Compare) or any(
+            isinstance(n, ast.Not | ast.BoolOp | ast.NotEq | ast.NotIn | ast.NamedExpr | ast.Lambda)
             or (isinstance(n, ast.Call) and not _plain_call(n))
             for n in inside
         ):
