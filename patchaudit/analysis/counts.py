@@ -638,10 +638,11 @@ def numeric_names(tree: ast.Module) -> frozenset[str]:
     bodies = [tree.body, *(s.body for s in tree.body if isinstance(s, ast.ClassDef))]
     for body in bodies:
         for stmt in body:
-            value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
-            if value is None or not (_integers(value) or _env_default_ast(value) is not None):
+            if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
                 continue
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[union-attr]
+            if not (_integers(stmt.value) or _env_default_ast(stmt.value) is not None):
+                continue
+            targets: list[ast.expr] = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             out.update(t.id for t in targets if isinstance(t, ast.Name))
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
@@ -649,7 +650,7 @@ def numeric_names(tree: ast.Module) -> frozenset[str]:
         for node in walk(cls):
             if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _integers(node.value):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                out.update(
+                out.update(  # `self.debug_len = 5`
                     t.attr
                     for t in targets
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
