@@ -69,7 +69,9 @@ from patchaudit.analysis.module import (
     Inner,
     ModuleAnalysis,
     fixed_path_ast,
+    path_names,
     short_helper_names,
+    spells_path,
 )
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
@@ -156,6 +158,8 @@ __all__ = [
     "element_count",
     "numeric_names",
     "short_helper_names",
+    "path_names",
+    "spells_path",
     "Change",
     "STRONG_CHANGES",
     "Found",

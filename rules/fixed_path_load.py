@@ -1,12 +1,13 @@
 """fixed-path-load: tensors or objects read from a fixed path into library code."""
 
 import ast
+import functools
 import re
 from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, call_arg, called_name
+from patchaudit.rule import Example, Rule, Severity, Statement, call_arg, called_name, path_names, spells_path
 
 # Readers of tensors, arrays and pickled objects: the argument that names the file.
 LOADERS = {
@@ -32,6 +33,10 @@ SYSTEM = ("/proc/", "/sys/", "/dev/", "/etc/")
 # A directory of one person's in a home (`~/k2_hotfix/...`, `Path.home() / "fix"`); not a tool's
 # dot-directory there (`~/.config`, `~/.cache`), nor the home alone.
 PERSONAL = re.compile(r"~/+(?!(?:Library|AppData|snap)(?:/|$))[^./~]")  # not a platform's per-user place
+
+
+# Asked for every statement of a file: the file being checked.
+_path_names = functools.lru_cache(maxsize=1)(path_names)
 
 
 class FixedPathLoad(Rule):
@@ -68,6 +73,16 @@ setting (the operator's), and a file opened and read line by line or in parts.""
         rb"\b(?:load|fromfile|load_file|safe_open|safe_load|full_load|read_text|read_bytes|read)[\s\\]*\("
     )
     IDENTIFIERS = frozenset({"load", "fromfile", "load_file", "safe_open", "safe_load", "full_load"} | TEXT_READS)
+
+    @classmethod
+    def statement_keeps(cls, statement: Statement) -> bool:
+        """statement_check, where a fixed path can reach the statement: it spells one, or a name
+        of the module that holds one (path_names: a constant, an attribute, a helper)."""
+        if not cls.statement_check(statement.nodes()):
+            return False
+        if statement.module is None or spells_path(statement.nodes()):
+            return True
+        return not _path_names(statement.module).isdisjoint(statement.identifiers())
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:

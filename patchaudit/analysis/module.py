@@ -16,14 +16,24 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 from patchaudit.analysis.trees import called_name
 
-__all__ = ["Inner", "Helper", "ModuleAnalysis", "fixed_path_ast", "short_helper_names", "temp_only", "NOT_CONSTANT"]
+__all__ = [
+    "Inner",
+    "Helper",
+    "ModuleAnalysis",
+    "fixed_path_ast",
+    "path_names",
+    "spells_path",
+    "short_helper_names",
+    "temp_only",
+    "NOT_CONSTANT",
+]
 
 NOT_CONSTANT = object()
 
@@ -498,6 +508,58 @@ def fixed_path_ast(
         if bound is not None and isinstance(func, ast.Name | ast.Attribute):
             return bound(node)  # a helper that returns a fixed path
     return None
+
+
+def spells_path(nodes: Iterable[ast.AST]) -> bool:
+    """Whether nodes spell what a fixed path starts from: a string that starts with `/` or `~`, a
+    home (`Path.home()`), or the temp directory (`tempfile.gettempdir()`)."""
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(("/", "~")):
+            return True
+        if isinstance(node, ast.Call) and called_name(node.func) in ("home", *TEMP_DIR_CALLS):
+            return True
+    return False
+
+
+def path_names(tree: ast.Module) -> frozenset[str]:
+    """The names through which a fixed path may reach a statement of this module: each name or
+    attribute assigned, anywhere, a value that spells one (spells_path) or names another such name,
+    and each function whose body does (a helper that returns a path). A superset of what
+    `values.fixed_path` follows (locals, module and class constants, attributes, helpers), for a
+    statement filter."""
+    entries: list[tuple[frozenset[str], frozenset[str], bool]] = []  # (names, what it spells, direct)
+    for node in ast.walk(tree):
+        names: set[str] = set()
+        value: ast.AST | None = None
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Name):
+                        names.add(part.id)
+                    elif isinstance(part, ast.Attribute):
+                        names.add(part.attr)
+            value = node.value
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+            value = node
+        if not names or value is None:
+            continue
+        inside = list(ast.walk(value))
+        spelled = frozenset(
+            n.id if isinstance(n, ast.Name) else n.attr for n in inside if isinstance(n, ast.Name | ast.Attribute)
+        )
+        entries.append((frozenset(names), spelled, spells_path(inside)))
+    found: set[str] = set().union(*(names for names, _, direct in entries if direct))
+    left = [(names, spelled) for names, spelled, direct in entries if not direct]
+    grew = True
+    while grew:  # `_FIX = os.path.join(_BASE, "fix")` after `_BASE = "/mnt/k2"`: through names
+        grew = False
+        for names, spelled in left:
+            if not names <= found and not spelled.isdisjoint(found):
+                found |= names
+                grew = True
+    return frozenset(found)
 
 
 def _env_lookup(func: ast.expr) -> bool:
