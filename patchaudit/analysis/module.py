@@ -550,14 +550,17 @@ def path_names(tree: ast.Module) -> frozenset[str]:
             n.id if isinstance(n, ast.Name) else n.attr for n in inside if isinstance(n, ast.Name | ast.Attribute)
         )
         entries.append((frozenset(names), spelled, spells_path(inside)))
-    found: set[str] = set().union(*(names for names, _, direct in entries if direct))
-    left = [(names, spelled) for names, spelled, direct in entries if not direct]
+    found: set[str] = set()
+    for bound, _, direct in entries:
+        if direct:
+            found.update(bound)
+    left = [(bound, spelled) for bound, spelled, direct in entries if not direct]
     grew = True
     while grew:  # `_FIX = os.path.join(_BASE, "fix")` after `_BASE = "/mnt/k2"`: through names
         grew = False
-        for names, spelled in left:
-            if not names <= found and not spelled.isdisjoint(found):
-                found |= names
+        for bound, spelled in left:
+            if not bound <= found and not spelled.isdisjoint(found):
+                found.update(bound)
                 grew = True
     return frozenset(found)
 
