@@ -37,6 +37,7 @@ from patchaudit.analysis.changes import (
     setting,
 )
 from patchaudit.analysis.counts import (
+    FEATURE_NAME,
     MORE_COUNT_NAMES,
     OFFSETS,
     PLURAL,
@@ -143,6 +144,7 @@ __all__ = [
     "FORWARD_NAMES",
     "COUNT_NAME",
     "shape_compared",
+    "FEATURE_NAME",
     "MORE_COUNT_NAMES",
     "OFFSETS",
     "PLURAL",
