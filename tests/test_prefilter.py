@@ -178,3 +178,76 @@ def test_a_kept_class_whose_body_shares_its_header_line_still_parses() -> None:
     found = [(f.rule, f.line) for f in check_file(file, rules)]
     assert found == [(f.rule, f.line) for f in check_file(file, rules, prefilter=False)]
     assert "parse-error" not in {rule for rule, _ in found}
+
+
+# Code shaped as the trees `--all-files` scans, where a statement filter once dropped what the
+# rule reports in a file that verifies: SGLang's kernels (a short helper's shape test read through
+# arguments that are no counts themselves; a count the ast side did not know, beside assertions
+# that kept the function before), a kernel's `cute.copy`
+# and a deep copy beside a real shutil copy, a path that reaches a load through module names.
+_VERIFIED_CASES = {
+    "helper-reads-a-shape": (
+        "def _supported(q, k):\n"
+        "    num_tokens, _, head_size = q.shape\n"
+        "    return head_size == 256 and k.shape[1] == 16\n\n\n"
+        "def attention(q, k, v):\n"
+        "    if _supported(q, k):\n"
+        "        return q\n"
+        "    return v\n",
+        "token-count-branch",
+    ),
+    "plural-count": (
+        "def prefill(topk_indices, extend_lens_cpu):\n"
+        "    assert topk_indices.ndim == 2\n"
+        "    max_extend_len = max(extend_lens_cpu)\n"
+        "    block_q = 1 if max_extend_len == 1 else 2 if max_extend_len == 2 else 4\n"
+        "    return block_q\n",
+        "token-count-branch",
+    ),
+    "shutil-copy": (
+        "import copy\nimport shutil\n\n\n"
+        "def keep(cfg, src):\n"
+        "    cfg = copy.deepcopy(cfg)\n"
+        "    shutil.copy(src, '/tmp/kept.bin')\n"
+        "    return cfg\n",
+        "torch-save",
+    ),
+    "path-through-names": (
+        "import os\nimport torch\n\n_BASE = '/mnt/k2'\n_FIX = os.path.join(_BASE, 'fix')\n\n\n"
+        "def _path(name):\n    return os.path.join(_FIX, name)\n\n\n"
+        "class Loader:\n"
+        "    def __init__(self):\n        self.where = _path('w.pt')\n\n"
+        "    def load(self, layer):\n        return torch.load(self.where)\n",
+        "fixed-path-load",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_VERIFIED_CASES))
+def test_a_file_that_verifies_keeps_what_the_rule_reports_there(case: str) -> None:
+    code, rule_id = _VERIFIED_CASES[case]
+    file = SourceFile(path="m.py", installed=code.encode(), pristine=None, drifted=False)
+    found = check_file(file, RULES)
+    assert rule_id in {f.rule for f in found}, found
+    assert found == check_file(file, RULES, prefilter=False)
+
+
+def test_a_kernel_copy_and_a_deep_copy_keep_nothing_for_torch_save() -> None:
+    """`cute.copy(src, dst)` and `copy.deepcopy(cfg)` are no path writer where nothing spells shutil:
+    the filters keep neither function for torch-save (and the rule reports nothing either way)."""
+    from patchaudit.analysis.module import ModuleAnalysis
+    from patchaudit.analysis.names import NameTable
+    from patchaudit.hazards.prefilter import reduced
+
+    code = (
+        b"import copy\nimport cutlass.cute as cute\n\n\n"
+        b"def tile(src, dst, cfg):\n    cute.copy(src, dst)\n    return copy.deepcopy(cfg)\n"
+    )
+    tree = ast.parse(code)
+    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
+    (rule,) = [r for r in RULES if r.ID == "torch-save"]
+    assert reduced(code, analysis, [rule], None, drifted=False) is None
+    with_shutil = code.replace(b"import copy\n", b"import copy\nimport shutil\n")
+    tree = ast.parse(with_shutil)
+    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, with_shutil))
+    assert reduced(with_shutil, analysis, [rule], None, drifted=False) is not None
