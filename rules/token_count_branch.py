@@ -261,18 +261,24 @@ _numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
 _short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
 
 
-def _asks_helper(node: ast.If | ast.IfExp, short: frozenset[str] | None = None) -> bool:
+def _asks_helper(node: ast.If | ast.IfExp, short: frozenset[str] | None = None, assigned: Values | None = None) -> bool:
     """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`, `if ids is not None and _probe(n):`:
     a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count; `short`: the
-    helpers whose returned value the rule reads in place of the call (short_helper_names; None: any)."""
-    return _asks(node.test, short)
+    helpers whose returned value the rule reads in place of the call (short_helper_names; None: any);
+    `assigned`: the statement's flags, read as the rule's `expanded` reads them (`fp8 = _fast(kv,
+    H)`, then `if fp8:`)."""
+    return _asks(node.test, short, assigned or {}, 0)
 
 
-def _asks(test: ast.expr, short: frozenset[str] | None) -> bool:
+def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth: int) -> bool:
+    if depth > 4:
+        return False
     if isinstance(test, ast.UnaryOp):
-        return _asks(test.operand, short)
+        return _asks(test.operand, short, assigned, depth + 1)
     if isinstance(test, ast.BoolOp):
-        return any(_asks(v, short) for v in test.values)
+        return any(_asks(v, short, assigned, depth + 1) for v in test.values)
+    if isinstance(test, ast.Name | ast.Attribute):
+        return any(_asks(v, short, assigned, depth + 1) for v in assigned.get(_spelled(test), ()))
     if not (isinstance(test, ast.Call) and test.args):
         return False
     if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
@@ -1371,8 +1377,11 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             short = _short_helpers(statement.module) if statement.module is not None else None
             if short is not None:  # and a lambda the statement binds (`is_five = lambda n: n == 5`)
                 short = short | _lambdas(statement.nodes())
-            if any(_asks_helper(node, short) for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)):
-                return True
+            branches = [node for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)]
+            if branches:
+                flags = _assigned([node for node in statement.nodes() if type(node) in _BINDERS])
+                if any(_asks_helper(node, short, flags) for node in branches):
+                    return True
         return super().keeps(statement, alias)
 
     @classmethod

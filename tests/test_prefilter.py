@@ -196,6 +196,17 @@ _VERIFIED_CASES = {
         "    return v\n",
         "token-count-branch",
     ),
+    "flag-from-a-helper": (
+        "def _fast(kv, H):\n"
+        "    return kv.is_contiguous() and H in (8, 16)\n\n\n"
+        "def attention(q, kv, topk):\n"
+        "    H = q.shape[1]\n"
+        "    fast = _fast(kv, H)\n"
+        "    if fast:\n"
+        "        return q\n"
+        "    return kv\n",
+        "token-count-branch",
+    ),
     "plural-count": (
         "def prefill(topk_indices, extend_lens_cpu):\n"
         "    assert topk_indices.ndim == 2\n"
