@@ -80,9 +80,9 @@ setting (the operator's), and a file opened and read line by line or in parts.""
         of the module that holds one (path_names: a constant, an attribute, a helper)."""
         if not cls.statement_check(statement.nodes()):
             return False
-        if statement.module is None or spells_path(statement.nodes()):
+        if statement.module is None or statement.source is None or spells_path(statement.nodes()):
             return True
-        return not _path_names(statement.module).isdisjoint(statement.identifiers())
+        return not _path_names(statement.module, statement.source).isdisjoint(statement.identifiers())
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:

@@ -25,7 +25,7 @@ import libcst as cst
 
 from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
-from patchaudit.analysis.trees import walk
+from patchaudit.analysis.trees import statements, walk
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
 __all__ = [
@@ -647,7 +647,7 @@ def numeric_names(tree: ast.Module) -> frozenset[str]:
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue
-        for node in walk(cls):
+        for node in statements(cls.body):
             if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _integers(node.value):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 out.update(  # `self.debug_len = 5`

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
-from patchaudit.analysis.trees import called_name
+from patchaudit.analysis.trees import called_name, statements
 
 __all__ = [
     "Inner",
@@ -447,7 +448,7 @@ def short_helper_names(tree: ast.Module) -> frozenset[str]:
         for stmt in body:
             if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or len(stmt.body) > _SHORT_HELPER:
                 continue
-            returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+            returns = [n for n in statements(stmt.body) if isinstance(n, ast.Return)]
             if len(returns) == 1 and returns[0].value is not None:
                 out.add(stmt.name)
     return frozenset(out)
@@ -521,40 +522,42 @@ def spells_path(nodes: Iterable[ast.AST]) -> bool:
     return False
 
 
-def path_names(tree: ast.Module) -> frozenset[str]:
+# Where a fixed path starts in source text: a string that starts with `/` or `~`, a home, the
+# temp directory (a superset of spells_path, read off the text).
+_PATH_START = re.compile(rb"[\"'][/~]|\b(?:home|gettempdirb?|mktemp)\s*\(")
+_WORD = re.compile(rb"\w+")
+
+
+def path_names(tree: ast.Module, source: bytes) -> frozenset[str]:
     """The names through which a fixed path may reach a statement of this module: each name or
-    attribute assigned, anywhere, a value that spells one (spells_path) or names another such name,
-    and each function whose body does (a helper that returns a path). A superset of what
-    `values.fixed_path` follows (locals, module and class constants, attributes, helpers), for a
-    statement filter."""
-    entries: list[tuple[frozenset[str], frozenset[str], bool]] = []  # (names, what it spells, direct)
-    for node in ast.walk(tree):
+    attribute assigned, anywhere, where the assignment's text spells one (a string that starts with
+    `/` or `~`, a home, the temp directory) or names another such name, and each function whose
+    text does (a helper that returns a path). A superset of what `values.fixed_path` follows
+    (locals, module and class constants, attributes, helpers), for a statement filter; read from
+    the statements' lines, not their expressions."""
+    lines = source.splitlines(keepends=True)
+    entries: list[tuple[frozenset[str], bytes]] = []
+    for stmt in statements(tree.body):
         names: set[str] = set()
-        value: ast.AST | None = None
-        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
                 for part in ast.walk(target):
                     if isinstance(part, ast.Name):
                         names.add(part.id)
                     elif isinstance(part, ast.Attribute):
                         names.add(part.attr)
-            value = node.value
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            names.add(node.name)
-            value = node
-        if not names or value is None:
-            continue
-        inside = list(ast.walk(value))
-        spelled = frozenset(
-            n.id if isinstance(n, ast.Name) else n.attr for n in inside if isinstance(n, ast.Name | ast.Attribute)
-        )
-        entries.append((frozenset(names), spelled, spells_path(inside)))
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(stmt.name)
+        if names:
+            entries.append((frozenset(names), b"".join(lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])))
     found: set[str] = set()
-    for bound, _, direct in entries:
-        if direct:
+    left: list[tuple[frozenset[str], frozenset[str]]] = []
+    for bound, text in entries:
+        if _PATH_START.search(text):
             found.update(bound)
-    left = [(bound, spelled) for bound, spelled, direct in entries if not direct]
+        else:
+            left.append((bound, frozenset(w.decode() for w in _WORD.findall(text))))
     grew = True
     while grew:  # `_FIX = os.path.join(_BASE, "fix")` after `_BASE = "/mnt/k2"`: through names
         grew = False
