@@ -37,7 +37,6 @@ from patchaudit.analysis.changes import (
     setting,
 )
 from patchaudit.analysis.counts import (
-    FEATURE_NAME,
     MORE_COUNT_NAMES,
     OFFSETS,
     PLURAL,
@@ -144,7 +143,6 @@ __all__ = [
     "FORWARD_NAMES",
     "COUNT_NAME",
     "shape_compared",
-    "FEATURE_NAME",
     "MORE_COUNT_NAMES",
     "OFFSETS",
     "PLURAL",

@@ -10,7 +10,6 @@ import libcst as cst
 
 from patchaudit.rule import (
     COUNT_NAME,
-    FEATURE_NAME,
     MORE_COUNT_NAMES,
     OFFSETS,
     PLURAL,
@@ -194,10 +193,6 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         return True
     if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and _spelled(node) in values.get(_COUNTERS, ()):
         return True  # `self._step += 1` in the same statement: a call counter
-    if isinstance(node, ast.Name | ast.Attribute):
-        last = node.id if isinstance(node, ast.Name) else node.attr
-        if FEATURE_NAME.search(last) and not COUNT_NAME.match(last):
-            return False  # `head_dim`, `self.num_warps`: a size the model or kernel fixes, as count_of reads it
     if isinstance(node, ast.Name):
         if COUNT_NAME.match(node.id) is not None or MORE_COUNT_NAMES.match(node.id) is not None:
             return True
