@@ -25,6 +25,7 @@ import libcst as cst
 
 from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
+from patchaudit.analysis.module import constant_value
 from patchaudit.analysis.trees import statements, walk
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
@@ -660,13 +661,8 @@ def numeric_names(tree: ast.Module) -> frozenset[str]:
 
 def _integers(node: ast.expr) -> bool:
     """An integer literal, or a literal tuple, list or set of them (what a count may be compared with)."""
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    if isinstance(value, tuple | list | set | frozenset):
-        return bool(value) and all(type(v) is int for v in value)
-    return type(value) is int
+    value = constant_value(node)
+    return type(value) is int or isinstance(value, frozenset)
 
 
 def local_number(name: cst.Name, value_of: ValuesOf | None) -> int | None:

@@ -34,6 +34,7 @@ __all__ = [
     "short_helper_names",
     "temp_only",
     "NOT_CONSTANT",
+    "constant_value",
 ]
 
 NOT_CONSTANT = object()
@@ -410,7 +411,7 @@ class ModuleAnalysis:
                     if isinstance(target, ast.Name):
                         key = (scope, target.id)
                         counts[key] = counts.get(key, 0) + 1
-                        values[key] = _literal(value) if value is not None else NOT_CONSTANT
+                        values[key] = constant_value(value) if value is not None else NOT_CONSTANT
             self._constants = {}
             for (where, name), found in values.items():
                 # Rebound anywhere else (a loop, `global`, an import): not a constant.
@@ -454,7 +455,9 @@ def short_helper_names(tree: ast.Module) -> frozenset[str]:
     return frozenset(out)
 
 
-def _literal(node: ast.expr) -> object:
+def constant_value(node: ast.expr) -> object:
+    """What a literal holds as a module or class constant: a number, string, bool or None, or a
+    tuple, list or set of integers as a frozenset; else NOT_CONSTANT."""
     try:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
