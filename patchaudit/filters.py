@@ -6,8 +6,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-__all__ = ["Filter", "Statement", "matches_any", "required_literal", "spelled_identifiers"]
+__all__ = ["Filter", "Statement", "matches_any", "required_literal", "required_literals", "spelled_identifiers"]
 
 Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
 
@@ -84,17 +85,147 @@ def matches_any(tests: Filter, data: bytes) -> bool:
     return False
 
 
-_REQUIRED: dict[re.Pattern[bytes], bytes] = {}
+_REQUIRED: dict[re.Pattern[bytes], tuple[bytes, ...]] = {}
 _sre_parse = re._parser.parse  # type: ignore[attr-defined]
-_LITERAL = re._constants.LITERAL  # type: ignore[attr-defined]
+_C = re._constants  # type: ignore[attr-defined]
+_LITERAL = _C.LITERAL
+_REPEATS = (_C.MAX_REPEAT, _C.MIN_REPEAT, *([_C.POSSESSIVE_REPEAT] if hasattr(_C, "POSSESSIVE_REPEAT") else []))
+_ZERO_WIDTH = (_C.AT, _C.ASSERT, _C.ASSERT_NOT)
+_MOST = 16  # the most literals a check tries, and strings a part of a pattern is expanded to
 
 
 def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
-    """False only when data lacks a literal every match of the pattern contains (a cheap `in` first)."""
-    literal = _REQUIRED.get(pattern)
-    if literal is None:
-        literal = _REQUIRED[pattern] = required_literal(pattern)
-    return literal in data
+    """False only when data lacks every literal of a set one of which each match of the pattern
+    contains (a few cheap `in`s first)."""
+    literals = _REQUIRED.get(pattern)
+    if literals is None:
+        literals = _REQUIRED[pattern] = required_literals(pattern)
+    return not literals or any(literal in data for literal in literals)
+
+
+def required_literals(pattern: re.Pattern[bytes]) -> tuple[bytes, ...]:
+    """Literals one of which every match of the pattern contains (none: no such set is proven).
+
+    `\bset(?:trace|profile)\b` gives settrace and setprofile; `[=!]=` gives == and !=. Read from
+    the pattern's own parse tree, as sets of the strings each part can match where they are few;
+    any case folding, or a str pattern, proves nothing. Only sets whose every literal is at least
+    three bytes long are kept (a shorter one is in most texts)."""
+    if not isinstance(pattern.pattern, bytes) or pattern.flags & re.IGNORECASE:
+        return ()
+    try:
+        parsed = _sre_parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - a parser of another Python version: no check, not a wrong one
+        return ()
+    if parsed.state.flags & re.IGNORECASE:
+        return ()
+    try:
+        found = _required(list(parsed))
+    except Exception:  # noqa: BLE001 - an opcode of another Python version: no check, not a wrong one
+        return ()
+    if found is None or min(map(len, found)) < 3:
+        single = required_literal(pattern)
+        return (single,) if single else ()
+    return tuple(sorted(found))
+
+
+def _better(a: frozenset[bytes] | None, b: frozenset[bytes] | None) -> frozenset[bytes] | None:
+    """The more telling of two literal sets: the longer shortest literal, then the fewer literals."""
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b, key=lambda s: (min(map(len, s)), -len(s)))
+
+
+def _required(items: list[tuple[Any, Any]]) -> frozenset[bytes] | None:
+    """A set of non-empty literals one of which every match of the sequence contains, or None."""
+    best: frozenset[bytes] | None = None
+    run: frozenset[bytes] | None = frozenset({b""})  # the strings the current run of exact parts matches
+    for op, value in items:
+        exact = _exact(op, value)
+        if exact is not None and run is not None:
+            grown = frozenset(a + b for a in run for b in exact)
+            run = grown if len(grown) <= _MOST else None
+        else:
+            run = exact
+        if run is not None and b"" not in run:
+            best = _better(best, run)
+        if exact is None:
+            best = _better(best, _inner_required(op, value))
+            run = frozenset({b""})
+    return best
+
+
+def _inner_required(op: Any, value: Any) -> frozenset[bytes] | None:
+    """For a part that matches no small set of strings: literals one of which its every match holds."""
+    if op is _C.SUBPATTERN:
+        return None if value[1] & re.IGNORECASE else _required(list(value[3]))
+    if op is getattr(_C, "ATOMIC_GROUP", None):
+        return _required(list(value))
+    if op in _REPEATS and value[0] >= 1:
+        return _required(list(value[2]))
+    if op is _C.BRANCH:
+        out: set[bytes] = set()
+        for branch in value[1]:
+            found = _required(list(branch))
+            if found is None:
+                return None
+            out |= found
+        return frozenset(out) if len(out) <= _MOST else None
+    return None
+
+
+def _exact(op: Any, value: Any) -> frozenset[bytes] | None:
+    """Every string a part of a pattern can match, where they are few; else None."""
+    if op is _LITERAL:
+        return frozenset({bytes([value])})
+    if op in _ZERO_WIDTH:
+        return frozenset({b""})
+    if op is _C.IN:
+        chars: set[int] = set()
+        for kind, item in value:
+            if kind is _LITERAL:
+                chars.add(item)
+            elif kind is _C.RANGE and item[1] - item[0] < _MOST:
+                chars.update(range(item[0], item[1] + 1))
+            else:
+                return None  # a negation, a category, a wide range
+        return frozenset(bytes([c]) for c in chars) if len(chars) <= _MOST else None
+    if op is _C.SUBPATTERN:
+        return None if value[1] & re.IGNORECASE else _exact_sequence(list(value[3]))
+    if op is _C.BRANCH:
+        out: set[bytes] = set()
+        for branch in value[1]:
+            found = _exact_sequence(list(branch))
+            if found is None:
+                return None
+            out |= found
+        return frozenset(out) if len(out) <= _MOST else None
+    if op in _REPEATS:
+        low, high, inner = value
+        once = _exact_sequence(list(inner))
+        if once is None or high > 3:
+            return None
+        out = set()
+        for times in range(low, high + 1):
+            strings = {b""}
+            for _ in range(times):
+                strings = {a + b for a in strings for b in once}
+                if len(strings) > _MOST:
+                    return None
+            out |= strings
+        return frozenset(out) if len(out) <= _MOST else None
+    return None
+
+
+def _exact_sequence(items: list[tuple[Any, Any]]) -> frozenset[bytes] | None:
+    out = frozenset({b""})
+    for op, value in items:
+        exact = _exact(op, value)
+        if exact is None:
+            return None
+        out = frozenset(a + b for a in out for b in exact)
+        if len(out) > _MOST:
+            return None
+    return out
 
 
 def required_literal(pattern: re.Pattern[bytes]) -> bytes:

@@ -1,4 +1,4 @@
-"""The literal check in front of a rule's statement patterns keeps exactly what the patterns alone keep."""
+"""The literal checks in front of a rule's patterns keep exactly what the patterns alone keep."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from patchaudit.filters import required_literal
+from patchaudit.filters import matches_any, required_literal, required_literals
 from patchaudit.hazards import load_rules
 
 RULES = load_rules()
@@ -60,3 +60,34 @@ def test_no_literal_is_claimed_where_a_match_can_do_without_it() -> None:
     assert required_literal(re.compile(rb"(?i)save")) == b""
     assert required_literal(re.compile(rb"save", re.IGNORECASE)) == b""
     assert required_literal(re.compile(rb"x*")) == b""
+
+
+def test_the_literal_sets_keep_the_same_statements_as_the_patterns() -> None:
+    """`matches_any` tries one of a set of literals before a pattern (`settrace` or `setprofile`
+    for `\\bset(?:trace|profile)\\b`): it keeps what the pattern alone keeps."""
+    corpus = Path(os.environ.get("PATCHAUDIT_LITERAL_CORPUS") or Path(sysconfig.get_paths()["purelib"]) / "rich")
+    statements = _statements(corpus)
+    patterns = _patterns()
+    proven = 0
+    for pattern in patterns:
+        proven += len(required_literals(pattern)) > 1
+        plain = [pattern.search(text) is not None for text in statements]
+        assert [matches_any(pattern, text) for text in statements] == plain, pattern.pattern
+    assert proven >= 5  # sets, not only the single literal
+
+
+def test_a_literal_set_holds_one_literal_of_every_match() -> None:
+    assert required_literals(re.compile(rb"\bset(?:trace|profile)(?:_all_threads)?\b")) == (b"setprofile", b"settrace")
+    assert required_literals(re.compile(rb"\bSIG(?:STOP|TSTP|TRAP)\b")) == (b"SIGSTOP", b"SIGTRAP", b"SIGTSTP")
+    assert required_literals(re.compile(rb"(?:environ\.get|getenv)\([^()\n]*,")) == (b"environ.get(", b"getenv(")
+    assert required_literals(re.compile(rb"ab(cd)?ef")) == (b"abcdef", b"abef")
+    assert required_literals(re.compile(rb"save|load")) == (b"load", b"save")
+    assert required_literals(re.compile(rb"\bdef\s+(?:save|\w+_dump)")) == (b"_dump", b"save")
+    assert required_literals(re.compile(rb"\bdef\s+(?:save|\w+)")) == (b"def",)  # one branch proves no literal
+    assert required_literals(re.compile(rb"x*")) == ()
+    assert required_literals(re.compile(rb"[=!]=")) == (b"=",)  # {==, !=} is too short: the literal run
+    assert required_literals(re.compile(rb"sa(?i:ve)d")) == (b"sa",)  # folded inside: the literal run before it
+    assert required_literals(re.compile(rb"(?i)save")) == ()
+    for text in (b"x.settrace(f)", b"sys.setprofile(None)"):
+        assert matches_any(re.compile(rb"\bset(?:trace|profile)\b"), text)
+    assert not matches_any(re.compile(rb"\bset(?:trace|profile)\b"), b"settings = setup()")
