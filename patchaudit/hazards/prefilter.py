@@ -9,6 +9,7 @@ of the module counts what they stand for (`save = torch.save`, `_dump(x)`), at a
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -26,19 +27,28 @@ class _Nodes:
 
     def __init__(self) -> None:
         self.memo: dict[int, list[ast.AST]] = {}
+        self.headers: dict[int, list[ast.AST]] = {}
 
     def __call__(self, stmt: ast.stmt) -> list[ast.AST]:
         found = self.memo.get(id(stmt))
         if found is None:
             if isinstance(stmt, ast.ClassDef):
-                found = [stmt]
-                for expr in [*stmt.decorator_list, *stmt.bases, *stmt.keywords]:
-                    found.extend(walk(expr))
+                found = list(self.header(stmt))
                 for member in stmt.body:
                     found.extend(self(member))
             else:
                 found = walk(stmt)
             self.memo[id(stmt)] = found
+        return found
+
+    def header(self, cls: ast.stmt) -> list[ast.AST]:
+        """A class's own nodes, without its members': the class, its decorators, bases and keywords."""
+        found = self.headers.get(id(cls))
+        if found is None:
+            assert isinstance(cls, ast.ClassDef)
+            found = self.headers[id(cls)] = [cls]
+            for expr in [*cls.decorator_list, *cls.bases, *cls.keywords]:
+                found.extend(walk(expr))
         return found
 
 
@@ -92,8 +102,7 @@ class _SpanIdentifiers:
     A helper stands for what it calls only where its own lines could hold a finding of the rule:
     with IDENTIFIERS, a rule's sink is spelled on the way to it (or reached through a module
     alias or another helper, which the caller follows). The identifiers are those of every node
-    that starts on the span's lines, within the module-level statements that overlap it (a
-    superset of the span's own, so never stricter than the rule).
+    that starts on the span's lines (a superset of the span's own, so never stricter than the rule).
     """
 
     def __init__(self, body: list[ast.stmt], nodes: _Nodes) -> None:
@@ -101,6 +110,7 @@ class _SpanIdentifiers:
         self.nodes = nodes
         self.memo: dict[tuple[int, int], frozenset[str]] = {}
         self.by_line: dict[int, dict[int, frozenset[str]]] = {}  # per statement: line -> identifiers
+        self.whole: dict[int, frozenset[str]] = {}  # per statement: all of its identifiers
 
     def any_of(self, identifiers: frozenset[str] | None, span: tuple[int, int]) -> bool:
         if identifiers is None:
@@ -112,17 +122,36 @@ class _SpanIdentifiers:
 
     def _spelled(self, first: int, last: int) -> frozenset[str]:
         out: set[str] = set()
-        for stmt in self.body:
-            if stmt.lineno <= last and (stmt.end_lineno or stmt.lineno) >= first:
+        self._collect(self.body, first, last, out)
+        return frozenset(out)
+
+    def _collect(self, body: list[ast.stmt], first: int, last: int, out: set[str]) -> None:
+        """Into `out`, the identifiers of the nodes of `body`'s statements that start on the lines:
+        a statement within them whole, read once per file (a method, a helper function); the own
+        lines of a class that holds them, and its members; else the statement's lines."""
+        for stmt in body:
+            start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+            end = stmt.end_lineno or stmt.lineno
+            if start > last or end < first:
+                continue
+            if first <= start and end <= last:
+                found = self.whole.get(id(stmt))
+                if found is None:
+                    found = self.whole[id(stmt)] = spelled_identifiers(self.nodes(stmt))
+                out.update(found)
+            elif isinstance(stmt, ast.ClassDef):
+                own = self.nodes.header(stmt)
+                out.update(spelled_identifiers(n for n in own if first <= getattr(n, "lineno", 0) <= last))
+                self._collect(stmt.body, first, last, out)
+            else:
                 table = self._lines_of(stmt)
                 if last - first < len(table):
                     out.update(*(table[line] for line in range(first, last + 1) if line in table))
                 else:
                     out.update(*(found for line, found in table.items() if first <= line <= last))
-        return frozenset(out)
 
     def _lines_of(self, stmt: ast.stmt) -> dict[int, frozenset[str]]:
-        """The identifiers of a module-level statement's nodes, by the line each starts on (once per statement).
+        """The identifiers of a statement's nodes, by the line each starts on (once per statement).
 
         Every node that spells an identifier (a name, an attribute, an import, a string) has a line.
         """
@@ -144,6 +173,7 @@ class Reduced(NamedTuple):
     keepers: dict[tuple[int, int], frozenset[int]]  # (class line or 0, first line) -> the rules that keep it
 
 
+@functools.lru_cache(maxsize=4096)  # the same qualified names recur in every file of a tree
 def _may_name(rule: type[Rule], qualified: str, identifiers: frozenset[str] | None) -> bool:
     """Whether what a module-level name is bound to (a qualified name, or a string it holds) could be
     a rule's sink: its filters match it and, for a rule with IDENTIFIERS, one of its dotted parts is
@@ -224,7 +254,7 @@ def reduced(
         """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
         rule = rules[index]
         return any(_may_name(rule, q, identifiers[index]) for q in module_names.get(name, ())) or any(
-            rule.mentions(text) and spelled_in.any_of(identifiers[index], span)
+            spelled_in.any_of(identifiers[index], span) and rule.mentions(text)
             for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
         )
 
@@ -240,9 +270,10 @@ def reduced(
                 return True
         return False
 
-    def keep(first: int, last: int, stmts: list[ast.stmt]) -> frozenset[int]:
+    def keep(first: int, last: int, stmts: list[ast.stmt], header: bool = False) -> frozenset[int]:
         touched = changed is None or any(line in changed for line in range(first, last + 1))
-        statement = Statement(b"".join(lines[first - 1 : last]), stmts, nodes, tree, drifted, data)
+        walked = nodes.header if header else nodes
+        statement = Statement(b"".join(lines[first - 1 : last]), stmts, walked, tree, drifted, data)
         named: set[str] | None = None
         through_names: frozenset[str] = frozenset()
         found = set()
@@ -262,22 +293,34 @@ def reduced(
     inner: dict[int, list[int]] = {}
     keepers: dict[tuple[int, int], frozenset[int]] = {}
     for first, last, stmts in blocks(tree.body):
-        keepers[0, stmts[0].lineno] = by = keep(first, last, stmts)
+        (cls,) = stmts if len(stmts) == 1 else (None,)
+        if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
+            keepers[0, stmts[0].lineno] = by = keep(first, last, stmts)
+            if by:
+                kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
+            else:
+                for index in range(first - 1, min(last, len(lines))):
+                    out[index] = b"\n"
+            continue
+        # A class is read member by member, and its own lines (decorators, bases, the `class` line)
+        # apart: every rule that keeps one of them keeps the class. A member's findings lie in it
+        # (each member is walked only by the rules that keep it), so the class as a whole need not
+        # be read a second time.
+        members = blocks(cls.body)
+        members_by = [keep(m_first, m_last, m_stmts) for m_first, m_last, m_stmts in members]
+        by = keep(first, members[0][0] - 1, [cls], header=True).union(*members_by)
+        keepers[0, cls.lineno] = by
         if not by:
             for index in range(first - 1, min(last, len(lines))):
                 out[index] = b"\n"
             continue
-        kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
-        (cls,) = stmts if len(stmts) == 1 else (None,)
-        if not isinstance(cls, ast.ClassDef) or cls.body[0].lineno <= cls.lineno:
-            continue
+        kept.append(cls.lineno)
         members_at = inner[cls.lineno] = []
-        for m_first, m_last, members in blocks(cls.body):
+        for (m_first, m_last, m_stmts), member_by in zip(members, members_by, strict=True):
             line = lines[m_first - 1]
-            member_by = keep(m_first, m_last, members)
-            if member_by or line[: members[0].col_offset].strip():
-                keepers[cls.lineno, members[0].lineno] = member_by or by
-                members_at.append(members[0].lineno)
+            if member_by or line[: m_stmts[0].col_offset].strip():
+                keepers[cls.lineno, m_stmts[0].lineno] = member_by or by
+                members_at.append(m_stmts[0].lineno)
                 continue  # kept, or on the header's line (`class A(B): ...`)
             keepers[cls.lineno, m_first] = by  # the `pass` standing for it
             members_at.append(m_first)
