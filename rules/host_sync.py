@@ -25,6 +25,9 @@ _WAIT = re.compile(rb"\.[\s\\]*wait[\s\\]*\([\s\\]*[^)\s\\]")
 # Events a wait may run out on: waited on with a timeout and never set, a sleep.
 EVENTS = ("threading.Event", "multiprocessing.Event")
 SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
+# What a forward of a file that verifies can report (no sleep, no wait, no truth read: drifted only).
+_VERIFIED_SYNC = re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b|synchronize")
+_VERIFIED_NAMES = frozenset({"item", "cpu", "tolist", "synchronize"})
 # Collectives run once per layer of every step: `tensor_model_parallel_all_reduce`.
 COLLECTIVE = re.compile(r"(?:^|_)(?:all_reduce|all_gather|reduce_scatter|all_to_all)(?:_|$)")
 # Reductions whose truth a Python test reads back from the device: `if torch.isnan(x).any():`.
@@ -96,6 +99,16 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
 
     @classmethod
     def keeps(cls, statement: Statement, alias: bool) -> bool:
+        if not statement.drifted:
+            # A file that verifies: only a forward's own syncs (`_hot`), a sync method or call spelled
+            # in it, or a helper or alias of the module that runs one.
+            if cls.REQUIRES[0].search(statement.text) is None:  # type: ignore[index, union-attr]
+                return False
+            if alias:
+                return True
+            return _VERIFIED_SYNC.search(statement.text) is not None and not _VERIFIED_NAMES.isdisjoint(
+                statement.identifiers()
+            )
         if super().keeps(statement, alias):
             return True
         if statement.drifted and _WAIT.search(statement.text) and matches_any(cls.REQUIRES, statement.text):

@@ -231,6 +231,19 @@ _VERIFIED_CASES = {
         "    def load(self, layer):\n        return torch.load(self.where)\n",
         "fixed-path-load",
     ),
+    "forward-sync-through-a-helper": (
+        "import torch\n\n\n"
+        "def _peek(t):\n    return t.max().item()\n\n\n"
+        "class Layer(torch.nn.Module):\n"
+        "    def forward(self, x):\n        self.top = _peek(x)\n        return x\n",
+        "host-sync",
+    ),
+    "forward-sync-through-an-alias": (
+        "from torch.cuda import synchronize as wait_device\n\n\n"
+        "class Layer:\n"
+        "    def _forward_impl(self, x):\n        wait_device()\n        return x\n",
+        "host-sync",
+    ),
 }
 
 
@@ -262,3 +275,29 @@ def test_a_kernel_copy_and_a_deep_copy_keep_nothing_for_torch_save() -> None:
     tree = ast.parse(with_shutil)
     analysis = ModuleAnalysis.build(tree, NameTable.build(tree, with_shutil))
     assert reduced(with_shutil, analysis, [rule], None, drifted=False) is not None
+
+
+def test_a_step_of_a_file_that_verifies_keeps_nothing_for_host_sync() -> None:
+    """In a file that verifies host-sync reports a forward's own syncs only: a step's `.item()` or
+    `time.sleep()` (judged in a drifted file) keep nothing for it."""
+    from patchaudit.analysis.module import ModuleAnalysis
+    from patchaudit.analysis.names import NameTable
+    from patchaudit.hazards.prefilter import reduced
+
+    (rule,) = [r for r in RULES if r.ID == "host-sync"]
+    code = (
+        b"import time\n\n\n"
+        b"class Runner:\n"
+        b"    def execute_model(self, x):\n        return x.sum().item()\n\n"
+        b"    def step(self):\n        time.sleep(0.01)\n\n"
+        b"    def forward(self, x):\n        return self.proj(x)\n"
+    )
+    tree = ast.parse(code)
+    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
+    assert reduced(code, analysis, [rule], None, drifted=False) is None
+    assert reduced(code, analysis, [rule], None, drifted=True) is not None
+    for drifted in (False, True):
+        file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)
+        found = check_file(file, RULES)
+        assert found == check_file(file, RULES, prefilter=False)
+        assert ("host-sync" in {f.rule for f in found}) is drifted
