@@ -89,10 +89,10 @@ from patchaudit.analysis.rewrites import (
 )
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
-from patchaudit.analysis.trees import called_name, dotted
+from patchaudit.analysis.trees import called_name, dotted, statements
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
-from patchaudit.filters import Filter, Statement, matches_any
+from patchaudit.filters import Filter, Statement, matches_any, spelled_identifiers
 from patchaudit.report import Severity
 
 __all__ = [
@@ -159,6 +159,8 @@ __all__ = [
     "numeric_names",
     "short_helper_names",
     "path_names",
+    "statements",
+    "spelled_identifiers",
     "spells_path",
     "Change",
     "STRONG_CHANGES",

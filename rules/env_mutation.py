@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, Statement
+from patchaudit.rule import Example, Rule, Severity, Statement, spelled_identifiers, statements
 
 MUTATORS = (
     "os.putenv",
@@ -63,6 +63,35 @@ _FOREIGN_ROOTS = frozenset({"torch", "numpy", "transformers", "triton", "flash_a
 # A statement that may assign to an attribute (`a.b = ...`, not `==`) or call setattr.
 _ATTRIBUTE_SET = re.compile(rb"[\w\])]\.\w+\s*=(?!=)|\bsetattr\s*\(")
 _OWN_PREFILTER = (b"environ", b"putenv", b"unsetenv", b"seed", b"deterministic", b"cudnn", b"tf32", b"_precision")
+
+_ENVIRON = (b"environ", b"putenv", b"unsetenv")
+_ENVIRON_NAMES = frozenset(word.decode() for word in _ENVIRON)
+
+
+@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
+def _environ_names(tree: ast.Module) -> frozenset[str]:
+    """The names and attributes a module binds to the environment or its setters, at any depth and
+    through one another: `from os import environ as env`, `_ENV = os.environ`, `self.env = _ENV`,
+    `_KEY = "environ"` (for a `getattr`)."""
+    found: set[str] = set()
+    binds: list[tuple[set[str], frozenset[str]]] = []
+    for stmt in statements(tree.body):
+        if isinstance(stmt, ast.ImportFrom):
+            found.update(a.asname or a.name for a in stmt.names if a.name in _ENVIRON_NAMES)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            bound = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name | ast.Attribute)]
+            names = {n.id if isinstance(n, ast.Name) else n.attr for n in bound}  # type: ignore[union-attr]
+            binds.append((names, spelled_identifiers(ast.walk(stmt.value))))
+    grown = True
+    while grown:
+        grown = False
+        for names, spelled in binds:
+            if not names <= found and not spelled.isdisjoint(found | _ENVIRON_NAMES):
+                found |= names
+                grown = True
+    return frozenset(found)
+
 
 # A seed given a number written in the code (`self.seed = 1234`, `seed = 0`, `kw["seed"] = 42`).
 SEED_NAME = re.compile(r"^(?:\w+_)?seed$")
@@ -185,6 +214,14 @@ torch.matmul` is not followed), or by a function object from another module."""
     def keeps(cls, statement: Statement, alias: bool) -> bool:
         """The environment, a seed or a determinism switch spelled (or a name bound to one); or an
         attribute of an imported library set to a function, or `setattr` on one."""
+        if not statement.drifted and statement.module is not None:
+            # A file that verifies: only the environment's changes are reported there (seeds, switches
+            # and functions replaced are judged against the distribution's text of a drifted file),
+            # spelled in the statement or through a name the module binds to the environment.
+            spelled = statement.identifiers()
+            if not _environ_names(statement.module).isdisjoint(spelled):
+                return True
+            return any(word in statement.text for word in _ENVIRON) and not _ENVIRON_NAMES.isdisjoint(spelled)
         if alias:
             return True
         if any(word in statement.text for word in _OWN_PREFILTER) and not cls.IDENTIFIERS.isdisjoint(

@@ -238,6 +238,17 @@ _VERIFIED_CASES = {
         "    def forward(self, x):\n        self.top = _peek(x)\n        return x\n",
         "host-sync",
     ),
+    "environ-through-an-import-alias": (
+        "from os import environ as env\n\n\ndef setup(backend):\n    env['VLLM_ATTENTION_BACKEND'] = backend\n",
+        "env-mutation",
+    ),
+    "environ-through-an-attribute": (
+        "import os\n\n_ENV = os.environ\n\n\n"
+        "class Launcher:\n"
+        "    def __init__(self):\n        self.env = _ENV\n\n"
+        "    def start(self, rank):\n        self.env.setdefault('RANK', str(rank))\n",
+        "env-mutation",
+    ),
     "forward-sync-through-an-alias": (
         "from torch.cuda import synchronize as wait_device\n\n\n"
         "class Layer:\n"
@@ -301,3 +312,26 @@ def test_a_step_of_a_file_that_verifies_keeps_nothing_for_host_sync() -> None:
         found = check_file(file, RULES)
         assert found == check_file(file, RULES, prefilter=False)
         assert ("host-sync" in {f.rule for f in found}) is drifted
+
+
+def test_a_seed_of_a_file_that_verifies_keeps_nothing_for_env_mutation() -> None:
+    """In a file that verifies env-mutation reports the environment's changes only: a seed pinned, a
+    switch flipped or a helper that seeds (judged against a drifted file's pristine text) keep
+    nothing for it there, however a statement names the helper."""
+    from patchaudit.analysis.module import ModuleAnalysis
+    from patchaudit.analysis.names import NameTable
+    from patchaudit.hazards.prefilter import reduced
+
+    (rule,) = [r for r in RULES if r.ID == "env-mutation"]
+    code = (
+        b"import torch\n\n\n"
+        b"def _pin(seed):\n    torch.manual_seed(seed)\n\n\n"
+        b"class Sampler:\n"
+        b"    def __init__(self, seed):\n        _pin(seed)\n        torch.backends.cudnn.deterministic = True\n"
+    )
+    tree = ast.parse(code)
+    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
+    assert reduced(code, analysis, [rule], None, drifted=False) is None
+    assert reduced(code, analysis, [rule], None, drifted=True) is not None
+    file = SourceFile(path="m.py", installed=code, pristine=None, drifted=False)
+    assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)
