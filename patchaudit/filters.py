@@ -163,14 +163,21 @@ def _inner_required(op: Any, value: Any) -> frozenset[bytes] | None:
     if op in _REPEATS and value[0] >= 1:
         return _required(list(value[2]))
     if op is _C.BRANCH:
-        out: set[bytes] = set()
-        for branch in value[1]:
-            found = _required(list(branch))
-            if found is None:
-                return None
-            out |= found
-        return frozenset(out) if len(out) <= _MOST else None
+        return _union(_required, value[1])
     return None
+
+
+def _union(
+    read: Callable[[list[tuple[Any, Any]]], frozenset[bytes] | None], branches: list[Any]
+) -> frozenset[bytes] | None:
+    """What `read` gives each branch of an alternation, together (None where one gives None)."""
+    out: set[bytes] = set()
+    for branch in branches:
+        found = read(list(branch))
+        if found is None:
+            return None
+        out |= found
+    return frozenset(out) if len(out) <= _MOST else None
 
 
 def _exact(op: Any, value: Any) -> frozenset[bytes] | None:
@@ -192,13 +199,7 @@ def _exact(op: Any, value: Any) -> frozenset[bytes] | None:
     if op is _C.SUBPATTERN:
         return None if value[1] & re.IGNORECASE else _exact_sequence(list(value[3]))
     if op is _C.BRANCH:
-        out: set[bytes] = set()
-        for branch in value[1]:
-            found = _exact_sequence(list(branch))
-            if found is None:
-                return None
-            out |= found
-        return frozenset(out) if len(out) <= _MOST else None
+        return _union(_exact_sequence, value[1])
     if op in _REPEATS:
         low, high, inner = value
         once = _exact_sequence(list(inner))

@@ -288,14 +288,21 @@ def test_a_kernel_copy_and_a_deep_copy_keep_nothing_for_torch_save() -> None:
     assert reduced(with_shutil, analysis, [rule], None, drifted=False) is not None
 
 
-def test_a_step_of_a_file_that_verifies_keeps_nothing_for_host_sync() -> None:
-    """In a file that verifies host-sync reports a forward's own syncs only: a step's `.item()` or
-    `time.sleep()` (judged in a drifted file) keep nothing for it."""
+def _kept_for(rule_id: str, code: bytes, drifted: bool) -> bool:
+    """Whether the statement filters keep anything of the code for one rule."""
     from patchaudit.analysis.module import ModuleAnalysis
     from patchaudit.analysis.names import NameTable
     from patchaudit.hazards.prefilter import reduced
 
-    (rule,) = [r for r in RULES if r.ID == "host-sync"]
+    (rule,) = [r for r in RULES if rule_id == r.ID]
+    tree = ast.parse(code)
+    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
+    return reduced(code, analysis, [rule], None, drifted=drifted) is not None
+
+
+def test_a_step_of_a_file_that_verifies_keeps_nothing_for_host_sync() -> None:
+    """In a file that verifies host-sync reports a forward's own syncs only: a step's `.item()` or
+    `time.sleep()` (judged in a drifted file) keep nothing for it."""
     code = (
         b"import time\n\n\n"
         b"class Runner:\n"
@@ -303,10 +310,8 @@ def test_a_step_of_a_file_that_verifies_keeps_nothing_for_host_sync() -> None:
         b"    def step(self):\n        time.sleep(0.01)\n\n"
         b"    def forward(self, x):\n        return self.proj(x)\n"
     )
-    tree = ast.parse(code)
-    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
-    assert reduced(code, analysis, [rule], None, drifted=False) is None
-    assert reduced(code, analysis, [rule], None, drifted=True) is not None
+    assert not _kept_for("host-sync", code, drifted=False)
+    assert _kept_for("host-sync", code, drifted=True)
     for drifted in (False, True):
         file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)
         found = check_file(file, RULES)
@@ -318,20 +323,13 @@ def test_a_seed_of_a_file_that_verifies_keeps_nothing_for_env_mutation() -> None
     """In a file that verifies env-mutation reports the environment's changes only: a seed pinned, a
     switch flipped or a helper that seeds (judged against a drifted file's pristine text) keep
     nothing for it there, however a statement names the helper."""
-    from patchaudit.analysis.module import ModuleAnalysis
-    from patchaudit.analysis.names import NameTable
-    from patchaudit.hazards.prefilter import reduced
-
-    (rule,) = [r for r in RULES if r.ID == "env-mutation"]
     code = (
         b"import torch\n\n\n"
         b"def _pin(seed):\n    torch.manual_seed(seed)\n\n\n"
         b"class Sampler:\n"
         b"    def __init__(self, seed):\n        _pin(seed)\n        torch.backends.cudnn.deterministic = True\n"
     )
-    tree = ast.parse(code)
-    analysis = ModuleAnalysis.build(tree, NameTable.build(tree, code))
-    assert reduced(code, analysis, [rule], None, drifted=False) is None
-    assert reduced(code, analysis, [rule], None, drifted=True) is not None
+    assert not _kept_for("env-mutation", code, drifted=False)
+    assert _kept_for("env-mutation", code, drifted=True)
     file = SourceFile(path="m.py", installed=code, pristine=None, drifted=False)
     assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)
