@@ -7,7 +7,16 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, Statement, spelled_identifiers, statements
+from patchaudit.rule import (
+    Example,
+    Rule,
+    Severity,
+    Statement,
+    assigned_names,
+    bound_through,
+    spelled_identifiers,
+    statements,
+)
 
 MUTATORS = (
     "os.putenv",
@@ -74,23 +83,13 @@ def _environ_names(tree: ast.Module) -> frozenset[str]:
     through one another: `from os import environ as env`, `_ENV = os.environ`, `self.env = _ENV`,
     `_KEY = "environ"` (for a `getattr`)."""
     found: set[str] = set()
-    binds: list[tuple[set[str], frozenset[str]]] = []
+    binds: list[tuple[frozenset[str], frozenset[str]]] = []
     for stmt in statements(tree.body):
         if isinstance(stmt, ast.ImportFrom):
             found.update(a.asname or a.name for a in stmt.names if a.name in _ENVIRON_NAMES)
         elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            bound = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name | ast.Attribute)]
-            names = {n.id if isinstance(n, ast.Name) else n.attr for n in bound}  # type: ignore[union-attr]
-            binds.append((names, spelled_identifiers(ast.walk(stmt.value))))
-    grown = True
-    while grown:
-        grown = False
-        for names, spelled in binds:
-            if not names <= found and not spelled.isdisjoint(found | _ENVIRON_NAMES):
-                found |= names
-                grown = True
-    return frozenset(found)
+            binds.append((frozenset(assigned_names(stmt)), spelled_identifiers(ast.walk(stmt.value))))
+    return bound_through(found, binds, _ENVIRON_NAMES)
 
 
 # A seed given a number written in the code (`self.seed = 1234`, `seed = 0`, `kw["seed"] = 42`).

@@ -25,9 +25,11 @@ _WAIT = re.compile(rb"\.[\s\\]*wait[\s\\]*\([\s\\]*[^)\s\\]")
 # Events a wait may run out on: waited on with a timeout and never set, a sleep.
 EVENTS = ("threading.Event", "multiprocessing.Event")
 SLEEPS = ("time.sleep",)  # not asyncio.sleep: `await asyncio.sleep(0)` yields to the event loop
+# `.item()`, `.cpu()`, `.tolist()` spelled (SYNC_METHODS), and a forward's `def` (FORWARD_NAMES, looser).
+_SYNC_METHOD = re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b")
+_FORWARD_DEF = re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__|\w+_forward\b)")
 # What a forward of a file that verifies can report (no sleep, no wait, no truth read: drifted only).
-_VERIFIED_SYNC = re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b|synchronize")
-_VERIFIED_NAMES = frozenset({"item", "cpu", "tolist", "synchronize"})
+_VERIFIED_NAMES = frozenset(SYNC_METHODS | {"synchronize"})
 # Collectives run once per layer of every step: `tensor_model_parallel_all_reduce`.
 COLLECTIVE = re.compile(r"(?:^|_)(?:all_reduce|all_gather|reduce_scatter|all_to_all)(?:_|$)")
 # Reductions whose truth a Python test reads back from the device: `if torch.isnan(x).any():`.
@@ -82,14 +84,14 @@ that stalls every step.
 Knowingly not: syncs hidden in tensor printing (`print(x)` of a CUDA tensor), `.numpy()`,
 a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
     PREFILTER = (
-        re.compile(rb"\.[\s\\]*(?:item|cpu|tolist)\b"),
+        _SYNC_METHOD,
         b"synchronize",
         b"sleep",
         _WAIT,  # `_PACE.wait(0.015)`: a wait with a timeout
         re.compile(rb"\.[\s\\]*(?:any|all)[\s\\]*\([\s\\]*\)"),  # `if torch.isnan(x).any():` reads a device value
     )
     REQUIRES = (
-        re.compile(rb"\bdef[\s\\]+(?:_*forward|__call__|\w+_forward\b)"),
+        _FORWARD_DEF,
         re.compile(rb"\bdef[\s\\]+\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all)"),
         re.compile(rb"\bdef[\s\\]+_*(?:execute_model|model_step|step|schedule|sample|compute_logits|propose)"),
         re.compile(rb"\bdef[\s\\]+_*do_kv_cache_update"),
@@ -102,13 +104,12 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
         if not statement.drifted:
             # A file that verifies: only a forward's own syncs (`_hot`), a sync method or call spelled
             # in it, or a helper or alias of the module that runs one.
-            if cls.REQUIRES[0].search(statement.text) is None:  # type: ignore[index, union-attr]
+            if _FORWARD_DEF.search(statement.text) is None:
                 return False
             if alias:
                 return True
-            return _VERIFIED_SYNC.search(statement.text) is not None and not _VERIFIED_NAMES.isdisjoint(
-                statement.identifiers()
-            )
+            spelled = _SYNC_METHOD.search(statement.text) is not None or b"synchronize" in statement.text
+            return spelled and not _VERIFIED_NAMES.isdisjoint(statement.identifiers())
         if super().keeps(statement, alias):
             return True
         if statement.drifted and _WAIT.search(statement.text) and matches_any(cls.REQUIRES, statement.text):

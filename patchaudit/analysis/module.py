@@ -25,6 +25,8 @@ from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 from patchaudit.analysis.trees import called_name, statements
 
 __all__ = [
+    "assigned_names",
+    "bound_through",
     "Inner",
     "Helper",
     "ModuleAnalysis",
@@ -541,16 +543,8 @@ def path_names(tree: ast.Module, source: bytes) -> frozenset[str]:
     lines = source.splitlines(keepends=True)
     entries: list[tuple[frozenset[str], bytes]] = []
     for stmt in statements(tree.body):
-        names: set[str] = set()
-        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                for part in ast.walk(target):
-                    if isinstance(part, ast.Name):
-                        names.add(part.id)
-                    elif isinstance(part, ast.Attribute):
-                        names.add(part.attr)
-        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        names = assigned_names(stmt) if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) else set()
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             names.add(stmt.name)
         if names:
             entries.append((frozenset(names), b"".join(lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])))
@@ -561,12 +555,34 @@ def path_names(tree: ast.Module, source: bytes) -> frozenset[str]:
             found.update(bound)
         else:
             left.append((bound, frozenset(w.decode() for w in _WORD.findall(text))))
+    # `_FIX = os.path.join(_BASE, "fix")` after `_BASE = "/mnt/k2"`: through names
+    return bound_through(found, left)
+
+
+def assigned_names(stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]:
+    """The names and attributes an assignment's targets spell (`self.env = ...`: self and env)."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {
+        part.id if isinstance(part, ast.Name) else part.attr
+        for target in targets
+        for part in ast.walk(target)
+        if isinstance(part, ast.Name | ast.Attribute)
+    }
+
+
+def bound_through(
+    found: set[str], binds: Iterable[tuple[frozenset[str], frozenset[str]]], reached: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """`found`, grown by the names of each binding (names bound, names its value spells) whose value
+    spells one of `found` or of `reached`, until none is left to add: names bound to something
+    through one another, at any depth."""
+    binds = list(binds)
     grew = True
-    while grew:  # `_FIX = os.path.join(_BASE, "fix")` after `_BASE = "/mnt/k2"`: through names
+    while grew:
         grew = False
-        for bound, spelled in left:
-            if not bound <= found and not spelled.isdisjoint(found):
-                found.update(bound)
+        for bound, spelled in binds:
+            if not bound <= found and not spelled.isdisjoint(found | reached):
+                found |= bound
                 grew = True
     return frozenset(found)
 
