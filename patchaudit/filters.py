@@ -8,7 +8,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["Filter", "Statement", "matches_any", "required_literal", "required_literals", "spelled_identifiers"]
+__all__ = [
+    "Alias",
+    "Filter",
+    "Statement",
+    "matches_any",
+    "required_literal",
+    "required_literals",
+    "spelled_identifiers",
+]
 
 Filter = Sequence[bytes | re.Pattern[bytes]] | re.Pattern[bytes] | bytes | None
 
@@ -49,6 +57,27 @@ class Statement:
         if self._identifiers is None:
             self._identifiers = spelled_identifiers(self.nodes())
         return self._identifiers
+
+
+class Alias:
+    """Whether a statement reaches what a rule's filters match through the module: a module-level
+    name bound to it (`save = torch.save`, then `save(x)`), a constant the rule weighs, or a helper
+    of the module whose text matches (`_dump(x)`).
+
+    Weighed on first use, once: most statements are settled by their own text before it is asked.
+    """
+
+    __slots__ = ("_known", "_weigh")
+
+    def __init__(self, weigh: Callable[[], bool] | bool) -> None:
+        self._weigh = weigh
+        self._known: bool | None = weigh if isinstance(weigh, bool) else None
+
+    def __bool__(self) -> bool:
+        if self._known is None:
+            assert not isinstance(self._weigh, bool)
+            self._known = self._weigh()
+        return self._known
 
 
 def spelled_identifiers(nodes: Iterable[ast.AST]) -> frozenset[str]:

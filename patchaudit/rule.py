@@ -94,7 +94,7 @@ from patchaudit.analysis.sinks import subexpressions
 from patchaudit.analysis.trees import called_name, dotted, statements
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
-from patchaudit.filters import Filter, Statement, matches_any, spelled_identifiers
+from patchaudit.filters import Alias, Filter, Statement, matches_any, spelled_identifiers
 from patchaudit.report import Severity
 
 __all__ = [
@@ -136,6 +136,7 @@ __all__ = [
     "Rule",
     "TextRule",
     "Statement",
+    "Alias",
     "matches_any",
     "tuning",
     "called_name",
@@ -413,10 +414,11 @@ class Rule(cst.BatchableCSTVisitor):
         )
 
     @classmethod
-    def keeps(cls, statement: Statement, alias: bool) -> bool:
+    def keeps(cls, statement: Statement, alias: Alias) -> bool:
         """Whether a statement (a module-level one, or a member of a class) could hold a finding.
 
-        `alias`: the statement names a module-level name bound to something `mentions` accepts.
+        `alias`: the statement names a module-level name bound to something `mentions` accepts
+        (weighed when first asked: a rule that settles a statement otherwise never weighs it).
         """
         if not (alias or matches_any(cls.PREFILTER, statement.text)):
             return False

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from patchaudit.rule import (
+    Alias,
     Example,
     Rule,
     Severity,
@@ -210,7 +211,7 @@ torch.matmul` is not followed), or by a function object from another module."""
         return any(word in text for word in _OWN_PREFILTER)
 
     @classmethod
-    def keeps(cls, statement: Statement, alias: bool) -> bool:
+    def keeps(cls, statement: Statement, alias: Alias) -> bool:
         """The environment, a seed or a determinism switch spelled (or a name bound to one); or an
         attribute of an imported library set to a function, or `setattr` on one."""
         if not statement.drifted and statement.module is not None:

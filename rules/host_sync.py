@@ -8,6 +8,7 @@ import libcst as cst
 from patchaudit.rule import (
     FORWARD_NAMES,
     STEP_NAMES,
+    Alias,
     Example,
     FileContext,
     Rule,
@@ -100,7 +101,7 @@ a bare `bool(tensor)` of a name, helpers in other modules, `asyncio.sleep()`."""
     IDENTIFIERS = frozenset({"item", "cpu", "tolist", "synchronize", "sleep", "any", "all"})
 
     @classmethod
-    def keeps(cls, statement: Statement, alias: bool) -> bool:
+    def keeps(cls, statement: Statement, alias: Alias) -> bool:
         if not statement.drifted:
             # A file that verifies: only a forward's own syncs (`_hot`), a sync method or call spelled
             # in it, or a helper or alias of the module that runs one.

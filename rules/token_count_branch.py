@@ -15,6 +15,7 @@ from patchaudit.rule import (
     PLURAL,
     POSITIONS,
     STRONG_CHANGES,
+    Alias,
     Change,
     Example,
     FileContext,
@@ -1365,7 +1366,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         return type(value) is int and value >= 2
 
     @classmethod
-    def keeps(cls, statement: Statement, alias: bool) -> bool:
+    def keeps(cls, statement: Statement, alias: Alias) -> bool:
         # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
         # statement names a helper of the module the filters match).
         if alias:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.trees import walk
-from patchaudit.filters import Statement, spelled_identifiers
+from patchaudit.filters import Alias, Statement, spelled_identifiers
 from patchaudit.rule import Rule
 
 __all__ = ["Reduced", "blocks", "reduced"]
@@ -225,7 +225,8 @@ def reduced(
     # filters run over it, only when a statement reaches the helper (a drifted file's few changed
     # statements reach few).
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
-    through = _Spelled(set(module_names) | set(texts))  # what a helper's text may reach through
+    reaching = set(module_names) | set(texts)
+    through = _Spelled(reaching)  # what a helper's text may reach through
     spelled_names = _Spelled(set(module_names) | set(texts) | {name for name, _ in constants})
     nodes = _Nodes()
     spelled_in = _SpanIdentifiers(tree.body, nodes)
@@ -274,17 +275,20 @@ def reduced(
         touched = changed is None or any(line in changed for line in range(first, last + 1))
         walked = nodes.header if header else nodes
         statement = Statement(b"".join(lines[first - 1 : last]), stmts, walked, tree, drifted, data)
-        named: set[str] | None = None
-        through_names: frozenset[str] = frozenset()
+        named: list[tuple[set[str], frozenset[str]]] = []  # what it spells, and reaches through helpers
+
+        def aliased(index: int) -> bool:
+            if not named:
+                spelled = spelled_names.which(statement.text, _words(statement.text))
+                named.append((spelled, frozenset().union(*(reach(n) for n in spelled if n in reaching))))
+            spelled, through_names = named[0]
+            return not matter[index].isdisjoint(spelled) or any_direct(index, through_names)
+
         found = set()
         for index, rule in enumerate(rules):
             if not (touched or rule.WHOLE_MODULE):
                 continue
-            if named is None:
-                named = spelled_names.which(statement.text, _words(statement.text))
-                through_names = frozenset().union(*(reach(n) for n in named if n in texts or n in module_names))
-            alias = not matter[index].isdisjoint(named) or any_direct(index, through_names)
-            if rule.keeps(statement, alias):
+            if rule.keeps(statement, Alias(functools.partial(aliased, index))):
                 found.add(index)
         return frozenset(found)
 
