@@ -79,10 +79,13 @@ _ENVIRON_NAMES = frozenset(word.decode() for word in _ENVIRON)
 
 
 @functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
-def _environ_names(tree: ast.Module) -> frozenset[str]:
+def _environ_names(tree: ast.Module, source: bytes | None) -> frozenset[str]:
     """The names and attributes a module binds to the environment or its setters, at any depth and
     through one another: `from os import environ as env`, `_ENV = os.environ`, `self.env = _ENV`,
-    `_KEY = "environ"` (for a `getattr`)."""
+    `_KEY = "environ"` (for a `getattr`). Empty when the file's bytes spell none of the three (`source`;
+    None: unknown): the statement filters read a name by its spelling."""
+    if source is not None and not any(word in source for word in _ENVIRON):
+        return frozenset()
     found: set[str] = set()
     binds: list[tuple[frozenset[str], frozenset[str]]] = []
     for stmt in statements(tree.body):
@@ -218,10 +221,11 @@ torch.matmul` is not followed), or by a function object from another module."""
             # A file that verifies: only the environment's changes are reported there (seeds, switches
             # and functions replaced are judged against the distribution's text of a drifted file),
             # spelled in the statement or through a name the module binds to the environment.
-            spelled = statement.identifiers()
-            if not _environ_names(statement.module).isdisjoint(spelled):
+            bound = _environ_names(statement.module, statement.source)
+            if bound and not bound.isdisjoint(statement.identifiers()):
                 return True
-            return any(word in statement.text for word in _ENVIRON) and not _ENVIRON_NAMES.isdisjoint(spelled)
+            spelled = any(word in statement.text for word in _ENVIRON)
+            return spelled and not _ENVIRON_NAMES.isdisjoint(statement.identifiers())
         if alias:
             return True
         if any(word in statement.text for word in _OWN_PREFILTER) and not cls.IDENTIFIERS.isdisjoint(
