@@ -255,7 +255,7 @@ def reduced(
         """A module-level name bound to what the rule's filters match, or a helper whose own text does."""
         rule = rules[index]
         return any(_may_name(rule, q, identifiers[index]) for q in module_names.get(name, ())) or any(
-            spelled_in.any_of(identifiers[index], span) and rule.mentions(text)
+            rule.mentions(text) and spelled_in.any_of(identifiers[index], span)
             for text, span in zip(texts.get(name, ()), helpers.get(name, ()), strict=True)
         )
 
