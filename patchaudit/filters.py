@@ -103,13 +103,21 @@ def matches_any(tests: Filter, data: bytes) -> bool:
     """Whether data holds one of the tests: bytes, or a pattern's match (None: any data)."""
     if tests is None:
         return True
-    if isinstance(tests, bytes | re.Pattern):
-        tests = (tests,)
-    for test in tests:
-        if isinstance(test, bytes):
-            if test in data:
-                return True
-        elif _may_match(test, data) and test.search(data) is not None:
+    if isinstance(tests, bytes):
+        return tests in data
+    if isinstance(tests, re.Pattern):
+        return _may_match(tests, data) and tests.search(data) is not None
+    if isinstance(tests, tuple):  # a rule's own (a list may change: planned each time)
+        planned = _PLANS.get(id(tests))
+        if planned is None or planned[0] is not tests:
+            planned = _PLANS[id(tests)] = (tests, _plan(tests))
+        plan = planned[1]
+    else:
+        plan = _plan(tests)
+    for literals, pattern in plan:
+        if literals and not any(literal in data for literal in literals):
+            continue
+        if pattern is None or pattern.search(data) is not None:
             return True
     return False
 
@@ -130,6 +138,20 @@ def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
     if literals is None:
         literals = _REQUIRED[pattern] = required_literals(pattern)
     return not literals or any(literal in data for literal in literals)
+
+
+_Step = tuple[tuple[bytes, ...], re.Pattern[bytes] | None]
+# Per tuple of tests (held, so that its id names it alone): the order to try them in.
+_PLANS: dict[int, tuple[tuple[bytes | re.Pattern[bytes], ...], list[_Step]]] = {}
+
+
+def _plan(tests: Sequence[bytes | re.Pattern[bytes]]) -> list[_Step]:
+    """The tests as (literals one of which a match holds, the pattern to run then; None: the literal
+    is the test), cheapest first: bytes, then patterns a literal rules out, then the rest. The
+    answer is whether any test holds, so their order changes only what it costs."""
+    plain = [((test,), None) for test in tests if isinstance(test, bytes)]
+    patterns = [(required_literals(test), test) for test in tests if not isinstance(test, bytes)]
+    return [*plain, *(p for p in patterns if p[0]), *(p for p in patterns if not p[0])]
 
 
 def required_literals(pattern: re.Pattern[bytes]) -> tuple[bytes, ...]:

@@ -91,3 +91,24 @@ def test_a_literal_set_holds_one_literal_of_every_match() -> None:
     for text in (b"x.settrace(f)", b"sys.setprofile(None)"):
         assert matches_any(re.compile(rb"\bset(?:trace|profile)\b"), text)
     assert not matches_any(re.compile(rb"\bset(?:trace|profile)\b"), b"settings = setup()")
+
+
+def test_a_rules_tests_in_any_order_keep_what_they_keep_in_theirs() -> None:
+    """`matches_any` tries a rule's tests cheapest first (bytes, then patterns a literal rules out):
+    over every statement of a corpus and every file of it, each rule's PREFILTER and REQUIRES hold
+    exactly where one of their tests, tried in the rule's order, holds."""
+    corpus = Path(os.environ.get("PATCHAUDIT_LITERAL_CORPUS") or Path(sysconfig.get_paths()["purelib"]) / "rich")
+    texts = _statements(corpus) + [path.read_bytes() for path in sorted(corpus.rglob("*.py"))]
+    reordered = 0
+    for rule in RULES:
+        for tests in (rule.PREFILTER, rule.REQUIRES):
+            if not isinstance(tests, tuple):
+                continue
+            kinds = [isinstance(test, bytes) or bool(required_literals(test)) for test in tests]
+            reordered += kinds != sorted(kinds, reverse=True)
+            in_order = [
+                any(test in text if isinstance(test, bytes) else test.search(text) is not None for test in tests)
+                for text in texts
+            ]
+            assert [matches_any(tests, text) for text in texts] == in_order, rule.ID
+    assert reordered >= 3  # rules whose own order puts a costly pattern first
