@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import email
 import json
 import textwrap
@@ -153,3 +154,72 @@ def test_agrees_with_libcst_on_every_imported_call_of_real_packages() -> None:
         assert visitor.problems == [], path
         checked += visitor.checked
     assert checked > 300
+
+
+def _table_shape(table: NameTable) -> object:
+    """A table's bindings, strings and instance values, with each ast node named by its place."""
+
+    def place(value: object) -> object:
+        if isinstance(value, ast.AST):  # a node made for the table (`for save in ...`): its text
+            found = getattr(value, "lineno", None)
+            return (type(value).__name__, found, value.col_offset) if found else ast.dump(value)  # type: ignore[attr-defined]
+        if isinstance(value, list | tuple):
+            return tuple(place(v) for v in value)
+        if dataclasses.is_dataclass(value):
+            return (type(value).__name__, tuple(place(getattr(value, f.name)) for f in dataclasses.fields(value)))
+        return value
+
+    bindings = {(scope, name): place(found) for scope, names in table.bindings.items() for name, found in names.items()}
+    assigned = {key: place(values) for key, values in table.instance_assigned.items()}
+    return bindings, table.strings, assigned, table.class_bases, table.star_modules
+
+
+_BINDS_INSIDE = """
+import functools
+import triton
+
+
+@triton.heuristics({"HAS_BIAS": lambda args: args["B"] is not None})
+def kernel(x):
+    return x
+
+
+@functools.lru_cache(maxsize=(n := 4))
+def cached(y):
+    return y
+
+
+class Tap:
+    @staticmethod
+    def pick(f=lambda t: t.save):
+        return f
+
+    def run(self, xs):
+        if (hit := len(xs)) == 5:
+            print(hit)
+        for self.i in (keep := [x for x in xs if (y := x)]):
+            pass
+        while (z := xs.pop()) is not None:
+            break
+        with open(z) as handle, (w := handle):
+            pass
+        try:
+            pass
+        except OSError as err:
+            del err
+        match xs:
+            case [first, *rest]:
+                pass
+            case {"k": v, **others}:
+                pass
+        return sorted(xs, key=lambda s: s.n)
+"""
+
+
+def test_the_table_read_from_the_source_is_the_table_of_every_node() -> None:
+    """With the source, a statement whose lines spell no `lambda` and no `:=` is bound without
+    walking its expressions; the bindings are those found by visiting every node."""
+    files = [path.read_bytes() for path in _files(click) + _files(json) + _files(email)]
+    for data in [_BINDS_INSIDE.encode(), *files]:
+        tree = ast.parse(data)
+        assert _table_shape(NameTable.build(tree, data)) == _table_shape(NameTable.build(tree)), data[:60]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -338,6 +339,7 @@ def _chain(scope: Scope) -> Iterable[Scope]:
         yield outer
 
 
+_BOUND = (ast.Store, ast.Del)
 _SIMPLE = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
 
 
@@ -355,19 +357,37 @@ def unpacked(target: ast.expr, value: ast.expr | None) -> list[tuple[ast.expr, a
 class _Binder(ast.NodeVisitor):
     def __init__(self, table: NameTable, lines: list[bytes] | None = None) -> None:
         self.table = table
-        self.lines = lines
         self.scope: Scope = ()
         self.globals: dict[Scope, set[str]] = {}
+        # With the source: how many of the lines up to each one spell `lambda` or `:=`, and whether
+        # the statement being visited has none (`plain`): then its expressions bind nothing.
+        self.binding_lines: list[int] | None = None
+        if lines is not None:
+            self.binding_lines = list(itertools.accumulate((b"lambda" in ln or b":=" in ln for ln in lines), initial=0))
+        self.plain = False
 
     def visit(self, node: ast.AST) -> None:
-        if self.lines is not None and isinstance(node, _SIMPLE) and self._plain(node):
-            self._targets(node)
+        if isinstance(node, ast.stmt) and self.binding_lines is not None:
+            plain = self.plain or self._plain(node)
+            if plain and isinstance(node, _SIMPLE):
+                self._targets(node)
+                return
+            outer, self.plain = self.plain, plain
+            try:
+                super().visit(node)
+            finally:
+                self.plain = outer
             return
+        if self.plain and isinstance(node, ast.expr) and not isinstance(getattr(node, "ctx", None), _BOUND):
+            return  # read, not bound: without a lambda or a walrus, nothing in an expression binds a name
         super().visit(node)
 
     def _plain(self, node: ast.stmt) -> bool:
-        assert self.lines is not None
-        return not any(b"lambda" in line or b":=" in line for line in self.lines[node.lineno - 1 : node.end_lineno])
+        """Whether no line of the statement (its decorators' included) spells `lambda` or `:=`."""
+        assert self.binding_lines is not None
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        end = min(node.end_lineno or node.lineno, len(self.binding_lines) - 1)
+        return self.binding_lines[end] == self.binding_lines[first - 1]
 
     def _targets(self, node: ast.stmt) -> None:
         """The bindings of a statement whose expressions bind nothing."""
