@@ -230,12 +230,20 @@ def reduced(
     spelled_names = _Spelled(set(module_names) | set(texts) | {name for name, _ in constants})
     nodes = _Nodes()
     spelled_in = _SpanIdentifiers(tree.body, nodes)
+    span_words: dict[tuple[int, int], frozenset[bytes]] = {}
     edges: dict[str, set[str]] = {}
     reached: dict[str, frozenset[str]] = {}
     asked: list[set[str]] = [set() for _ in rules]  # per rule: the names weighed so far
     direct: list[set[str]] = [set() for _ in rules]  # and of those, the ones that are its sink
     matter = [{n for n, value in constants if r.constant_matters(value)} if r.CONSTANTS else set() for r in rules]
     identifiers = [r.identifiers_in(data) for r in rules]
+
+    def words(span: tuple[int, int], text: bytes) -> frozenset[bytes]:
+        """The words of the text on a span of lines (a helper's is a statement's too: read once)."""
+        found = span_words.get(span)
+        if found is None:
+            found = span_words[span] = _words(text)
+        return found
 
     def reach(name: str) -> frozenset[str]:
         """The name and every name its helpers' texts spell, at any depth."""
@@ -245,7 +253,8 @@ def reduced(
             while todo:
                 at = todo.pop()
                 if at not in edges:
-                    edges[at] = set().union(*(through.which(t, _words(t)) for t in texts.get(at, ())))
+                    spans = zip(texts.get(at, ()), helpers.get(at, ()), strict=True)
+                    edges[at] = set().union(*(through.which(t, words(span, t)) for t, span in spans))
                 todo.extend(edges[at] - seen)
                 seen |= edges[at]
             found = reached[name] = frozenset(seen)
@@ -279,7 +288,7 @@ def reduced(
 
         def aliased(index: int) -> bool:
             if not named:
-                spelled = spelled_names.which(statement.text, _words(statement.text))
+                spelled = spelled_names.which(statement.text, words((first, last), statement.text))
                 named.append((spelled, frozenset().union(*(reach(n) for n in spelled if n in reaching))))
             spelled, through_names = named[0]
             return not matter[index].isdisjoint(spelled) or any_direct(index, through_names)
