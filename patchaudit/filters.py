@@ -111,15 +111,19 @@ def matches_any(tests: Filter, data: bytes) -> bool:
         planned = _PLANS.get(id(tests))
         if planned is None or planned[0] is not tests:
             planned = _PLANS[id(tests)] = (tests, _plan(tests))
-        plan = planned[1]
+        plain, guarded, rest = planned[1]
     else:
-        plan = _plan(tests)
-    for literals, pattern in plan:
-        if literals and not any(literal in data for literal in literals):
-            continue
-        if pattern is None or pattern.search(data) is not None:
+        plain, guarded, rest = _plan(tests)
+    for test in plain:
+        if test in data:
             return True
-    return False
+    for literals, pattern in guarded:
+        for literal in literals:
+            if literal in data:
+                if pattern.search(data) is not None:
+                    return True
+                break
+    return any(pattern.search(data) is not None for pattern in rest)
 
 
 _REQUIRED: dict[re.Pattern[bytes], tuple[bytes, ...]] = {}
@@ -140,18 +144,21 @@ def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
     return not literals or any(literal in data for literal in literals)
 
 
-_Step = tuple[tuple[bytes, ...], re.Pattern[bytes] | None]
+# The bytes of a tuple of tests, its patterns with the literals one of which a match holds, the rest.
+_Plan = tuple[tuple[bytes, ...], tuple[tuple[tuple[bytes, ...], re.Pattern[bytes]], ...], tuple[re.Pattern[bytes], ...]]
 # Per tuple of tests (held, so that its id names it alone): the order to try them in.
-_PLANS: dict[int, tuple[tuple[bytes | re.Pattern[bytes], ...], list[_Step]]] = {}
+_PLANS: dict[int, tuple[tuple[bytes | re.Pattern[bytes], ...], _Plan]] = {}
 
 
-def _plan(tests: Sequence[bytes | re.Pattern[bytes]]) -> list[_Step]:
-    """The tests as (literals one of which a match holds, the pattern to run then; None: the literal
-    is the test), cheapest first: bytes, then patterns a literal rules out, then the rest. The
-    answer is whether any test holds, so their order changes only what it costs."""
-    plain = [((test,), None) for test in tests if isinstance(test, bytes)]
+def _plan(tests: Sequence[bytes | re.Pattern[bytes]]) -> _Plan:
+    """The tests cheapest first: bytes, then patterns a literal rules out (with their literals),
+    then the rest. The answer is whether any test holds, so their order changes only what it costs."""
     patterns = [(required_literals(test), test) for test in tests if not isinstance(test, bytes)]
-    return [*plain, *(p for p in patterns if p[0]), *(p for p in patterns if not p[0])]
+    return (
+        tuple(test for test in tests if isinstance(test, bytes)),
+        tuple((literals, test) for literals, test in patterns if literals),
+        tuple(test for literals, test in patterns if not literals),
+    )
 
 
 def required_literals(pattern: re.Pattern[bytes]) -> tuple[bytes, ...]:
