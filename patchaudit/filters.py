@@ -64,7 +64,8 @@ class Alias:
     name bound to it (`save = torch.save`, then `save(x)`), a constant the rule weighs, or a helper
     of the module whose text matches (`_dump(x)`).
 
-    Weighed on first use, once: most statements are settled by their own text before it is asked.
+    Weighed on first use, once: a rule that settles a statement without it (env-mutation and
+    host-sync in a file that verifies) never pays for it. `Alias(False)` is a known answer.
     """
 
     __slots__ = ("_known", "_weigh")
