@@ -63,20 +63,10 @@ from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import code_tokens, line_opcodes, one_line, pth_executable_lines, source_lines
-from patchaudit.analysis.module import (
-    NOT_CONSTANT,
-    Helper,
-    Inner,
-    ModuleAnalysis,
-    assigned_names,
-    bound_through,
-    fixed_path_ast,
-    path_names,
-    short_helper_names,
-    spells_path,
-)
+from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, short_helper_names
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
+from patchaudit.analysis.paths import fixed_path_ast, path_names, spells_path
 from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
@@ -91,7 +81,7 @@ from patchaudit.analysis.rewrites import (
 )
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
-from patchaudit.analysis.trees import called_name, dotted, statements
+from patchaudit.analysis.trees import assigned_names, bound_through, called_name, dotted, statements
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
 from patchaudit.filters import Alias, Filter, Statement, matches_any, spelled_identifiers

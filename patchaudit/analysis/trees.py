@@ -1,12 +1,14 @@
 """Plain reads of an ast tree: every node as a list (what `list(ast.walk(root))` gives, in the same
 order, less the expression contexts, at under half its cost), every statement, a dotted name as
-written, and the last name of a callee."""
+written, the last name of a callee, the names an assignment's targets spell, and names bound
+through one another."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
-__all__ = ["called_name", "dotted", "statements", "walk"]
+__all__ = ["assigned_names", "bound_through", "called_name", "dotted", "statements", "walk"]
 
 # Fields that hold an identifier, a string, a number or a constant in every node type (Python's
 # ASDL grammar): never a node, so the walk does not read them. And `ctx`: the Load, Store or Del of
@@ -71,3 +73,31 @@ def called_name(func: ast.expr) -> str:
     """The last name of a callee as written (`torch.nan_to_num` -> "nan_to_num", `open` -> "open"),
     else "" (a call of a call, a subscript)."""
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def assigned_names(stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]:
+    """The names and attributes an assignment's targets spell (`self.env = ...`: self and env)."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {
+        part.id if isinstance(part, ast.Name) else part.attr
+        for target in targets
+        for part in ast.walk(target)
+        if isinstance(part, ast.Name | ast.Attribute)
+    }
+
+
+def bound_through(
+    found: set[str], binds: Iterable[tuple[frozenset[str], frozenset[str]]], reached: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """`found`, grown by the names of each binding (names bound, names its value spells) whose value
+    spells one of `found` or of `reached`, until none is left to add: names bound to something
+    through one another, at any depth."""
+    binds = list(binds)
+    grew = True
+    while grew:
+        grew = False
+        for bound, spelled in binds:
+            if not bound <= found and not spelled.isdisjoint(found | reached):
+                found |= bound
+                grew = True
+    return frozenset(found)

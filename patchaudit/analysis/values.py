@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from patchaudit.analysis.module import temp_only
 from patchaudit.analysis.names import AttrRef, CallRef, ItemRef, NameRef, Ref, items_ref
+from patchaudit.analysis.paths import temp_only
 
 __all__ = [
     "UNKNOWN",
