@@ -333,3 +333,21 @@ def test_a_seed_of_a_file_that_verifies_keeps_nothing_for_env_mutation() -> None
     assert _kept_for("env-mutation", code, drifted=True)
     file = SourceFile(path="m.py", installed=code, pristine=None, drifted=False)
     assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)
+
+
+@pytest.mark.parametrize(
+    ("code", "rule_id"),
+    [
+        ('import torch\n\ndef f(x):\n    getattr(torch, "s\\x61ve")(x, "/tmp/x.pt")\n', "torch-save"),
+        ('import torch\n\ndef f(x):\n    getattr(torch, "\\u0073ave")(x, "/tmp/x.pt")\n', "torch-save"),
+        ('import os\n\ndef f():\n    getattr(os, "put\\x65nv")("X", "1")\n', "env-mutation"),
+        ('import os\n\ndef f():\n    getattr(os, "put\\145nv")("X", "1")\n', "env-mutation"),
+    ],
+)
+def test_a_name_spelled_by_escapes_in_a_drifted_file_is_found_with_the_filters_on(code: str, rule_id: str) -> None:
+    """A patch that spells its sink with escapes (`"s\\x61ve"`) spells no `save` for a byte filter;
+    the rules read the string's value. Such a drifted file is checked without filters."""
+    pristine = code.split("\n\ndef ")[0] + "\n\ndef f(x=None):\n    pass\n"
+    file = SourceFile(path="m.py", installed=code.encode(), pristine=pristine.encode(), drifted=True)
+    found = check_file(file, RULES)
+    assert (rule_id, "high") in {(f.rule, str(f.severity.value)) for f in found}, found
