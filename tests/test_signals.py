@@ -123,6 +123,18 @@ def _wait_for_handlers(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.002)
 
 
+def _exiting(pid: int) -> bool:
+    """Whether the process has begun to exit (the kernel's PF_EXITING, set before its memory is let
+    go): it has ended for a signal, which it no longer takes, though it is not yet a zombie that
+    `poll()` sees."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    flags = int(stat.rsplit(")", 1)[1].split()[6])
+    return bool(flags & 0x4)
+
+
 def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None = None) -> tuple[int, float] | None:
     """Start `cmd`, send `signum` `delay` seconds after patchaudit's code started; (exit code, seconds to
     exit), or None if it ended first."""
@@ -132,7 +144,7 @@ def _signal_run(cmd: list[str], delay: float, signum: int, again: float | None =
     )
     _wait_for_handlers(proc)
     time.sleep(delay)
-    if proc.poll() is not None:
+    if proc.poll() is not None or _exiting(proc.pid):
         proc.communicate()
         return None
     sent = time.monotonic()
