@@ -136,12 +136,18 @@ _ZERO_WIDTH = (_C.AT, _C.ASSERT, _C.ASSERT_NOT)
 _MOST = 16  # the most literals a check tries, and strings a part of a pattern is expanded to
 
 
-def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
-    """False only when data lacks every literal of a set one of which each match of the pattern
-    contains (a few cheap `in`s first)."""
+def _literals(pattern: re.Pattern[bytes]) -> tuple[bytes, ...]:
+    """required_literals, read once per pattern."""
     literals = _REQUIRED.get(pattern)
     if literals is None:
         literals = _REQUIRED[pattern] = required_literals(pattern)
+    return literals
+
+
+def _may_match(pattern: re.Pattern[bytes], data: bytes) -> bool:
+    """False only when data lacks every literal of a set one of which each match of the pattern
+    contains (a few cheap `in`s first)."""
+    literals = _literals(pattern)
     return not literals or any(literal in data for literal in literals)
 
 
@@ -154,7 +160,7 @@ _PLANS: dict[int, tuple[tuple[bytes | re.Pattern[bytes], ...], _Plan]] = {}
 def _plan(tests: Sequence[bytes | re.Pattern[bytes]]) -> _Plan:
     """The tests cheapest first: bytes, then patterns a literal rules out (with their literals),
     then the rest. The answer is whether any test holds, so their order changes only what it costs."""
-    patterns = [(required_literals(test), test) for test in tests if not isinstance(test, bytes)]
+    patterns = [(_literals(test), test) for test in tests if not isinstance(test, bytes)]
     return (
         tuple(test for test in tests if isinstance(test, bytes)),
         tuple((literals, test) for literals, test in patterns if literals),

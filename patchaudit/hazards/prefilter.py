@@ -227,7 +227,7 @@ def reduced(
     texts = {name: [b"".join(lines[first - 1 : last]) for first, last in spans] for name, spans in helpers.items()}
     reaching = set(module_names) | set(texts)
     through = _Spelled(reaching)  # what a helper's text may reach through
-    spelled_names = _Spelled(set(module_names) | set(texts) | {name for name, _ in constants})
+    spelled_names = _Spelled(reaching | {name for name, _ in constants})
     nodes = _Nodes()
     spelled_in = _SpanIdentifiers(tree.body, nodes)
     span_words: dict[tuple[int, int], frozenset[bytes]] = {}
