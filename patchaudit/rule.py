@@ -358,6 +358,9 @@ class Rule(cst.BatchableCSTVisitor):
     # True when a finding depends on statements other than its own (the engine then never drops
     # a statement this rule's filters keep, even outside a drifted file's changed lines).
     WHOLE_MODULE: ClassVar[bool] = False
+    # True when the statement check (statement_keeps) is cheap and seldom true next to the filters
+    # and the alias: Rule.keeps asks it first (the same answer, asked in another order).
+    CHECK_FIRST: ClassVar[bool] = False
     SUFFIXES: ClassVar[tuple[str, ...]] = (".py",)
     USES_LIBCST: ClassVar[bool] = True
     NEEDS_PRISTINE: ClassVar[bool] = False
@@ -410,6 +413,8 @@ class Rule(cst.BatchableCSTVisitor):
         `alias`: the statement names a module-level name bound to something `mentions` accepts
         (weighed when first asked: a rule that settles a statement otherwise never weighs it).
         """
+        if cls.CHECK_FIRST and not cls.statement_keeps(statement):
+            return False
         if not (alias or matches_any(cls.PREFILTER, statement.text)):
             return False
         if cls.REQUIRES_IN_STATEMENT and not (alias or matches_any(cls.REQUIRES, statement.text)):
@@ -418,7 +423,7 @@ class Rule(cst.BatchableCSTVisitor):
             wanted = cls.identifiers_in(statement.source)
             if wanted is not None and wanted.isdisjoint(statement.identifiers()):
                 return False
-        return cls.statement_keeps(statement)
+        return cls.CHECK_FIRST or cls.statement_keeps(statement)
 
     @classmethod
     def identifiers_in(cls, source: bytes | None) -> frozenset[str] | None:

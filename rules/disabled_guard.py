@@ -625,6 +625,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         re.compile(rb"(?m)^\w+[ \t]*(?::[^=\n]*)?=[ \t]*(?:True|False|None|0|1)[ \t]*(?:#[^\n]*)?$"),
     )
     CONSTANTS = True
+    CHECK_FIRST = True
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:

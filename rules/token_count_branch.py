@@ -1358,6 +1358,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     )
     REQUIRES_IN_STATEMENT = True
     CONSTANTS = True
+    CHECK_FIRST = True
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:
@@ -1368,16 +1369,15 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     @classmethod
     def keeps(cls, statement: Statement, alias: Alias) -> bool:
         # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
-        # statement names a helper of the module the filters match).
-        if alias:
+        # statement names a helper of the module the filters match; asked last, as it costs most).
+        branches = [node for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)]
+        if branches:
             short = _short_helpers(statement.module) if statement.module is not None else None
             if short is not None:  # and a lambda the statement binds (`is_five = lambda n: n == 5`)
                 short = short | _lambdas(statement.nodes())
-            branches = [node for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)]
-            if branches:
-                flags = _assigned([node for node in statement.nodes() if type(node) in _BINDERS])
-                if any(_asks_helper(node, short, flags) for node in branches):
-                    return True
+            flags = _assigned([node for node in statement.nodes() if type(node) in _BINDERS])
+            if any(_asks_helper(node, short, flags) for node in branches) and alias:
+                return True
         return super().keeps(statement, alias)
 
     @classmethod
