@@ -10,13 +10,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import libcst as cst
-from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
 from patchaudit.analysis.walk import Walker, walker
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
+from patchaudit.hazards.positions import Span, spans
 from patchaudit.hazards.prefilter import Reduced, blocks
 from patchaudit.hazards.prefilter import reduced as prefilter_reduced
 from patchaudit.hazards.source import SourceFile
@@ -125,20 +126,20 @@ def _run_rules(
         _visit(module, visitors, _gates(module, firsts, inner, keepers))
         if context.pending:
             if not prefilter or any(p.top is None for p in context.pending):
-                positions = context.metadata(PositionProvider)  # the whole module: slow, exact
+                positions = spans(module)  # the whole module
             else:
                 positions = _statement_positions(module, context.pending, firsts, inner)
             for p in context.pending:
-                start = positions[p.node].start  # type: ignore[attr-defined]
-                stmt = positions[p.stmt].start.line if p.stmt is not None else start.line  # type: ignore[attr-defined]
+                (line, column), _ = positions[p.node]
+                stmt = positions[p.stmt][0][0] if p.stmt is not None else line
                 head = _header(p.node)
-                end = positions[head].end.line if head in positions else start.line  # type: ignore[attr-defined]
+                end = positions[head][1][0] if head in positions else line
                 hits.append(
                     Hit(
                         rule=p.rule,
                         severity=p.severity,
-                        line=start.line,
-                        column=start.column,
+                        line=line,
+                        column=column,
                         message=p.message,
                         stmt_line=stmt,
                         end_line=end,
@@ -317,16 +318,16 @@ def _in_change(hit: Hit, changed: set[int]) -> Hit | None:
 
 def _statement_positions(
     module: cst.Module, pending: Sequence[Pending], firsts: list[int], inner: Mapping[int, list[int]]
-) -> dict[cst.CSTNode, object]:
+) -> dict[cst.CSTNode, Span]:
     """Positions of the nodes inside the module-level statements that hold a finding only.
 
-    PositionProvider generates code for the whole module with position tracking, four times the
-    cost of plain code generation. It runs only over the statements that hold a finding, and
-    their first lines come from ast (`firsts`, one per statement of the module, in order); in a
-    class whose members' lines are known (`inner`), only over the members that hold one.
+    Positions come from generating code with position tracking (spans): it runs only over the
+    statements that hold a finding, and their first lines come from ast (`firsts`, one per
+    statement of the module, in order); in a class whose members' lines are known (`inner`),
+    only over the members that hold one.
     """
     wanted = {id(p.top) for p in pending if p.top is not None}
-    out: dict[cst.CSTNode, object] = {}
+    out: dict[cst.CSTNode, Span] = {}
     if len(firsts) == len(module.body):
         for stmt, first in zip(module.body, firsts, strict=True):
             if id(stmt) in wanted:
@@ -339,35 +340,29 @@ def _statement_positions(
         code = module.code_for_node(stmt)
         if id(stmt) in wanted:
             wanted.discard(id(stmt))
-            mini = _mini(module, stmt)
-            for node, r in MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider).items():
-                out[node] = CodeRange(
-                    CodePosition(r.start.line + line, r.start.column),
-                    CodePosition(r.end.line + line, r.end.column),
-                )
+            out.update(_moved(spans(_mini(module, stmt)), line))
             if not wanted:
                 break
         line += code.count("\n")
     return out
 
 
+def _moved(found: dict[cst.CSTNode, Span], lines: int) -> dict[cst.CSTNode, Span]:
+    """Spans moved down by a number of lines."""
+    return {node: ((a + lines, b), (c + lines, d)) for node, ((a, b), (c, d)) in found.items()}
+
+
 def _shifted(
     module: cst.Module, stmt: cst.CSTNode, first: int, target: cst.CSTNode | None = None
-) -> dict[cst.CSTNode, object]:
+) -> dict[cst.CSTNode, Span]:
     """Positions inside `stmt` generated on its own, moved so that `target` (default: stmt) starts at `first`."""
-    found = MetadataWrapper(_mini(module, stmt), unsafe_skip_copy=True).resolve(PositionProvider)
-    shift = first - found[target if target is not None else stmt].start.line
-    return {
-        node: CodeRange(
-            CodePosition(r.start.line + shift, r.start.column), CodePosition(r.end.line + shift, r.end.column)
-        )
-        for node, r in found.items()
-    }
+    found = spans(_mini(module, stmt))
+    return _moved(found, first - found[target if target is not None else stmt][0][0])
 
 
 def _member_positions(
     module: cst.Module, cls: cst.CSTNode, firsts: list[int] | None, pending: Sequence[Pending]
-) -> dict[cst.CSTNode, object] | None:
+) -> dict[cst.CSTNode, Span] | None:
     """Positions inside the members of a class that hold a finding, each generated in a copy of
     the class that holds it alone (its indentation kept); None where that cannot answer."""
     if firsts is None or not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
@@ -375,7 +370,7 @@ def _member_positions(
     members = cls.body.body
     if len(members) != len(firsts) or any(p.member is None for p in pending):
         return None
-    out: dict[cst.CSTNode, object] = {}
+    out: dict[cst.CSTNode, Span] = {}
     wanted = {id(p.member) for p in pending}
     for member, first in zip(members, firsts, strict=True):
         if id(member) in wanted:
