@@ -25,7 +25,8 @@ SHAPES = {
     "comments only": "# one\n\n   # two\n",
     "compound": (
         "try:\n    x = 1\nexcept (A, B) as e:\n    raise\nelse:\n    pass\nfinally:\n    y = lambda q, *r, **s: q\n"
-        "with open(p) as f, g() as h:\n    match v:\n        case [1, *rest] if rest:\n            z = {k: w for k, w in d}\n"
+        "with open(p) as f, g() as h:\n    match v:\n"
+        "        case [1, *rest] if rest:\n            z = {k: w for k, w in d}\n"
         "async def g():\n    async for i in aiter():\n        await i\n    x: int = 5; y += 1\n"
     ),
 }

@@ -70,6 +70,25 @@ def _parsed(data: bytes) -> tuple[ast.Module | None, Hit | None]:
         return None, _parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")
 
 
+def _unchecked(self: cst.CSTNode) -> None:
+    """In place of CSTNode.__post_init__ while libcst's parser builds a tree (_parse_cst)."""
+
+
+def _parse_cst(source: bytes) -> cst.Module:
+    """cst.parse_module without libcst's check of each node it builds.
+
+    Every node's __post_init__ runs its _validate, a check meant for trees built by hand (a sixth
+    of the parse, libcst's own comment marks it as a cost to move). The native parser builds only
+    what its grammar accepts, and a node a rule builds later (`with_changes`) is checked as before.
+    """
+    check = cst.CSTNode.__dict__["__post_init__"]
+    cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(source)
+    finally:
+        cst.CSTNode.__post_init__ = check  # type: ignore[method-assign]
+
+
 def _run_rules(
     file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True, changed: set[int] | None = None
 ) -> tuple[list[Hit], str]:
@@ -109,7 +128,7 @@ def _run_rules(
         return hits, text
     source, firsts, inner, keepers = reduced
     try:
-        module = cst.parse_module(source)
+        module = _parse_cst(source)
     except Exception as exc:  # libcst is stricter than ast on a few inputs: report, never crash
         return hits + [_parse_error_hit(f"does not parse: {type(exc).__name__}: {exc}")], text
     context = FileContext(
