@@ -252,6 +252,10 @@ def reduced(
             seen, todo = {name}, [name]
             while todo:
                 at = todo.pop()
+                done = reached.get(at)
+                if done is not None:
+                    seen |= done  # a name already followed: all it reaches, without a walk
+                    continue
                 if at not in edges:
                     spans = zip(texts.get(at, ()), helpers.get(at, ()), strict=True)
                     edges[at] = set().union(*(through.which(t, words(span, t)) for t, span in spans))
