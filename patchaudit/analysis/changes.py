@@ -28,6 +28,7 @@ from patchaudit.analysis.counts import unparsed
 from patchaudit.analysis.likeness import altered, literal_only, same_work, variant
 from patchaudit.analysis.omits import calls_kernel, omitted, tuning
 from patchaudit.analysis.rewrites import REWRITES_IN_PLACE, cast_of, kept_name, names_in, rewritten, unwrapped
+from patchaudit.analysis.trees import dotted, walk
 from patchaudit.analysis.values import Resolves, ValuesOf
 from patchaudit.analysis.walk import nodes
 
@@ -99,12 +100,13 @@ def function_facts(
         return Function(params=params, forward=forward)
     last = _last(node.body)
     usual = ast.unparse(last.value) if isinstance(last, ast.Return) and last.value is not None else None
+    found = walk(node)  # every node, once, in ast.walk's order
     names = Counter(
         t.id
-        for n in ast.walk(node)
+        for n in found
         if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
         for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
-        for t in ast.walk(target)
+        for t in walk(target)
         if isinstance(t, ast.Name)
     )
     return Function(
@@ -113,18 +115,18 @@ def function_facts(
         assigned=frozenset(names),
         assignments=dict(names),
         forward=forward,
-        samples=_samples(node, usual),
-        shared=frozenset(n for g in ast.walk(node) if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
-        passed=_passed(node),
+        samples=_samples(node, usual, found),
+        shared=frozenset(n for g in found if isinstance(g, ast.Global | ast.Nonlocal) for n in g.names),
+        passed=_passed(found),
     )
 
 
-def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset[str]]:
-    """The names and attributes the function hands to its calls, in an argument or a keyword
-    (`causal=causal`, `softmax_scale=self.scale`, `x.div_(temperature.unsqueeze(1))`), or uses
-    as an index (`cache[positions]`)."""
+def _passed(found: list[ast.AST]) -> dict[str, frozenset[str]]:
+    """The names and attributes the function (every node of it: `found`) hands to its calls, in
+    an argument or a keyword (`causal=causal`, `softmax_scale=self.scale`,
+    `x.div_(temperature.unsqueeze(1))`), or uses as an index (`cache[positions]`)."""
     out: dict[str, set[str]] = {}
-    for call in ast.walk(node):
+    for call in found:
         if isinstance(call, ast.Subscript):
             given = [("", call.slice)]  # `self.cos_sin_cache[positions]`: an index a lookup is given
         elif isinstance(call, ast.Call):
@@ -132,23 +134,23 @@ def _passed(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset
         else:
             continue
         for keyword, arg in given:
-            for sub in ast.walk(arg):
+            for sub in walk(arg):
                 if isinstance(sub, ast.Name | ast.Attribute):
-                    out.setdefault(ast.unparse(sub), set()).add(keyword)
+                    out.setdefault(dotted(sub) or ast.unparse(sub), set()).add(keyword)
     return {name: frozenset(keywords) for name, keywords in out.items()}
 
 
 _SAMPLER = re.compile(r"sampl|multinomial|logits|next_token|greedy", re.IGNORECASE)
 
 
-def _samples(node: ast.FunctionDef | ast.AsyncFunctionDef, usual: str | None) -> bool:
+def _samples(node: ast.FunctionDef | ast.AsyncFunctionDef, usual: str | None, found: list[ast.AST]) -> bool:
     """A function that picks tokens: its name or what it returns says so (`sample`, `sampled`,
     `next_tokens`), or it calls a sampler (`self.sampler(logits)`, `probs.multinomial(1)`)."""
     if _SAMPLER.search(node.name) or (usual is not None and _SAMPLER.search(usual)):
         return True
     return any(
         isinstance(n, ast.Call) and _SAMPLER.search(n.func.attr if isinstance(n.func, ast.Attribute) else "")
-        for n in ast.walk(node)
+        for n in found
     )
 
 
