@@ -19,6 +19,7 @@ from patchaudit.rule import (
     Rule,
     Severity,
     Statement,
+    ast_nodes,
     called_name,
     computed_by_call,
     dead_after,
@@ -84,7 +85,7 @@ def _subject(test: ast.expr) -> str | None:
 def _may_contradict(test: ast.expr) -> bool:
     """An `and` with two operands about one name (`x is None and x is not None`), or a comparison of
     no names at all (`len(()) > 0`): one that may never hold (the ast side of `Rule.folded`)."""
-    for node in ast.walk(test):
+    for node in ast_nodes(test):
         if isinstance(node, ast.BoolOp):
             subjects = [s for s in map(_subject, node.values) if s is not None]
             if len(subjects) != len(set(subjects)):

@@ -407,7 +407,7 @@ torch.matmul` is not followed), or by a function object from another module."""
             analysis = self.context.analysis
             tree = analysis.tree if analysis is not None else None
             defs = ast.FunctionDef | ast.AsyncFunctionDef
-            found = frozenset(n.name for n in ast.walk(tree) if isinstance(n, defs)) if tree else frozenset()
+            found = frozenset(n.name for n in statements(tree.body) if isinstance(n, defs)) if tree else frozenset()
             self._defined = found
         return found
 

@@ -24,6 +24,7 @@ from patchaudit.rule import (
     Severity,
     Statement,
     as_given,
+    ast_nodes,
     called_name,
     dotted,
     element_count,
@@ -570,9 +571,10 @@ def _magic_test(
             return True  # `if not (n - 5):`: the count against 5
     if isinstance(node, ast.If | ast.IfExp):
         # `if logits.shape[0] == 1: sampled = ...`: a batch of one matters only when its branch changes data.
-        tests = [t for t in ast.walk(node.test) if isinstance(t, ast.Compare)]
+        parts = ast_nodes(node.test)
+        tests = [t for t in parts if isinstance(t, ast.Compare)]
         # `solo = n == 1` above, then `if greedy or solo:`: the flag's comparison
-        tests += [v for t in ast.walk(node.test) if isinstance(t, ast.Name) for v in assigned.get(t.id, ())]
+        tests += [v for t in parts if isinstance(t, ast.Name) for v in assigned.get(t.id, ())]
         ones = {_one(t, assigned) for t in tests if isinstance(t, ast.Compare)}
         if isinstance(node, ast.IfExp):
             return bool(ones - {None})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from patchaudit.analysis import instances
 from patchaudit.analysis.names import NameTable, Scope, canonical, ref_of_ast
 from patchaudit.analysis.paths import TEMP_DIR, fixed_path_ast
-from patchaudit.analysis.trees import called_name, statements
+from patchaudit.analysis.trees import called_name, statements, walk
 
 __all__ = [
     "Inner",
@@ -126,7 +126,7 @@ class ModuleAnalysis:
     def _through(self, helper: Helper, depth: int, path: tuple[Helper, ...]) -> tuple[Inner, ...]:
         """A helper's own calls and, below `depth` 2, those of the helpers it calls (not on `path`)."""
         if helper._own is None:
-            made = [node for node in ast.walk(helper.node) if isinstance(node, ast.Call)]
+            made = [node for node in walk(helper.node) if isinstance(node, ast.Call)]
             called = [(call, self.helper(self._unwrapped(call.func, helper.scope), helper.scope)) for call in made]
             helper._own = (tuple(self._calls(made, helper.scope)), tuple((c, h) for c, h in called if h is not None))
         own, helpers = helper._own

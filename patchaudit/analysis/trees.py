@@ -81,7 +81,7 @@ def assigned_names(stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]
     return {
         part.id if isinstance(part, ast.Name) else part.attr
         for target in targets
-        for part in ast.walk(target)
+        for part in walk(target)
         if isinstance(part, ast.Name | ast.Attribute)
     }
 
