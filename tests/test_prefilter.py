@@ -351,3 +351,15 @@ def test_a_name_spelled_by_escapes_in_a_drifted_file_is_found_with_the_filters_o
     file = SourceFile(path="m.py", installed=code.encode(), pristine=pristine.encode(), drifted=True)
     found = check_file(file, RULES)
     assert (rule_id, "high") in {(f.rule, str(f.severity.value)) for f in found}, found
+
+
+def test_a_statement_nested_past_the_stack_is_left_to_the_rules() -> None:
+    """A filter that walks a statement deeper than Python's stack does not stop the file: the
+    statement is kept for the rule, which answers as it does with no filter (a rule error)."""
+    deep = "def f(x):\n    if " + "not " * 1100 + "x:\n        g()\n\n"
+    deep += "def h(y):\n    if True:\n        raise ValueError(y)\n"
+    file = SourceFile(path="vllm/mod.py", installed=deep.encode(), pristine=None, drifted=False)
+    rules = load_rules([])
+    with_filters = [(f.rule, f.line) for f in check_file(file, rules)]
+    assert ("rule-error", 1) in with_filters
+    assert with_filters == [(f.rule, f.line) for f in check_file(file, rules, prefilter=False)]

@@ -301,7 +301,11 @@ def reduced(
         for index, rule in enumerate(rules):
             if not (touched or rule.WHOLE_MODULE):
                 continue
-            if rule.keeps(statement, Alias(functools.partial(aliased, index))):
+            try:
+                kept = rule.keeps(statement, Alias(functools.partial(aliased, index)))
+            except RecursionError:  # nested past the stack of a filter's own walk: the rule weighs it
+                kept = True
+            if kept:
                 found.add(index)
         return frozenset(found)
 
