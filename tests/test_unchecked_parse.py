@@ -34,3 +34,15 @@ def test_a_parse_that_fails_leaves_the_checks_on() -> None:
         _parse_cst(b"def broken(:\n")
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+def test_code_that_trips_libcsts_own_check_is_read_by_the_rules() -> None:
+    """`x if y else(lambda: 1)` is Python, and libcst's parser reads it; its node check raises a
+    TypeError on it. Checked, the file was reported as one that does not parse, and the dump beside
+    it went unread."""
+    code = (
+        b"import torch\n\ndef save(model, path):\n    x = path if path else(lambda:1)\n"
+        b"    torch.save(model.state_dict(), '/tmp/m.pt')\n"
+    )
+    found = check_file(SourceFile(path="m.py", installed=code, pristine=None, drifted=True), load_rules([]))
+    assert [(f.rule, f.severity.value, f.line) for f in found] == [("torch-save", "high", 5)]
