@@ -78,8 +78,10 @@ def _parse_cst(source: bytes) -> cst.Module:
     """cst.parse_module without libcst's check of each node it builds.
 
     Every node's __post_init__ runs its _validate, a check meant for trees built by hand (a sixth
-    of the parse, libcst's own comment marks it as a cost to move). The native parser builds only
-    what its grammar accepts, and a node a rule builds later (`with_changes`) is checked as before.
+    of the parse, libcst's own comment marks it as a cost to move). Whether a file parses stays the
+    native parser's answer; where the check disagrees with it (`x if y else(lambda: 1)` raises a
+    TypeError in the check), the parser agrees with Python. A node a rule builds later
+    (`with_changes`) is checked as before.
     """
     check = cst.CSTNode.__dict__["__post_init__"]
     cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
