@@ -363,3 +363,49 @@ def test_a_statement_nested_past_the_stack_is_left_to_the_rules() -> None:
     with_filters = [(f.rule, f.line) for f in check_file(file, rules)]
     assert ("rule-error", 1) in with_filters
     assert with_filters == [(f.rule, f.line) for f in check_file(file, rules, prefilter=False)]
+
+
+_DROPPED = "def unrelated_{n}(a):\n    b = a + 1\n\n    return b * 2\n\n\n"
+_MEMBER = "    def other_{n}(self, a):\n        b = a + 1\n\n        return b\n\n"
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("end", ["", "\n", "\n\n\n"])
+def test_dropped_code_is_one_blank_stretch_and_findings_keep_their_lines(newline: str, end: str) -> None:
+    """Every run of lines the filters drop reaches libcst as one piece of whitespace, not a blank
+    line per line (three nodes each), and the findings after it keep their lines: module-level
+    functions, members of a kept class (each its `pass`), the end of the file."""
+    import libcst as cst
+
+    from patchaudit.analysis.module import ModuleAnalysis
+    from patchaudit.analysis.names import NameTable
+    from patchaudit.hazards.prefilter import reduced
+
+    code = "import torch\n\n\n" + "".join(_DROPPED.format(n=n) for n in range(5))
+    code += "class Model:\n" + "".join(_MEMBER.format(n=n) for n in range(5))
+    code += "    def forward(self, x):\n        torch.save(x, '/tmp/x.pt')\n        return x\n\n"
+    code += "".join(_MEMBER.format(n=n) for n in range(5, 8)) + "\n\n"
+    code += "def tail(x):\n    torch.save(x, '/tmp/y.pt')\n\n\n" + _DROPPED.format(n=9).rstrip("\n") + end
+    data = code.replace("\n", newline).encode()
+    file = SourceFile(path="vllm/model.py", installed=data, pristine=None, drifted=True)
+    found = [(f.rule, f.line) for f in check_file(file, RULES)]
+    lines = code.splitlines()
+    assert found == [
+        ("torch-save", lines.index("        torch.save(x, '/tmp/x.pt')") + 1),
+        ("torch-save", lines.index("    torch.save(x, '/tmp/y.pt')") + 1),
+    ]
+    assert found == [(f.rule, f.line) for f in check_file(file, RULES, prefilter=False)]
+
+    tree = ast.parse(data)
+    rules = [r for r in RULES if r.ID == "torch-save"]
+    cut = reduced(data, ModuleAnalysis.build(tree, NameTable.build(tree, data)), rules, None)
+    assert cut is not None
+    assert len(cut.source.splitlines()) == len(data.splitlines())  # positions need no mapping
+    blank_lines = [node for node in _nodes(cst.parse_module(cut.source)) if isinstance(node, cst.EmptyLine)]
+    assert len(blank_lines) <= 12, len(blank_lines)  # the kept code's own, and one per dropped run
+
+
+def _nodes(node):
+    yield node
+    for child in node.children:
+        yield from _nodes(child)

@@ -186,6 +186,21 @@ def _may_name(rule: type[Rule], qualified: str, identifiers: frozenset[str] | No
     return identifiers is None or not identifiers.isdisjoint(_NAME.findall(qualified))
 
 
+def _blank(out: list[bytes], first: int, last: int, head: bytes = b"") -> None:
+    """Lines `first` to `last` (from 1), and the blank lines after them, made one blank line (or
+    `head` and its line's end: a `pass`) that spans them: each line but the last ends in a
+    backslash, which joins it to the next. libcst reads the run as one piece of whitespace, where
+    it makes three nodes of each blank line; Python and positions count the lines alike."""
+    last = min(last, len(out))
+    while last < len(out) and not out[last].strip():
+        last += 1
+    for index in range(first - 1, last - 1):
+        out[index] = b"\\\n"
+    out[last - 1] = b"\n"
+    if head:
+        out[first - 1] = head + (b" \\\n" if last > first else b"\n")
+
+
 def reduced(
     data: bytes,
     analysis: ModuleAnalysis,
@@ -320,8 +335,7 @@ def reduced(
             if by:
                 kept.append(stmts[0].lineno)  # the `def` line, not a decorator's, as libcst positions it
             else:
-                for index in range(first - 1, min(last, len(lines))):
-                    out[index] = b"\n"
+                _blank(out, first, last)
             continue
         # A class is read member by member, and its own lines (decorators, bases, the `class` line)
         # apart: every rule that keeps one of them keeps the class. A member's findings lie in it
@@ -332,8 +346,7 @@ def reduced(
         by = keep(first, members[0][0] - 1, [cls], header=True).union(*members_by)
         keepers[0, cls.lineno] = by
         if not by:
-            for index in range(first - 1, min(last, len(lines))):
-                out[index] = b"\n"
+            _blank(out, first, last)
             continue
         kept.append(cls.lineno)
         members_at = inner[cls.lineno] = []
@@ -345,9 +358,7 @@ def reduced(
                 continue  # kept, or on the header's line (`class A(B): ...`)
             keepers[cls.lineno, m_first] = by  # the `pass` standing for it
             members_at.append(m_first)
-            out[m_first - 1] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
-            for index in range(m_first, min(m_last, len(lines))):
-                out[index] = b"\n"
+            _blank(out, m_first, m_last, head=line[: len(line) - len(line.lstrip(b" \t"))] + b"pass")
     if not kept:
         return None
     return Reduced(b"".join(out), kept, inner, keepers)
