@@ -81,7 +81,7 @@ from patchaudit.analysis.rewrites import (
 )
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
-from patchaudit.analysis.trees import assigned_names, bound_through, called_name, dotted, statements
+from patchaudit.analysis.trees import assigned_names, bound_through, called_name, dotted, of_types, statements
 from patchaudit.analysis.trees import walk as ast_nodes
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
@@ -155,6 +155,7 @@ __all__ = [
     "path_names",
     "statements",
     "ast_nodes",
+    "of_types",
     "spelled_identifiers",
     "assigned_names",
     "bound_through",

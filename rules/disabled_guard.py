@@ -26,6 +26,7 @@ from patchaudit.rule import (
     env_gated_exit,
     guard_in,
     nodes_under,
+    of_types,
     one_line,
     replaced_by_input,
     replaced_by_made_up,
@@ -102,6 +103,9 @@ _BLOCKS = frozenset(
     {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While, ast.If, ast.With}
     | {ast.AsyncWith, ast.Try, ast.TryStar, ast.ExceptHandler, ast.match_case, ast.Assert}
 )
+# The nodes statement_keeps weighs: a stand-in lambda, a block; in a drifted file, a value too.
+_WEIGHED = _BLOCKS | {ast.Lambda}
+_WEIGHED_DRIFTED = _WEIGHED | {ast.Assign, ast.Call, ast.IfExp}
 
 
 def _suppress(node: ast.expr) -> bool:
@@ -652,7 +656,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         scanned: _Scanned | None = None
         spelled: bool | None = None
         guarded: bool | None = None
-        for node in nodes:
+        for node in of_types(nodes, _WEIGHED_DRIFTED if drifted else _WEIGHED):  # most nodes are none of these
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
             if drifted and isinstance(node, ast.Assign | ast.Call | ast.IfExp) and _drifted_value(node, nodes):

@@ -32,6 +32,7 @@ from patchaudit.rule import (
     made_up_result,
     nodes_under,
     numeric_names,
+    of_types,
     one_line,
     padding,
     replaced_by_input,
@@ -402,6 +403,7 @@ def _shifted(count: ast.expr) -> bool:
 _TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp, ast.Call})
 _BINDERS = frozenset({ast.AugAssign, ast.Assign, ast.comprehension, ast.AnnAssign, ast.NamedExpr})
 _BRANCHES = frozenset({ast.If, ast.While, ast.IfExp})
+_IFS, _ASSIGNS, _ASSERTS = frozenset({ast.If, ast.IfExp}), frozenset({ast.Assign}), frozenset({ast.Assert})
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
 _CHANGING_METHODS = frozenset({"zero_", "fill_", "mul_", "copy_", "append", "extend", "insert", "appendleft"})
 
@@ -1372,12 +1374,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
     def keeps(cls, statement: Statement, alias: Alias) -> bool:
         # `if _want_dump(x.shape[0]):` where the helper holds the comparison (the alias says the
         # statement names a helper of the module the filters match; asked last, as it costs most).
-        branches = [node for node in statement.nodes() if isinstance(node, ast.If | ast.IfExp)]
+        branches = of_types(statement.nodes(), _IFS)
         if branches:
             short = _short_helpers(statement.module) if statement.module is not None else None
             if short is not None:  # and a lambda the statement binds (`is_five = lambda n: n == 5`)
-                short = short | _lambdas(statement.nodes())
-            flags = _assigned([node for node in statement.nodes() if type(node) in _BINDERS])
+                short = short | _lambdas(of_types(statement.nodes(), _ASSIGNS))
+            flags = _assigned(of_types(statement.nodes(), _BINDERS))
             if any(_asks_helper(node, short, flags) for node in branches) and alias:
                 return True
         return super().keeps(statement, alias)
@@ -1393,22 +1395,12 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
 
     @classmethod
     def _tests_hold(cls, nodes: Sequence[ast.AST], known: frozenset[str] | None, few: bool) -> bool:
-        binders, tests, branches, asserts = [], [], [], []
-        for node in nodes:  # once over every node, by type: most of a statement is neither
-            kind = type(node)
-            if kind in _BINDERS:
-                binders.append(node)
-            if kind in _TESTS:
-                tests.append(node)
-            if kind in _BRANCHES:
-                branches.append(node)
-            if kind is ast.Assert:
-                asserts.append(node)
+        tests = of_types(nodes, _TESTS)
         if not tests:
             return False
-        assigned = _assigned(binders)
-        alone = _wide(branches)
-        settled = _never_in_window(asserts)
+        assigned = _assigned(of_types(nodes, _BINDERS))
+        alone = _wide(of_types(nodes, _BRANCHES))  # type: ignore[arg-type]
+        settled = _never_in_window(of_types(nodes, _ASSERTS))  # type: ignore[arg-type]
         return any(_magic_test(node, assigned, alone, known, few) for node in tests if id(node) not in settled)
 
     VALID = [
