@@ -597,7 +597,7 @@ def counters(tree: ast.Module, top: str) -> frozenset[str]:
     if stmt is None:
         return frozenset()
     out = set()
-    walked = walk(stmt)
+    walked = statements([stmt])  # increments and declarations are statements: no expression walked
     shared = {n for node in walked if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     for node in walked:
         target = _incremented(node)
@@ -614,7 +614,7 @@ def instance_numbers(tree: ast.Module, cls: str) -> dict[str, int]:
     if not isinstance(stmt, ast.ClassDef):
         return {}
     seen: dict[str, list[object]] = {}
-    for node in walk(stmt):
+    for node in statements([stmt]):  # assignments are statements: no expression walked
         targets: Sequence[ast.expr] = ()
         value: ast.expr | None = None
         if isinstance(node, ast.Assign):
@@ -649,13 +649,16 @@ def numeric_names(tree: ast.Module) -> frozenset[str]:
         if not isinstance(cls, ast.ClassDef):
             continue
         for node in statements(cls.body):
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _integers(node.value):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                out.update(  # `self.debug_len = 5`
-                    t.attr
-                    for t in targets
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                )
+            if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            mine = [  # `self.debug_len = 5`: the target first, as most assignments bind a local
+                t.attr
+                for t in targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            ]
+            if mine and _integers(node.value):
+                out.update(mine)
     return frozenset(out)
 
 

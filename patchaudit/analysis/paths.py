@@ -84,6 +84,8 @@ def path_names(tree: ast.Module, source: bytes) -> frozenset[str]:
     text does (a helper that returns a path). A superset of what `values.fixed_path` follows
     (locals, module and class constants, attributes, helpers), for a statement filter; read from
     the statements' lines, not their expressions."""
+    if _PATH_START.search(source) is None:
+        return frozenset()  # no line of the module spells a path, so no statement's lines do
     lines = source.splitlines(keepends=True)
     entries: list[tuple[frozenset[str], bytes]] = []
     for stmt in statements(tree.body):
