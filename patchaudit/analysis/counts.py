@@ -26,7 +26,7 @@ import libcst as cst
 from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.module import constant_value
-from patchaudit.analysis.trees import statements, walk
+from patchaudit.analysis.trees import statements
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
 __all__ = [

@@ -1,9 +1,10 @@
 """The statement prefilter: the file cut down to the statements some rule could flag, before libcst parses it.
 
 A module-level statement no rule keeps becomes blank lines, joined by backslashes into one stretch of
-whitespace for libcst (_blank); in a class that is kept, a member no rule keeps becomes a `pass`. Each rule says what it keeps (Rule.keeps: its byte filters, IDENTIFIERS, then its
-statement check over the statement's ast nodes); a statement that names a module-level alias or a helper
-of the module counts what they stand for (`save = torch.save`, `_dump(x)`), at any depth.
+whitespace for libcst (_blank); in a class that is kept, a member no rule keeps becomes a `pass`. Each
+rule says what it keeps (Rule.keeps: its byte filters, IDENTIFIERS, then its statement check over the
+statement's ast nodes); a statement that names a module-level alias or a helper of the module counts
+what they stand for (`save = torch.save`, `_dump(x)`), at any depth.
 """
 
 from __future__ import annotations
