@@ -379,6 +379,7 @@ def test_dropped_code_is_one_blank_stretch_and_findings_keep_their_lines(newline
 
     from patchaudit.analysis.module import ModuleAnalysis
     from patchaudit.analysis.names import NameTable
+    from patchaudit.analysis.walk import nodes
     from patchaudit.hazards.prefilter import reduced
 
     code = "import torch\n\n\n" + "".join(_DROPPED.format(n=n) for n in range(5))
@@ -401,11 +402,5 @@ def test_dropped_code_is_one_blank_stretch_and_findings_keep_their_lines(newline
     cut = reduced(data, ModuleAnalysis.build(tree, NameTable.build(tree, data)), rules, None)
     assert cut is not None
     assert len(cut.source.splitlines()) == len(data.splitlines())  # positions need no mapping
-    blank_lines = [node for node in _nodes(cst.parse_module(cut.source)) if isinstance(node, cst.EmptyLine)]
+    blank_lines = nodes(cst.parse_module(cut.source), (cst.EmptyLine,))
     assert len(blank_lines) <= 12, len(blank_lines)  # the kept code's own, and one per dropped run
-
-
-def _nodes(node):
-    yield node
-    for child in node.children:
-        yield from _nodes(child)
