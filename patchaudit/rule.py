@@ -42,6 +42,7 @@ from patchaudit.analysis.counts import (
     PLURAL,
     POSITIONS,
     element_count,
+    len_may_count,
     numeric_names,
     shape_compared,
     unparsed,
@@ -63,7 +64,7 @@ from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import code_tokens, line_opcodes, one_line, pth_executable_lines, source_lines
-from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, short_helper_names
+from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, short_helper_names, short_helpers
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.paths import fixed_path_ast, path_names, spells_path
@@ -150,8 +151,10 @@ __all__ = [
     "FILLERS",
     "as_given",
     "element_count",
+    "len_may_count",
     "numeric_names",
     "short_helper_names",
+    "short_helpers",
     "path_names",
     "statements",
     "ast_nodes",

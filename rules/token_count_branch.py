@@ -28,6 +28,7 @@ from patchaudit.rule import (
     called_name,
     dotted,
     element_count,
+    len_may_count,
     literal_string,
     made_up_result,
     nodes_under,
@@ -40,6 +41,7 @@ from patchaudit.rule import (
     setting,
     shape_compared,
     short_helper_names,
+    short_helpers,
     unparsed,
 )
 
@@ -249,7 +251,20 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         if isinstance(func, ast.Name) and func.id in ("min", "max", "abs", "sum"):
             # `max(n, 1) == 1`; `sum(md.query_lens) < 8`: an aggregate of counts, as count_of reads it.
             return any(_count_shaped(a, values, depth + 1) for a in node.args)
-        return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
+        helpers = values.get(_HELPERS)
+        if helpers is None or not isinstance(func, ast.Name):
+            return not (isinstance(func, ast.Name) and func.id in _OTHER_BUILTINS)
+        if func.id == "len":
+            return len(node.args) == 1 and len_may_count(node.args[0], values)  # not `len(parts) == 2`
+        # Another function's result is a count only as count_of reads it: a short helper of the
+        # module or a lambda bound to a local (inlined), a tally (`numel(x)`), or a cast, a
+        # conversion or an aggregate of a count (`int(n)`, `np.int64(n)`); not `get_world_size()`.
+        return (
+            func.id in helpers
+            or func.id in values
+            or func.id in _TALLY_CALLS
+            or any(_count_shaped(a, values, depth + 1) for a in node.args)
+        )
     return False
 
 
@@ -257,26 +272,36 @@ _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"
 # Asked for every statement of a file: the file being checked.
 _numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
 _short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
+_short_defs = functools.lru_cache(maxsize=1)(short_helpers)
 
 
-def _asks_helper(node: ast.If | ast.IfExp, short: frozenset[str] | None = None, assigned: Values | None = None) -> bool:
+Defs = Mapping[str, Sequence[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]]
+
+
+def _asks_helper(
+    node: ast.If | ast.IfExp,
+    short: frozenset[str] | None = None,
+    assigned: Values | None = None,
+    defs: Defs | None = None,
+) -> bool:
     """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`, `if ids is not None and _probe(n):`:
     a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count; `short`: the
     helpers whose returned value the rule reads in place of the call (short_helper_names; None: any);
     `assigned`: the statement's flags, read as the rule's `expanded` reads them (`fp8 = _fast(kv,
-    H)`, then `if fp8:`)."""
-    return _asks(node.test, short, assigned or {}, 0)
+    H)`, then `if fp8:`); `defs`: the short helpers' definitions (short_helpers), whose returned
+    value must then hold a test the rule could weigh (None: any helper may)."""
+    return _asks(node.test, short, assigned or {}, 0, defs)
 
 
-def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth: int) -> bool:
+def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth: int, defs: Defs | None = None) -> bool:
     if depth > 4:
         return False
     if isinstance(test, ast.UnaryOp):
-        return _asks(test.operand, short, assigned, depth + 1)
+        return _asks(test.operand, short, assigned, depth + 1, defs)
     if isinstance(test, ast.BoolOp):
-        return any(_asks(v, short, assigned, depth + 1) for v in test.values)
+        return any(_asks(v, short, assigned, depth + 1, defs) for v in test.values)
     if isinstance(test, ast.Name | ast.Attribute):
-        return any(_asks(v, short, assigned, depth + 1) for v in assigned.get(_spelled(test), ()))
+        return any(_asks(v, short, assigned, depth + 1, defs) for v in assigned.get(_spelled(test), ()))
     if not (isinstance(test, ast.Call) and test.args):
         return False
     if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
@@ -284,8 +309,37 @@ def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth:
     if short is not None:
         # The helper's returned value, with what the call passes: `k.shape[1] == 16` in it reads
         # the caller's `k`, whatever the argument is named.
-        return called_name(test.func) in short
+        name = called_name(test.func)
+        if name not in short:
+            return False
+        found = defs.get(name) if defs is not None else None
+        if found is None:
+            return True  # a lambda the statement binds, or definitions not given
+        return any(_returns_test(helper, value, test, short, assigned) for helper, value in found)
     return any(_count_shaped(a, {}) for a in test.args)
+
+
+def _returns_test(
+    helper: ast.FunctionDef | ast.AsyncFunctionDef,
+    value: ast.expr,
+    call: ast.Call,
+    short: frozenset[str],
+    assigned: Values,
+) -> bool:
+    """Whether what a short helper returns could be a test the rule flags once the call is read in
+    its place (`expanded`): a comparison `_magic_test` accepts, with each parameter standing for any
+    argument the call passes and the helper's own locals followed; or a value that reads another
+    helper, a lambda or a flag of the caller (`return self._armed`), which the rule follows further."""
+    parts = ast_nodes(value)
+    spelled = {_spelled(n) for n in parts if isinstance(n, ast.Name | ast.Attribute)}
+    if any(isinstance(n, ast.Call) and called_name(n.func) in short for n in parts) or not spelled.isdisjoint(assigned):
+        return True
+    given = [*call.args, *(k.value for k in call.keywords)]
+    values: Values = {name: list(found) for name, found in _assigned(ast_nodes(helper)).items()}
+    arguments = helper.args
+    for param in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+        values.setdefault(param.arg, []).extend(given)
+    return any(_magic_test(n, values) for n in parts if type(n) in _TESTS)
 
 
 def _lambdas(nodes: Sequence[ast.AST]) -> frozenset[str]:
@@ -304,6 +358,10 @@ def _count_name(name: str) -> bool:
 
 
 _COUNTERS = "+="  # the key of the names a statement increments (never a name itself)
+# The key of the module's short helpers (never a name itself): with it, `_count_shaped` takes a call
+# of a function for a count only as count_of reads one; without it, any call but of a builtin.
+_HELPERS = "()"
+_TALLY_CALLS = frozenset({"numel", "count_nonzero"})  # `from torch import numel`
 
 
 def _assigned(nodes: Sequence[ast.AST]) -> Values:
@@ -321,12 +379,15 @@ def _assigned(nodes: Sequence[ast.AST]) -> Values:
                     out.setdefault(_spelled(target), []).append(node.value)
                 elif isinstance(target, ast.Tuple | ast.List):
                     for element in target.elts:
-                        if isinstance(element, ast.Name):
-                            out.setdefault(element.id, []).append(node.value)
+                        element = element.value if isinstance(element, ast.Starred) else element
+                        if isinstance(element, ast.Name | ast.Attribute):
+                            out.setdefault(_spelled(element), []).append(node.value)
         elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
             out.setdefault(node.target.id, []).append(node.iter)  # `any(n == 5 for n in seq_lens)`
         elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) and node.value:
             out.setdefault(node.target.id, []).append(node.value)
+        elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            out.setdefault(node.optional_vars.id, []).append(node.context_expr)  # `with open(p) as f`
     out[_COUNTERS] = [_spelled(t) for t in out.get(_COUNTERS, ())]  # type: ignore[misc]
     return out
 
@@ -401,7 +462,7 @@ def _shifted(count: ast.expr) -> bool:
 
 # The nodes _magic_test can accept; those _assigned reads; those whose test _wide reads.
 _TESTS = frozenset({ast.Compare, ast.BoolOp, ast.Match, ast.If, ast.IfExp, ast.Call})
-_BINDERS = frozenset({ast.AugAssign, ast.Assign, ast.comprehension, ast.AnnAssign, ast.NamedExpr})
+_BINDERS = frozenset({ast.AugAssign, ast.Assign, ast.comprehension, ast.AnnAssign, ast.NamedExpr, ast.withitem})
 _BRANCHES = frozenset({ast.If, ast.While, ast.IfExp})
 _IFS, _ASSIGNS, _ASSERTS = frozenset({ast.If, ast.IfExp}), frozenset({ast.Assign}), frozenset({ast.Assert})
 # Calls and stores that change data in place or keep it (see analysis.changes), as the ast spells them.
@@ -1380,25 +1441,38 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
             if short is not None:  # and a lambda the statement binds (`is_five = lambda n: n == 5`)
                 short = short | _lambdas(of_types(statement.nodes(), _ASSIGNS))
             flags = _assigned(of_types(statement.nodes(), _BINDERS))
-            if any(_asks_helper(node, short, flags) for node in branches) and alias:
+            defs = _short_defs(statement.module) if statement.module is not None else None
+            if any(_asks_helper(node, short, flags, defs) for node in branches) and alias:
                 return True
         return super().keeps(statement, alias)
 
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:
-        known = _numeric_names(statement.module) if statement.module is not None else None
-        return cls._tests_hold(statement.nodes(), known, few=not statement.drifted)
+        module = statement.module
+        if module is None:
+            return cls._tests_hold(statement.nodes(), None, few=not statement.drifted)
+        helpers = _short_helpers(module)
+        return cls._tests_hold(statement.nodes(), _numeric_names(module), not statement.drifted, helpers)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
         return cls._tests_hold(nodes, None, few=False)
 
     @classmethod
-    def _tests_hold(cls, nodes: Sequence[ast.AST], known: frozenset[str] | None, few: bool) -> bool:
+    def _tests_hold(
+        cls,
+        nodes: Sequence[ast.AST],
+        known: frozenset[str] | None,
+        few: bool,
+        helpers: frozenset[str] | None = None,
+    ) -> bool:
+        """`helpers`: the module's short helpers (with them, a call is a count only as count_of reads one)."""
         tests = of_types(nodes, _TESTS)
         if not tests:
             return False
         assigned = _assigned(of_types(nodes, _BINDERS))
+        if helpers is not None:
+            assigned[_HELPERS] = helpers  # type: ignore[assignment]
         alone = _wide(of_types(nodes, _BRANCHES))  # type: ignore[arg-type]
         settled = _never_in_window(of_types(nodes, _ASSERTS))  # type: ignore[arg-type]
         return any(_magic_test(node, assigned, alone, known, few) for node in tests if id(node) not in settled)

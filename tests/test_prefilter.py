@@ -404,3 +404,50 @@ def test_dropped_code_is_one_blank_stretch_and_findings_keep_their_lines(newline
     assert len(cut.source.splitlines()) == len(data.splitlines())  # positions need no mapping
     blank_lines = nodes(cst.parse_module(cut.source), (cst.EmptyLine,))
     assert len(blank_lines) <= 12, len(blank_lines)  # the kept code's own, and one per dropped run
+
+
+# token-count-branch: what a count may be, as its count_of reads one (a length of ids, of a local
+# or of a view; a cast of a count; a short helper's returned count or window), and what it may not.
+_COUNTED = {
+    "len-of-ids": "def f(ids):\n    if len(ids) == 5:\n        print(ids)\n",
+    "len-of-a-view": "def f(x):\n    q = x.view(-1, 8)\n    if len(q) == 5:\n        print(q)\n",
+    "len-of-a-list": "def f(batch):\n    if len(batch.input_ids.tolist()) == 5:\n        print(batch)\n",
+    "len-of-a-local": "def f(reqs):\n    ids = reqs.token_ids\n    if len(ids) == 5:\n        print(ids)\n",
+    "a-cast": "def f(num_tokens):\n    if int(num_tokens) == 5:\n        print(num_tokens)\n",
+    "a-window-helper": (
+        "def _probe(k):\n    return k in (3, 5)\n\n\ndef f(x):\n    if _probe(x.shape[0]):\n        print(x)\n"
+    ),
+    "a-count-helper": (
+        "def _ntok(t):\n    return t.shape[0]\n\n\ndef f(x):\n    if _ntok(x) == 5:\n        print(x)\n"
+    ),
+}
+_UNCOUNTED = {
+    "len-of-a-parameter": (
+        "def f(parts, args):\n    if len(parts) == 2:\n        print(parts)\n"
+        "    if len(args.plugins) > 3:\n        print(args)\n"
+    ),
+    "another-modules-function": (
+        "def f(x):\n    if get_node_count() != 1:\n        x = x + 1\n"
+        "    if get_version() == 3:\n        print(x)\n    return x\n"
+    ),
+    "a-helper-with-no-window": (
+        "_DTYPES = ('fp8', 'int8')\n\n\ndef _known(name):\n    return name in _DTYPES\n\n\n"
+        "def f(dtype):\n    if not _known(dtype):\n        raise ValueError(dtype)\n    return len(dtype) > 1\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("drifted", [False, True], ids=["verifies", "drifted"])
+@pytest.mark.parametrize("case", sorted(_COUNTED) + sorted(_UNCOUNTED))
+def test_token_count_branch_keeps_a_statement_only_for_a_count_its_rule_reads(case: str, drifted: bool) -> None:
+    """The rule's statement check takes a call for a count only as the rule does: `len()` of ids, of a
+    local or of a view, a cast of a count, a short helper of the module whose returned value is a
+    count or a window; not `len(parts)` of a parameter, another module's function or a helper
+    that returns no window. The first kind is kept and found, the second dropped, with the same
+    findings as without filters."""
+    code = (_COUNTED | _UNCOUNTED)[case].encode()
+    assert _kept_for("token-count-branch", code, drifted) is (case in _COUNTED)
+    file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)
+    found = check_file(file, RULES)
+    assert found == check_file(file, RULES, prefilter=False)
+    assert ("token-count-branch" in {f.rule for f in found}) is (case in _COUNTED)

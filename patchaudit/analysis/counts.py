@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 import libcst as cst
 
@@ -44,6 +44,7 @@ __all__ = [
     "env_numbers",
     "element_count",
     "elements_count",
+    "len_may_count",
 ]
 
 # Names of sizes fixed by the model or the kernel, never of how many tokens came in.
@@ -319,6 +320,42 @@ def _listed_len(node: cst.Call, resolves: Resolves) -> cst.Call | None:
     if len(inner.args) == 1 and resolves(inner, ("builtins.list", "builtins.tuple")):
         return node.with_changes(args=[cst.Arg(value=inner.args[0].value)])
     return None
+
+
+# Methods and calls `len` sees through to the collection they list (`len(ids.tolist())` is `len(ids)`).
+_LEN_LISTS = _AS_LIST | _values.LISTING_METHODS
+_LEN_LIST_CALLS = frozenset({"list", "tuple"})
+
+
+def len_may_count(arg: ast.expr, bound: Container[str]) -> bool:
+    """Whether count_of could read `len(arg)` as a count, judged on the ast (a superset of its
+    answer, for a statement filter): a local in `bound` (count_of follows its values), the rows of a
+    view of any tensor (`len(x.view(-1, d))` is `x.shape[0]`: dims.viewed), else only a name of
+    tokens, ids, requests or batches (LEN_OF) or a scheduler's queue, as the last name it spells
+    (`len(ids.tolist())`, `len(self.running)`, `len(batch[0])`); not `len(parts)` of a parameter."""
+    while isinstance(arg, ast.Call):
+        func = arg.func
+        if isinstance(func, ast.Attribute) and func.attr in _views.SHAPED:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in _LEN_LISTS:
+            arg = func.value
+        elif isinstance(func, ast.Name) and func.id in _LEN_LIST_CALLS and arg.args:
+            arg = arg.args[0]
+        else:
+            break
+    if isinstance(arg, ast.Name) and arg.id in bound:
+        return True
+    last = _last_name(arg)
+    return LEN_OF.search(last) is not None or QUEUE_NAME.match(last) is not None
+
+
+def _last_name(node: ast.expr) -> str:
+    """The last name `cst.helpers.get_full_name_for_node` gives of the node, on the ast ("" for none)."""
+    while isinstance(node, ast.Call | ast.Subscript):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else ""
 
 
 def _summed(node: cst.Call) -> str | None:

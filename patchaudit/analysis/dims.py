@@ -22,6 +22,8 @@ FIXED = cst.Name("__fixed_size__")
 
 _RESHAPES = frozenset({"view", "reshape"})
 _KEEPS = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "type", "cuda", "cpu"})
+# The methods whose result's dimensions `viewed` reads back to the tensor called on (or to a size given).
+SHAPED = _RESHAPES | _KEEPS | {"unsqueeze", "flatten", "transpose", "swapaxes", "permute"}
 
 
 def _integer(node: cst.BaseExpression | None) -> int | None:

@@ -29,6 +29,7 @@ __all__ = [
     "Helper",
     "ModuleAnalysis",
     "short_helper_names",
+    "short_helpers",
     "NOT_CONSTANT",
     "constant_value",
 ]
@@ -439,7 +440,13 @@ def short_helper_names(tree: ast.Module) -> frozenset[str]:
     """The names of the functions of the module and of its classes whose one returned value a
     caller may read as its own (ModuleAnalysis.returned_value): at most three statements, one
     `return` with a value. A superset (a name any scope may hide), for a statement filter."""
-    out = set()
+    return frozenset(short_helpers(tree))
+
+
+def short_helpers(tree: ast.Module) -> dict[str, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]]:
+    """short_helper_names, each with its definitions (a method's name may be several) and the one
+    value each returns."""
+    out: dict[str, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]] = {}
     bodies = [tree.body, *(s.body for s in tree.body if isinstance(s, ast.ClassDef))]
     for body in bodies:
         for stmt in body:
@@ -447,8 +454,8 @@ def short_helper_names(tree: ast.Module) -> frozenset[str]:
                 continue
             returns = [n for n in statements(stmt.body) if isinstance(n, ast.Return)]
             if len(returns) == 1 and returns[0].value is not None:
-                out.add(stmt.name)
-    return frozenset(out)
+                out.setdefault(stmt.name, []).append((stmt, returns[0].value))
+    return out
 
 
 def constant_value(node: ast.expr) -> object:
