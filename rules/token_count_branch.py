@@ -31,6 +31,7 @@ from patchaudit.rule import (
     len_may_count,
     literal_string,
     made_up_result,
+    module_counters,
     nodes_under,
     numeric_names,
     of_types,
@@ -273,6 +274,7 @@ _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"
 _numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
 _short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
 _short_defs = functools.lru_cache(maxsize=1)(short_helpers)
+_module_counters = functools.lru_cache(maxsize=1)(module_counters)
 
 
 Defs = Mapping[str, Sequence[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]]
@@ -283,25 +285,33 @@ def _asks_helper(
     short: frozenset[str] | None = None,
     assigned: Values | None = None,
     defs: Defs | None = None,
+    few: bool = False,
 ) -> bool:
     """`if _want_dump(n):`, `if not self._probe(x.shape[0]):`, `if ids is not None and _probe(n):`:
     a test that is (or joins with `and`/`or`) a call, not of a builtin, given a count; `short`: the
     helpers whose returned value the rule reads in place of the call (short_helper_names; None: any);
     `assigned`: the statement's flags, read as the rule's `expanded` reads them (`fp8 = _fast(kv,
     H)`, then `if fp8:`); `defs`: the short helpers' definitions (short_helpers), whose returned
-    value must then hold a test the rule could weigh (None: any helper may)."""
-    return _asks(node.test, short, assigned or {}, 0, defs)
+    value must then hold a test the rule could weigh (None: any helper may); `few`: as `_magic_test`."""
+    return _asks(node.test, short, assigned or {}, 0, defs, few)
 
 
-def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth: int, defs: Defs | None = None) -> bool:
+def _asks(
+    test: ast.expr,
+    short: frozenset[str] | None,
+    assigned: Values,
+    depth: int,
+    defs: Defs | None = None,
+    few: bool = False,
+) -> bool:
     if depth > 4:
         return False
     if isinstance(test, ast.UnaryOp):
-        return _asks(test.operand, short, assigned, depth + 1, defs)
+        return _asks(test.operand, short, assigned, depth + 1, defs, few)
     if isinstance(test, ast.BoolOp):
-        return any(_asks(v, short, assigned, depth + 1, defs) for v in test.values)
+        return any(_asks(v, short, assigned, depth + 1, defs, few) for v in test.values)
     if isinstance(test, ast.Name | ast.Attribute):
-        return any(_asks(v, short, assigned, depth + 1, defs) for v in assigned.get(_spelled(test), ()))
+        return any(_asks(v, short, assigned, depth + 1, defs, few) for v in assigned.get(_spelled(test), ()))
     if not (isinstance(test, ast.Call) and test.args):
         return False
     if isinstance(test.func, ast.Name) and test.func.id in _OTHER_BUILTINS:
@@ -309,37 +319,45 @@ def _asks(test: ast.expr, short: frozenset[str] | None, assigned: Values, depth:
     if short is not None:
         # The helper's returned value, with what the call passes: `k.shape[1] == 16` in it reads
         # the caller's `k`, whatever the argument is named.
-        name = called_name(test.func)
-        if name not in short:
-            return False
-        found = defs.get(name) if defs is not None else None
-        if found is None:
-            return True  # a lambda the statement binds, or definitions not given
-        return any(_returns_test(helper, value, test, short, assigned) for helper, value in found)
+        return called_name(test.func) in short and (
+            defs is None or _returns_test(test, short, assigned, assigned, defs, few)
+        )
     return any(_count_shaped(a, {}) for a in test.args)
 
 
 def _returns_test(
-    helper: ast.FunctionDef | ast.AsyncFunctionDef,
-    value: ast.expr,
-    call: ast.Call,
-    short: frozenset[str],
-    assigned: Values,
+    call: ast.Call, short: frozenset[str], flags: Values, assigned: Values, defs: Defs, few: bool, depth: int = 0
 ) -> bool:
-    """Whether what a short helper returns could be a test the rule flags once the call is read in
-    its place (`expanded`): a comparison `_magic_test` accepts, with each parameter standing for any
-    argument the call passes and the helper's own locals followed; or a value that reads another
-    helper, a lambda or a flag of the caller (`return self._armed`), which the rule follows further."""
-    parts = ast_nodes(value)
-    spelled = {_spelled(n) for n in parts if isinstance(n, ast.Name | ast.Attribute)}
-    if any(isinstance(n, ast.Call) and called_name(n.func) in short for n in parts) or not spelled.isdisjoint(assigned):
+    """Whether what the short helper a call names returns could be a test the rule flags once the
+    call is read in its place (`expanded`): a comparison `_magic_test` accepts, each parameter
+    standing for any argument the call passes (`assigned`: what the caller's names hold) and the
+    helper's own locals followed; a call of another such helper that could (three deep; past that,
+    any); or a value that reads a flag of the caller (`flags`: `return self._armed`), which the
+    rule follows further."""
+    found = defs.get(called_name(call.func))
+    if found is None:
+        return True  # a lambda the statement binds
+    if depth > 2:
         return True
     given = [*call.args, *(k.value for k in call.keywords)]
-    values: Values = {name: list(found) for name, found in _assigned(ast_nodes(helper)).items()}
-    arguments = helper.args
-    for param in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
-        values.setdefault(param.arg, []).extend(given)
-    return any(_magic_test(n, values) for n in parts if type(n) in _TESTS)
+    for helper, value in found:
+        arguments = helper.args
+        params = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        own = _assigned(ast_nodes(helper))
+        parts = ast_nodes(value)
+        spelled = {_spelled(n) for n in parts if isinstance(n, ast.Name | ast.Attribute)}
+        free = {n for n in spelled if n.split(".", 1)[0] not in (params - {"self", "cls"}) and n not in own}
+        if not free.isdisjoint(flags):
+            return True
+        values: Values = {**assigned, **own}
+        for param in params:
+            values[param] = [*values.get(param, ()), *given]
+        inner = [n for n in parts if isinstance(n, ast.Call) and called_name(n.func) in short]
+        if any(_returns_test(n, short, flags, values, defs, few, depth + 1) for n in inner):
+            return True
+        if any(_magic_test(n, values, None, None, few) for n in parts if type(n) in _TESTS):
+            return True
+    return False
 
 
 def _lambdas(nodes: Sequence[ast.AST]) -> frozenset[str]:
@@ -1442,7 +1460,7 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
                 short = short | _lambdas(of_types(statement.nodes(), _ASSIGNS))
             flags = _assigned(of_types(statement.nodes(), _BINDERS))
             defs = _short_defs(statement.module) if statement.module is not None else None
-            if any(_asks_helper(node, short, flags, defs) for node in branches) and alias:
+            if any(_asks_helper(node, short, flags, defs, not statement.drifted) for node in branches) and alias:
                 return True
         return super().keeps(statement, alias)
 
@@ -1451,8 +1469,8 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         module = statement.module
         if module is None:
             return cls._tests_hold(statement.nodes(), None, few=not statement.drifted)
-        helpers = _short_helpers(module)
-        return cls._tests_hold(statement.nodes(), _numeric_names(module), not statement.drifted, helpers)
+        helpers, counters = _short_helpers(module), _module_counters(module)
+        return cls._tests_hold(statement.nodes(), _numeric_names(module), not statement.drifted, helpers, counters)
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
@@ -1465,14 +1483,19 @@ constant (`if 9 <= num_reqs <= 11: return BUDGET`) stays medium."""
         known: frozenset[str] | None,
         few: bool,
         helpers: frozenset[str] | None = None,
+        counters: frozenset[str] | None = None,
     ) -> bool:
-        """`helpers`: the module's short helpers (with them, a call is a count only as count_of reads one)."""
+        """`helpers`: the module's short helpers (with them, a call is a count only as count_of reads
+        one); `counters`: the module's call counters (module_counters: `self._calls += 1` in another
+        method too), in place of what the statement alone increments."""
         tests = of_types(nodes, _TESTS)
         if not tests:
             return False
         assigned = _assigned(of_types(nodes, _BINDERS))
         if helpers is not None:
             assigned[_HELPERS] = helpers  # type: ignore[assignment]
+        if counters is not None:
+            assigned[_COUNTERS] = list(counters)  # type: ignore[arg-type]
         alone = _wide(of_types(nodes, _BRANCHES))  # type: ignore[arg-type]
         settled = _never_in_window(of_types(nodes, _ASSERTS))  # type: ignore[arg-type]
         return any(_magic_test(node, assigned, alone, known, few) for node in tests if id(node) not in settled)

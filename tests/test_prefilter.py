@@ -407,7 +407,8 @@ def test_dropped_code_is_one_blank_stretch_and_findings_keep_their_lines(newline
 
 
 # token-count-branch: what a count may be, as its count_of reads one (a length of ids, of a local
-# or of a view; a cast of a count; a short helper's returned count or window), and what it may not.
+# or of a view; a cast of a count; a short helper's returned count or window; a call counter that
+# another method of the class increments), and what it may not.
 _COUNTED = {
     "len-of-ids": "def f(ids):\n    if len(ids) == 5:\n        print(ids)\n",
     "len-of-a-view": "def f(x):\n    q = x.view(-1, 8)\n    if len(q) == 5:\n        print(q)\n",
@@ -419,6 +420,10 @@ _COUNTED = {
     ),
     "a-count-helper": (
         "def _ntok(t):\n    return t.shape[0]\n\n\ndef f(x):\n    if _ntok(x) == 5:\n        print(x)\n"
+    ),
+    "a-counter-of-another-method": (
+        "class Runner:\n    def step(self):\n        self._calls += 1\n\n"
+        "    def forward(self, x):\n        if self._calls == 5:\n            print(x)\n        return x\n"
     ),
 }
 _UNCOUNTED = {
@@ -442,12 +447,13 @@ _UNCOUNTED = {
 def test_token_count_branch_keeps_a_statement_only_for_a_count_its_rule_reads(case: str, drifted: bool) -> None:
     """The rule's statement check takes a call for a count only as the rule does: `len()` of ids, of a
     local or of a view, a cast of a count, a short helper of the module whose returned value is a
-    count or a window; not `len(parts)` of a parameter, another module's function or a helper
-    that returns no window. The first kind is kept and found, the second dropped, with the same
-    findings as without filters."""
+    count or a window, a counter any method of the class increments; not `len(parts)` of a
+    parameter, another module's function or a helper that returns no window. The first kind is
+    kept and found, the second dropped, with the same findings as without filters."""
     code = (_COUNTED | _UNCOUNTED)[case].encode()
     assert _kept_for("token-count-branch", code, drifted) is (case in _COUNTED)
     file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)
     found = check_file(file, RULES)
     assert found == check_file(file, RULES, prefilter=False)
     assert ("token-count-branch" in {f.rule for f in found}) is (case in _COUNTED)
+

@@ -36,6 +36,7 @@ __all__ = [
     "unpacked",
     "unparsed",
     "counters",
+    "module_counters",
     "instance_numbers",
     "local_number",
     "numeric_names",
@@ -633,8 +634,18 @@ def counters(tree: ast.Module, top: str) -> frozenset[str]:
     stmt = _top(tree, top)
     if stmt is None:
         return frozenset()
+    return _counters_in([stmt])
+
+
+def module_counters(tree: ast.Module) -> frozenset[str]:
+    """`counters` of every module-level function and class at once (a superset: a name declared
+    `global` anywhere), for a statement filter that cannot ask which one a statement is in."""
+    return _counters_in(tree.body)
+
+
+def _counters_in(body: list[ast.stmt]) -> frozenset[str]:
     out = set()
-    walked = statements([stmt])  # increments and declarations are statements: no expression walked
+    walked = statements(body)  # increments and declarations are statements: no expression walked
     shared = {n for node in walked if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     for node in walked:
         target = _incremented(node)
