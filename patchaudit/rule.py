@@ -65,7 +65,15 @@ from patchaudit.analysis.guards import narrowed as guard_narrowed
 from patchaudit.analysis.guards import swallowed_by, swallowers
 from patchaudit.analysis.guards import terms as guard_terms
 from patchaudit.analysis.lines import code_tokens, line_opcodes, one_line, pth_executable_lines, source_lines
-from patchaudit.analysis.module import NOT_CONSTANT, Helper, Inner, ModuleAnalysis, short_helper_names, short_helpers
+from patchaudit.analysis.module import (
+    NOT_CONSTANT,
+    Helper,
+    Inner,
+    ModuleAnalysis,
+    constant_value,
+    short_helper_names,
+    short_helpers,
+)
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.paths import fixed_path_ast, path_names, spells_path
@@ -122,6 +130,7 @@ __all__ = [
     "Helper",
     "Inner",
     "NOT_CONSTANT",
+    "constant_value",
     "fixed_path_ast",
     "Hit",
     "Pending",

@@ -14,6 +14,7 @@ from patchaudit.rule import (
     FACTORY_NAMES,
     FILLERS,
     GIVEN_AS,
+    NOT_CONSTANT,
     Example,
     FileContext,
     Rule,
@@ -22,6 +23,7 @@ from patchaudit.rule import (
     ast_nodes,
     called_name,
     computed_by_call,
+    constant_value,
     dead_after,
     env_gated_exit,
     guard_in,
@@ -72,6 +74,27 @@ def _names_only(test: ast.expr) -> bool:
     return False
 
 
+def _may_fold(test: ast.expr, constants: frozenset[str]) -> bool:
+    """_names_only, where a name folds only if the module or one of its classes binds it to a
+    literal (Rule.folded reads `STRICT` and `Config.CHECKS` through ModuleAnalysis.constant: not
+    `envs.VLLM_X` of another module, nor `self.X`, which an instance may set)."""
+    if isinstance(test, ast.Constant):
+        return True
+    if isinstance(test, ast.Name):
+        return _names_only(test) and test.id in constants
+    if isinstance(test, ast.Attribute):
+        owner = test.value
+        mine = isinstance(owner, ast.Name) and owner.id not in ("self", "cls")
+        return mine and _names_only(test) and test.attr in constants
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _may_fold(test.operand, constants)
+    if isinstance(test, ast.BoolOp):
+        return any(_may_fold(v, constants) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return all(_may_fold(v, constants) for v in (test.left, *test.comparators))
+    return False
+
+
 def _subject(test: ast.expr) -> str | None:
     """What one operand of an `and` is about (a name, the left of a comparison, isinstance's first argument)."""
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -90,6 +113,69 @@ def _may_contradict(test: ast.expr) -> bool:
         if isinstance(node, ast.BoolOp):
             subjects = [s for s in map(_subject, node.values) if s is not None]
             if len(subjects) != len(set(subjects)):
+                return True
+        if isinstance(node, ast.Compare) and all(
+            isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
+        ):
+            return True
+    return False
+
+
+def _full_name(node: ast.expr) -> str | None:
+    """What `cst.helpers.get_full_name_for_node` gives of the node, on the ast (`x[0]` is `x`, `f(a)` is `f`)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_full_name(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _full_name(node.func)
+    return _full_name(node.value) if isinstance(node, ast.Subscript) else None
+
+
+def _fact_key(test: ast.expr) -> tuple[str, bool] | None:
+    """What one operand of an `and`/`or` claims a fact about, as `values._fact` keys it (whether
+    the claim is a range of numbers), else None."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    if isinstance(test, ast.Name | ast.Attribute):
+        return f"truth {_full_name(test)}", False
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance":
+        subject = _full_name(test.args[0]) if len(test.args) == 2 else None
+        return (f"isinstance {subject} {ast.unparse(test.args[1])}", False) if subject else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(op, ast.Is | ast.IsNot):
+        name = _full_name(left)
+        return (f"none {name}", False) if name else None
+    if negated or not isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE | ast.Eq):
+        return None
+    if not (isinstance(right, ast.Constant | ast.UnaryOp)) and isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+        left = right  # Yoda order: `3 > n`
+    name = _full_name(left)
+    return (f"range {name}", True) if name else None
+
+
+def _operands_of(test: ast.BoolOp) -> list[ast.expr]:
+    """The operands of an and/or chain of one kind, nesting flattened (values._operands)."""
+    out: list[ast.expr] = []
+    for value in test.values:
+        same = isinstance(value, ast.BoolOp) and type(value.op) is type(test.op)
+        out.extend(_operands_of(value) if same else [value])  # type: ignore[arg-type]
+    return out
+
+
+def _may_clash(test: ast.expr) -> bool:
+    """_may_contradict as `Rule.folded` decides it: an `and` chain with two facts about one name
+    (values.contradicts), an `or` chain with two that are no ranges (values.excludes_nothing), or
+    a comparison of no names at all; not `not isinstance(n, int) or n < 1`, two facts of kinds apart."""
+    for node in ast_nodes(test):
+        if isinstance(node, ast.BoolOp):
+            keys = [k for k in map(_fact_key, _operands_of(node)) if k is not None]
+            if isinstance(node.op, ast.Or):
+                keys = [k for k in keys if not k[1]]
+            if len(keys) != len(set(keys)):
                 return True
         if isinstance(node, ast.Compare) and all(
             isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
@@ -167,6 +253,7 @@ def _env_aliases(nodes: Iterable[ast.AST]) -> frozenset[str]:
 class _ModuleEnv(NamedTuple):
     names: frozenset[str]  # module-level names an assignment binds to an environment read
     words: frozenset[str]  # what spells a read: _ENV_WORDS and the module's aliases of them
+    constants: frozenset[str]  # module and class names an assignment binds to a literal
 
 
 @functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
@@ -181,7 +268,17 @@ def _module_env(module: ast.Module) -> _ModuleEnv:
         for target in stmt.targets
         if isinstance(target, ast.Name)
     }
-    return _ModuleEnv(frozenset(names), words)
+    bodies = [module.body, *(s.body for s in module.body if isinstance(s, ast.ClassDef))]
+    constants = {
+        target.id
+        for body in bodies
+        for stmt in body
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None
+        if constant_value(stmt.value) is not NOT_CONSTANT
+        for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        if isinstance(target, ast.Name)
+    }
+    return _ModuleEnv(frozenset(names), words, frozenset(constants))
 
 
 def _swallows(node: ast.Try | ast.TryStar) -> bool:
@@ -698,7 +795,11 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 if env and guarded:
                     return True  # an early exit gated on the environment, and a check it could skip
             folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
-            if folds and _has_guard(node):
+            if drifted or module is None:
+                may_fold = folds
+            else:  # a file that verifies: only through what the module binds to a literal
+                may_fold = folds and (_may_fold(node.test, module.constants) or _may_clash(node.test))
+            if may_fold and _has_guard(node):
                 return True  # may fold through module constants
             if drifted and isinstance(node, ast.If) and _drifted_switch(node, folds):
                 return True

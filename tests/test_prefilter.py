@@ -457,3 +457,42 @@ def test_token_count_branch_keeps_a_statement_only_for_a_count_its_rule_reads(ca
     assert found == check_file(file, RULES, prefilter=False)
     assert ("token-count-branch" in {f.rule for f in found}) is (case in _COUNTED)
 
+
+# disabled-guard in a file that verifies: a test folds only through a module's or its class's
+# literal (`STRICT`, `Config.CHECKS`) or a contradiction (`x is None and x is not None`); not through
+# another module's flag, an instance's, or two facts of different kinds about one name.
+_FOLDS = {
+    "a-module-flag": "STRICT = False\n\n\ndef check(x):\n    if STRICT:\n        raise ValueError(x)\n    return x\n",
+    "a-class-flag": (
+        "class Config:\n    CHECKS = False\n\n\n"
+        "def check(x):\n    if Config.CHECKS and x:\n        raise ValueError(x)\n    return x\n"
+    ),
+    "a-contradiction": (
+        "def check(x):\n    if x is None and x is not None:\n        raise ValueError(x)\n    return x\n"
+    ),
+}
+_NO_FOLD = {
+    "another-modules-flag": (
+        "import envs\n\n\ndef check(x):\n    if envs.VLLM_STRICT and x:\n        raise ValueError(x)\n    return x\n"
+    ),
+    "two-kinds-of-fact": (
+        "def check(n):\n    if not isinstance(n, int) or n < 1:\n        raise ValueError(n)\n    return n\n"
+    ),
+    "an-instances-flag": (
+        "class Checker:\n    def check(self, x):\n"
+        "        if self.STRICT:\n            raise ValueError(x)\n        return x\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FOLDS) + sorted(_NO_FOLD))
+def test_disabled_guard_keeps_a_verified_test_only_where_it_may_fold(case: str) -> None:
+    """In a file that verifies, a guard under a test of names spelled as constants is kept for
+    disabled-guard only where the rule could fold it (and it is reported); the rest is dropped,
+    with the same findings as without filters."""
+    code = (_FOLDS | _NO_FOLD)[case].encode()
+    assert _kept_for("disabled-guard", code, drifted=False) is (case in _FOLDS)
+    file = SourceFile(path="m.py", installed=code, pristine=None, drifted=False)
+    found = check_file(file, RULES)
+    assert found == check_file(file, RULES, prefilter=False)
+    assert ("disabled-guard" in {f.rule for f in found}) is (case in _FOLDS)
