@@ -238,8 +238,14 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
         if isinstance(func, ast.Name) and func.id in ("tuple", "list") and node.args:
             return _count_shaped(node.args[0], values, depth + 1)  # `tuple(x.shape)`
         if isinstance(func, ast.Attribute):
-            # `torch.tensor(n).item()`, `np.int64(n)`: a conversion of a count.
-            if func.attr in _COUNT_METHODS or (bool(node.args) and _count_shaped(node.args[0], values, depth + 1)):
+            # `torch.tensor(n).item()`, `np.int64(n)`: a conversion of a count; with the module's short
+            # helpers known, only a conversion (`math.ceil(n / 4)`), or a helper count_of inlines
+            # (`self._ntok(x)`), not any method given a count (`self.make_uniform(n)`).
+            helpers = values.get(_HELPERS)
+            if func.attr in _COUNT_METHODS or (helpers is not None and func.attr in helpers):
+                return True
+            converts = helpers is None or func.attr in _CONVERTING
+            if converts and bool(node.args) and _count_shaped(node.args[0], values, depth + 1):
                 return True
             # `arr.max()`, `counts.values()`: an aggregate or a view of counts, as count_of reads it.
             last = _spelled(func.value).rsplit(".", 1)[-1] if isinstance(func.value, ast.Name | ast.Attribute) else ""
@@ -270,6 +276,13 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
 
 
 _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"})
+# Functions count_of reads a count through, called as a module's member (`math.ceil(n)`,
+# `np.int64(n)`, `torch.tensor(n)`, `builtins.max(n, 1)`): a cast, a conversion, an aggregate.
+_CONVERTING = frozenset(
+    {"int", "float", "round", "ceil", "floor", "trunc", "index", "tensor", "as_tensor", "scalar_tensor"}
+    | {"array", "asarray", "int64", "int32", "intp", "float32", "float64", "len", "sum", "max", "min", "abs"}
+    | {"amax", "amin", "getattr"}
+)
 # Asked for every statement of a file: the file being checked.
 _numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
 _short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
@@ -544,6 +557,26 @@ def _plain_call(node: ast.Call) -> bool:
     return called_name(func) in _PLAIN_CALLS
 
 
+def _numbers_listed(node: ast.expr, assigned: Values, known: frozenset[str] | None) -> bool:
+    """A tuple or list a count or a shape may equal, as the rule reads one: its first element a
+    literal integer (`shape_compared`: `(5, 7168)`), or every element a number (`_listed`: `[2]`,
+    `(N, 3)` of module constants); not `(num_blocks, heads, block_size)` of parameters."""
+    node = _unnamed(node)
+    if not (isinstance(node, ast.Tuple | ast.List) and node.elts):
+        return False
+    first = node.elts[0]
+    if isinstance(first, ast.Constant) and type(first.value) is int:
+        return True
+    return all(_literal_number(e) or _number_like(e, assigned, known) for e in node.elts)
+
+
+def _literal_number(node: ast.expr) -> bool:
+    """`0`, `1.0`, `-1`: a number written out, whatever its value."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
 def _unnamed(node: ast.expr) -> ast.expr:
     """The value a walrus binds (`(probe := (5, 7168))`), else the node."""
     return node.value if isinstance(node, ast.NamedExpr) else node
@@ -619,10 +652,10 @@ def _magic_test(
     if isinstance(node, ast.Compare):
         if _compared(node, assigned, (ast.Eq, ast.NotEq), known):
             return True
-        if any(isinstance(_unnamed(c), ast.Tuple | ast.List) for c in (node.left, *node.comparators)) and any(
+        if any(_numbers_listed(c, assigned, known) for c in (node.left, *node.comparators)) and any(
             _count_shaped(c, assigned) for c in (node.left, *node.comparators)
         ):
-            return True  # `x.shape == (5, 7168)`
+            return True  # `x.shape == (5, 7168)`, `num_draft_tokens == [2]`
         if len(node.ops) >= 2 and _compared(node, assigned, _ORDER, known):
             return True  # a chained window: `4 < n < 6`
         sides = (node.left, *node.comparators)

@@ -421,6 +421,10 @@ _COUNTED = {
     "a-count-helper": (
         "def _ntok(t):\n    return t.shape[0]\n\n\ndef f(x):\n    if _ntok(x) == 5:\n        print(x)\n"
     ),
+    "a-shape-against-a-literal": "def f(x):\n    if x.shape == (5, 7168):\n        print(x)\n",
+    "a-ceil-of-a-count": (
+        "import math\n\n\ndef f(num_tokens):\n    if math.ceil(num_tokens / 4) == 2:\n        print(num_tokens)\n"
+    ),
     "a-counter-of-another-method": (
         "class Runner:\n    def step(self):\n        self._calls += 1\n\n"
         "    def forward(self, x):\n        if self._calls == 5:\n            print(x)\n        return x\n"
@@ -434,6 +438,13 @@ _UNCOUNTED = {
     "another-modules-function": (
         "def f(x):\n    if get_node_count() != 1:\n        x = x + 1\n"
         "    if get_version() == 3:\n        print(x)\n    return x\n"
+    ),
+    "a-shape-against-names": (
+        "def f(w, num_blocks, heads):\n    if w.shape == (num_blocks, heads):\n        print(w)\n"
+    ),
+    "a-method-given-a-count": (
+        "class A:\n    def f(self, num_tokens):\n        if self.make_uniform(num_tokens) == 3:\n"
+        "            print(num_tokens)\n"
     ),
     "a-helper-with-no-window": (
         "_DTYPES = ('fp8', 'int8')\n\n\ndef _known(name):\n    return name in _DTYPES\n\n\n"
