@@ -1,6 +1,7 @@
 """disabled-guard: a condition or assertion made constant, so the guard never fires."""
 
 import ast
+import builtins
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -132,6 +133,11 @@ def _full_name(node: ast.expr) -> str | None:
     return _full_name(node.value) if isinstance(node, ast.Subscript) else None
 
 
+def _subject_of(node: ast.expr) -> str:
+    """values._subject on the ast: a name's full name, else the code (the same code for the same tree)."""
+    return f"{_full_name(node)}" if isinstance(node, ast.Name | ast.Attribute) else ast.unparse(node)
+
+
 def _fact_key(test: ast.expr) -> tuple[str, bool] | None:
     """What one operand of an `and`/`or` claims a fact about, as `values._fact` keys it (whether
     the claim is a range of numbers), else None."""
@@ -141,20 +147,19 @@ def _fact_key(test: ast.expr) -> tuple[str, bool] | None:
     if isinstance(test, ast.Name | ast.Attribute):
         return f"truth {_full_name(test)}", False
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance":
-        subject = _full_name(test.args[0]) if len(test.args) == 2 else None
-        return (f"isinstance {subject} {ast.unparse(test.args[1])}", False) if subject else None
+        if len(test.args) != 2:
+            return None
+        return f"isinstance {_subject_of(test.args[0])} {ast.unparse(test.args[1])}", False
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, right, op = test.left, test.comparators[0], test.ops[0]
     if isinstance(op, ast.Is | ast.IsNot):
-        name = _full_name(left)
-        return (f"none {name}", False) if name else None
+        return f"none {_subject_of(left)}", False
     if negated or not isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE | ast.Eq):
         return None
     if not (isinstance(right, ast.Constant | ast.UnaryOp)) and isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
         left = right  # Yoda order: `3 > n`
-    name = _full_name(left)
-    return (f"range {name}", True) if name else None
+    return f"range {_subject_of(left)}", True
 
 
 def _operands_of(test: ast.BoolOp) -> list[ast.expr]:
@@ -195,10 +200,17 @@ _WEIGHED_DRIFTED = _WEIGHED | {ast.Assign, ast.Call, ast.IfExp}
 
 
 def _suppress(node: ast.expr) -> bool:
-    func = node.func if isinstance(node, ast.Call) else None
-    return (isinstance(func, ast.Name) and func.id == "suppress") or (
-        isinstance(func, ast.Attribute) and func.attr == "suppress"
-    )
+    """`contextlib.suppress(E)`, or a call of a name that may be bound to it (`quiet = suppress`,
+    then `with quiet(E):`, which the rule resolves); not `suppress()`, which swallows nothing."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == "suppress"
+    return isinstance(func, ast.Name) and func.id not in _BUILTINS
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 # Calls that only report on the work (logs, metrics, stats, traces), not part of it.
@@ -763,7 +775,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
             if drifted and loop_over is not None and _emptied_in(nodes, loop_over) and _has_guard(node):
                 return True  # a checking loop's list emptied above it
-            if isinstance(node, ast.With | ast.AsyncWith) and any(_suppress(i.context_expr) for i in node.items):
+            items = node.items if isinstance(node, ast.With | ast.AsyncWith) else ()
+            if any(_suppress(i.context_expr) for i in items) and _has_guard(node):
                 return True
             if isinstance(node, ast.Try | ast.TryStar) and (_swallows(node) or (drifted and _silences(node))):
                 return True
@@ -794,7 +807,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     guarded = _guarded(nodes)
                 if env and guarded:
                     return True  # an early exit gated on the environment, and a check it could skip
-            folds = isinstance(node, ast.If | ast.While) and (_names_only(node.test) or _may_contradict(node.test))
+            folds = isinstance(node, ast.If | ast.While) and (
+                _names_only(node.test) or _may_contradict(node.test) or _may_clash(node.test)
+            )
             if drifted or module is None:
                 may_fold = folds
             else:  # a file that verifies: only through what the module binds to a literal
@@ -1178,6 +1193,24 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 return out
             """,
         ),
+        # `suppress()` given no exception swallows nothing: a null context a loader picks per device.
+        """
+        from contextlib import suppress
+
+        def run(batches):
+            stream_context = suppress
+            for batch in batches:
+                with stream_context():
+                    assert batch.ndim == 3
+            return batches
+        """,
+        # Two facts about two items of one list are no contradiction (not `x` twice).
+        """
+        def check(x):
+            if x[0] > 5 and x[1] < 3:
+                raise ValueError(x)
+            return x
+        """,
     ]
     INVALID = [
         Example(  # the step goes on without the structured-output mask: no error, no constraint
@@ -1764,6 +1797,20 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
             message="hands on an input",
             severity=Severity.HIGH,
         ),
+        Example(  # `contextlib.suppress` under a local name: the assertion is swallowed all the same
+            code="""
+            from contextlib import suppress
+
+            def load(batches):
+                quiet = suppress
+                for batch in batches:
+                    with quiet(AssertionError):
+                        assert batch.ndim == 3
+                return batches
+            """,
+            line=6,
+            message="contextlib.suppress swallows",
+        ),
     ]
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, severity: Severity | None = None) -> None:
@@ -2130,7 +2177,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
             call = item.item
-            if isinstance(call, cst.Call) and self.resolves_to(call, "contextlib.suppress"):
+            if isinstance(call, cst.Call) and call.args and self.resolves_to(call, "contextlib.suppress"):
                 guard = guard_in([node.body])
                 if guard is not None:
                     self.report(node, f"contextlib.suppress swallows `{one_line(guard)}`: the check never fails")

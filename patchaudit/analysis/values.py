@@ -365,6 +365,14 @@ _FLIP: dict[type, type] = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.L
 _FLIP |= {cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
 
 
+def _subject(node: cst.BaseExpression) -> str | None:
+    """What a fact is about: a name (`x`, `self.n`), or the code of anything else (`len(x)`,
+    `n.args[0]`: not `n.args`, which `n.args[1]` shares)."""
+    if isinstance(node, cst.Name | cst.Attribute):
+        return cst.helpers.get_full_name_for_node(node)
+    return cst.Module([]).code_for_node(node)
+
+
 def _fact(node: cst.BaseExpression) -> tuple[str, object] | None:
     """What one operand says about one name: (key, claim). A claim is True/False for a yes/no
     question about the name (is it None, truthy, an instance of A) or (low, high) bounds."""
@@ -376,7 +384,7 @@ def _fact(node: cst.BaseExpression) -> tuple[str, object] | None:
         return f"truth {name}", not negated
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "isinstance":
         if len(node.args) == 2:
-            subject = cst.helpers.get_full_name_for_node(node.args[0].value)
+            subject = _subject(node.args[0].value)
             kinds = cst.Module([]).code_for_node(node.args[1].value)
             return (f"isinstance {subject} {kinds}", not negated) if subject else None
         return None
@@ -386,7 +394,7 @@ def _fact(node: cst.BaseExpression) -> tuple[str, object] | None:
     left, right = node.left, link.comparator
     op: type = type(link.operator)
     if op in (cst.Is, cst.IsNot) and const_value(right) is None:
-        name = cst.helpers.get_full_name_for_node(left)
+        name = _subject(left)
         return (f"none {name}", (op is cst.Is) != negated) if name else None
     if negated:
         return None
@@ -394,7 +402,7 @@ def _fact(node: cst.BaseExpression) -> tuple[str, object] | None:
     if type(number) not in (int, float) and op in _FLIP:  # Yoda order: `3 > n`
         left, right, op = right, left, _FLIP[op]
         number = const_value(right)
-    name = cst.helpers.get_full_name_for_node(left)
+    name = _subject(left)
     if name is None or type(number) not in (int, float) or op not in (*_FLIP, cst.Equal):
         return None
     at = float(number)  # type: ignore[arg-type]
