@@ -1211,6 +1211,21 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                 raise ValueError(x)
             return x
         """,
+        Example(  # the object's own state in place of a result: no input the caller gave is handed on
+            code="""
+            class Packer:
+                def pack(self, x, dtype):
+                    data = self.quantize(x)
+                    data = self.data.type(dtype)
+                    return data
+            """,
+            pristine="""
+            class Packer:
+                def pack(self, x, dtype):
+                    data = self.quantize(x)
+                    return data
+            """,
+        ),
     ]
     INVALID = [
         Example(  # the step goes on without the structured-output mask: no error, no constraint

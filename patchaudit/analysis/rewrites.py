@@ -238,8 +238,8 @@ def replaced_by_input(
     root = unwrapped(as_given(value), _RECAST)  # `ids.clone()`, `ids.to(dtype)`, `ids.long()`
     while isinstance(root, cst.Attribute):
         root = root.value
-    if not (isinstance(root, cst.Name) and root.value in params and root.value != target.value):
-        return False
+    if not (isinstance(root, cst.Name) and root.value in params and root.value not in (target.value, "self", "cls")):
+        return False  # `self.x`: the object's own state, not what the caller gave
     return any(isinstance(v, cst.Call) for v in values_of(target))
 
 
