@@ -107,6 +107,13 @@ def _subject(test: ast.expr) -> str | None:
     return ast.dump(test) if isinstance(test, ast.Name | ast.Attribute) else None
 
 
+def _compares_constants(node: ast.AST) -> bool:
+    """A comparison that names nothing but `len` (`len(()) > 0`): folding may make it constant."""
+    return isinstance(node, ast.Compare) and all(
+        isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
+    )
+
+
 def _may_contradict(test: ast.expr) -> bool:
     """An `and` with two operands about one name (`x is None and x is not None`), or a comparison of
     no names at all (`len(()) > 0`): one that may never hold (the ast side of `Rule.folded`)."""
@@ -115,9 +122,7 @@ def _may_contradict(test: ast.expr) -> bool:
             subjects = [s for s in map(_subject, node.values) if s is not None]
             if len(subjects) != len(set(subjects)):
                 return True
-        if isinstance(node, ast.Compare) and all(
-            isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
-        ):
+        if _compares_constants(node):
             return True
     return False
 
@@ -182,9 +187,7 @@ def _may_clash(test: ast.expr) -> bool:
                 keys = [k for k in keys if not k[1]]
             if len(keys) != len(set(keys)):
                 return True
-        if isinstance(node, ast.Compare) and all(
-            isinstance(n, ast.Name) and n.id == "len" for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)
-        ):
+        if _compares_constants(node):
             return True
     return False
 
