@@ -12,9 +12,7 @@ import libcst as cst
 from patchaudit.rule import (
     CATCH_ALL,
     CHECK_CALL,
-    FACTORY_NAMES,
     FILLERS,
-    GIVEN_AS,
     NOT_CONSTANT,
     Example,
     FileContext,
@@ -567,25 +565,31 @@ _FINITENESS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf"})
 
 
 def _replacing(node: ast.Assign, nodes: Sequence[ast.AST]) -> bool:
-    """The ast side of `_result_replaced`: a name given a tensor made up from sizes, an input (a
-    parameter of a function of the statement, as given or recast), or `where(mask, other, itself)`."""
-    if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+    """The ast side of `_result_replaced` (replaced_by_input, replaced_by_made_up), looser: one
+    target, and it is a name the function is given or binds above as well (`w = w.new_ones(w.shape)`,
+    `ids = torch.where(m, draft, ids)`, `spec = sharding_spec` after a computed `spec`, `idx =
+    np.arange(len(x))`), or an attribute of a name other than self (`params.top_k = 1`)."""
+    if len(node.targets) != 1:
         return False
-    name, value = node.targets[0].id, node.value
-    if isinstance(value, ast.Call) and called_name(value.func) == "where" and len(value.args) == 3:
-        mask_reads = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value.args[0]))
-        return not mask_reads and any(isinstance(a, ast.Name) and a.id == name for a in value.args[1:])
-    root = value
-    while isinstance(root, ast.Call | ast.Attribute | ast.BinOp | ast.Subscript):
-        if isinstance(root, ast.Call) and called_name(root.func) in FACTORY_NAMES:
-            return True
-        if isinstance(root, ast.Call) and not (isinstance(root.func, ast.Attribute) and root.func.attr in GIVEN_AS):
-            return False  # computed by a call: not an input as given
-        root = root.left if isinstance(root, ast.BinOp) else root.func if isinstance(root, ast.Call) else root.value
-    if not isinstance(root, ast.Name) or root.id == name:
+    target = node.targets[0]
+    if isinstance(target, ast.Attribute):
+        return isinstance(target.value, ast.Name) and target.value.id not in ("self", "cls")
+    if not isinstance(target, ast.Name):
         return False
+    name = target.id
     params = {a.arg for n in nodes if isinstance(n, ast.arguments) for a in (*n.posonlyargs, *n.args, *n.kwonlyargs)}
-    return root.id in params and root.id not in ("self", "cls")
+    if name in params:
+        return True
+    bound = 0
+    for n in nodes:
+        if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets = [n.optional_vars]
+        else:
+            continue
+        bound += any(isinstance(t, ast.Name) and t.id == name for found in targets for t in ast.walk(found))
+    return bound >= 2
 
 
 def _blocks_of(node: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
