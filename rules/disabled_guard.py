@@ -592,6 +592,9 @@ def _replacing(node: ast.Assign, nodes: Sequence[ast.AST]) -> bool:
     return bound >= 2
 
 
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
 def _blocks_of(node: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     """The statement lists a compound statement holds: its body, and its `else`'s (an `elif` is a
     statement of its own)."""
@@ -1233,6 +1236,22 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
                     return data
             """,
         ),
+        # A name another method binds is another name: this one's two ways throw nothing away.
+        """
+        import numpy as np
+
+        class Canon:
+            def less(self, n):
+                jac = np.empty((0, n))
+                return jac
+
+            def equal(self, cfun, n):
+                if cfun.sparse:
+                    jac = cfun.make(n)
+                else:
+                    jac = np.empty((0, n))
+                return jac
+        """,
     ]
     INVALID = [
         Example(  # the step goes on without the structured-output mask: no error, no constraint
@@ -2121,14 +2140,15 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     def _computed_above(self, name: str) -> bool:
         """Whether a call's result is bound to `name` above the statement being visited, in its block
         or a block around it (not in a sibling branch: `if n: out = self.kernel(x)` / `else: out =
-        x.new_zeros(...)` are two ways, neither thrown away)."""
+        x.new_zeros(...)` are two ways, neither thrown away; nor in another method above it)."""
         path = self.context.stmts
         for parent, child in zip(path, path[1:], strict=False):
             for block in _blocks_of(parent):
                 if not any(s is child for s in block):
                     continue
                 for above in block[: [id(s) for s in block].index(id(child))]:
-                    for bound in nodes_under(above, (cst.Assign,)):
+                    # Not into another function's or class's body: a name bound there is another name.
+                    for bound in nodes_under(above, (cst.Assign,), opaque=_SCOPES):
                         targets = [t.target for t in bound.targets]  # type: ignore[attr-defined]
                         names = [n.value for t in targets for n in nodes_under(t, (cst.Name,))]  # type: ignore[attr-defined]
                         if name in names and computed_by_call(bound.value):  # type: ignore[attr-defined]
