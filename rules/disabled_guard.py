@@ -14,6 +14,7 @@ from patchaudit.rule import (
     CHECK_CALL,
     FILLERS,
     NOT_CONSTANT,
+    Alias,
     Example,
     FileContext,
     Rule,
@@ -197,7 +198,8 @@ _BLOCKS = frozenset(
 )
 # The nodes statement_keeps weighs: a stand-in lambda, a block; in a drifted file, a value too.
 _WEIGHED = _BLOCKS | {ast.Lambda}
-_WEIGHED_DRIFTED = _WEIGHED | {ast.Assign, ast.Call, ast.IfExp}
+_VALUES = frozenset({ast.Assign, ast.Call, ast.IfExp})  # what `_drifted_value` weighs
+_WEIGHED_DRIFTED = _WEIGHED | _VALUES
 
 
 def _suppress(node: ast.expr) -> bool:
@@ -747,6 +749,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         re.compile(rb"(?:check|validat|verif|ensure|assert)\w*['\"]?\s*[=,][\s\\]*lambda\b"),
         # A module flag that may fold (`CHECKS = False`).
         re.compile(rb"(?m)^\w+[ \t]*(?::[^=\n]*)?=[ \t]*(?:True|False|None|0|1)[ \t]*(?:#[^\n]*)?$"),
+        # A function's name bound again (a drifted file's result replaced: `b = np.empty((0, 0))`).
+        re.compile(rb"(?m)^[ \t]+[A-Za-z_]\w*[ \t]*=[^=]"),
     )
     CONSTANTS = True
     CHECK_FIRST = True
@@ -754,6 +758,17 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
     @classmethod
     def constant_matters(cls, value: object) -> bool:
         return value is None or type(value) is bool or (type(value) is int and value in (0, 1))
+
+    @classmethod
+    def keeps(cls, statement: Statement, alias: Alias) -> bool:
+        # In a drifted file, a result replaced (`x = np.empty(n)` after a computed `x`) is kept however
+        # the statement is spelled: its shapes hold no byte the rule's filters look for, where a
+        # function with no `return`, `raise` or constant test would be dropped by them.
+        if statement.drifted:
+            nodes = statement.nodes()
+            if any(_drifted_value(n, nodes) for n in of_types(nodes, _VALUES)):  # type: ignore[arg-type]
+                return True
+        return super().keeps(statement, alias)
 
     @classmethod
     def statement_keeps(cls, statement: Statement) -> bool:

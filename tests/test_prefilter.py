@@ -507,3 +507,15 @@ def test_disabled_guard_keeps_a_verified_test_only_where_it_may_fold(case: str) 
     found = check_file(file, RULES)
     assert found == check_file(file, RULES, prefilter=False)
     assert ("disabled-guard" in {f.rule for f in found}) is (case in _FOLDS)
+
+
+def test_a_result_replaced_in_a_function_with_no_return_is_kept_for_disabled_guard() -> None:
+    """In a drifted file, `b = np.empty(...)` after a computed `b` is reported however the function
+    is spelled: one with no `return`, `raise` or constant test holds no byte disabled-guard's filters
+    look for, and is kept all the same."""
+    code = b"import numpy as np\n\n\ndef f(a, n):\n    b = np.linalg.solve(a, n)\n    b = np.empty((0, 0))\n"
+    code += b"    use(b)\n"
+    file = SourceFile(path="m.py", installed=code, pristine=None, drifted=True)
+    found = check_file(file, RULES)
+    assert found == check_file(file, RULES, prefilter=False)
+    assert "disabled-guard" in {f.rule for f in found}
