@@ -41,6 +41,7 @@ from patchaudit.analysis.counts import (
     OFFSETS,
     PLURAL,
     POSITIONS,
+    THROUGH_NAMES,
     element_count,
     len_may_count,
     module_counters,
@@ -91,7 +92,15 @@ from patchaudit.analysis.rewrites import (
 )
 from patchaudit.analysis.siblings import Siblings, imported_names
 from patchaudit.analysis.sinks import subexpressions
-from patchaudit.analysis.trees import assigned_names, bound_through, called_name, dotted, of_types, statements
+from patchaudit.analysis.trees import (
+    assigned_names,
+    bound_through,
+    called_name,
+    dotted,
+    full_name,
+    of_types,
+    statements,
+)
 from patchaudit.analysis.trees import walk as ast_nodes
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
@@ -105,6 +114,7 @@ __all__ = [
     "off_by_default",
     "Siblings",
     "dotted",
+    "full_name",
     "imported_names",
     "dead_after",
     "env_gated_exit",
@@ -162,6 +172,7 @@ __all__ = [
     "as_given",
     "element_count",
     "len_may_count",
+    "THROUGH_NAMES",
     "module_counters",
     "numeric_names",
     "short_helper_names",

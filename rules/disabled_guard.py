@@ -26,6 +26,7 @@ from patchaudit.rule import (
     constant_value,
     dead_after,
     env_gated_exit,
+    full_name,
     guard_in,
     nodes_under,
     of_types,
@@ -126,20 +127,9 @@ def _may_contradict(test: ast.expr) -> bool:
     return False
 
 
-def _full_name(node: ast.expr) -> str | None:
-    """What `cst.helpers.get_full_name_for_node` gives of the node, on the ast (`x[0]` is `x`, `f(a)` is `f`)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_full_name(node.value)}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return _full_name(node.func)
-    return _full_name(node.value) if isinstance(node, ast.Subscript) else None
-
-
 def _subject_of(node: ast.expr) -> str:
     """values._subject on the ast: a name's full name, else the code (the same code for the same tree)."""
-    return f"{_full_name(node)}" if isinstance(node, ast.Name | ast.Attribute) else ast.unparse(node)
+    return f"{full_name(node)}" if isinstance(node, ast.Name | ast.Attribute) else ast.unparse(node)
 
 
 def _fact_key(test: ast.expr) -> tuple[str, bool] | None:
@@ -149,7 +139,7 @@ def _fact_key(test: ast.expr) -> tuple[str, bool] | None:
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, not negated
     if isinstance(test, ast.Name | ast.Attribute):
-        return f"truth {_full_name(test)}", False
+        return f"truth {full_name(test)}", False
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance":
         if len(test.args) != 2:
             return None

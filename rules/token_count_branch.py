@@ -15,6 +15,7 @@ from patchaudit.rule import (
     PLURAL,
     POSITIONS,
     STRONG_CHANGES,
+    THROUGH_NAMES,
     Alias,
     Change,
     Example,
@@ -41,7 +42,6 @@ from patchaudit.rule import (
     returns_nothing,
     setting,
     shape_compared,
-    short_helper_names,
     short_helpers,
     unparsed,
 )
@@ -278,15 +278,18 @@ def _count_shaped(node: ast.AST, values: Values, depth: int = 0) -> bool:
 _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"})
 # Functions count_of reads a count through, called as a module's member (`math.ceil(n)`,
 # `np.int64(n)`, `torch.tensor(n)`, `builtins.max(n, 1)`): a cast, a conversion, an aggregate.
-_CONVERTING = frozenset(
-    {"int", "float", "round", "ceil", "floor", "trunc", "index", "tensor", "as_tensor", "scalar_tensor"}
-    | {"array", "asarray", "int64", "int32", "intp", "float32", "float64", "len", "sum", "max", "min", "abs"}
-    | {"amax", "amin", "getattr"}
-)
+_CONVERTING = THROUGH_NAMES | {"len", "abs", "amax", "amin", "getattr"}
 # Asked for every statement of a file: the file being checked.
 _numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
-_short_helpers = functools.lru_cache(maxsize=1)(short_helper_names)
 _short_defs = functools.lru_cache(maxsize=1)(short_helpers)
+
+
+@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
+def _short_helpers(tree: ast.Module) -> frozenset[str]:
+    """short_helper_names, from the definitions already found for the file (one walk)."""
+    return frozenset(_short_defs(tree))
+
+
 _module_counters = functools.lru_cache(maxsize=1)(module_counters)
 
 

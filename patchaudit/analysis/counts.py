@@ -26,7 +26,7 @@ import libcst as cst
 from patchaudit.analysis import dims as _views
 from patchaudit.analysis import values as _values
 from patchaudit.analysis.module import constant_value
-from patchaudit.analysis.trees import statements
+from patchaudit.analysis.trees import full_name, statements
 from patchaudit.analysis.values import COUNT_NAME, LEN_OF, Resolves, ValuesOf
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "element_count",
     "elements_count",
     "len_may_count",
+    "THROUGH_NAMES",
 ]
 
 # Names of sizes fixed by the model or the kernel, never of how many tokens came in.
@@ -88,6 +89,9 @@ _CONVERSIONS = (
     "numpy.float32",
     "numpy.float64",
 )
+# The last names of the casts, conversions and sums count_of reads a count through (`math.ceil(n)`,
+# `np.int64(n)`, `torch.tensor(n)`, `builtins.max(n, 1)`), for a statement filter that cannot resolve.
+THROUGH_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in (*_CASTS, *_CONVERSIONS, *_SUMS))
 # Methods that turn a tensor into a list of the same length (`len(ids.tolist())` is `len(ids)`).
 _AS_LIST = frozenset({"tolist", "cpu", "numpy", "flatten", "ravel"})
 Inline = Callable[[cst.Call], "cst.BaseExpression | None"]
@@ -325,7 +329,6 @@ def _listed_len(node: cst.Call, resolves: Resolves) -> cst.Call | None:
 
 # Methods and calls `len` sees through to the collection they list (`len(ids.tolist())` is `len(ids)`).
 _LEN_LISTS = _AS_LIST | _values.LISTING_METHODS
-_LEN_LIST_CALLS = frozenset({"list", "tuple"})
 
 
 def len_may_count(arg: ast.expr, bound: Container[str]) -> bool:
@@ -340,23 +343,14 @@ def len_may_count(arg: ast.expr, bound: Container[str]) -> bool:
             return True
         if isinstance(func, ast.Attribute) and func.attr in _LEN_LISTS:
             arg = func.value
-        elif isinstance(func, ast.Name) and func.id in _LEN_LIST_CALLS and arg.args:
+        elif isinstance(func, ast.Name) and func.id in _values.LISTING_CALLS and arg.args:
             arg = arg.args[0]
         else:
             break
     if isinstance(arg, ast.Name) and arg.id in bound:
         return True
-    last = _last_name(arg)
+    last = (full_name(arg) or "").rsplit(".", 1)[-1]
     return LEN_OF.search(last) is not None or QUEUE_NAME.match(last) is not None
-
-
-def _last_name(node: ast.expr) -> str:
-    """The last name `cst.helpers.get_full_name_for_node` gives of the node, on the ast ("" for none)."""
-    while isinstance(node, ast.Call | ast.Subscript):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    if isinstance(node, ast.Name):
-        return node.id
-    return node.attr if isinstance(node, ast.Attribute) else ""
 
 
 def _summed(node: cst.Call) -> str | None:

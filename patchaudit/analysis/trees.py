@@ -9,7 +9,7 @@ import ast
 from collections.abc import Collection, Iterable, Sequence
 from itertools import compress
 
-__all__ = ["assigned_names", "bound_through", "called_name", "dotted", "of_types", "statements", "walk"]
+__all__ = ["assigned_names", "bound_through", "called_name", "dotted", "full_name", "of_types", "statements", "walk"]
 
 # Fields that hold an identifier, a string, a number or a constant in every node type (Python's
 # ASDL grammar): never a node, so the walk does not read them. And `ctx`: the Load, Store or Del of
@@ -75,6 +75,19 @@ def dotted(node: ast.AST) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def full_name(node: ast.expr) -> str | None:
+    """What `libcst.helpers.get_full_name_for_node` gives of the same code, read on the ast: a name,
+    an attribute (`f().x` is `None.x`), a call's callee, a subscript's value (`x[0]` is `x`); else None.
+    A statement filter asks it to key what a rule keys by that helper."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{full_name(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return full_name(node.func)
+    return full_name(node.value) if isinstance(node, ast.Subscript) else None
 
 
 def called_name(func: ast.expr) -> str:

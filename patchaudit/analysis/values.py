@@ -249,7 +249,7 @@ _CAST_METHODS = ("item", "long", "int", "tolist")
 # What turns a tensor or a shape into a list or a copy of the same length: `len(ids.tolist())` is
 # `len(ids)`, `tuple(x.shape)[0]` is `x.shape[0]`.
 LISTING_METHODS = frozenset({"tolist", "cpu", "numpy", "detach", "clone", "contiguous"})
-_LISTING_CALLS = frozenset({"list", "tuple"})
+LISTING_CALLS = frozenset({"list", "tuple"})
 
 
 def _listed(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -258,7 +258,7 @@ def _listed(node: cst.BaseExpression) -> cst.BaseExpression:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in LISTING_METHODS and not node.args:
             node = func.value
-        elif isinstance(func, cst.Name) and func.value in _LISTING_CALLS and [a.star for a in node.args] == [""]:
+        elif isinstance(func, cst.Name) and func.value in LISTING_CALLS and [a.star for a in node.args] == [""]:
             node = node.args[0].value
         else:
             break
