@@ -189,7 +189,6 @@ _BLOCKS = frozenset(
 # The nodes statement_keeps weighs: a stand-in lambda, a block; in a drifted file, a value too.
 _WEIGHED = _BLOCKS | {ast.Lambda}
 _VALUES = frozenset({ast.Assign, ast.Call, ast.IfExp})  # what `_drifted_value` weighs
-_WEIGHED_DRIFTED = _WEIGHED | _VALUES
 
 
 def _suppress(node: ast.expr) -> bool:
@@ -600,6 +599,12 @@ def _blocks_of(node: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     return out
 
 
+def _replaces(nodes: Sequence[ast.AST]) -> bool:
+    """A drifted file's statement with a value its switch or line may replace, or whose NaNs it may
+    hide (keeps asks it before the byte filters, which know no spelling of these shapes)."""
+    return any(_drifted_value(n, nodes) for n in of_types(nodes, _VALUES))  # type: ignore[arg-type]
+
+
 def _drifted_value(node: ast.Assign | ast.Call | ast.IfExp, nodes: Sequence[ast.AST]) -> bool:
     """A value a drifted file's switch or line may replace, or whose NaNs it may hide."""
     if isinstance(node, ast.Assign):
@@ -754,10 +759,8 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         # In a drifted file, a result replaced (`x = np.empty(n)` after a computed `x`) is kept however
         # the statement is spelled: its shapes hold no byte the rule's filters look for, where a
         # function with no `return`, `raise` or constant test would be dropped by them.
-        if statement.drifted:
-            nodes = statement.nodes()
-            if any(_drifted_value(n, nodes) for n in of_types(nodes, _VALUES)):  # type: ignore[arg-type]
-                return True
+        if statement.drifted and _replaces(statement.nodes()):
+            return True
         return super().keeps(statement, alias)
 
     @classmethod
@@ -767,7 +770,7 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
 
     @classmethod
     def statement_check(cls, nodes: Sequence[ast.AST]) -> bool:
-        return cls._kept(nodes, None, None, True)
+        return _replaces(nodes) or cls._kept(nodes, None, None, True)
 
     @classmethod
     def _kept(
@@ -780,11 +783,9 @@ caller, `x != x` (a NaN test on floats, so never folded)."""
         scanned: _Scanned | None = None
         spelled: bool | None = None
         guarded: bool | None = None
-        for node in of_types(nodes, _WEIGHED_DRIFTED if drifted else _WEIGHED):  # most nodes are none of these
+        for node in of_types(nodes, _WEIGHED):  # most nodes are none of these
             if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Constant):
                 return True  # perhaps a check replaced by a stand-in
-            if drifted and isinstance(node, ast.Assign | ast.Call | ast.IfExp) and _drifted_value(node, nodes):
-                return True
             if type(node) not in _BLOCKS:
                 continue  # an expression or a simple statement: none of the shapes below
             loop_over = node.iter.id if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) else None
