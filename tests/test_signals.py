@@ -352,3 +352,23 @@ def test_no_child_outlives_the_run_counted_or_not(
     assert proc.returncode in ((128 + signum,) if signum else (0, 1)), err.decode()
     left = _left_behind(proc.pid)
     assert not left, f"processes left after the run: {left}"
+
+
+@pytest.mark.parametrize(("raised", "shown"), [("os.kill(os.getpid(), signal.SIGTERM)", False), ("1 / 0", True)])
+def test_a_signal_inside_a_finaliser_ends_the_run_quietly(raised: str, shown: bool) -> None:
+    """A signal that lands while Python runs a finaliser or a weakref callback (an import's module
+    lock) raises `Interrupted` where it cannot propagate: the run still ends by the deadline with the
+    signal's code, and no traceback is printed for it; any other error lost there is still shown."""
+    code = (
+        "import os, signal, time\n"
+        "from patchaudit.parallel.children import on_signals\n"
+        "on_signals()\n"
+        "class Finaliser:\n"
+        f"    def __del__(self):\n        {raised}\n"
+        "f = Finaliser()\n"
+        "del f\n"
+        "time.sleep(0 if " + str(shown) + " else 5)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert proc.returncode == (0 if shown else 128 + signal.SIGTERM), proc.stderr
+    assert ("Traceback" in proc.stderr) is shown, proc.stderr

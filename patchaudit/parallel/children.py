@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import signal
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from multiprocessing.process import BaseProcess
 
 UNWIND_SECONDS = 0.8  # after a signal, the process ends by then, unwound or not
@@ -190,6 +192,15 @@ def on_signals() -> None:
     """SIGINT and SIGTERM end the run: children killed and reaped, `Interrupted` raised (main thread only)."""
     for signum in _STOPS:
         signal.signal(signum, _handle)
+    sys.unraisablehook = functools.partial(_unraisable, sys.unraisablehook)
+
+
+def _unraisable(report: Callable[[sys.UnraisableHookArgs], object], unraisable: sys.UnraisableHookArgs) -> None:
+    """`Interrupted` raised where Python cannot raise it (the signal came while an import lock's
+    weakref callback or a finaliser ran) is lost there, not an error to print: the children are
+    already stopped, and the deadline ends the process within UNWIND_SECONDS with the signal's code."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        report(unraisable)
 
 
 def _in_child() -> None:
