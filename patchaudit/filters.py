@@ -107,7 +107,7 @@ def matches_any(tests: Filter, data: bytes) -> bool:
     if isinstance(tests, bytes):
         return tests in data
     if isinstance(tests, re.Pattern):
-        return _may_match(tests, data) and tests.search(data) is not None
+        return _may_match(tests, data) and _searching(tests).search(data) is not None
     if isinstance(tests, tuple):  # a rule's own (a list may change: planned each time)
         planned = _PLANS.get(id(tests))
         if planned is None or planned[0] is not tests:
@@ -160,12 +160,129 @@ _PLANS: dict[int, tuple[tuple[bytes | re.Pattern[bytes], ...], _Plan]] = {}
 def _plan(tests: Sequence[bytes | re.Pattern[bytes]]) -> _Plan:
     """The tests cheapest first: bytes, then patterns a literal rules out (with their literals),
     then the rest. The answer is whether any test holds, so their order changes only what it costs."""
-    patterns = [(_literals(test), test) for test in tests if not isinstance(test, bytes)]
+    patterns = [(_literals(test), _searching(test)) for test in tests if not isinstance(test, bytes)]
     return (
         tuple(test for test in tests if isinstance(test, bytes)),
         tuple((literals, test) for literals, test in patterns if literals),
         tuple(test for literals, test in patterns if not literals),
     )
+
+
+_SEARCHES: dict[re.Pattern[bytes], re.Pattern[bytes]] = {}
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_DIGIT = frozenset(b"0123456789")
+_SPACE = frozenset(b" \t\n\r\f\v")
+_BYTES = frozenset(range(256))
+_CATEGORIES = {
+    _C.CATEGORY_DIGIT: _DIGIT,
+    _C.CATEGORY_NOT_DIGIT: _BYTES - _DIGIT,
+    _C.CATEGORY_WORD: _WORD,
+    _C.CATEGORY_NOT_WORD: _BYTES - _WORD,
+    _C.CATEGORY_SPACE: _SPACE,
+    _C.CATEGORY_NOT_SPACE: _BYTES - _SPACE,
+}
+_LEADING_FLAGS = re.compile(rb"\A(?:\(\?[aiLmsux]+\))+")
+_FEWEST_LEADS = 32  # the most bytes a lead may be (more: about as slow as no lead)
+
+
+def _searching(pattern: re.Pattern[bytes]) -> re.Pattern[bytes]:
+    """A pattern that matches somewhere in a text exactly when `pattern` does, led by the bytes a
+    match of it can start with: `[LEAD](?<=(?=PATTERN).)`.
+
+    The regex engine skips ahead by itself only when a pattern starts with a literal or a class;
+    one that starts with `\\b`, a lookaround or a branch that does (`\\bdef\\s+forward`,
+    `(?:==|(?<!-)>)`) is tried at every byte of the text. Led by a class of its first bytes, it is
+    tried only where one of them stands, in the text as it is (a `\\b` or a lookbehind still sees
+    the byte before). Used where only whether it matches is asked; any pattern whose first bytes
+    are not proven few, that may match the empty string, or that the wrapping cannot hold (a
+    backreference), is searched as written.
+    """
+    found = _SEARCHES.get(pattern)
+    if found is None:
+        found = _SEARCHES[pattern] = _led(pattern) or pattern
+    return found
+
+
+def _led(pattern: re.Pattern[bytes]) -> re.Pattern[bytes] | None:
+    if not isinstance(pattern.pattern, bytes) or pattern.flags & (re.IGNORECASE | re.VERBOSE | re.LOCALE):
+        return None
+    try:
+        parsed = list(_sre_parse(pattern.pattern, pattern.flags))
+        if _engine_leads(parsed):
+            return None
+        first, empty = _first_bytes(parsed)
+    except Exception:  # noqa: BLE001 - an opcode unknown here (or of another Python version): as written
+        return None
+    if empty or len(first) > _FEWEST_LEADS or not first.isdisjoint(_SPACE):
+        return None
+    lead = b"".join(re.escape(bytes([c])) for c in sorted(first))
+    body = _LEADING_FLAGS.sub(b"", pattern.pattern)
+    try:
+        return re.compile(b"[" + lead + b"](?<=(?=" + body + b").)", pattern.flags)
+    except re.error:  # a backreference inside the lookbehind
+        return None
+
+
+def _engine_leads(items: list[tuple[Any, Any]]) -> bool:
+    """Whether the regex engine finds the pattern's first byte by itself: it starts with a
+    literal, a class, or a branch whose every arm starts with a literal."""
+    while items and items[0][0] is _C.SUBPATTERN and not items[0][1][1] & re.IGNORECASE:
+        items = list(items[0][1][3])
+    if not items:
+        return False
+    op, value = items[0]
+    if op is _C.BRANCH:
+        return all(arm and list(arm)[0][0] is _LITERAL for arm in value[1])
+    return op is _LITERAL or op is _C.IN
+
+
+def _first_bytes(items: list[tuple[Any, Any]]) -> tuple[frozenset[int], bool]:
+    """The bytes a match of the sequence can start with, and whether it can match the empty
+    string (a zero-width part adds no byte; ValueError for a part not read here)."""
+    out: set[int] = set()
+    for op, value in items:
+        if op is _LITERAL:
+            found, empty = frozenset({value}), False
+        elif op is _C.NOT_LITERAL:
+            found, empty = _BYTES - {value}, False
+        elif op is _C.IN:
+            found, empty = _class_bytes(value), False
+        elif op in _ZERO_WIDTH:
+            found, empty = frozenset(), True
+        elif op is _C.SUBPATTERN and not value[1] & re.IGNORECASE:
+            found, empty = _first_bytes(list(value[3]))
+        elif op is getattr(_C, "ATOMIC_GROUP", None):
+            found, empty = _first_bytes(list(value))
+        elif op in _REPEATS:
+            found, empty = _first_bytes(list(value[2]))
+            empty = empty or value[0] == 0
+        elif op is _C.BRANCH:
+            arms = [_first_bytes(list(arm)) for arm in value[1]]
+            found, empty = frozenset().union(*(f for f, _ in arms)), any(e for _, e in arms)
+        else:
+            raise ValueError(op)
+        out |= found
+        if not empty:
+            return frozenset(out), False
+    return frozenset(out), True
+
+
+def _class_bytes(items: list[tuple[Any, Any]]) -> frozenset[int]:
+    """The bytes a class (`[...]`) of a bytes pattern matches."""
+    out: set[int] = set()
+    negate = False
+    for kind, item in items:
+        if kind is _C.NEGATE:
+            negate = True
+        elif kind is _LITERAL:
+            out.add(item)
+        elif kind is _C.RANGE:
+            out.update(range(item[0], item[1] + 1))
+        elif kind is _C.CATEGORY and item in _CATEGORIES:
+            out |= _CATEGORIES[item]
+        else:
+            raise ValueError(kind)
+    return _BYTES - out if negate else frozenset(out)
 
 
 def required_literals(pattern: re.Pattern[bytes]) -> tuple[bytes, ...]:

@@ -8,7 +8,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from patchaudit.filters import matches_any, required_literal, required_literals
+from patchaudit.filters import _searching, matches_any, required_literal, required_literals
 from patchaudit.hazards import load_rules
 
 RULES = load_rules()
@@ -112,3 +112,32 @@ def test_a_rules_tests_in_any_order_keep_what_they_keep_in_theirs() -> None:
             ]
             assert [matches_any(tests, text) for text in texts] == in_order, rule.ID
     assert reordered >= 3  # rules whose own order puts a costly pattern first
+
+
+def test_a_pattern_led_by_its_first_bytes_matches_where_the_pattern_does() -> None:
+    """A pattern that starts with `\\b`, a lookaround or a mixed branch is searched led by the bytes
+    its match can start with: over every statement and file of a corpus, and at the edges its
+    zero-width start reads (the byte before, the start of the text), it matches where it did."""
+    edges = {
+        rb"\bdef\s+forward": [b"def forward", b"undef forward", b"x\ndef  forward(", b"_def forward"],
+        rb"(?:[=!<]=|(?<![-=>])>)\s*1\b": [b"a >= 1", b"a -> 1", b"a >1", b"f() => 1", b"a == 10", b">1"],
+        rb"(?<!\.)\b1\s*==": [b"1 == n", b"x.1 == n", b"a1 == n", b"(1 ==n"],
+        rb"(?m)^\w+ = (?:True|1)$": [b"X = True", b"  X = True", b"a\nX = 1", b"a\nX = 1\n"],
+        rb"(?:\bnot|(?<!is )\bin)\b": [b"not x", b"is in", b"x in y", b"cannot", b"notin"],
+        rb"([\'\"])w\1": [b"'w'", b"'w\"", b"\"w\""],  # a backreference: searched as written
+        rb"\b\d*": [b"", b"x"],  # may match nothing: searched as written
+    }
+    for source, texts in edges.items():
+        pattern = re.compile(source)
+        for text in texts:
+            assert (_searching(pattern).search(text) is not None) == (pattern.search(text) is not None), (source, text)
+    assert _searching(re.compile(rb"\bdef\s+forward")).pattern.startswith(b"[d]")
+    assert _searching(re.compile(rb"([\'\"])w\1")).pattern == rb"([\'\"])w\1"
+    corpus = Path(os.environ.get("PATCHAUDIT_LITERAL_CORPUS") or Path(sysconfig.get_paths()["purelib"]) / "rich")
+    texts = _statements(corpus) + [path.read_bytes() for path in sorted(corpus.rglob("*.py"))]
+    led = 0
+    for pattern in _patterns():
+        searching = _searching(pattern)
+        led += searching is not pattern
+        assert [searching.search(t) is not None for t in texts] == [pattern.search(t) is not None for t in texts]
+    assert led >= 15  # most of the rules' patterns start where the engine cannot skip ahead
