@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,6 +58,26 @@ class Statement:
         if self._identifiers is None:
             self._identifiers = spelled_identifiers(self.nodes())
         return self._identifiers
+
+
+# An escape in a string literal that can spell a letter (`"s\x61ve"`, `"\u0073ave"`, `"\N{...}"`,
+# octal): the byte filters read a name by its spelling, and the rules read the string's value.
+LETTER_ESCAPE = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7])")
+
+
+def spells_any(data: bytes, identifiers: Iterable[str]) -> bool:
+    """Whether a file's bytes may spell one of the identifiers as a name, an attribute, an import
+    or a piece of a string: one is a whole word of them, or of their text as Python normalises
+    names (`ｓａｖｅ` is `save`), or a string's escape may spell it (`"s\\x61ve"`: then True)."""
+    words = [name.encode() for name in identifiers]
+    if any(word in data and re.search(rb"(?<!\w)" + re.escape(word) + rb"(?!\w)", data) for word in words):
+        return True
+    if LETTER_ESCAPE.search(data):
+        return True
+    if data.isascii():
+        return False
+    text = unicodedata.normalize("NFKC", data.decode("utf-8", "replace"))
+    return any(re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) for name in identifiers)
 
 
 class Alias:

@@ -104,7 +104,7 @@ from patchaudit.analysis.trees import (
 from patchaudit.analysis.trees import walk as ast_nodes
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
-from patchaudit.filters import Alias, Filter, Statement, matches_any, spelled_identifiers
+from patchaudit.filters import Alias, Filter, Statement, matches_any, spelled_identifiers, spells_any
 from patchaudit.report import Severity
 
 __all__ = [
@@ -418,9 +418,12 @@ class Rule(cst.BatchableCSTVisitor):
         return path.endswith(cls.SUFFIXES)
 
     @classmethod
-    def prefilter(cls, data: bytes) -> bool:
-        """Whether the file could hold a finding (cheap, on bytes)."""
-        return matches_any(cls.PREFILTER, data) and matches_any(cls.REQUIRES, data)
+    def prefilter(cls, data: bytes, drifted: bool = True) -> bool:
+        """Whether the file could hold a finding (cheap, on bytes; `drifted`: whether it differs from
+        what its distribution installed, True when unknown)."""
+        if not (matches_any(cls.PREFILTER, data) and matches_any(cls.REQUIRES, data)):
+            return False
+        return not cls.keeps_nothing(data, drifted)
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:
@@ -452,6 +455,23 @@ class Rule(cst.BatchableCSTVisitor):
             if wanted is not None and wanted.isdisjoint(statement.identifiers()):
                 return False
         return cls.CHECK_FIRST or cls.statement_keeps(statement)
+
+    @classmethod
+    def keeps_nothing(cls, data: bytes, drifted: bool) -> bool:
+        """Whether no statement of the file could be kept (its bytes; whether it drifted).
+
+        A rule whose `keeps` is this class's asks for one of its IDENTIFIERS: spelled in the
+        statement, or by what a module alias or helper the statement names resolves to, which the
+        file spells too. Where the file spells none (spells_any), it keeps nothing. A rule that
+        weighs constants (CONSTANTS), or keeps by other ways (its own `keeps`), says False unless
+        it overrides this with what its own `keeps` asks.
+        """
+        if not cls.USES_LIBCST or cls.IDENTIFIERS is None or cls.CONSTANTS:
+            return False
+        if cls.keeps.__func__ is not Rule.keeps.__func__:  # type: ignore[attr-defined]
+            return False
+        wanted = cls.identifiers_in(data)
+        return wanted is not None and not spells_any(data, wanted)
 
     @classmethod
     def identifiers_in(cls, source: bytes | None) -> frozenset[str] | None:

@@ -214,6 +214,11 @@ torch.matmul` is not followed), or by a function object from another module."""
         return any(word in text for word in _OWN_PREFILTER)
 
     @classmethod
+    def keeps_nothing(cls, data: bytes, drifted: bool) -> bool:
+        """In a file that verifies, `keeps` asks for the environment spelled in the file's bytes."""
+        return not drifted and not any(word in data for word in _ENVIRON)
+
+    @classmethod
     def keeps(cls, statement: Statement, alias: Alias) -> bool:
         """The environment, a seed or a determinism switch spelled (or a name bound to one); or an
         attribute of an imported library set to a function, or `setattr` on one."""

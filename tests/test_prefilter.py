@@ -15,6 +15,7 @@ import tokenize
 
 import pytest
 
+from patchaudit.filters import matches_any
 from patchaudit.hazards import SourceFile, check_file, load_rules
 from patchaudit.hazards.examples import as_example
 
@@ -519,3 +520,40 @@ def test_a_result_replaced_in_a_function_with_no_return_is_kept_for_disabled_gua
     found = check_file(file, RULES)
     assert found == check_file(file, RULES, prefilter=False)
     assert "disabled-guard" in {f.rule for f in found}
+
+
+@pytest.mark.parametrize("drifted", [False, True])
+@pytest.mark.parametrize(
+    ("code", "runs"),
+    [
+        # `save` and `copy` only inside longer words: torch-save's byte filters pass, no sink is spelled.
+        ("import torch\n\n# saved weights are deepcopied\ndef unsaved(x):\n    return torch.deepcopy(x)\n", False),
+        ('import torch\n\nSAVER = "torch.save"\n\ndef f(x):\n    getattr(torch, SAVER[6:])(x, "/tmp/x.pt")\n', True),
+        ('import torch\n\ndef f(x):\n    getattr(torch, "s\\x61ve")(x, "/tmp/saved.pt")\n', True),  # an escape
+        ("import torch\n\ndef f(x):\n    torch.\uff53\uff41\uff56\uff45(x, '/tmp/saved.pt')\n", True),  # NFKC
+    ],
+)
+def test_a_rule_whose_identifiers_a_file_never_spells_is_not_run_there(code: str, runs: bool, drifted: bool) -> None:
+    """torch-save keeps only a statement that spells one of its sinks (or names an alias or helper
+    that does): a file that spells none as a whole word is not read for it at all, whatever its
+    byte filters pass. A sink spelled in a string, through an escape or as a name Python
+    normalises still has the file read."""
+    rule = next(r for r in RULES if r.ID == "torch-save")
+    assert matches_any(rule.PREFILTER, code.encode()) and matches_any(rule.REQUIRES, code.encode())
+    assert rule.prefilter(code.encode(), drifted) is runs
+    file = SourceFile(path="m.py", installed=code.encode(), pristine=None, drifted=drifted)
+    assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)
+
+
+def test_env_mutation_is_not_run_on_a_file_that_verifies_and_never_spells_the_environment() -> None:
+    """In a file that verifies env-mutation reports the environment's changes only: a file whose
+    bytes never spell it is not read for it (a drifted one is: seeds and switches count there)."""
+    code = b"import torch\n\n\ndef f():\n    torch.manual_seed(0)\n    torch.backends.cudnn.benchmark = True\n"
+    rule = next(r for r in RULES if r.ID == "env-mutation")
+    assert not rule.prefilter(code, drifted=False)
+    assert rule.prefilter(code, drifted=True)
+    assert rule.prefilter(code + b"os.environ['X'] = '1'\n", drifted=False)
+    assert _kept_for("env-mutation", code, drifted=True)
+    for drifted in (False, True):
+        file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)
+        assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,6 +14,7 @@ from libcst.metadata import MetadataWrapper
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
 from patchaudit.analysis.walk import Walker, walker
+from patchaudit.filters import LETTER_ESCAPE
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
 from patchaudit.hazards.positions import Span, spans
@@ -35,7 +35,7 @@ def active_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bo
             continue
         if rule.NEEDS_PRISTINE and (file.pristine is None or not file.drifted):
             continue
-        if prefilter and not rule.prefilter(file.installed):
+        if prefilter and not rule.prefilter(file.installed, file.drifted):
             continue
         active.append(rule)
     return active
@@ -433,11 +433,6 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-# An escape in a string literal that can spell a letter (`"s\x61ve"`, `"\u0073ave"`, `"\N{...}"`,
-# octal): the byte filters read a name by its spelling, and the rules read the string's value.
-_LETTER_ESCAPE = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7])")
-
-
 def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[Finding]:
     """Findings for one file, suppressions applied, before severity overrides.
 
@@ -446,7 +441,7 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     (the tests check that). A drifted file whose bytes hold an escape that can spell a letter
     is checked so: `getattr(torch, "s\x61ve")` spells no `save` for a byte filter to find.
     """
-    if file.drifted and _LETTER_ESCAPE.search(file.installed):
+    if file.drifted and LETTER_ESCAPE.search(file.installed):
         prefilter = False
     changed: set[int] | None = None
     if file.drifted and file.pristine is not None:
