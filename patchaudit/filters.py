@@ -4,8 +4,8 @@ identifiers it spells, and the byte tests (substrings and patterns) of PREFILTER
 from __future__ import annotations
 
 import ast
+import functools
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -67,17 +67,22 @@ LETTER_ESCAPE = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{
 
 def spells_any(data: bytes, identifiers: Iterable[str]) -> bool:
     """Whether a file's bytes may spell one of the identifiers as a name, an attribute, an import
-    or a piece of a string: one is a whole word of them, or of their text as Python normalises
-    names (`ｓａｖｅ` is `save`), or a string's escape may spell it (`"s\\x61ve"`: then True)."""
-    words = [name.encode() for name in identifiers]
-    if any(word in data and re.search(rb"(?<!\w)" + re.escape(word) + rb"(?!\w)", data) for word in words):
-        return True
-    if LETTER_ESCAPE.search(data):
-        return True
-    if data.isascii():
-        return False
-    text = unicodedata.normalize("NFKC", data.decode("utf-8", "replace"))
-    return any(re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) for name in identifiers)
+    or a piece of a string: one is a whole word of them, or a string's escape may spell it
+    (`"s\\x61ve"`: then True). A name Python normalises from another script (`ｓａｖｅ`) is not
+    read as `save`, here as in the byte filters and the rules."""
+    for name in identifiers:
+        word = name.encode()
+        if word in data and _whole_word(word).search(data) is not None:
+            return True
+    return LETTER_ESCAPE.search(data) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_word(word: bytes) -> re.Pattern[bytes]:
+    """The word where no word character stands either side; led by its literal, which the regex
+    engine finds by itself (a pattern led by a lookbehind is tried at every byte)."""
+    escaped = re.escape(word)
+    return re.compile(escaped + rb"(?<!\w" + escaped + rb")(?!\w)")
 
 
 class Alias:

@@ -530,14 +530,14 @@ def test_a_result_replaced_in_a_function_with_no_return_is_kept_for_disabled_gua
         ("import torch\n\n# saved weights are deepcopied\ndef unsaved(x):\n    return torch.deepcopy(x)\n", False),
         ('import torch\n\nSAVER = "torch.save"\n\ndef f(x):\n    getattr(torch, SAVER[6:])(x, "/tmp/x.pt")\n', True),
         ('import torch\n\ndef f(x):\n    getattr(torch, "s\\x61ve")(x, "/tmp/saved.pt")\n', True),  # an escape
-        ("import torch\n\ndef f(x):\n    torch.\uff53\uff41\uff56\uff45(x, '/tmp/saved.pt')\n", True),  # NFKC
+        # A name Python normalises (`torch.save`): neither the byte filters nor the rules read it so.
+        ("import torch\n\ndef f(x):\n    torch.\uff53\uff41\uff56\uff45(x, '/tmp/saved.pt')\n", False),
     ],
 )
 def test_a_rule_whose_identifiers_a_file_never_spells_is_not_run_there(code: str, runs: bool, drifted: bool) -> None:
     """torch-save keeps only a statement that spells one of its sinks (or names an alias or helper
     that does): a file that spells none as a whole word is not read for it at all, whatever its
-    byte filters pass. A sink spelled in a string, through an escape or as a name Python
-    normalises still has the file read."""
+    byte filters pass. A sink spelled in a string or through an escape still has the file read."""
     rule = next(r for r in RULES if r.ID == "torch-save")
     assert matches_any(rule.PREFILTER, code.encode()) and matches_any(rule.REQUIRES, code.encode())
     assert rule.prefilter(code.encode(), drifted) is runs
