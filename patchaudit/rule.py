@@ -78,6 +78,7 @@ from patchaudit.analysis.module import (
 from patchaudit.analysis.names import NameTable, Scope, canonical
 from patchaudit.analysis.omits import tuning
 from patchaudit.analysis.paths import fixed_path_ast, path_names, spells_path
+from patchaudit.analysis.per_file import per_file
 from patchaudit.analysis.purpose import reached_from, wraps_step
 from patchaudit.analysis.reach import blocked_lines, neutered, never_fires, off_by_default
 from patchaudit.analysis.rejects import bindings_at, exits_above, left_before, rejects_nothing, repinned
@@ -150,6 +151,7 @@ __all__ = [
     "Statement",
     "Alias",
     "matches_any",
+    "per_file",
     "tuning",
     "called_name",
     "reached_from",

@@ -2,7 +2,6 @@
 
 import ast
 import builtins
-import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -31,6 +30,7 @@ from patchaudit.rule import (
     nodes_under,
     of_types,
     one_line,
+    per_file,
     replaced_by_input,
     replaced_by_made_up,
     swallowing_handler,
@@ -260,7 +260,7 @@ class _ModuleEnv(NamedTuple):
     constants: frozenset[str]  # module and class names an assignment binds to a literal
 
 
-@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
+@per_file()  # asked for every statement of a file: the file being checked
 def _module_env(module: ast.Module) -> _ModuleEnv:
     """The module's environment flags (`SKIP = os.environ.get(...)`), as `_unaliased` reads them,
     looser: any such assignment, not only the one."""

@@ -1,7 +1,6 @@
 """env-mutation: library code that changes the process environment."""
 
 import ast
-import functools
 import re
 from collections.abc import Sequence
 
@@ -15,6 +14,7 @@ from patchaudit.rule import (
     Statement,
     assigned_names,
     bound_through,
+    per_file,
     spelled_identifiers,
     statements,
 )
@@ -78,7 +78,7 @@ _ENVIRON = (b"environ", b"putenv", b"unsetenv")
 _ENVIRON_NAMES = frozenset(word.decode() for word in _ENVIRON)
 
 
-@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
+@per_file()  # asked for every statement of a file: the file being checked
 def _environ_names(tree: ast.Module, source: bytes | None) -> frozenset[str]:
     """The names and attributes a module binds to the environment or its setters, at any depth and
     through one another: `from os import environ as env`, `_ENV = os.environ`, `self.env = _ENV`,
@@ -118,7 +118,7 @@ def _imported(nodes: Sequence[ast.AST]) -> frozenset[str]:
     return frozenset(out)
 
 
-@functools.lru_cache(maxsize=1)
+@per_file()
 def _foreign_names(module: ast.Module | None) -> frozenset[str]:
     """The module-level names bound to one of the libraries in _FOREIGN_ROOTS (once per file)."""
     return _imported(module.body) if module is not None else frozenset()

@@ -1,13 +1,12 @@
 """fixed-path-load: tensors or objects read from a fixed path into library code."""
 
 import ast
-import functools
 import re
 from collections.abc import Sequence
 
 import libcst as cst
 
-from patchaudit.rule import Example, Rule, Severity, Statement, call_arg, called_name, path_names, spells_path
+from patchaudit.rule import Example, Rule, Severity, Statement, call_arg, called_name, path_names, per_file, spells_path
 
 # Readers of tensors, arrays and pickled objects: the argument that names the file.
 LOADERS = {
@@ -36,7 +35,7 @@ PERSONAL = re.compile(r"~/+(?!(?:Library|AppData|snap)(?:/|$))[^./~]")  # not a 
 
 
 # Asked for every statement of a file: the file being checked.
-_path_names = functools.lru_cache(maxsize=1)(path_names)
+_path_names = per_file()(path_names)
 
 
 class FixedPathLoad(Rule):

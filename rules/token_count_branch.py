@@ -38,6 +38,7 @@ from patchaudit.rule import (
     of_types,
     one_line,
     padding,
+    per_file,
     replaced_by_input,
     returns_nothing,
     setting,
@@ -280,17 +281,17 @@ _AGGREGATES = frozenset({"max", "min", "sum", "amax", "amin", "values", "tolist"
 # `np.int64(n)`, `torch.tensor(n)`, `builtins.max(n, 1)`): a cast, a conversion, an aggregate.
 _CONVERTING = THROUGH_NAMES | {"len", "abs", "amax", "amin", "getattr"}
 # Asked for every statement of a file: the file being checked.
-_numeric_names = functools.lru_cache(maxsize=1)(numeric_names)
-_short_defs = functools.lru_cache(maxsize=1)(short_helpers)
+_numeric_names = per_file()(numeric_names)
+_short_defs = per_file()(short_helpers)
 
 
-@functools.lru_cache(maxsize=1)  # asked for every statement of a file: the file being checked
+@per_file()  # asked for every statement of a file: the file being checked
 def _short_helpers(tree: ast.Module) -> frozenset[str]:
     """short_helper_names, from the definitions already found for the file (one walk)."""
     return frozenset(_short_defs(tree))
 
 
-_module_counters = functools.lru_cache(maxsize=1)(module_counters)
+_module_counters = per_file()(module_counters)
 
 
 Defs = Mapping[str, Sequence[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]]

@@ -14,6 +14,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
+from patchaudit.analysis.module import NOT_CONSTANT, constant_value
 from patchaudit.analysis.names import NameTable, canonical
 from patchaudit.analysis.values import ref_of_cst
 
@@ -224,3 +225,57 @@ def test_the_table_read_from_the_source_is_the_table_of_every_node() -> None:
     for data in [*inside, *files]:
         tree = ast.parse(data)
         assert _table_shape(NameTable.build(tree, data)) == _table_shape(NameTable.build(tree)), data[:60]
+
+
+def _literal_eval_value(node: ast.expr) -> object:
+    """constant_value as it read every node before: through ast.literal_eval."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_CONSTANT
+    if isinstance(value, tuple | list | set | frozenset) and value and all(type(v) is int for v in value):
+        return frozenset(value)
+    return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT
+
+
+def test_a_constant_is_read_as_literal_eval_reads_it() -> None:
+    """constant_value reads a plain constant itself and refuses a name or a call without handing
+    it to literal_eval (whose closures leave a cycle per call): the same value for every
+    expression of real packages, and for the shapes literal_eval reads besides."""
+    extra = "(5, 9); [2]; {3, 4}; -1; 1 + 2j; set(); {'a': 1}; f(1); x; x.y; ...; b'x'; not 1; (1, 'a')"
+    trees = [ast.parse(extra), *(ast.parse(p.read_bytes()) for p in _files(click) + _files(json) + _files(email))]
+    read = 0
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.expr):
+                assert constant_value(node) == _literal_eval_value(node), ast.dump(node)
+                read += 1
+    assert read > 10_000
+
+
+def test_no_cache_of_a_files_rules_outlives_its_check() -> None:
+    """What the rules cache of a module (its helpers, its numeric names) is let go when its check
+    ends: the tree goes with the check, not with the next file's."""
+    from patchaudit.analysis import per_file
+    from patchaudit.hazards import SourceFile, check_file, load_rules
+
+    code = textwrap.dedent(
+        """
+        import os
+        import torch
+
+        CHECKS = False
+
+        def forward(x, num_tokens):
+            if num_tokens == 5:
+                torch.save(x, "/tmp/x.pt")
+            if CHECKS:
+                raise ValueError(x)
+            os.environ["X"] = "1"
+            return x
+        """
+    ).encode()
+    found = check_file(SourceFile(path="m.py", installed=code, pristine=None, drifted=True), load_rules())
+    assert {"torch-save", "token-count-branch", "env-mutation"} <= {f.rule for f in found}
+    assert len(per_file._CACHES) >= 8  # the rules' own, and the analysis's
+    assert all(c.cache_info().currsize == 0 for c in per_file._CACHES)

@@ -458,13 +458,22 @@ def short_helpers(tree: ast.Module) -> dict[str, list[tuple[ast.FunctionDef | as
     return out
 
 
+# What ast.literal_eval reads besides a constant: containers, a sign, a complex sum, `set()`.
+_LITERAL_SHAPES = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)
+
+
 def constant_value(node: ast.expr) -> object:
     """What a literal holds as a module or class constant: a number, string, bool or None, or a
     tuple, list or set of integers as a frozenset; else NOT_CONSTANT."""
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return NOT_CONSTANT
+    if isinstance(node, ast.Constant):
+        value = node.value  # what literal_eval gives, without its closures (each call leaves a cycle)
+    elif not isinstance(node, _LITERAL_SHAPES):
+        return NOT_CONSTANT  # a name, a call, an attribute...: literal_eval would refuse it
+    else:
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return NOT_CONSTANT
     if isinstance(value, tuple | list | set | frozenset) and value and all(type(v) is int for v in value):
         return frozenset(value)  # `DEBUG_LENS = (5, 9)`, `[5, 9]`: a set of counts a membership test may name
     return value if isinstance(value, bool | int | float | str | type(None)) else NOT_CONSTANT

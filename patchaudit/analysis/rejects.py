@@ -24,7 +24,6 @@ Pure functions over `ast`; the facts of a function are built once per (tree, lin
 from __future__ import annotations
 
 import ast
-import functools
 import math
 import re
 from collections import Counter
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from patchaudit.analysis.guards import terms
+from patchaudit.analysis.per_file import per_file
 from patchaudit.analysis.reach import number
 from patchaudit.analysis.trees import called_name
 
@@ -283,7 +283,7 @@ def _bound_once(stores: list[tuple[str, ast.expr | None, int]], kept: Callable[[
     }
 
 
-@functools.lru_cache(maxsize=16)
+@per_file(16)
 def _top_literals(tree: ast.Module) -> dict[str, _Fact]:
     """Names the module's top level binds to a literal, each once there (`MAX_TOKENS = sys.maxsize`)."""
     stores: list[tuple[str, ast.expr | None, int]] = []
@@ -293,7 +293,7 @@ def _top_literals(tree: ast.Module) -> dict[str, _Fact]:
     return _bound_once(stores, _constant)
 
 
-@functools.lru_cache(maxsize=16)
+@per_file(16)
 def _stored(tree: ast.Module) -> dict[str, int]:
     """How often each name is bound anywhere in the module (a `global` counts as a binding)."""
     seen: dict[str, int] = {}
@@ -313,7 +313,7 @@ def _module_constants(tree: ast.Module, wanted: set[str] | None = None) -> dict[
     return {k: v for k, v in top.items() if _stored(tree).get(k) == 1} if top else {}
 
 
-@functools.lru_cache(maxsize=16)
+@per_file(16)
 def _instance_constants(cls: ast.ClassDef) -> dict[str, _Fact]:
     """`self.x` bound once in all the methods of a class, to a number (`self.max_num_tokens = 1 << 62`)."""
     stores: list[tuple[str, ast.expr | None, int]] = []
