@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
+
+from patchaudit.analysis.trees import of_types
 
 __all__ = [
     "Alias",
@@ -65,16 +67,47 @@ class Statement:
 LETTER_ESCAPE = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7])")
 
 
-def spells_any(data: bytes, identifiers: Iterable[str]) -> bool:
-    """Whether a file's bytes may spell one of the identifiers as a name, an attribute, an import
-    or a piece of a string: one is a whole word of them, or a string's escape may spell it
-    (`"s\\x61ve"`: then True). A name Python normalises from another script (`ｓａｖｅ`) is not
-    read as `save`, here as in the byte filters and the rules."""
-    for name in identifiers:
-        word = name.encode()
-        if word in data and _whole_word(word).search(data) is not None:
-            return True
-    return LETTER_ESCAPE.search(data) is not None
+# Bytes after which a name or string the ast reads may be spelled otherwise in the file: an escape
+# that can spell a letter, a backslash joining lines (inside a string too), a coding declaration.
+_RESPELLED = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7]|\r|\n)|coding[:=]")
+
+
+class Spelling:
+    """Whether a module spells one of a set of identifiers as the ast reads it: in a name, an
+    attribute, an import or a piece of a short string (what `Statement.identifiers()` gives of
+    every statement, and what a module alias or helper resolves through).
+
+    A whole word of the bytes answers at once. Else the ast's own reading decides: in a file that
+    is ASCII with no escape, line join or coding declaration, only adjacent string literals
+    (`"sa" "ve"`) make a value its bytes do not spell, so its strings' pieces are read; in any other
+    file, every identifier of its nodes (`ｓａｖｅ` is `save`). `nodes` gives every node of the
+    module, read once when first needed.
+    """
+
+    __slots__ = ("source", "_nodes", "_spelled")
+
+    def __init__(self, source: bytes, nodes: Callable[[], Sequence[ast.AST]]) -> None:
+        self.source = source
+        self._nodes = nodes
+        self._spelled: frozenset[str] | None = None
+
+    def any_of(self, identifiers: Collection[str]) -> bool:
+        for name in identifiers:
+            word = name.encode()
+            if word in self.source and _whole_word(word).search(self.source) is not None:
+                return True
+        if self._spelled is None:
+            nodes = self._nodes()
+            if self.source.isascii() and _RESPELLED.search(self.source) is None:
+                self._spelled = frozenset(
+                    piece
+                    for node in of_types(nodes, (ast.Constant,))
+                    if isinstance(node.value, str) and len(node.value) < 80  # type: ignore[attr-defined]
+                    for piece in node.value.split(".")  # type: ignore[attr-defined]
+                )
+            else:
+                self._spelled = spelled_identifiers(nodes)
+        return not self._spelled.isdisjoint(identifiers)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -105,7 +105,7 @@ from patchaudit.analysis.trees import (
 from patchaudit.analysis.trees import walk as ast_nodes
 from patchaudit.analysis.values import COUNT_NAME, UNKNOWN, call_arg, const_value, literal_string, ref_of_cst
 from patchaudit.analysis.walk import nodes as nodes_under
-from patchaudit.filters import Alias, Filter, Statement, matches_any, spelled_identifiers, spells_any
+from patchaudit.filters import Alias, Filter, Spelling, Statement, matches_any, spelled_identifiers
 from patchaudit.report import Severity
 
 __all__ = [
@@ -151,6 +151,7 @@ __all__ = [
     "Statement",
     "Alias",
     "matches_any",
+    "Spelling",
     "per_file",
     "tuning",
     "called_name",
@@ -420,12 +421,9 @@ class Rule(cst.BatchableCSTVisitor):
         return path.endswith(cls.SUFFIXES)
 
     @classmethod
-    def prefilter(cls, data: bytes, drifted: bool = True) -> bool:
-        """Whether the file could hold a finding (cheap, on bytes; `drifted`: whether it differs from
-        what its distribution installed, True when unknown)."""
-        if not (matches_any(cls.PREFILTER, data) and matches_any(cls.REQUIRES, data)):
-            return False
-        return not cls.keeps_nothing(data, drifted)
+    def prefilter(cls, data: bytes) -> bool:
+        """Whether the file could hold a finding (cheap, on bytes)."""
+        return matches_any(cls.PREFILTER, data) and matches_any(cls.REQUIRES, data)
 
     @classmethod
     def constant_matters(cls, value: object) -> bool:
@@ -459,21 +457,22 @@ class Rule(cst.BatchableCSTVisitor):
         return cls.CHECK_FIRST or cls.statement_keeps(statement)
 
     @classmethod
-    def keeps_nothing(cls, data: bytes, drifted: bool) -> bool:
-        """Whether no statement of the file could be kept (its bytes; whether it drifted).
+    def keeps_nothing(cls, module: Spelling, drifted: bool) -> bool:
+        """Whether no statement of the module could be kept, asked before any is weighed (`module`:
+        what it spells; `drifted`: whether the file differs from what its distribution installed).
 
         A rule whose `keeps` is this class's asks for one of its IDENTIFIERS: spelled in the
         statement, or by what a module alias or helper the statement names resolves to, which the
-        file spells too. Where the file spells none (spells_any), it keeps nothing. A rule that
-        weighs constants (CONSTANTS), or keeps by other ways (its own `keeps`), says False unless
-        it overrides this with what its own `keeps` asks.
+        module spells too. Where the module spells none, it keeps nothing. A rule that weighs
+        constants (CONSTANTS), or keeps by other ways (its own `keeps`), says False unless it
+        overrides this with what its own `keeps` asks.
         """
         if not cls.USES_LIBCST or cls.IDENTIFIERS is None or cls.CONSTANTS:
             return False
         if cls.keeps.__func__ is not Rule.keeps.__func__:  # type: ignore[attr-defined]
             return False
-        wanted = cls.identifiers_in(data)
-        return wanted is not None and not spells_any(data, wanted)
+        wanted = cls.identifiers_in(module.source)
+        return wanted is not None and not module.any_of(wanted)
 
     @classmethod
     def identifiers_in(cls, source: bytes | None) -> frozenset[str] | None:

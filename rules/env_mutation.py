@@ -11,6 +11,7 @@ from patchaudit.rule import (
     Example,
     Rule,
     Severity,
+    Spelling,
     Statement,
     assigned_names,
     bound_through,
@@ -214,9 +215,9 @@ torch.matmul` is not followed), or by a function object from another module."""
         return any(word in text for word in _OWN_PREFILTER)
 
     @classmethod
-    def keeps_nothing(cls, data: bytes, drifted: bool) -> bool:
+    def keeps_nothing(cls, module: Spelling, drifted: bool) -> bool:
         """In a file that verifies, `keeps` asks for the environment spelled in the file's bytes."""
-        return not drifted and not any(word in data for word in _ENVIRON)
+        return not drifted and not any(word in module.source for word in _ENVIRON)
 
     @classmethod
     def keeps(cls, statement: Statement, alias: Alias) -> bool:

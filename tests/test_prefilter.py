@@ -15,7 +15,7 @@ import tokenize
 
 import pytest
 
-from patchaudit.filters import matches_any
+from patchaudit.filters import Spelling, matches_any
 from patchaudit.hazards import SourceFile, check_file, load_rules
 from patchaudit.hazards.examples import as_example
 
@@ -522,37 +522,49 @@ def test_a_result_replaced_in_a_function_with_no_return_is_kept_for_disabled_gua
     assert "disabled-guard" in {f.rule for f in found}
 
 
+_RESPELLED = [
+    # Spelled as the ast reads it, not as the bytes do: adjacent literals, a name Python normalises,
+    # a coding declaration (each reached through a module-level name), an escape, a line joined
+    # inside a string.
+    'import torch  # savepoint\n_S = "sa" "ve"\n\ndef f(m):\n    getattr(torch, _S)(m, "/tmp/x.pt")\n',
+    'from torch import \uff53\uff41\uff56\uff45 as s  # savepoint\n\ndef f(m):\n    s(m, "/tmp/x.pt")\n',
+    '# coding: utf-7\nfrom torch import +AHM-ave as s  # savepoint\n\ndef f(m):\n    s(m, "/tmp/x.pt")\n',
+    'import torch  # savepoint\n\ndef f(m):\n    getattr(torch, "s\\x61ve")(m, "/tmp/x.pt")\n',
+    'import torch  # savepoint\n\ndef f(m):\n    getattr(torch, "sa\\\nve")(m, "/tmp/x.pt")\n',
+]
+_UNSPELLED = "import torch\n\n# saved weights are deepcopied\ndef unsaved(x):\n    return torch.deepcopy(x)\n"
+
+
 @pytest.mark.parametrize("drifted", [False, True])
-@pytest.mark.parametrize(
-    ("code", "runs"),
-    [
-        # `save` and `copy` only inside longer words: torch-save's byte filters pass, no sink is spelled.
-        ("import torch\n\n# saved weights are deepcopied\ndef unsaved(x):\n    return torch.deepcopy(x)\n", False),
-        ('import torch\n\nSAVER = "torch.save"\n\ndef f(x):\n    getattr(torch, SAVER[6:])(x, "/tmp/x.pt")\n', True),
-        ('import torch\n\ndef f(x):\n    getattr(torch, "s\\x61ve")(x, "/tmp/saved.pt")\n', True),  # an escape
-        # A name Python normalises (`torch.save`): neither the byte filters nor the rules read it so.
-        ("import torch\n\ndef f(x):\n    torch.\uff53\uff41\uff56\uff45(x, '/tmp/saved.pt')\n", False),
-    ],
-)
-def test_a_rule_whose_identifiers_a_file_never_spells_is_not_run_there(code: str, runs: bool, drifted: bool) -> None:
+@pytest.mark.parametrize(("code", "spelled"), [(_UNSPELLED, False), *((code, True) for code in _RESPELLED)])
+def test_a_rule_keeps_nothing_of_a_module_that_never_spells_its_identifiers(code: str, spelled: bool, drifted: bool):
     """torch-save keeps only a statement that spells one of its sinks (or names an alias or helper
-    that does): a file that spells none as a whole word is not read for it at all, whatever its
-    byte filters pass. A sink spelled in a string or through an escape still has the file read."""
+    that does): in a module that spells none as the ast reads it, it weighs no statement at all,
+    whatever its byte filters pass (`saved`, `deepcopy`). A sink the ast reads where the bytes do
+    not spell it still has the module read; reached through a module-level name, it is found
+    with the filters as without them."""
     rule = next(r for r in RULES if r.ID == "torch-save")
-    assert matches_any(rule.PREFILTER, code.encode()) and matches_any(rule.REQUIRES, code.encode())
-    assert rule.prefilter(code.encode(), drifted) is runs
-    file = SourceFile(path="m.py", installed=code.encode(), pristine=None, drifted=drifted)
-    assert check_file(file, RULES) == check_file(file, RULES, prefilter=False)
+    data = code.encode()
+    assert matches_any(rule.PREFILTER, data) and matches_any(rule.REQUIRES, data)
+    tree = ast.parse(data)
+    assert rule.keeps_nothing(Spelling(data, lambda: list(ast.walk(tree))), drifted) is not spelled
+    if code in _RESPELLED[3:]:
+        return  # spelled in the statement itself: its byte filter reads it in a drifted file with an escape only
+    file = SourceFile(path="m.py", installed=data, pristine=None, drifted=drifted)
+    findings = check_file(file, RULES)
+    assert findings == check_file(file, RULES, prefilter=False)
+    assert ("torch-save" in {f.rule for f in findings}) is spelled
 
 
-def test_env_mutation_is_not_run_on_a_file_that_verifies_and_never_spells_the_environment() -> None:
+def test_env_mutation_keeps_nothing_of_a_file_that_verifies_and_never_spells_the_environment() -> None:
     """In a file that verifies env-mutation reports the environment's changes only: a file whose
-    bytes never spell it is not read for it (a drifted one is: seeds and switches count there)."""
+    bytes never spell it keeps nothing for it (a drifted one does: seeds and switches count there)."""
     code = b"import torch\n\n\ndef f():\n    torch.manual_seed(0)\n    torch.backends.cudnn.benchmark = True\n"
     rule = next(r for r in RULES if r.ID == "env-mutation")
-    assert not rule.prefilter(code, drifted=False)
-    assert rule.prefilter(code, drifted=True)
-    assert rule.prefilter(code + b"os.environ['X'] = '1'\n", drifted=False)
+    module = Spelling(code, lambda: [])
+    assert rule.keeps_nothing(module, drifted=False)
+    assert not rule.keeps_nothing(module, drifted=True)
+    assert not rule.keeps_nothing(Spelling(code + b"os.environ['X'] = '1'\n", lambda: []), drifted=False)
     assert _kept_for("env-mutation", code, drifted=True)
     for drifted in (False, True):
         file = SourceFile(path="m.py", installed=code, pristine=None, drifted=drifted)

@@ -36,7 +36,7 @@ def active_rules(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bo
             continue
         if rule.NEEDS_PRISTINE and (file.pristine is None or not file.drifted):
             continue
-        if prefilter and not rule.prefilter(file.installed, file.drifted):
+        if prefilter and not rule.prefilter(file.installed):
             continue
         active.append(rule)
     return active

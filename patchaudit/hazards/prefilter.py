@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.trees import walk
-from patchaudit.filters import Alias, Statement, spelled_identifiers
+from patchaudit.filters import Alias, Spelling, Statement, spelled_identifiers
 from patchaudit.rule import Rule
 
 __all__ = ["Reduced", "blocks", "reduced"]
@@ -245,6 +245,9 @@ def reduced(
     through = _Spelled(reaching)  # what a helper's text may reach through
     spelled_names = _Spelled(reaching | {name for name, _ in constants})
     nodes = _Nodes()
+    # A rule that keeps no statement of this module is not asked of any (Rule.keeps_nothing).
+    spelling = Spelling(data, lambda: [node for stmt in tree.body for node in nodes(stmt)])
+    live = [not rule.keeps_nothing(spelling, drifted) for rule in rules]
     spelled_in = _SpanIdentifiers(tree.body, nodes)
     span_words: dict[tuple[int, int], frozenset[bytes]] = {}
     edges: dict[str, set[str]] = {}
@@ -315,7 +318,7 @@ def reduced(
 
         found = set()
         for index, rule in enumerate(rules):
-            if not (touched or rule.WHOLE_MODULE):
+            if not (live[index] and (touched or rule.WHOLE_MODULE)):
                 continue
             try:
                 kept = rule.keeps(statement, Alias(functools.partial(aliased, index)))
