@@ -445,8 +445,9 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
 
     prefilter=False runs every rule over the whole file, skipping no file and no statement, and
     takes positions from libcst for the whole module; the results are the same, only slower
-    (the tests check that). A drifted file whose bytes hold an escape that can spell a letter
-    is checked so: `getattr(torch, "s\x61ve")` spells no `save` for a byte filter to find.
+    (the tests check that). A drifted file whose bytes hold an escape that can spell a letter,
+    or a backslash that joins lines, is checked so: `getattr(torch, "s\x61ve")` spells no `save`
+    for a byte filter to find.
     """
     if file.drifted and LETTER_ESCAPE.search(file.installed):
         prefilter = False
