@@ -65,7 +65,7 @@ class Statement:
 # An escape in a string literal that can spell a letter (`"s\x61ve"`, `"\u0073ave"`, `"\N{...}"`,
 # octal), or a backslash that joins lines (inside a string, `"sa\` and `ve"` are one `save`): the
 # byte filters read a name by its spelling, and the rules read the string's value.
-LETTER_ESCAPE = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7]|\r|\n)")
+RESPELLED = re.compile(rb"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|[0-7]|\r|\n)")
 # A coding declaration (on the first or second line): the file's text is not its bytes.
 _CODING = re.compile(rb"\A(?:[^\r\n]*(?:\r\n?|\n))?[ \t\f]*#[^\r\n]*?coding[:=]")
 
@@ -96,7 +96,7 @@ class Spelling:
                 return True
         if self._spelled is None:
             nodes = self._nodes()
-            if self.source.isascii() and not (LETTER_ESCAPE.search(self.source) or _CODING.search(self.source)):
+            if self.source.isascii() and not (RESPELLED.search(self.source) or _CODING.search(self.source)):
                 self._spelled = frozenset(
                     piece
                     for node in of_types(nodes, (ast.Constant,))

@@ -79,13 +79,19 @@ _ENVIRON = (b"environ", b"putenv", b"unsetenv")
 _ENVIRON_NAMES = frozenset(word.decode() for word in _ENVIRON)
 
 
+def _spells_environ(text: bytes) -> bool:
+    """Whether the bytes spell the environment or its setters (the statement filters read a name
+    by its spelling)."""
+    return any(word in text for word in _ENVIRON)
+
+
 @per_file()  # asked for every statement of a file: the file being checked
 def _environ_names(tree: ast.Module, source: bytes | None) -> frozenset[str]:
     """The names and attributes a module binds to the environment or its setters, at any depth and
     through one another: `from os import environ as env`, `_ENV = os.environ`, `self.env = _ENV`,
     `_KEY = "environ"` (for a `getattr`). Empty when the file's bytes spell none of the three (`source`;
     None: unknown): the statement filters read a name by its spelling."""
-    if source is not None and not any(word in source for word in _ENVIRON):
+    if source is not None and not _spells_environ(source):
         return frozenset()
     found: set[str] = set()
     binds: list[tuple[frozenset[str], frozenset[str]]] = []
@@ -217,7 +223,7 @@ torch.matmul` is not followed), or by a function object from another module."""
     @classmethod
     def keeps_nothing(cls, module: Spelling, drifted: bool) -> bool:
         """In a file that verifies, `keeps` asks for the environment spelled in the file's bytes."""
-        return not drifted and not any(word in module.source for word in _ENVIRON)
+        return not drifted and not _spells_environ(module.source)
 
     @classmethod
     def keeps(cls, statement: Statement, alias: Alias) -> bool:
@@ -230,7 +236,7 @@ torch.matmul` is not followed), or by a function object from another module."""
             bound = _environ_names(statement.module, statement.source)
             if bound and not bound.isdisjoint(statement.identifiers()):
                 return True
-            spelled = any(word in statement.text for word in _ENVIRON)
+            spelled = _spells_environ(statement.text)
             return spelled and not _ENVIRON_NAMES.isdisjoint(statement.identifiers())
         if alias:
             return True

@@ -15,7 +15,7 @@ from patchaudit.analysis.module import ModuleAnalysis
 from patchaudit.analysis.names import NameTable
 from patchaudit.analysis.per_file import release
 from patchaudit.analysis.walk import Walker, walker
-from patchaudit.filters import LETTER_ESCAPE
+from patchaudit.filters import RESPELLED
 from patchaudit.hazards.changes import changed_lines, decode, ignores
 from patchaudit.hazards.engine_rules import ENGINE_RULES, PARSE_ERROR, RULE_ERROR, UNUSED_IGNORE
 from patchaudit.hazards.positions import Span, spans
@@ -426,18 +426,14 @@ def _collector_paused() -> Iterator[None]:
     rules cached of the file (per_file) is let go first: its trees go by their counts, and that
     pass walks only the cycles (a sixteenth of what it walked with the trees still held).
     """
-    if not gc.isenabled():
-        try:
-            yield
-        finally:
-            release()
-        return
+    paused = gc.isenabled()  # else someone else turned it off, and turns it on
     gc.disable()
     try:
         yield
     finally:
         release()
-        gc.enable()
+        if paused:
+            gc.enable()
 
 
 def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool = True) -> list[Finding]:
@@ -449,7 +445,7 @@ def check_file(file: SourceFile, rules: Sequence[type[Rule]], *, prefilter: bool
     or a backslash that joins lines, is checked so: `getattr(torch, "s\x61ve")` spells no `save`
     for a byte filter to find.
     """
-    if file.drifted and LETTER_ESCAPE.search(file.installed):
+    if file.drifted and RESPELLED.search(file.installed):
         prefilter = False
     changed: set[int] | None = None
     if file.drifted and file.pristine is not None:
